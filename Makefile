@@ -1,0 +1,49 @@
+# Two entry points for a fresh machine: `make run` and `make test`.
+# Each installs what it needs: a virtualenv at .venv, the Python dependencies,
+# and the Go-built control-plane binaries (cached outside the repo).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+binaries: $(STAMP)
+	$(BIN)/rayquota cluster build
+
+run: binaries
+	$(BIN)/rayquota cluster up
+	$(BIN)/rayquota install --samples
+	@echo "operator starting in the foreground; Ctrl-C stops it (rayquota cluster down stops the control plane)"
+	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run
+
+lint: $(STAMP)
+	$(BIN)/ruff check rayquota tests benchmarks
+	$(BIN)/mypy rayquota/queueing
+
+test: binaries
+	$(BIN)/ruff check rayquota tests benchmarks
+	$(BIN)/mypy rayquota/queueing
+	$(BIN)/python -m pytest -p no:cacheprovider -q tests; rc=$$?; $(BIN)/rayquota cluster down --name test >/dev/null 2>&1; exit $$rc
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+crds: $(STAMP)
+	$(BIN)/rayquota crds
+
+cluster-down: $(STAMP)
+	$(BIN)/rayquota cluster down
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,508 @@
+"""``rayquota.io/v1alpha1``: quota and admission objects, shaped like Kueue's v1beta1 API.
+
+Field names follow Kueue (kubernetes-sigs/kueue, apis/kueue/v1beta1) wherever Kueue has the concept,
+so a platform team's Kueue manifests translate by changing the apiVersion. Additions of ours are
+marked as such.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
+
+from rayquota.api.common import (
+    CONDITIONS_LIST,
+    Condition,
+    CrdInfo,
+    K8sModel,
+    KubeObject,
+    LabelSelector,
+    NonNegativeInt32,
+    NonNegativeQuantity,
+    ObjectName,
+    PrinterColumn,
+    Quantity,
+)
+from rayquota.api.pod import PodTemplateSpec, Toleration
+
+GROUP = "rayquota.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Kueue's bounds: they also keep the CEL rules below within the API server's cost budget.
+MAX_RESOURCE_GROUPS = 16
+MAX_FLAVORS_PER_GROUP = 16
+MAX_RESOURCES_PER_GROUP = 16
+MAX_POD_SETS = 8
+MAX_NODE_LABELS = 8
+MAX_TAINTS = 8
+
+ResourceName = Annotated[str, Field(min_length=1, max_length=253)]
+FlavorName = ObjectName
+
+
+class QueueingStrategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class WithinClusterQueuePolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class WhenCanBorrow(StrEnum):
+    BORROW = "Borrow"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class WhenCanPreempt(StrEnum):
+    PREEMPT = "Preempt"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class WorkloadConditionType(StrEnum):
+    QUOTA_RESERVED = "QuotaReserved"
+    ADMITTED = "Admitted"
+    EVICTED = "Evicted"
+    PREEMPTED = "Preempted"
+    REQUEUED = "Requeued"
+    FINISHED = "Finished"
+    PODS_READY = "PodsReady"
+
+
+class ClusterQueueConditionType(StrEnum):
+    ACTIVE = "Active"
+
+
+# ---------------------------------------------------------------------------------------------------
+# ResourceFlavor
+
+
+class Taint(K8sModel):
+    key: Annotated[str, Field(min_length=1, max_length=316)]
+    value: str | None = None
+    effect: TaintEffect
+    time_added: datetime | None = None
+
+
+class ResourceFlavorSpec(K8sModel):
+    """Which nodes a flavor stands for (nodeLabels) and how pods get onto them (tolerations)."""
+
+    node_labels: Annotated[dict[str, str], Field(max_length=MAX_NODE_LABELS)] = Field(default_factory=dict)
+    node_taints: Annotated[list[Taint], Field(max_length=MAX_TAINTS)] = Field(default_factory=list)
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_TAINTS)] = Field(default_factory=list)
+
+
+class ResourceFlavor(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="ResourceFlavor",
+        plural="resourceflavors",
+        scope="Cluster",
+        short_names=("rf",),
+        categories=("rayquota",),
+        printer_columns=(PrinterColumn("Age", "date", ".metadata.creationTimestamp"),),
+        status_subresource=False,
+    )
+
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quota structure shared by ClusterQueue and Cohort
+
+
+class ResourceQuota(K8sModel):
+    name: ResourceName
+    nominal_quota: NonNegativeQuantity
+    borrowing_limit: NonNegativeQuantity | None = None
+    lending_limit: NonNegativeQuantity | None = None
+
+
+class FlavorQuotas(K8sModel):
+    name: FlavorName
+    resources: Annotated[list[ResourceQuota], Field(min_length=1, max_length=MAX_RESOURCES_PER_GROUP)]
+
+
+class ResourceGroup(K8sModel):
+    """Resources that are assigned one flavor together (e.g. cpu, memory and GPUs of one pool)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.flavors.all(f, size(f.resources) == size(self.coveredResources))",
+                    "message": "each flavor must list exactly the coveredResources",
+                }
+            ]
+        }
+    )
+
+    covered_resources: Annotated[
+        list[ResourceName], Field(min_length=1, max_length=MAX_RESOURCES_PER_GROUP)
+    ]
+    flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=MAX_FLAVORS_PER_GROUP)]
+
+
+class FairSharing(K8sModel):
+    weight: NonNegativeQuantity | None = None
+
+
+class BorrowWithinCohort(K8sModel):
+    policy: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+class ClusterQueuePreemption(K8sModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) "
+                    "&& self.borrowWithinCohort.policy != 'Never')",
+                    "message": "borrowWithinCohort requires reclaimWithinCohort other than Never",
+                }
+            ]
+        }
+    )
+
+    within_cluster_queue: WithinClusterQueuePolicy = WithinClusterQueuePolicy.NEVER
+    reclaim_within_cohort: ReclaimWithinCohortPolicy = ReclaimWithinCohortPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohort | None = None
+
+
+class FlavorFungibility(K8sModel):
+    when_can_borrow: WhenCanBorrow = WhenCanBorrow.BORROW
+    when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
+
+
+_LIMITS_NEED_COHORT = {
+    "rule": "(has(self.cohort) && self.cohort != '') || self.resourceGroups.all(rg, rg.flavors.all(f, "
+    "f.resources.all(r, !has(r.borrowingLimit) && !has(r.lendingLimit))))",
+    "message": "resourceGroups[].flavors[].resources[].borrowingLimit and lendingLimit "
+    "require spec.cohort to be set",
+}
+
+
+class ClusterQueueSpec(K8sModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_LIMITS_NEED_COHORT]})
+
+    resource_groups: Annotated[list[ResourceGroup], Field(max_length=MAX_RESOURCE_GROUPS)] = Field(
+        default_factory=list
+    )
+    cohort: Annotated[str, Field(max_length=253)] | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = None
+    preemption: ClusterQueuePreemption | None = None
+    flavor_fungibility: FlavorFungibility | None = None
+    stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing: FairSharing | None = None
+
+
+class ResourceUsage(K8sModel):
+    name: str
+    total: Quantity | None = None
+    borrowed: Quantity | None = None
+
+
+class FlavorUsage(K8sModel):
+    name: str
+    resources: list[ResourceUsage] = Field(default_factory=list)
+
+
+class FairSharingStatus(K8sModel):
+    weighted_share: int | None = None
+
+
+class ClusterQueueStatus(K8sModel):
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+    flavors_reservation: list[FlavorUsage] = Field(default_factory=list)
+    flavors_usage: list[FlavorUsage] = Field(default_factory=list)
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
+    fair_sharing: FairSharingStatus | None = None
+
+
+class ClusterQueue(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="ClusterQueue",
+        plural="clusterqueues",
+        scope="Cluster",
+        short_names=("cq",),
+        categories=("rayquota",),
+        printer_columns=(
+            PrinterColumn("Cohort", "string", ".spec.cohort"),
+            PrinterColumn("Strategy", "string", ".spec.queueingStrategy", priority=1),
+            PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads"),
+            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads"),
+            PrinterColumn("Active", "string", '.status.conditions[?(@.type=="Active")].status'),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cohort
+
+
+class CohortSpec(K8sModel):
+    """A node of the cohort tree: its parent, quota of its own to lend, and its fair-sharing weight."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.parent) || self.parent != ''",
+                    "message": "parent must not be empty when set",
+                }
+            ]
+        }
+    )
+
+    parent: Annotated[str, Field(max_length=253)] | None = None
+    resource_groups: Annotated[list[ResourceGroup], Field(max_length=MAX_RESOURCE_GROUPS)] = Field(
+        default_factory=list
+    )
+    fair_sharing: FairSharing | None = None
+
+
+class CohortStatus(K8sModel):
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
+    fair_sharing: FairSharingStatus | None = None
+
+
+class Cohort(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="Cohort",
+        plural="cohorts",
+        scope="Cluster",
+        categories=("rayquota",),
+        printer_columns=(
+            PrinterColumn("Parent", "string", ".spec.parent"),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: CohortSpec = Field(default_factory=CohortSpec)
+    status: CohortStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# LocalQueue
+
+
+class LocalQueueSpec(K8sModel):
+    cluster_queue: ObjectName
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+
+class LocalQueueResourceUsage(K8sModel):
+    name: str
+    total: Quantity | None = None
+
+
+class LocalQueueFlavorUsage(K8sModel):
+    name: str
+    resources: list[LocalQueueResourceUsage] = Field(default_factory=list)
+
+
+class LocalQueueStatus(K8sModel):
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+    flavors_reservation: list[LocalQueueFlavorUsage] = Field(default_factory=list)
+    flavor_usage: list[LocalQueueFlavorUsage] = Field(default_factory=list)
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
+
+
+class LocalQueue(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="LocalQueue",
+        plural="localqueues",
+        scope="Namespaced",
+        short_names=("lq",),
+        categories=("rayquota",),
+        printer_columns=(
+            PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue"),
+            PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads"),
+            PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads"),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workload
+
+
+class PodSet(K8sModel):
+    """A group of identical pods. ``requests`` (ours) gives per-pod requests when no template is kept."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.template) || has(self.requests)",
+                    "message": "a podSet needs a template or requests",
+                },
+                {
+                    "rule": "!has(self.minCount) || self.minCount <= self.count",
+                    "message": "minCount must be less than or equal to count",
+                    "fieldPath": ".minCount",
+                },
+            ]
+        }
+    )
+
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+    count: NonNegativeInt32 = 1
+    min_count: NonNegativeInt32 | None = None
+    template: PodTemplateSpec | None = None
+    requests: Annotated[dict[str, NonNegativeQuantity], Field(max_length=32)] | None = None
+
+
+class WorkloadSpec(K8sModel):
+    pod_sets: Annotated[list[PodSet], Field(min_length=1, max_length=MAX_POD_SETS)]
+    queue_name: Annotated[str, Field(max_length=253)] | None = None
+    priority_class_name: Annotated[str, Field(max_length=253)] | None = None
+    priority: int | None = None
+    priority_class_source: str | None = None
+    active: bool = True
+    maximum_execution_time_seconds: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+
+
+class PodSetAssignment(K8sModel):
+    name: str
+    flavors: dict[str, str] = Field(default_factory=dict)
+    resource_usage: dict[str, Quantity] = Field(default_factory=dict)
+    count: int | None = None
+
+
+class Admission(K8sModel):
+    cluster_queue: str
+    pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
+
+
+class RequeueState(K8sModel):
+    count: int | None = None
+    requeue_at: datetime | None = None
+
+
+class ReclaimablePod(K8sModel):
+    name: str
+    count: int
+
+
+class WorkloadStatus(K8sModel):
+    admission: Admission | None = None
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
+    requeue_state: RequeueState | None = None
+    reclaimable_pods: list[ReclaimablePod] = Field(default_factory=list)
+    # Ours: why the workload waits, in words (Kueue keeps this only in the QuotaReserved message).
+    pending_reason: str | None = None
+
+
+class Workload(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="Workload",
+        plural="workloads",
+        scope="Namespaced",
+        short_names=("wl",),
+        categories=("rayquota",),
+        printer_columns=(
+            PrinterColumn("Queue", "string", ".spec.queueName"),
+            PrinterColumn("Admitted by", "string", ".status.admission.clusterQueue"),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: WorkloadSpec
+    status: WorkloadStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# WorkloadPriorityClass
+
+
+class WorkloadPriorityClass(KubeObject):
+    """Like Kueue's, value and description sit at the top level (no spec)."""
+
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="WorkloadPriorityClass",
+        plural="workloadpriorityclasses",
+        scope="Cluster",
+        short_names=("wpc",),
+        categories=("rayquota",),
+        printer_columns=(
+            PrinterColumn("Value", "integer", ".value"),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+        status_subresource=False,
+    )
+
+    value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+    description: Annotated[str, Field(max_length=2048)] | None = None
+
+
+QUEUEING_KINDS: tuple[type[KubeObject], ...] = (
+    ResourceFlavor,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Workload,
+    WorkloadPriorityClass,
+)

@@ -1,0 +1,94 @@
+"""The `rayquota` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from rayquota.localcluster import cli as cluster_cli
+
+    return cluster_cli.main(args)
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from rayquota.api import crdgen
+
+    return crdgen.main(out_dir=Path(args.out), check=args.check)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from rayquota.simulation import runner
+
+    return runner.main(Path(args.scenario), Path(args.out) if args.out else None)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rayquota.operator import main as operator_main
+
+    return operator_main.run(
+        namespaces=args.namespace or None,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        verbose=args.verbose,
+    )
+
+
+def _install(args: argparse.Namespace) -> int:
+    from rayquota.localcluster import install
+
+    return install.main(samples=args.samples)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cluster = sub.add_parser("cluster", help="the local Kubernetes control plane with fake GPU nodes")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True)
+    for name, text in (
+        ("build", "build (or reuse) the control-plane binaries"),
+        ("up", "start the control plane (idempotent)"),
+        ("down", "stop every process of the control plane"),
+        ("status", "say what runs"),
+        ("env", "print the export KUBECONFIG=... line"),
+        ("kubeconfig", "print the admin kubeconfig path"),
+    ):
+        p = csub.add_parser(name, help=text)
+        p.add_argument("--name", default="default", help="cluster name (state lives per name)")
+        if name == "down":
+            p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    cluster.set_defaults(func=_cluster)
+
+    crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
+    crds.add_argument("--out", default="crds", help="output directory (default: crds)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
+    crds.set_defaults(func=_crds)
+
+    sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
+    sim.add_argument("scenario")
+    sim.add_argument("--out", default=None, help="report directory (JSON and PNG)")
+    sim.set_defaults(func=_simulate)
+
+    run = sub.add_parser("run", help="run the operator against the cluster KUBECONFIG names")
+    run.add_argument("--namespace", "-n", action="append", help="watch only these namespaces")
+    run.add_argument("--metrics-port", type=int, default=8080)
+    run.add_argument("--health-port", type=int, default=8081)
+    run.add_argument("--verbose", "-v", action="store_true")
+    run.set_defaults(func=_run)
+
+    install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")
+    install.add_argument("--samples", action="store_true", help="also apply samples/queues")
+    install.set_defaults(func=_install)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""`rayquota cluster ...` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rayquota.localcluster import binaries
+from rayquota.localcluster.cluster import ClusterError, LocalCluster
+
+
+def main(args: argparse.Namespace) -> int:
+    nodes = os.environ.get("RAYQUOTA_NODES_FILE")
+    cluster = LocalCluster(name=args.name, nodes_file=Path(nodes) if nodes else None)
+    try:
+        match args.cluster_command:
+            case "build":
+                binaries.ensure_all()
+                for name, path in binaries.binary_paths().items():
+                    print(f"{name:<24} {path}")
+            case "up":
+                cluster.up()
+            case "down":
+                cluster.down(purge=args.purge)
+            case "status":
+                print("\n".join(cluster.status_lines()))
+                return 0 if cluster.healthy() else 3
+            case "env":
+                print(f"export KUBECONFIG={cluster.kubeconfig}")
+                print(f"export PATH={binaries.KUBERNETES.cache_dir}:{binaries.HELM.cache_dir}:$PATH")
+            case "kubeconfig":
+                print(cluster.kubeconfig)
+    except (ClusterError, binaries.BuildError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,415 @@
+"""Start, stop and inspect the local control plane.
+
+One cluster per name; its state (certificates, etcd data, kubeconfig, logs, the pids of
+its processes) lives in ``state_root()/NAME``. Every server binds to 127.0.0.1 on ports
+picked free at start-up, so two clusters never collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from rayquota.localcluster import binaries
+from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
+from rayquota.localcluster.paths import state_root
+from rayquota.localcluster.pki import PkiFiles, ensure_pki
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not running; reap it if it is our child.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    tail = ""
+    if log is not None and log.exists():
+        tail = "\n--- last lines of " + str(log) + " ---\n" + "\n".join(log.read_text().splitlines()[-20:])
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
+
+
+@dataclass
+class LocalCluster:
+    """Handle on one named local control plane."""
+
+    name: str = "default"
+    nodes_file: Path | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        return state_root() / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.state_dir / "processes.json"
+
+    # ---- inspection -------------------------------------------------------------------------
+
+    def processes(self) -> dict[str, dict[str, object]]:
+        if not self._pid_file.exists():
+            return {}
+        data: dict[str, dict[str, object]] = json.loads(self._pid_file.read_text())
+        return data
+
+    def _owned_alive(self) -> dict[str, int]:
+        """Components whose recorded pid is alive and still runs our binary."""
+        alive: dict[str, int] = {}
+        for component, info in self.processes().items():
+            pid = int(str(info["pid"]))
+            if _alive(pid) and str(info["binary"]) in _cmdline(pid):
+                alive[component] = pid
+        return alive
+
+    @property
+    def server(self) -> str:
+        info = self.processes().get("kube-apiserver", {})
+        return str(info.get("url", ""))
+
+    def healthy(self) -> bool:
+        if set(self._owned_alive()) != set(COMPONENTS):
+            return False
+        return self._readyz()
+
+    def _readyz(self) -> bool:
+        url = self.server
+        if not url:
+            return False
+        pki = PkiFiles.under(self.state_dir / "pki")
+        ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+        ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        try:
+            with urllib.request.urlopen(url + "/readyz", context=ctx, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def status_lines(self) -> list[str]:
+        alive = self._owned_alive()
+        lines = [f"cluster {self.name!r} state in {self.state_dir}"]
+        for component in COMPONENTS:
+            info = self.processes().get(component)
+            if info is None:
+                lines.append(f"  {component:<24} not started")
+                continue
+            state = "running" if component in alive else "stopped"
+            where = f" {info['url']}" if info.get("url") else ""
+            lines.append(f"  {component:<24} {state} (pid {info['pid']}){where}")
+        if alive:
+            lines.append(f"  apiserver ready: {'yes' if self._readyz() else 'no'}")
+            lines.append(f"  kubeconfig: {self.kubeconfig}")
+        return lines
+
+    # ---- kubectl ----------------------------------------------------------------------------
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [str(binaries.KUBERNETES.path("kubectl")), "--kubeconfig", str(self.kubeconfig), *args]
+        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise ClusterError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+            )
+        return result
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def up(self, *, log: Callable[[str], None] | None = None) -> None:
+        """Start every component unless the cluster is already up (idempotent)."""
+        say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        if self.healthy():
+            say(f"cluster {self.name!r} is already running ({self.server})")
+            return
+        started = time.monotonic()
+        self.down(quiet=True)
+        paths = binaries.ensure_all()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        pki = ensure_pki(self.state_dir / "pki")
+        etcd_dir = self.state_dir / "etcd"
+        shutil.rmtree(etcd_dir, ignore_errors=True)  # every `up` after a `down` is a clean cluster
+
+        etcd_port, peer_port = _free_port(), _free_port()
+        api_port = _free_port()
+        api_url = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig(api_url, pki)
+        records: dict[str, dict[str, object]] = {}
+
+        def start(component: str, argv: Sequence[str], url: str = "") -> None:
+            logfile = (self.log_dir / f"{component}.log").open("ab")
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # survives the CLI; `down` stops the group
+                cwd=self.state_dir,
+            )
+            logfile.close()
+            records[component] = {"pid": proc.pid, "binary": str(argv[0]), "url": url}
+            self._pid_file.write_text(json.dumps(records, indent=2))
+
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        start(
+            "etcd",
+            [
+                str(paths["etcd"]),
+                "--name=rayquota",
+                f"--data-dir={etcd_dir}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=rayquota=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",  # a throwaway test store: durability is not the point
+                "--log-level=warn",
+            ],
+            etcd_url,
+        )
+        say(f"  etcd on {etcd_url}")
+        start(
+            "kube-apiserver",
+            [
+                str(paths["kube-apiserver"]),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={pki.apiserver_cert}",
+                f"--tls-private-key-file={pki.apiserver_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # 127.0.0.1 is not a valid endpoint for the `kubernetes` Service.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+            api_url,
+        )
+        say(f"  kube-apiserver on {api_url}")
+        _wait_for("etcd", lambda: self._http_ok(etcd_url + "/health"), 30, self.log_dir / "etcd.log")
+        _wait_for("kube-apiserver /readyz", self._readyz, 60, self.log_dir / "kube-apiserver.log")
+
+        kubeconfig = str(self.kubeconfig)
+        start(
+            "kube-controller-manager",
+            [
+                str(paths["kube-controller-manager"]),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={_free_port()}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+        )
+        start(
+            "kube-scheduler",
+            [
+                str(paths["kube-scheduler"]),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={_free_port()}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+        kwok_cfg = self.state_dir / "kwok.yaml"
+        kwok_cfg.write_text(kwok_config())
+        start(
+            "kwok",
+            [
+                str(paths["kwok"]),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={kwok_cfg}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.240.0.1",
+                f"--server-address=127.0.0.1:{_free_port()}",
+            ],
+        )
+        say("  kube-controller-manager, kube-scheduler, kwok started")
+        pools = load_pools(self.nodes_file)
+        self._create_nodes(pools)
+        expected = [n for pool in pools for n in pool.node_names()]
+        _wait_for(
+            f"{len(expected)} fake nodes Ready",
+            lambda: self._nodes_ready(expected),
+            60,
+            self.log_dir / "kwok.log",
+        )
+        _wait_for(
+            "the default service account",
+            self._default_sa_exists,
+            60,
+            self.log_dir / "kube-controller-manager.log",
+        )
+        dead = set(COMPONENTS) - set(self._owned_alive())
+        if dead:
+            raise ClusterError(f"components exited during start-up: {sorted(dead)}; logs in {self.log_dir}")
+        say(
+            f"cluster {self.name!r} up in {time.monotonic() - started:.1f}s: {len(expected)} nodes; "
+            f"export KUBECONFIG={self.kubeconfig}"
+        )
+
+    def down(self, *, quiet: bool = False, purge: bool = False) -> list[str]:
+        """Stop every recorded process (whole process groups) and wait until they are gone."""
+        stopped: list[str] = []
+        alive = self._owned_alive()
+        for component in reversed(COMPONENTS):
+            pid = alive.get(component)
+            if pid is None:
+                continue
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            stopped.append(component)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(p) for p in alive.values()):
+            time.sleep(0.1)
+        for pid in alive.values():
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+        if self._pid_file.exists():
+            self._pid_file.unlink()
+        if purge:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        if not quiet:
+            print(
+                f"cluster {self.name!r}: stopped {', '.join(stopped) or 'nothing (not running)'}",
+                file=sys.stderr,
+            )
+        return stopped
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _write_kubeconfig(self, url: str, pki: PkiFiles) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "rayquota-local",
+                    "cluster": {"server": url, "certificate-authority": str(pki.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)},
+                }
+            ],
+            "contexts": [
+                {
+                    "name": f"rayquota-{self.name}",
+                    "context": {"cluster": "rayquota-local", "user": "admin", "namespace": "default"},
+                }
+            ],
+            "current-context": f"rayquota-{self.name}",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def _create_nodes(self, pools: Sequence[NodePool]) -> None:
+        docs = [m for pool in pools for m in pool.manifests()]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+    def _nodes_ready(self, names: list[str]) -> bool:
+        result = self.kubectl(
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}="
+            '{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+            check=False,
+        )
+        ready = {line.split("=")[0] for line in result.stdout.splitlines() if line.endswith("=True")}
+        return set(names) <= ready
+
+    def _default_sa_exists(self) -> bool:
+        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0

@@ -1,0 +1,82 @@
+"""Install the CRDs (and optionally the sample queues) into a cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Protocol
+
+from rayquota.localcluster import binaries
+from rayquota.localcluster.paths import repo_root
+
+
+class Kubectl(Protocol):
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+class _EnvKubectl:
+    """kubectl against whatever KUBECONFIG names."""
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [str(binaries.KUBERNETES.path("kubectl")), *args]
+        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+
+def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
+    """Apply every CRD server-side and wait until each is Established."""
+    crd_dir = crd_dir or repo_root() / "crds"
+    files = sorted(crd_dir.glob("*.yaml"))
+    if not files:
+        raise FileNotFoundError(f"no CRDs in {crd_dir}: run `rayquota crds`")
+    target.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_dir))
+    names = [
+        line.split("/", 1)[-1]
+        for line in target.kubectl("get", "-f", str(crd_dir), "-o", "name").stdout.split()
+    ]
+    deadline = time.monotonic() + 60
+    for name in names:
+        while True:
+            out = target.kubectl(
+                "get",
+                "crd",
+                name,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
+            ).stdout
+            if out == "True":
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established after 60s")
+            time.sleep(0.1)
+    return names
+
+
+def install_samples(target: Kubectl) -> None:
+    queues = repo_root() / "samples" / "queues"
+    if queues.is_dir():
+        target.kubectl("apply", "--server-side", "-f", str(queues))
+
+
+def main(*, samples: bool) -> int:
+    if "KUBECONFIG" not in os.environ:
+        from rayquota.localcluster.cluster import LocalCluster
+
+        os.environ["KUBECONFIG"] = str(LocalCluster().kubeconfig)
+    target = _EnvKubectl()
+    names = install_crds(target)
+    print(f"installed {len(names)} CRDs: {', '.join(sorted(names))}", file=sys.stderr)
+    if samples:
+        install_samples(target)
+        print("applied samples/queues", file=sys.stderr)
+    return 0

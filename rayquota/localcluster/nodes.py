@@ -1,0 +1,118 @@
+"""The fake nodes kwok plays: GPU pools and CPU-only nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """A group of identical fake nodes."""
+
+    name: str
+    count: int
+    cpu: str
+    memory: str
+    gpus: int = 0
+    gpu_product: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    pods: int = 250
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(self.count)]
+
+    def manifests(self) -> list[dict[str, Any]]:
+        return [self._node(name) for name in self.node_names()]
+
+    def _node(self, name: str) -> dict[str, Any]:
+        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "type": "kwok",
+            "rayquota.io/node-pool": self.name,
+            **self.labels,
+        }
+        taints: list[dict[str, str]] = []
+        if self.gpus:
+            resources["nvidia.com/gpu"] = str(self.gpus)
+            taints.append(dict(GPU_TAINT))
+            if self.gpu_product:
+                labels["nvidia.com/gpu.product"] = self.gpu_product
+                labels["nvidia.com/gpu.count"] = str(self.gpus)
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            },
+            "spec": {"taints": taints} if taints else {},
+            "status": {"capacity": resources, "allocatable": dict(resources)},
+        }
+
+
+DEFAULT_POOLS: tuple[NodePool, ...] = (
+    NodePool(
+        name="gpu-a100",
+        count=2,
+        cpu="64",
+        memory="512Gi",
+        gpus=8,
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        labels={"rayquota.io/gpu-pool": "a100"},
+    ),
+    NodePool(
+        name="gpu-h100",
+        count=2,
+        cpu="64",
+        memory="512Gi",
+        gpus=8,
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        labels={"rayquota.io/gpu-pool": "h100"},
+    ),
+    NodePool(name="cpu", count=2, cpu="32", memory="128Gi"),
+)
+
+
+def load_pools(path: Path | None) -> tuple[NodePool, ...]:
+    """Read pools from YAML (a list of NodePool fields), or return the defaults.
+
+    Example::
+
+        - {name: gpu-l4, count: 4, cpu: "32", memory: 256Gi, gpus: 4, gpu_product: NVIDIA-L4}
+        - {name: cpu, count: 1, cpu: "16", memory: 64Gi}
+    """
+    if path is None:
+        return DEFAULT_POOLS
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list of node pools, got {type(raw).__name__}")
+    pools = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: pool {i} must be a mapping, got {entry!r}")
+        try:
+            pools.append(NodePool(**{k: (str(v) if k in ("cpu", "memory") else v) for k, v in entry.items()}))
+        except TypeError as exc:
+            raise ValueError(f"{path}: pool {i}: {exc}") from None
+    return tuple(pools)
+
+
+# kwok stages for pods. Nodes use kwok's built-in node stages. Pods become Running and
+# Ready at once; pods owned by a Job complete shortly after, unless a test opts out with
+# the manual-completion label (then the test drives their status itself).
+MANUAL_COMPLETION_LABEL = "rayquota.io/kwok-manual-completion"
+
+
+def kwok_config() -> str:
+    return (Path(__file__).parent / "kwok-stages.yaml").read_text()

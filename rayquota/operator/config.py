@@ -1,0 +1,46 @@
+"""Operator settings, read once from environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+
+DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("rayquota")
+    except metadata.PackageNotFoundError:
+        return "0.0.0-dev"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    # Recorded on every head pod; a change re-stamps pods and never recreates them.
+    version: str = _package_version()
+    # "service": the head Service's DNS name; "local": annotation / map file / default URL.
+    dashboard_resolver: str = "service"
+    dashboard_url: str | None = None
+    dashboard_map_file: str | None = None
+    # Image of the K8sJobMode submitter Job when the RayJob gives no submitterPodTemplate.
+    submitter_image: str = DEFAULT_RAY_IMAGE
+    # How often every object is reconciled even without a watch event (seconds).
+    resync_interval_s: float = 10.0
+    dashboard_timeout_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+        env = os.environ if env is None else env
+        defaults = cls()
+        return cls(
+            version=env.get("RAYQUOTA_OPERATOR_VERSION", defaults.version),
+            dashboard_resolver=env.get("RAYQUOTA_DASHBOARD_RESOLVER", defaults.dashboard_resolver),
+            dashboard_url=env.get("RAYQUOTA_DASHBOARD_URL") or None,
+            dashboard_map_file=env.get("RAYQUOTA_DASHBOARD_MAP_FILE") or None,
+            submitter_image=env.get("RAYQUOTA_SUBMITTER_IMAGE", defaults.submitter_image),
+            resync_interval_s=float(env.get("RAYQUOTA_RESYNC_INTERVAL", defaults.resync_interval_s)),
+            dashboard_timeout_s=float(env.get("RAYQUOTA_DASHBOARD_TIMEOUT", defaults.dashboard_timeout_s)),
+        )

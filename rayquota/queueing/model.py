@@ -1,0 +1,275 @@
+"""The engine's view of flavors, queues, cohorts and workloads.
+
+These are plain immutable values: the operator translates its Kubernetes
+objects into them and hands them to the :class:`~rayquota.queueing.engine.Engine`.
+Every amount is an integer in milli-units (see :mod:`.quantities`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .quantities import parse_quantity
+
+FlavorResource = tuple[str, str]
+"""``(flavor, resource)``: the unit of quota accounting."""
+
+
+class QueueingStrategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class WithinClusterQueue(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class WhenCanBorrow(StrEnum):
+    BORROW = "Borrow"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class WhenCanPreempt(StrEnum):
+    PREEMPT = "Preempt"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector; the empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
+            e.matches(labels) for e in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor, in milli-units.
+
+    ``borrowing_limit`` caps how much more than ``nominal`` the owner may take
+    from its cohort; ``lending_limit`` caps how much of ``nominal`` others may
+    use. ``None`` means unlimited.
+    """
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        nominal: str | int,
+        borrowing_limit: str | int | None = None,
+        lending_limit: str | int | None = None,
+    ) -> ResourceQuota:
+        """Build from Kubernetes quantities (``"4"``, ``"500m"``, ``"16Gi"``)."""
+        return cls(
+            parse_quantity(nominal),
+            None if borrowing_limit is None else parse_quantity(borrowing_limit),
+            None if lending_limit is None else parse_quantity(lending_limit),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    flavor: str
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Resources that must come from the same flavor, and the flavors to try in order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    policy: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: WhenCanBorrow = WhenCanBorrow.BORROW
+    when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = None
+    """``None`` admits workloads from every namespace."""
+    preemption: Preemption = field(default_factory=Preemption)
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A node of the cohort tree; its own quota is lendable to everything below it."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` identical pods, each requesting ``requests`` (milli-units per resource)."""
+
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        count: int,
+        requests: Mapping[str, str | int],
+        node_selector: Mapping[str, str] | None = None,
+        tolerations: tuple[Toleration, ...] = (),
+    ) -> PodSet:
+        """Build from Kubernetes quantities per pod."""
+        return cls(
+            name,
+            count,
+            {r: parse_quantity(q) for r, q in requests.items()},
+            dict(node_selector or {}),
+            tolerations,
+        )
+
+    def totals(self) -> dict[str, int]:
+        return {r: q * self.count for r, q in self.requests.items() if q}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One unit of admission: a set of pod sets that start together.
+
+    ``replaces`` names the admitted slice this one supersedes (a scale-up):
+    it needs only the difference to fit, and on admission the predecessor is
+    finished and its usage transferred.
+    """
+
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    created: float = 0.0
+    active: bool = True
+    replaces: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pod_set in self.pod_sets:
+            for resource, amount in pod_set.totals().items():
+                out[resource] = out.get(resource, 0) + amount
+        return out

@@ -1,0 +1,87 @@
+"""Shared fixtures: the real local control plane, CRDs, and a namespace per test."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts and parts[0] in ("integration", "e2e"):
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[object]:
+    """One control plane per test run.
+
+    Each run gets its own cluster name (so concurrent runs never share or stop each
+    other's cluster) unless RAYQUOTA_TEST_CLUSTER names an existing one to reuse, which
+    is then left running.
+    """
+    from rayquota.localcluster.cluster import LocalCluster
+
+    reuse = os.environ.get("RAYQUOTA_TEST_CLUSTER")
+    cluster = LocalCluster(name=reuse or f"pytest-{os.getpid()}")
+    cluster.up()
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
+    try:
+        yield cluster
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+        if not reuse:
+            cluster.down(quiet=True, purge=True)
+
+
+@pytest.fixture(scope="session")
+def crds_installed(control_plane: object) -> None:
+    from rayquota.localcluster.install import install_crds
+
+    install_crds(control_plane)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def kube_api(control_plane: object) -> Iterator[object]:
+    from kubernetes import config
+
+    client = config.new_client_from_config(config_file=str(control_plane.kubeconfig))  # type: ignore[attr-defined]
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{stem}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(control_plane: object, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace with its default service account, deleted after the test."""
+    name = _namespace_name(request.node.name)
+    kubectl = control_plane.kubectl  # type: ignore[attr-defined]
+    kubectl("create", "namespace", name)
+    deadline = time.monotonic() + 30
+    while kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {name}: default service account never appeared")
+        time.sleep(0.1)
+    try:
+        yield name
+    finally:
+        kubectl("delete", "namespace", name, "--wait=false", check=False)

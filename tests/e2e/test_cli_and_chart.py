@@ -1,0 +1,150 @@
+"""The operator as a user runs it: the CLI against the local control plane, and the Helm chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rayquota.localcluster import binaries
+from rayquota.localcluster.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+RAYQUOTA = [sys.executable, "-m", "rayquota.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(cluster: LocalCluster) -> dict[str, str]:
+    return dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+
+
+def test_cluster_status_and_env(control_plane: LocalCluster) -> None:
+    status = subprocess.run(
+        [*RAYQUOTA, "cluster", "status", "--name", control_plane.name], capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stderr
+    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        assert f"{component}" in status.stdout
+    assert "stopped" not in status.stdout
+    env = subprocess.run(
+        [*RAYQUOTA, "cluster", "env", "--name", control_plane.name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"export KUBECONFIG={control_plane.kubeconfig}" in env.stdout
+
+
+def test_status_of_a_cluster_that_is_not_running() -> None:
+    status = subprocess.run(
+        [*RAYQUOTA, "cluster", "status", "--name", "never-started"], capture_output=True, text=True
+    )
+    assert status.returncode == 3
+    assert "not started" in status.stdout
+
+
+def test_install_then_run_the_operator(control_plane: LocalCluster, crds_installed: None) -> None:
+    install = subprocess.run([*RAYQUOTA, "install"], capture_output=True, text=True, env=_env(control_plane))
+    assert install.returncode == 0, install.stderr
+    assert "installed" in install.stderr
+    health, metrics = _free_port(), _free_port()
+    proc = subprocess.Popen(
+        [*RAYQUOTA, "run", f"--health-port={health}", f"--metrics-port={metrics}"],
+        env=_env(control_plane),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        healthy = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=1) as resp:
+                    healthy = resp.status == 200
+                    break
+            except OSError:
+                time.sleep(0.2)
+        assert healthy, "operator never answered /healthz"
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=2) as resp:
+            assert b"python_info" in resp.read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    assert "rayquota operator 0.1.0 starting" in out
+
+
+def test_run_without_kubeconfig_fails_clearly() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    result = subprocess.run([*RAYQUOTA, "run"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert "KUBECONFIG is not set" in result.stderr
+
+
+def _helm(*args: str, cluster: LocalCluster | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ,
+        HELM_CACHE_HOME="/tmp/rayquota-helm/cache",
+        HELM_CONFIG_HOME="/tmp/rayquota-helm/config",
+        HELM_DATA_HOME="/tmp/rayquota-helm/data",
+    )
+    if cluster is not None:
+        env["KUBECONFIG"] = str(cluster.kubeconfig)
+    return subprocess.run([str(binaries.HELM.path("helm")), *args], capture_output=True, text=True, env=env)
+
+
+def test_helm_chart_lints_and_renders() -> None:
+    lint = _helm("lint", str(REPO / "helm" / "rayquota"))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    rendered = _helm(
+        "template", "rq", str(REPO / "helm" / "rayquota"), "--set", "watchNamespaces={team-a,team-b}"
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert "--namespace=team-a" in rendered.stdout
+    assert "kind: ClusterRole" in rendered.stdout
+
+
+@pytest.mark.usefixtures("crds_installed")
+def test_helm_install_creates_the_operator_objects(control_plane: LocalCluster, namespace: str) -> None:
+    release = f"rq-{namespace[-6:]}"
+    install = _helm(
+        "install",
+        release,
+        str(REPO / "helm" / "rayquota"),
+        "-n",
+        namespace,
+        "--skip-crds",
+        "--wait",
+        "--timeout",
+        "90s",
+        cluster=control_plane,
+    )
+    try:
+        assert install.returncode == 0, install.stdout + install.stderr
+        deploy = json.loads(control_plane.kubectl("get", "deployment", "-n", namespace, "-o", "json").stdout)[
+            "items"
+        ]
+        assert len(deploy) == 1
+        assert deploy[0]["status"].get("readyReplicas") == 1
+        roles = control_plane.kubectl("get", "clusterrole", f"{release}-rayquota", "-o", "json", check=False)
+        assert roles.returncode == 0
+    finally:
+        _helm("uninstall", release, "-n", namespace, cluster=control_plane)
