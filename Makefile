@@ -23,8 +23,9 @@ binaries: $(STAMP)
 
 run: binaries
 	$(BIN)/rayquota cluster up
-	$(BIN)/rayquota install --samples
-	@echo "operator starting in the foreground; Ctrl-C stops it (rayquota cluster down stops the control plane)"
+	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
+	@echo "operator starting in the foreground; Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
+	@echo "in another shell: eval \"\$$($(BIN)/rayquota cluster env)\"; kubectl get nodes"
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run
 
 lint: $(STAMP)

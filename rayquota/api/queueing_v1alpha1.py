@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from rayquota.api.common import (
     CONDITIONS_LIST,
@@ -167,9 +167,7 @@ class ResourceGroup(K8sModel):
         }
     )
 
-    covered_resources: Annotated[
-        list[ResourceName], Field(min_length=1, max_length=MAX_RESOURCES_PER_GROUP)
-    ]
+    covered_resources: Annotated[list[ResourceName], Field(min_length=1, max_length=MAX_RESOURCES_PER_GROUP)]
     flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=MAX_FLAVORS_PER_GROUP)]
 
 
@@ -205,8 +203,9 @@ class FlavorFungibility(K8sModel):
     when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
 
 
-_LIMITS_NEED_COHORT = {
-    "rule": "(has(self.cohort) && self.cohort != '') || self.resourceGroups.all(rg, rg.flavors.all(f, "
+_LIMITS_NEED_COHORT: dict[str, JsonValue] = {
+    "rule": "(has(self.cohort) && self.cohort != '') || !has(self.resourceGroups) "
+    "|| self.resourceGroups.all(rg, rg.flavors.all(f, "
     "f.resources.all(r, !has(r.borrowingLimit) && !has(r.lendingLimit))))",
     "message": "resourceGroups[].flavors[].resources[].borrowingLimit and lendingLimit "
     "require spec.cohort to be set",

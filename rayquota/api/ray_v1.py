@@ -517,7 +517,9 @@ class ServeDeploymentStatus(K8sModel):
 class AppStatus(K8sModel):
     status: str | None = None
     message: str | None = None
-    deployments: dict[str, ServeDeploymentStatus] | None = Field(default=None, alias="serveDeploymentStatuses")
+    deployments: dict[str, ServeDeploymentStatus] | None = Field(
+        default=None, alias="serveDeploymentStatuses"
+    )
 
 
 class RayServiceClusterStatus(K8sModel):
