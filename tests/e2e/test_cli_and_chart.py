@@ -120,6 +120,10 @@ def test_helm_chart_lints_and_renders() -> None:
     assert rendered.returncode == 0, rendered.stderr
     assert "--namespace=team-a" in rendered.stdout
     assert "kind: ClusterRole" in rendered.stdout
+    # The chart ships the generated CRDs (helm/rayquota/crds links to crds/).
+    with_crds = _helm("template", "rq", str(REPO / "helm" / "rayquota"), "--include-crds")
+    assert with_crds.returncode == 0, with_crds.stderr
+    assert with_crds.stdout.count("kind: CustomResourceDefinition") == len(list((REPO / "crds").glob("*.yaml")))
 
 
 @pytest.mark.usefixtures("crds_installed")
