@@ -108,8 +108,12 @@ class BuildError(RuntimeError):
     pass
 
 
+# Where the official Go tarball installs itself; used when `go` is not on PATH.
+GO_FALLBACK = Path("/usr/local/go/bin/go")
+
+
 def find_go() -> str:
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    go = shutil.which("go") or (str(GO_FALLBACK) if GO_FALLBACK.exists() else None)
     if go is None:
         raise BuildError(
             "the `go` command was not found. rayquota builds etcd, kube-apiserver, kubectl, kwok "
