@@ -1,0 +1,112 @@
+"""The admission engine: pure Python, no Kubernetes imports, no I/O.
+
+The operator feeds an :class:`Engine` with plain values from :mod:`.model`
+and applies the decisions it returns::
+
+    engine = Engine()                       # Engine(fair_sharing=True) for fair sharing
+    engine.upsert_flavor(ResourceFlavor("h100", node_labels={"gpu": "h100"}))
+    engine.upsert_cohort(Cohort("research"))
+    engine.upsert_cluster_queue(ClusterQueue("team-a", resource_groups=(...), cohort="research"))
+    engine.upsert_local_queue(LocalQueue("ns", "default", cluster_queue="team-a"))
+    engine.add_workload(Workload("ns", "job-1", "default", (PodSet.of("workers", 4, {"nvidia.com/gpu": 1}),)))
+    for decision in engine.run_cycle(now):
+        match decision:
+            case Admit(): ...    # write Workload status, unsuspend the covered children
+            case Preempt(): ...  # evict decision.victims; call engine.release(key) once their pods are gone
+            case Pending(): ...  # write decision.reason into the Workload status
+
+Amounts are integers in milli-units (:func:`parse_quantity` turns ``"4Gi"``
+or ``"500m"`` into them). Workload keys are ``"namespace/name"``.
+
+Events are method calls that return nothing: ``upsert_*``/``delete_*`` for
+flavors, cohorts, ClusterQueues, LocalQueues and namespace labels;
+``add_workload``, ``update_workload``, ``delete_workload``,
+``finish_workload`` and ``evict`` for workloads. Decisions an event causes
+(a drained queue's evictions) come out of the next ``run_cycle``.
+
+Quota is released only when the operator says the pods are gone:
+``release(key)`` after an eviction (a preempted workload then goes back to
+its queue), ``finish_workload(key)`` or ``delete_workload(key)`` when a
+workload ended and its pods were deleted (``finish_workload(key,
+pods_gone=False)`` holds the quota until ``release``).
+
+A scale-up is a replacement slice: ``add_workload(Workload(..., replaces=old_key))``
+needs only the difference to fit; when it is admitted the old slice is
+forgotten and its usage transferred (``Admit.replaces`` names it). A
+scale-down is ``update_workload`` with smaller pod sets and applies at once.
+``restore_admission`` re-creates recorded admissions when the operator starts.
+
+Queries: ``usage(cq)``, ``available(cq, flavor, resource)``,
+``cluster_queue_status(cq)``, ``workload(key)``, ``snapshot()`` (every node of
+the cohort tree) and ``cohort_cycles()``.
+"""
+
+from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
+from .engine import ClusterQueueStatus, Engine, NodeSnapshot, WorkloadStatus
+from .model import (
+    BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    Cohort,
+    FlavorFungibility,
+    FlavorQuotas,
+    FlavorResource,
+    LabelSelector,
+    LabelSelectorRequirement,
+    LocalQueue,
+    PodSet,
+    Preemption,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    StopPolicy,
+    Taint,
+    Toleration,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueue,
+    Workload,
+)
+from .quantities import QuantityError, format_quantity, parse_quantity
+
+__all__ = [
+    "Admit",
+    "BorrowWithinCohort",
+    "BorrowWithinCohortPolicy",
+    "ClusterQueue",
+    "ClusterQueueStatus",
+    "Cohort",
+    "Decision",
+    "Engine",
+    "FlavorFungibility",
+    "FlavorQuotas",
+    "FlavorResource",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "LocalQueue",
+    "NodeSnapshot",
+    "Pending",
+    "PodSet",
+    "PodSetAssignment",
+    "Preempt",
+    "Preemption",
+    "PreemptionReason",
+    "QuantityError",
+    "QueueingStrategy",
+    "ReclaimWithinCohort",
+    "ResourceFlavor",
+    "ResourceGroup",
+    "ResourceQuota",
+    "StopPolicy",
+    "Taint",
+    "Toleration",
+    "WhenCanBorrow",
+    "WhenCanPreempt",
+    "WithinClusterQueue",
+    "Workload",
+    "WorkloadStatus",
+    "format_quantity",
+    "parse_quantity",
+]

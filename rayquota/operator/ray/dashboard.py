@@ -48,7 +48,7 @@ class DashboardError(Exception):
     """The dashboard answered with an HTTP error."""
 
     def __init__(self, method: str, url: str, status: int, body: str) -> None:
-        super().__init__(f"{method} {url} -> HTTP {status}: {body[:500]}")
+        super().__init__(f"{method} {url} -> HTTP {status}: {_summary(body)}")
         self.method = method
         self.url = url
         self.status = status
@@ -176,6 +176,7 @@ class RayDashboardClient:
         *,
         json_body: Any = None,
         retry_server_errors: bool = True,
+        duplicate_after_retry_ok: bool = False,
     ) -> Any:
         url = f"{self.base_url}{path}"
         last_cause: BaseException | str = "no attempt made"
@@ -187,6 +188,11 @@ class RayDashboardClient:
                     method, url, json=json_body, timeout=self._timeout
                 ) as resp:
                     text = await resp.text()
+                    if resp.status >= 400 and _is_duplicate(text):
+                        if attempt and duplicate_after_retry_ok:
+                            # An earlier attempt was accepted although its answer was an error.
+                            return None
+                        raise JobAlreadyExists(method, url, resp.status, text)
                     if resp.status >= 500 and retry_server_errors and attempt + 1 < self._retry.attempts:
                         last_cause = f"HTTP {resp.status}"
                         log.debug("dashboard %s %s -> %s, retrying", method, url, resp.status)
@@ -217,7 +223,10 @@ class RayDashboardClient:
             "/api/jobs/",
             json_body=submission.to_payload(),
             retry_server_errors=submission.submission_id is not None,
+            duplicate_after_retry_ok=True,
         )
+        if data is None and submission.submission_id is not None:
+            return submission.submission_id
         return str(data["submission_id"])
 
     async def get_job(self, job_or_submission_id: str) -> JobInfo:
@@ -260,6 +269,15 @@ class RayDashboardClient:
 def _error_for(method: str, url: str, status: int, body: str) -> DashboardError:
     if status == 404:
         return JobNotFound(method, url, status, body)
-    if status == 400 and "already exists" in body:
-        return JobAlreadyExists(method, url, status, body)
     return DashboardError(method, url, status, body)
+
+
+def _is_duplicate(body: str) -> bool:
+    # Ray reports a repeated submission id as 400, or as 500 when the head relays the agent's 400.
+    return "already exists" in body and "submission_id" in body
+
+
+def _summary(body: str, limit: int = 600) -> str:
+    # Ray answers errors with a Python traceback; its last lines say what went wrong.
+    body = body.strip()
+    return body if len(body) <= limit else "..." + body[-limit:]
