@@ -257,16 +257,23 @@ class LocalCluster:
         _wait_for("kube-apiserver /readyz", self._readyz, 60, self.log_dir / "kube-apiserver.log")
 
         kubeconfig = str(self.kubeconfig)
-        start(
-            "kube-controller-manager",
-            [
-                str(paths["kube-controller-manager"]),
+
+        def client_flags() -> list[str]:
+            """Flags shared by the controller-manager and scheduler: admin access, loopback serving."""
+            return [
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={_free_port()}",
                 "--leader-elect=false",
+            ]
+
+        start(
+            "kube-controller-manager",
+            [
+                str(paths["kube-controller-manager"]),
+                *client_flags(),
                 f"--service-account-private-key-file={pki.sa_key}",
                 f"--root-ca-file={pki.ca_cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -279,12 +286,7 @@ class LocalCluster:
             "kube-scheduler",
             [
                 str(paths["kube-scheduler"]),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={_free_port()}",
-                "--leader-elect=false",
+                *client_flags(),
                 "--v=1",
             ],
         )
