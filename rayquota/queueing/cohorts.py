@@ -1,0 +1,175 @@
+"""The cohort tree: quota and usage at every node, and how much each node may take.
+
+Each ClusterQueue is a leaf; cohorts are inner nodes and may own quota too.
+Per ``(flavor, resource)`` every node keeps:
+
+- ``subtree``: the quota it brings: its own nominal quota plus what its
+  children lend upwards;
+- ``guaranteed``: the part of ``subtree`` it never lends (``subtree -
+  lending_limit`` when a lending limit is set, else nothing);
+- ``usage``: for a ClusterQueue, what its admitted workloads hold; for a
+  cohort, what its children use beyond their guaranteed part.
+
+A node may use its guaranteed part freely, and beyond it whatever its parent
+can give, capped by its borrowing limit. Those rules applied at every level
+are exactly the nominal/borrowing/lending invariants the tests check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from .model import ClusterQueue, Cohort, FlavorResource, ResourceGroup, ResourceQuota
+
+
+@dataclass(slots=True, eq=False)
+class QuotaNode:
+    name: str
+    is_cluster_queue: bool
+    quota: dict[FlavorResource, ResourceQuota] = field(default_factory=dict)
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    guaranteed: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    disabled_reason: str | None = None
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def ancestors(self) -> Iterator[QuotaNode]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+
+def quotas_of(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, ResourceQuota]:
+    out: dict[FlavorResource, ResourceQuota] = {}
+    for group in groups:
+        for flavor in group.flavors:
+            for resource, quota in flavor.resources.items():
+                out[(flavor.flavor, resource)] = quota
+    return out
+
+
+def available(node: QuotaNode, fr: FlavorResource) -> int:
+    """How much more of ``fr`` the node may use now (may be negative after a quota cut)."""
+    usage = node.usage.get(fr, 0)
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0) - usage
+    guaranteed = node.guaranteed.get(fr, 0)
+    local = guaranteed - usage if guaranteed > usage else 0
+    from_parent = available(parent, fr)
+    quota = node.quota.get(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        used_in_parent = usage - guaranteed if usage > guaranteed else 0
+        cap = node.subtree.get(fr, 0) - guaranteed - used_in_parent + quota.borrowing_limit
+        if cap < from_parent:
+            from_parent = cap
+    return local + from_parent
+
+
+def add_usage(node: QuotaNode | None, fr: FlavorResource, delta: int) -> None:
+    """Change a ClusterQueue's usage and carry the part beyond guaranteed up the tree."""
+    while node is not None and delta:
+        old = node.usage.get(fr, 0)
+        new = old + delta
+        if new:
+            node.usage[fr] = new
+        else:
+            node.usage.pop(fr, None)
+        guaranteed = node.guaranteed.get(fr, 0)
+        delta = max(0, new - guaranteed) - max(0, old - guaranteed)
+        node = node.parent
+
+
+class QuotaTree:
+    """All ClusterQueue and cohort nodes. Rebuilt whenever quotas or topology change."""
+
+    def __init__(self) -> None:
+        self.cluster_queues: dict[str, QuotaNode] = {}
+        self.cohorts: dict[str, QuotaNode] = {}
+        self.cycles: list[list[str]] = []
+
+    def rebuild(self, cluster_queues: Mapping[str, ClusterQueue], cohorts: Mapping[str, Cohort]) -> None:
+        old_usage = {name: node.usage for name, node in self.cluster_queues.items()}
+        graph: nx.DiGraph = nx.DiGraph()
+        for cohort in cohorts.values():
+            graph.add_node(cohort.name)
+            if cohort.parent:
+                graph.add_edge(cohort.name, cohort.parent)
+        for cq in cluster_queues.values():
+            if cq.cohort:
+                graph.add_node(cq.cohort)
+        # Edges point child -> parent; every cohort has at most one parent, so
+        # each cycle is simple and everything that can reach it hangs below it.
+        self.cycles = sorted(sorted(str(n) for n in c) for c in nx.simple_cycles(graph))
+        broken: dict[str, str] = {}
+        for cycle in self.cycles:
+            text = f"cohort cycle {' -> '.join([*cycle, cycle[0]])}"
+            for member in cycle:
+                broken.setdefault(member, text)
+                for below in nx.ancestors(graph, member):
+                    broken.setdefault(str(below), text)
+
+        self.cohorts = {}
+        for name in sorted(str(n) for n in graph.nodes):
+            spec = cohorts.get(name)
+            node = QuotaNode(name, False, quotas_of(spec.resource_groups) if spec else {})
+            node.disabled_reason = broken.get(name)
+            self.cohorts[name] = node
+        for name, node in self.cohorts.items():
+            spec = cohorts.get(name)
+            if node.disabled_reason is None and spec is not None and spec.parent:
+                node.parent = self.cohorts[spec.parent]
+                node.parent.children.append(node)
+
+        self.cluster_queues = {}
+        for name in sorted(cluster_queues):
+            cq_spec = cluster_queues[name]
+            node = QuotaNode(name, True, quotas_of(cq_spec.resource_groups))
+            node.usage = old_usage.get(name, {})
+            if cq_spec.cohort:
+                cohort_node = self.cohorts[cq_spec.cohort]
+                if cohort_node.disabled_reason is not None:
+                    node.disabled_reason = cohort_node.disabled_reason
+                else:
+                    node.parent = cohort_node
+                    cohort_node.children.append(node)
+            self.cluster_queues[name] = node
+
+        for node in self.cohorts.values():
+            if node.parent is None and node.disabled_reason is None:
+                self._compute(node)
+        for node in self.cluster_queues.values():
+            if node.parent is None:
+                self._compute(node)
+
+    def _compute(self, node: QuotaNode) -> None:
+        """Fill subtree quota, guaranteed quota and (for cohorts) usage, bottom-up."""
+        for child in node.children:
+            self._compute(child)
+        node.subtree = {fr: q.nominal for fr, q in node.quota.items()}
+        if not node.is_cluster_queue:
+            node.usage = {}
+        for child in node.children:
+            for fr, amount in child.subtree.items():
+                lent = amount - child.guaranteed.get(fr, 0)
+                node.subtree[fr] = node.subtree.get(fr, 0) + lent
+            for fr, used in child.usage.items():
+                beyond = used - child.guaranteed.get(fr, 0)
+                if beyond > 0:
+                    node.usage[fr] = node.usage.get(fr, 0) + beyond
+        node.guaranteed = {}
+        for fr, amount in node.subtree.items():
+            quota = node.quota.get(fr)
+            if node.parent is not None and quota is not None and quota.lending_limit is not None:
+                node.guaranteed[fr] = max(0, amount - quota.lending_limit)

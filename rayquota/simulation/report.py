@@ -1,0 +1,197 @@
+"""Turning a simulation into numbers (JSON), a chart (PNG) and a short summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rayquota.queueing import format_quantity
+
+from .simulator import SimulationResult, WorkloadRecord
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def wait_stats(records: Iterable[WorkloadRecord]) -> dict[str, Any]:
+    waits: list[float] = []
+    never = preemptions = count = 0
+    last = 0
+    for rec in records:
+        count += 1
+        preemptions += rec.preemptions
+        if rec.admitted_ms is None:
+            never += 1
+        else:
+            waits.append((rec.admitted_ms - rec.arrival_ms) / 1000)
+        if rec.finished_ms is not None:
+            last = max(last, rec.finished_ms)
+    waits.sort()
+    return {
+        "workloads": count,
+        "admitted": len(waits),
+        "never_admitted": never,
+        "preemptions": preemptions,
+        "wait_s": {
+            "mean": round(sum(waits) / len(waits), 4) if waits else 0.0,
+            "p50": percentile(waits, 0.50),
+            "p90": percentile(waits, 0.90),
+            "p99": percentile(waits, 0.99),
+        },
+        "makespan_s": last / 1000,
+    }
+
+
+def build_report(result: SimulationResult) -> dict[str, Any]:
+    by_class: dict[str, list[WorkloadRecord]] = {}
+    by_queue: dict[str, list[WorkloadRecord]] = {}
+    for rec in result.records:
+        by_class.setdefault(rec.workload_class, []).append(rec)
+        by_queue.setdefault(rec.cluster_queue, []).append(rec)
+    span = max(result.makespan_ms, 1)
+    utilisation = {
+        resource: round(result.total.integral.get(resource, 0) / (capacity * span), 4)
+        for resource, capacity in result.capacity.items()
+        if capacity > 0
+    }
+    queues: dict[str, Any] = {}
+    for name, recs in by_queue.items():
+        stats = wait_stats(recs)
+        integral = result.per_queue[name].integral if name in result.per_queue else {}
+        nominal = result.queue_nominal.get(name, {})
+        stats["utilisation_of_nominal"] = {
+            r: round(integral.get(r, 0) / (q * span), 4) for r, q in nominal.items() if q > 0
+        }
+        queues[name] = stats
+    overall = wait_stats(result.records)
+    bound_s = result.capacity_bound_ms / 1000
+    makespan_s = result.makespan_ms / 1000
+    step = max(1, len(result.timeline) // 2000)
+    wasted_s = max(
+        (result.wasted.get(r, 0) / c / 1000 for r, c in result.capacity.items() if c > 0), default=0.0
+    )
+    return {
+        "scenario": result.scenario.name,
+        "makespan_s": makespan_s,
+        "capacity_bound_s": bound_s,
+        "arrival_bound_s": result.arrival_bound_ms / 1000,
+        "makespan_over_bound": round(makespan_s / bound_s, 4) if bound_s else None,
+        "wasted_work_s": round(wasted_s, 3),
+        "bound_with_waste_s": round(bound_s + wasted_s, 3),
+        "workloads": overall["workloads"],
+        "admitted": overall["admitted"],
+        "never_admitted": overall["never_admitted"],
+        "preemptions": overall["preemptions"],
+        "wait_s": overall["wait_s"],
+        "cycles": result.cycles,
+        "decisions": result.decisions,
+        "engine_seconds": round(result.engine_seconds, 3),
+        "capacity": {r: format_quantity(q, r) for r, q in result.capacity.items()},
+        "utilisation_mean": utilisation,
+        "classes": {name: wait_stats(recs) for name, recs in by_class.items()},
+        "queues": queues,
+        "timeline": [
+            {
+                "t": t / 1000,
+                "pending": pending,
+                "utilisation": {
+                    r: round(usage.get(r, 0) / c, 4) for r, c in result.capacity.items() if c > 0
+                },
+            }
+            for t, usage, pending in result.timeline[::step]
+        ],
+    }
+
+
+def write_chart(report: dict[str, Any], path: Path) -> None:
+    """Four panels: utilisation over time, pending over time, waits per class, waits per queue."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
+    fig.suptitle(
+        f"{report['scenario']}: makespan {report['makespan_s']:.1f} s "
+        f"(capacity bound {report['capacity_bound_s']:.1f} s), "
+        f"{report['preemptions']} preemptions, {report['workloads']} workloads",
+        fontsize=12,
+    )
+    times = [p["t"] for p in report["timeline"]]
+    ax = axes[0][0]
+    for resource in report["utilisation_mean"]:
+        ax.step(
+            times,
+            [100 * p["utilisation"].get(resource, 0) for p in report["timeline"]],
+            where="post",
+            label=f"{resource} (mean {100 * report['utilisation_mean'][resource]:.0f}%)",
+        )
+    ax.set_title("Quota in use (% of all nominal quota)")
+    ax.set_xlabel("time (s)")
+    ax.set_ylim(0, 105)
+    ax.legend(loc="lower right", fontsize=8)
+
+    ax = axes[0][1]
+    ax.step(times, [p["pending"] for p in report["timeline"]], where="post", color="tab:orange")
+    ax.set_title("Pending workloads")
+    ax.set_xlabel("time (s)")
+
+    ax = axes[1][0]
+    classes = list(report["classes"])
+    width = 0.27
+    for i, key in enumerate(("p50", "p90", "p99")):
+        ax.bar(
+            [x + (i - 1) * width for x in range(len(classes))],
+            [report["classes"][c]["wait_s"][key] for c in classes],
+            width,
+            label=key,
+        )
+    ax.set_xticks(
+        range(len(classes)), [f"{c}\n{report['classes'][c]['preemptions']} preempted" for c in classes]
+    )
+    ax.set_title("Wait to admission per class (s)")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][1]
+    queues = sorted(report["queues"].items(), key=lambda kv: kv[1]["wait_s"]["p90"])
+    if len(queues) <= 30:
+        names = [name for name, _ in queues]
+        ax.barh(names, [q["wait_s"]["p90"] for _, q in queues], label="p90")
+        ax.barh(names, [q["wait_s"]["mean"] for _, q in queues], label="mean", alpha=0.7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.legend(fontsize=8)
+    else:
+        ax.plot(range(len(queues)), [q["wait_s"]["p90"] for _, q in queues], label="p90")
+        ax.plot(range(len(queues)), [q["wait_s"]["mean"] for _, q in queues], label="mean")
+        ax.set_xlabel("ClusterQueues, sorted by p90 wait")
+        ax.legend(fontsize=8)
+    ax.set_title("Wait to admission per ClusterQueue (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [
+        f"scenario {report['scenario']}: {report['workloads']} workloads, "
+        f"{report['admitted']} admitted, {report['never_admitted']} never admitted",
+        f"  makespan {report['makespan_s']:.2f} s; capacity bound {report['capacity_bound_s']:.2f} s "
+        f"(ratio {report['makespan_over_bound']}); preemptions {report['preemptions']} wasted "
+        f"{report['wasted_work_s']} s of full capacity",
+        "  utilisation " + ", ".join(f"{r} {100 * u:.1f}%" for r, u in report["utilisation_mean"].items()),
+        f"  engine: {report['cycles']} cycles, {report['decisions']} decisions, {report['engine_seconds']} s",
+    ]
+    for name, stats in report["classes"].items():
+        w = stats["wait_s"]
+        lines.append(
+            f"  class {name}: wait mean {w['mean']:.2f} s, p50 {w['p50']:.2f}, p90 {w['p90']:.2f}, "
+            f"p99 {w['p99']:.2f}; preempted {stats['preemptions']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,248 @@
+"""Scenario files for ``rayquota simulate``.
+
+A scenario is YAML. Field names follow the rayquota.io/v1alpha1 API where
+one exists; times are in seconds; quantities are Kubernetes quantities::
+
+    name: gpu-teams
+    fairSharing: false          # order queues of a cohort by weighted dominant share
+    preemptionDelay: 0          # seconds from a Preempt decision until the victims' pods are gone
+    flavors:
+      - name: h100
+        nodeLabels: {gpu: h100}
+        nodeTaints: [{key: dedicated, value: ml, effect: NoSchedule}]
+        tolerations: []
+    cohorts:                    # optional; cohorts named by queues but not listed here have no own quota
+      - name: research
+        parent: null
+        resourceGroups: []      # same shape as a ClusterQueue's
+    clusterQueues:
+      - name: team-a
+        cohort: research
+        queueingStrategy: BestEffortFIFO        # or StrictFIFO
+        preemption:
+          withinClusterQueue: LowerPriority     # Never | LowerPriority | LowerOrNewerEqualPriority
+          reclaimWithinCohort: Any              # Never | LowerPriority | Any
+          borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
+        flavorFungibility: {whenCanBorrow: Borrow, whenCanPreempt: TryNextFlavor}
+        fairSharing: {weight: 1}
+        resourceGroups:
+          - coveredResources: [nvidia.com/gpu]
+            flavors:
+              - name: h100
+                resources:
+                  - {name: nvidia.com/gpu, nominalQuota: 16, borrowingLimit: 8, lendingLimit: 4}
+    topology:                   # optional: generate many identical queues instead of listing them
+      cohorts: 5                # cohort-0 .. cohort-4
+      queuesPerCohort: 6        # cohort-0-cq-0 .. (each with LocalQueue <name>/default)
+      clusterQueue: {...}       # a ClusterQueue without name and cohort
+    localQueues:                # optional; by default every ClusterQueue gets <name>/default
+      - {namespace: team-a, name: default, clusterQueue: team-a}
+    workloadClasses:
+      - name: small
+        queues: ["*"]           # LocalQueues as namespace/name; "*" means every LocalQueue
+        count: 350              # workloads per queue
+        interval: 0.1           # seconds between arrivals, per queue
+        start: 0                # first arrival
+        runtime: 0.2            # seconds of running once admitted (restarts after preemption)
+        priority: 50
+        pods: 1                 # pods per workload ...
+        requests: {nvidia.com/gpu: 1}   # ... each requesting this
+        nodeSelector: {}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rayquota.queueing import (
+    BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    Cohort,
+    FlavorFungibility,
+    FlavorQuotas,
+    LocalQueue,
+    PodSet,
+    Preemption,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    Taint,
+    Toleration,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueue,
+)
+
+
+class ScenarioError(ValueError):
+    """The scenario file is malformed; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadClass:
+    name: str
+    queues: tuple[str, ...]
+    count: int
+    interval: float
+    start: float
+    runtime: float
+    priority: int
+    pod_set: PodSet
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    fair_sharing: bool = False
+    preemption_delay: float = 0.0
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    classes: list[WorkloadClass] = field(default_factory=list)
+
+
+def _resource_groups(raw: Sequence[Mapping[str, Any]] | None, where: str) -> tuple[ResourceGroup, ...]:
+    groups: list[ResourceGroup] = []
+    for gi, group in enumerate(raw or ()):
+        flavors: list[FlavorQuotas] = []
+        for fi, flavor in enumerate(group.get("flavors") or ()):
+            resources: dict[str, ResourceQuota] = {}
+            for resource in flavor.get("resources") or ():
+                try:
+                    resources[str(resource["name"])] = ResourceQuota.of(
+                        resource["nominalQuota"],
+                        resource.get("borrowingLimit"),
+                        resource.get("lendingLimit"),
+                    )
+                except (KeyError, ValueError) as exc:
+                    raise ScenarioError(f"{where}.resourceGroups[{gi}].flavors[{fi}]: {exc}") from exc
+            flavors.append(FlavorQuotas(str(flavor["name"]), resources))
+        covered = tuple(str(r) for r in group.get("coveredResources") or ())
+        if not covered:
+            covered = tuple(sorted({r for f in flavors for r in f.resources}))
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(groups)
+
+
+def _cluster_queue(raw: Mapping[str, Any], name: str, cohort: str | None) -> ClusterQueue:
+    where = f"clusterQueue {name}"
+    preemption = raw.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    fungibility = raw.get("flavorFungibility") or {}
+    try:
+        return ClusterQueue(
+            name=name,
+            resource_groups=_resource_groups(raw.get("resourceGroups"), where),
+            cohort=cohort,
+            queueing_strategy=QueueingStrategy(raw.get("queueingStrategy", "BestEffortFIFO")),
+            preemption=Preemption(
+                WithinClusterQueue(preemption.get("withinClusterQueue", "Never")),
+                ReclaimWithinCohort(preemption.get("reclaimWithinCohort", "Never")),
+                BorrowWithinCohort(
+                    BorrowWithinCohortPolicy(borrow.get("policy", "Never")),
+                    borrow.get("maxPriorityThreshold"),
+                ),
+            ),
+            flavor_fungibility=FlavorFungibility(
+                WhenCanBorrow(fungibility.get("whenCanBorrow", "Borrow")),
+                WhenCanPreempt(fungibility.get("whenCanPreempt", "TryNextFlavor")),
+            ),
+            fair_sharing_weight=float((raw.get("fairSharing") or {}).get("weight", 1)),
+        )
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: {exc}") from exc
+
+
+def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Scenario:
+    if not isinstance(raw, Mapping):
+        raise ScenarioError("a scenario must be a YAML mapping")
+    scenario = Scenario(
+        name=str(raw.get("name", default_name)),
+        fair_sharing=bool(raw.get("fairSharing", False)),
+        preemption_delay=float(raw.get("preemptionDelay", 0)),
+    )
+    for flavor in raw.get("flavors") or ():
+        scenario.flavors.append(
+            ResourceFlavor(
+                str(flavor["name"]),
+                dict(flavor.get("nodeLabels") or {}),
+                tuple(
+                    Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
+                    for t in flavor.get("nodeTaints") or ()
+                ),
+                tuple(
+                    Toleration(
+                        t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", "")
+                    )
+                    for t in flavor.get("tolerations") or ()
+                ),
+            )
+        )
+    for cohort in raw.get("cohorts") or ():
+        scenario.cohorts.append(
+            Cohort(
+                str(cohort["name"]),
+                cohort.get("parent"),
+                _resource_groups(cohort.get("resourceGroups"), f"cohort {cohort['name']}"),
+                float((cohort.get("fairSharing") or {}).get("weight", 1)),
+            )
+        )
+    for cq in raw.get("clusterQueues") or ():
+        scenario.cluster_queues.append(_cluster_queue(cq, str(cq["name"]), cq.get("cohort")))
+    topology = raw.get("topology")
+    if topology:
+        template = topology.get("clusterQueue") or {}
+        for c in range(int(topology.get("cohorts", 1))):
+            cohort_name = f"cohort-{c}"
+            for q in range(int(topology.get("queuesPerCohort", 1))):
+                scenario.cluster_queues.append(_cluster_queue(template, f"{cohort_name}-cq-{q}", cohort_name))
+    for lq in raw.get("localQueues") or ():
+        scenario.local_queues.append(
+            LocalQueue(str(lq["namespace"]), str(lq["name"]), str(lq["clusterQueue"]))
+        )
+    if not scenario.local_queues:
+        scenario.local_queues = [LocalQueue(cq.name, "default", cq.name) for cq in scenario.cluster_queues]
+    all_queues = tuple(lq.key for lq in scenario.local_queues)
+    for wc in raw.get("workloadClasses") or ():
+        name = str(wc["name"])
+        queues = tuple(str(q) for q in wc.get("queues") or ["*"])
+        try:
+            pod_set = PodSet.of(
+                "main",
+                int(wc.get("pods", 1)),
+                dict(wc.get("requests") or {}),
+                dict(wc.get("nodeSelector") or {}),
+            )
+        except ValueError as exc:
+            raise ScenarioError(f"workloadClass {name}: {exc}") from exc
+        scenario.classes.append(
+            WorkloadClass(
+                name=name,
+                queues=all_queues if "*" in queues else queues,
+                count=int(wc.get("count", 1)),
+                interval=float(wc.get("interval", 0)),
+                start=float(wc.get("start", 0)),
+                runtime=float(wc["runtime"]),
+                priority=int(wc.get("priority", 0)),
+                pod_set=pod_set,
+            )
+        )
+        unknown = set(scenario.classes[-1].queues) - set(all_queues)
+        if unknown:
+            raise ScenarioError(f"workloadClass {name}: unknown LocalQueue(s) {sorted(unknown)}")
+    return scenario
+
+
+def load_scenario(path: Path) -> Scenario:
+    with path.open() as handle:
+        raw = yaml.safe_load(handle)
+    return parse_scenario(raw, default_name=path.stem)

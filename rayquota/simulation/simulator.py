@@ -1,0 +1,271 @@
+"""A discrete-event simulation on a virtual clock that drives the real engine.
+
+Time is kept in integer milliseconds so that events scheduled for the same
+instant (an arrival and a completion, say) coincide exactly. After every
+instant with events the engine runs one cycle; its decisions schedule
+completions (admitted workloads run for their class's runtime) and releases
+(preempted workloads' pods are gone after ``preemptionDelay`` and they queue
+again, to start over).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from rayquota.queueing import Admit, Engine, FlavorResource, Pending, Preempt, Workload
+
+from .scenario import Scenario, WorkloadClass
+
+
+class _Event(IntEnum):
+    # Ordered so that, at one instant, quota is freed before new work arrives.
+    FINISH = 0
+    RELEASE = 1
+    ARRIVAL = 2
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    key: str
+    workload_class: str
+    cluster_queue: str
+    arrival_ms: int
+    runtime_ms: int
+    admitted_ms: int | None = None
+    last_admitted_ms: int = 0
+    finished_ms: int | None = None
+    preemptions: int = 0
+    token: int = 0
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class UsageIntegral:
+    """Time integral of a step function of usage per resource."""
+
+    current: dict[str, int] = field(default_factory=dict)
+    integral: dict[str, int] = field(default_factory=dict)
+    last_ms: int = 0
+
+    def change(self, now_ms: int, resource: str, delta: int) -> None:
+        elapsed = now_ms - self.last_ms
+        if elapsed:
+            for r, value in self.current.items():
+                self.integral[r] = self.integral.get(r, 0) + value * elapsed
+            self.last_ms = now_ms
+        self.current[resource] = self.current.get(resource, 0) + delta
+
+    def close(self, now_ms: int) -> None:
+        self.change(now_ms, next(iter(self.current), ""), 0)
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    scenario: Scenario
+    records: list[WorkloadRecord]
+    makespan_ms: int
+    cycles: int
+    engine_seconds: float
+    decisions: int
+    total: UsageIntegral
+    per_queue: dict[str, UsageIntegral]
+    timeline: list[tuple[int, dict[str, int], int]]
+    """(time ms, usage per resource, pending count) after each cycle that changed something"""
+    capacity: dict[str, int]
+    queue_nominal: dict[str, dict[str, int]]
+    capacity_bound_ms: int
+    arrival_bound_ms: int
+    wasted: dict[str, int]
+    """Work lost to preemption per resource (milli-units x ms): what victims ran before eviction."""
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.engine = Engine(fair_sharing=scenario.fair_sharing)
+        for flavor in scenario.flavors:
+            self.engine.upsert_flavor(flavor)
+        for cohort in scenario.cohorts:
+            self.engine.upsert_cohort(cohort)
+        for cq in scenario.cluster_queues:
+            self.engine.upsert_cluster_queue(cq)
+        for lq in scenario.local_queues:
+            self.engine.upsert_local_queue(lq)
+        self._cq_of_lq = {lq.key: lq.cluster_queue for lq in scenario.local_queues}
+
+    def _workloads(self) -> list[tuple[int, Workload, WorkloadClass]]:
+        arrivals: list[tuple[int, Workload, WorkloadClass]] = []
+        for wc in self.scenario.classes:
+            for queue in wc.queues:
+                namespace, queue_name = queue.split("/", 1)
+                for i in range(wc.count):
+                    at = round((wc.start + i * wc.interval) * 1000)
+                    wl = Workload(
+                        namespace,
+                        f"{wc.name}-{queue_name}-{i}",
+                        queue_name,
+                        (wc.pod_set,),
+                        priority=wc.priority,
+                        created=at / 1000,
+                    )
+                    arrivals.append((at, wl, wc))
+        return arrivals
+
+    def run(self) -> SimulationResult:
+        engine = self.engine
+        records: dict[str, WorkloadRecord] = {}
+        pending_specs: dict[str, Workload] = {}
+        events: list[tuple[int, int, int, str, int]] = []
+        seq = 0
+        for at, wl, wc in self._workloads():
+            records[wl.key] = WorkloadRecord(
+                wl.key,
+                wc.name,
+                self._cq_of_lq.get(f"{wl.namespace}/{wl.queue_name}", ""),
+                at,
+                round(wc.runtime * 1000),
+            )
+            pending_specs[wl.key] = wl
+            seq += 1
+            events.append((at, _Event.ARRIVAL, seq, wl.key, 0))
+        heapq.heapify(events)
+        total = UsageIntegral()
+        per_queue: dict[str, UsageIntegral] = {
+            cq.name: UsageIntegral() for cq in self.scenario.cluster_queues
+        }
+        timeline: list[tuple[int, dict[str, int], int]] = []
+        pending = 0
+        cycles = decisions_count = 0
+        engine_seconds = 0.0
+        makespan = 0
+        wasted: dict[str, int] = {}
+        delay_ms = round(self.scenario.preemption_delay * 1000)
+
+        def charge(now: int, rec: WorkloadRecord, sign: int) -> None:
+            queue = per_queue[rec.cluster_queue]
+            for (_, resource), amount in rec.usage.items():
+                total.change(now, resource, sign * amount)
+                queue.change(now, resource, sign * amount)
+
+        while events:
+            now = events[0][0]
+            while events and events[0][0] == now:
+                _, kind, _, key, token = heapq.heappop(events)
+                rec = records[key]
+                if kind == _Event.ARRIVAL:
+                    engine.add_workload(pending_specs.pop(key))
+                    pending += 1
+                elif kind == _Event.FINISH and token == rec.token:
+                    engine.finish_workload(key)
+                    charge(now, rec, -1)
+                    rec.finished_ms = now
+                    makespan = max(makespan, now)
+                elif kind == _Event.RELEASE:
+                    engine.release(key)
+                    charge(now, rec, -1)
+                    pending += 1
+            started = time.perf_counter()
+            decisions = engine.run_cycle(now / 1000)
+            engine_seconds += time.perf_counter() - started
+            cycles += 1
+            decisions_count += len(decisions)
+            for decision in decisions:
+                if isinstance(decision, Admit):
+                    rec = records[decision.workload]
+                    if rec.admitted_ms is None:
+                        rec.admitted_ms = now
+                    rec.usage = dict(decision.usage)
+                    rec.last_admitted_ms = now
+                    rec.token += 1
+                    charge(now, rec, +1)
+                    pending -= 1
+                    seq += 1
+                    heapq.heappush(events, (now + rec.runtime_ms, _Event.FINISH, seq, rec.key, rec.token))
+                elif isinstance(decision, Preempt):
+                    for victim in decision.victims:
+                        rec = records[victim]
+                        rec.preemptions += 1
+                        for (_, resource), amount in rec.usage.items():
+                            wasted[resource] = wasted.get(resource, 0) + amount * (now - rec.last_admitted_ms)
+                        rec.token += 1  # its pending completion will never happen
+                        seq += 1
+                        heapq.heappush(events, (now + delay_ms, _Event.RELEASE, seq, victim, 0))
+                elif isinstance(decision, Pending):
+                    pass
+            if not timeline or timeline[-1][1] != total.current or timeline[-1][2] != pending:
+                timeline.append((now, dict(total.current), pending))
+        total.close(makespan)
+        for queue in per_queue.values():
+            queue.close(makespan)
+        return SimulationResult(
+            scenario=self.scenario,
+            records=list(records.values()),
+            makespan_ms=makespan,
+            cycles=cycles,
+            engine_seconds=engine_seconds,
+            decisions=decisions_count,
+            total=total,
+            per_queue=per_queue,
+            timeline=timeline,
+            capacity=self._capacity(),
+            queue_nominal=self._queue_nominal(),
+            capacity_bound_ms=self._capacity_bound(records.values()),
+            arrival_bound_ms=max((r.arrival_ms + r.runtime_ms for r in records.values()), default=0),
+            wasted=wasted,
+        )
+
+    def _capacity(self) -> dict[str, int]:
+        """All nominal quota per resource: every queue's and every cohort's own."""
+        capacity: dict[str, int] = {}
+        for node in self.engine.snapshot():
+            if node.disabled_reason is None:
+                for (_, resource), quota in node.quota.items():
+                    capacity[resource] = capacity.get(resource, 0) + quota[0]
+        return capacity
+
+    def _queue_nominal(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for node in self.engine.snapshot():
+            if node.is_cluster_queue:
+                per_resource: dict[str, int] = {}
+                for (_, resource), quota in node.quota.items():
+                    per_resource[resource] = per_resource.get(resource, 0) + quota[0]
+                out[node.name] = per_resource
+        return out
+
+    def _capacity_bound(self, records: object) -> int:
+        """Total work routed to each cohort tree over that tree's quota; the largest, in ms."""
+        nodes = {(n.is_cluster_queue, n.name): n for n in self.engine.snapshot()}
+        root_of: dict[str, tuple[bool, str]] = {}
+        for is_cq, name in nodes:
+            if not is_cq:
+                continue
+            key = (True, name)
+            while nodes[key].parent is not None:
+                key = (False, str(nodes[key].parent))
+            root_of[name] = key
+        work: dict[tuple[tuple[bool, str], str], int] = {}
+        for wc in self.scenario.classes:
+            for queue in wc.queues:
+                cq = self._cq_of_lq.get(queue)
+                if cq is None or cq not in root_of:
+                    continue
+                for resource, amount in wc.pod_set.totals().items():
+                    k = (root_of[cq], resource)
+                    work[k] = work.get(k, 0) + amount * wc.count * round(wc.runtime * 1000)
+        quota_of: dict[tuple[tuple[bool, str], str], int] = {}
+        for key, node in nodes.items():
+            root = key
+            while nodes[root].parent is not None:
+                root = (False, str(nodes[root].parent))
+            for (_, resource), q in node.quota.items():
+                quota_of[(root, resource)] = quota_of.get((root, resource), 0) + q[0]
+        bound = 0
+        for (root, resource), amount in work.items():
+            quota = quota_of.get((root, resource), 0)
+            if quota > 0:
+                bound = max(bound, -(-amount // quota))
+        return bound
