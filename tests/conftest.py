@@ -34,6 +34,12 @@ def control_plane() -> Iterator[object]:
     reuse = os.environ.get("RAYQUOTA_TEST_CLUSTER")
     cluster = LocalCluster(name=reuse or f"pytest-{os.getpid()}")
     cluster.up()
+    # CRDs go in at once: the garbage collector discovers new resource types on a 30 s
+    # period, so installing them early lets ownerReference cascades work by the time
+    # the first test deletes a custom resource.
+    from rayquota.localcluster.install import install_crds
+
+    install_crds(cluster)
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
     try:

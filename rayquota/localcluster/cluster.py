@@ -279,6 +279,10 @@ class LocalCluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
                 "--concurrent-gc-syncs=5",
+                # kwok renews node leases (below); a generous grace period keeps a busy
+                # 2-core machine from marking fake nodes NotReady, which would taint them
+                # and flip their pods to Ready=False for good.
+                "--node-monitor-grace-period=120s",
                 "--v=1",
             ],
         )
@@ -302,6 +306,7 @@ class LocalCluster:
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.240.0.1",
+                "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{_free_port()}",
             ],
         )

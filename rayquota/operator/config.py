@@ -28,7 +28,7 @@ class OperatorConfig:
     # Image of the K8sJobMode submitter Job when the RayJob gives no submitterPodTemplate.
     submitter_image: str = DEFAULT_RAY_IMAGE
     # How often every object is reconciled even without a watch event (seconds).
-    resync_interval_s: float = 10.0
+    resync_interval_s: float = 30.0
     dashboard_timeout_s: float = 5.0
 
     @classmethod

@@ -142,3 +142,16 @@ def test_up_is_idempotent_and_down_leaves_nothing(control_plane: LocalCluster) -
     alive = [pid for pid in pids.values() if _alive(int(str(pid)))]
     assert alive == []
     assert control_plane.healthy()
+
+
+def test_fake_nodes_hold_renewed_leases(control_plane: LocalCluster) -> None:
+    """kwok renews a Lease per node, so the node lifecycle controller never marks them NotReady."""
+    expected = {"gpu-a100-0", "gpu-a100-1", "gpu-h100-0", "gpu-h100-1", "cpu-0", "cpu-1"}
+
+    def leases() -> dict[str, str]:
+        out = control_plane.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "json").stdout
+        found = {i["metadata"]["name"]: i["spec"].get("renewTime", "") for i in json.loads(out)["items"]}
+        return found if expected <= set(found) else {}
+
+    first = _poll("a lease for every fake node", leases)
+    _poll("a lease renewal", lambda: any(leases().get(n) != first[n] for n in expected), timeout=60)

@@ -133,7 +133,7 @@ class RetryPolicy:
     max_backoff_s: float = 2.0
 
     def backoff(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.initial_backoff_s * (2**attempt))
+        return float(min(self.max_backoff_s, self.initial_backoff_s * (2.0**attempt)))
 
 
 class RayDashboardClient:

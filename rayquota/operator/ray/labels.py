@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from collections.abc import Mapping
+from typing import Any
 
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
 RAY_CLUSTER = "ray.io/cluster"
@@ -16,6 +18,9 @@ CREATED_BY = "app.kubernetes.io/created-by"
 APP_NAME = "app.kubernetes.io/name"
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+# Multi-host worker groups (numOfHosts > 1): the pods of one replica share a replica name.
+RAY_WORKER_REPLICA_NAME = "ray.io/worker-group-replica-name"
+RAY_REPLICA_HOST_INDEX = "ray.io/replica-host-index"
 # Set on the batch Job that submits a RayJob (K8sJobMode) and on the cluster a RayJob created.
 RAY_JOB_SUBMITTER = "ray.io/job-submitter"
 
@@ -90,7 +95,11 @@ def worker_pod_name(cluster_name: str, group_name: str) -> str:
     return f"{_truncate(f'{cluster_name}-{group_name}', 50)}-worker-{_random_suffix()}"
 
 
-def owner_reference(owner: dict, *, controller: bool = True) -> dict:
+def replica_name(group_name: str) -> str:
+    return label_value(f"{_truncate(group_name, 56)}-{_random_suffix()}")
+
+
+def owner_reference(owner: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
     """An ownerReference to a live object, so the garbage collector cascades deletion."""
     meta = owner["metadata"]
     return {

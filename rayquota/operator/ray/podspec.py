@@ -58,7 +58,8 @@ class PodContext:
 
     @property
     def spec(self) -> Mapping[str, Any]:
-        return self.cluster.get("spec", {})
+        spec: Mapping[str, Any] = self.cluster.get("spec", {})
+        return spec
 
     @property
     def head_service_fqdn(self) -> str:
@@ -83,7 +84,7 @@ class PodContext:
 
 
 def _quantity(value: Any) -> Decimal:
-    return Decimal(parse_quantity(str(value)))
+    return Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
 
 
 def _limit_or_request(resources: Mapping[str, Any], name: str) -> Decimal | None:
@@ -247,7 +248,9 @@ def _common_env(container: dict[str, Any], ctx: PodContext, start_cmd: str) -> N
     _set_env_default(container, "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1")
 
 
-def _pod_metadata(template: Mapping[str, Any], ctx: PodContext, node_type: str, group_name: str) -> dict:
+def _pod_metadata(
+    template: Mapping[str, Any], ctx: PodContext, node_type: str, group_name: str
+) -> dict[str, Any]:
     meta = copy.deepcopy(template.get("metadata") or {})
     meta.pop("name", None)
     meta.pop("generateName", None)
@@ -293,15 +296,23 @@ def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     _ensure_shared_memory(pod_spec, container)
     if ctx.autoscaling:
         pod_spec["containers"].append(build_autoscaler_container(ctx, container))
+        # The autoscaler patches the RayCluster: it runs as the account its Role is bound to.
+        pod_spec.setdefault("serviceAccountName", ctx.name)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 
-def build_worker_pod(ctx: PodContext, group: Mapping[str, Any]) -> dict[str, Any]:
+def build_worker_pod(
+    ctx: PodContext, group: Mapping[str, Any], replica: tuple[str, int] | None = None
+) -> dict[str, Any]:
+    """A worker pod; `replica` is (replica name, host index) for multi-host groups."""
     template = group.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
     group_name = str(group["groupName"])
     meta = _pod_metadata(template, ctx, labels.WORKER_NODE, group_name)
     meta["name"] = labels.worker_pod_name(ctx.name, group_name)
+    if replica is not None:
+        meta["labels"][labels.RAY_WORKER_REPLICA_NAME] = replica[0]
+        meta["labels"][labels.RAY_REPLICA_HOST_INDEX] = str(replica[1])
     index = ray_container_index(pod_spec)
     container = pod_spec["containers"][index]
     params = ray_start_params(labels.WORKER_NODE, group, container, ctx)

@@ -1,0 +1,245 @@
+"""A small async Kubernetes REST client for the reconcilers.
+
+Objects travel as plain camelCase dicts, exactly as the API server sends them, so reconcilers
+never depend on generated model classes. Credentials come from the `kubernetes` package's
+config loaders (kubeconfig or in-cluster service account).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import ssl
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import kubernetes
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class ApiError(Exception):
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        try:
+            message = json.loads(body).get("message", body)
+        except ValueError:
+            message = body
+        super().__init__(f"{method} {path} -> {status}: {message}")
+        self.status = status
+        self.message = str(message)
+        self.body = body
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+def core_path(namespace: str | None, plural: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/{plural}" if namespace else f"/api/v1/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def group_path(group: str, version: str, namespace: str | None, plural: str, name: str | None = None) -> str:
+    base = f"/apis/{group}/{version}"
+    base = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeClient:
+    """One aiohttp session per client; share one client per operator process."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration, *, timeout_s: float = 30.0) -> None:
+        self._config = configuration
+        self._host = configuration.host.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | bool = self._ssl_context(configuration)
+
+    @classmethod
+    def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
+        """In-cluster credentials when running in a pod, else the kubeconfig (KUBECONFIG)."""
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        return cls(configuration)
+
+    @staticmethod
+    def _ssl_context(configuration: kubernetes.client.Configuration) -> ssl.SSLContext | bool:
+        if not configuration.host.startswith("https"):
+            return False
+        if not configuration.verify_ssl:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        if configuration.cert_file:
+            context.load_cert_chain(configuration.cert_file, configuration.key_file)
+        return context
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        if self._config.refresh_api_key_hook is not None:
+            self._config.refresh_api_key_hook(self._config)
+        headers = {"Accept": "application/json"}
+        token = self._config.get_api_key_with_prefix("authorization")
+        if token:
+            headers["Authorization"] = token
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str | None = None,
+    ) -> Any:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        data = None if body is None else json.dumps(body)
+        if data is not None and content_type is None:
+            content_type = "application/json"
+        for attempt in range(3):
+            try:
+                async with self._session.request(
+                    method,
+                    self._host + path,
+                    data=data,
+                    params=dict(params or {}),
+                    headers=self._headers(content_type),
+                    ssl=self._ssl,
+                ) as resp:
+                    text = await resp.text()
+                    if resp.status == 404:
+                        raise NotFound(method, path, resp.status, text)
+                    if resp.status == 409:
+                        raise Conflict(method, path, resp.status, text)
+                    if resp.status >= 500 and attempt < 2:
+                        await asyncio.sleep(0.2 * (attempt + 1))
+                        continue
+                    if resp.status >= 400:
+                        raise ApiError(method, path, resp.status, text)
+                    return json.loads(text) if text else None
+            except (aiohttp.ClientConnectionError, TimeoutError):
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    # --- conveniences ----------------------------------------------------------------------
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self.request("GET", path)
+            return result
+        except NotFound:
+            return None
+
+    async def list_items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        result = await self.request("GET", path, params=params)
+        return list(result.get("items") or [])
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("POST", path, body=dict(body))
+        return result
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH)
+        return result
+
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("PATCH", path, body=ops, content_type=JSON_PATCH)
+        return result
+
+    async def patch_status(self, path: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            return await self.merge_patch(f"{path}/status", {"status": dict(status)})
+        except NotFound:
+            return None
+
+    async def delete(
+        self, path: str, *, propagation: str = "Background", grace_seconds: int | None = None
+    ) -> bool:
+        """Delete; False when it was already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            await self.request("DELETE", path, body=body)
+            return True
+        except NotFound:
+            return False
+
+    async def emit_event(
+        self,
+        involved: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        type_: str = "Normal",
+        component: str = "rayquota-operator",
+    ) -> None:
+        """Record a core/v1 Event on an object; failures are logged, never raised."""
+        meta = involved["metadata"]
+        namespace = meta.get("namespace") or "default"
+        timestamp = now_rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta["name"],
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "firstTimestamp": timestamp,
+            "lastTimestamp": timestamp,
+            "count": 1,
+        }
+        try:
+            await self.create(core_path(namespace, "events"), event)
+        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not record event %s on %s/%s: %s", reason, namespace, meta["name"], exc)
+
+
+def selector_param(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+def quote_name(name: str) -> str:
+    return quote(name, safe="")

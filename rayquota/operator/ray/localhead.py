@@ -1,0 +1,161 @@
+"""A real Ray head on loopback, for the local control plane (whose Ray pods are kwok fakes) and
+for tests: RayJobs run their entrypoints here through the local dashboard resolver.
+
+Started with `ray start --head --block` in its own session, and stopped by ending exactly that
+session's processes: `ray stop` would kill every Ray process on the machine, other users' too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+VENV_BIN = Path(sys.executable).parent
+STARTED_MESSAGE = "Ray runtime started."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalRayHead:
+    def __init__(self, num_cpus: int = 2) -> None:
+        self.num_cpus = num_cpus
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="rq-ray-", dir="/tmp"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = self.temp_dir / "ray-start.log"
+        self.gcs_port = 0
+        self.dashboard_port = 0
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def start(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
+        """Start; a start that loses a port race to another process is retried on new ports."""
+        for attempt in range(attempts):
+            try:
+                self._start_once(timeout_s)
+                return
+            except RuntimeError:
+                self._stop_processes()
+                if attempt + 1 == attempts:
+                    raise
+
+    def _command(self) -> list[str]:
+        # Only ports with fixed defaults are chosen here (two heads would collide on them);
+        # Ray picks the others itself.
+        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        return [
+            str(VENV_BIN / "ray"), "start", "--head", "--block",
+            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+            f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
+            f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+            "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+            "--disable-usage-stats", f"--temp-dir={self.temp_dir}",
+        ]  # fmt: skip
+
+    def _start_once(self, timeout_s: float) -> None:
+        env = dict(os.environ)
+        # Entrypoints run `python`: make it this environment's interpreter.
+        env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                self._command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ray start exited: {self._log_tail()}")
+            if STARTED_MESSAGE in self.log_path.read_text(errors="replace") and self._jobs_api_ready():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"Ray head not ready in {timeout_s}s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def _jobs_api_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.dashboard_url}/api/jobs/", timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def processes(self) -> list[psutil.Process]:
+        """Live processes of this head: its session, or anything using its temp dir."""
+        if self.process is None:
+            return []
+        found = []
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                ours = os.getsid(proc.pid) == self.process.pid
+                ours = ours or str(self.temp_dir) in " ".join(proc.info["cmdline"] or [])
+                if ours and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+        return found
+
+    def _stop_processes(self, grace_s: float = 8.0) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and self.processes():
+            time.sleep(0.3)
+        for proc in self.processes():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        psutil.wait_procs(self.processes(), timeout=grace_s)
+
+    def stop(self) -> None:
+        self._stop_processes()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def main() -> int:
+    """`python -m rayquota.operator.ray.localhead`: run a local Ray head until Ctrl-C and print
+    the settings that point the operator's local dashboard resolver at it."""
+    head = LocalRayHead()
+    print("starting a local Ray head (10-30 s) ...", flush=True)
+    head.start()
+    print("Ray head ready. Run the operator with:", flush=True)
+    print("  export RAYQUOTA_DASHBOARD_RESOLVER=local")
+    print(f"  export RAYQUOTA_DASHBOARD_URL={head.dashboard_url}", flush=True)
+    stop = False
+
+    def request_stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        while not stop and head.process is not None and head.process.poll() is None:
+            time.sleep(0.5)
+    finally:
+        head.stop()
+        print("Ray head stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

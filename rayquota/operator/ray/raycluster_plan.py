@@ -1,0 +1,283 @@
+"""What a RayCluster's pods should be: pure functions over the RayCluster body and its live pods.
+
+`plan_cluster` says which pods to create, delete or re-stamp; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rayquota.operator.ray import conditions, labels
+from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+
+PROVISIONED = "RayClusterProvisioned"
+HEAD_POD_READY = "HeadPodReady"
+REPLICA_FAILURE = "ReplicaFailure"
+SUSPENDING = "RayClusterSuspending"
+SUSPENDED = "RayClusterSuspended"
+
+RECREATE = "Recreate"
+MANAGED_BY_PARENTS = ("RayJob", "RayService")
+
+
+# --- pod facts --------------------------------------------------------------------------------
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
+def is_active(pod: Mapping[str, Any]) -> bool:
+    return not is_terminating(pod) and not is_finished(pod)
+
+
+def is_running(pod: Mapping[str, Any]) -> bool:
+    return is_active(pod) and (pod.get("status") or {}).get("phase") == "Running"
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    if not is_running(pod):
+        return False
+    pod_conditions = (pod.get("status") or {}).get("conditions")
+    return conditions.is_true(pod_conditions, "Ready")
+
+
+def node_type(pod: Mapping[str, Any]) -> str:
+    return str((pod["metadata"].get("labels") or {}).get(labels.RAY_NODE_TYPE, ""))
+
+
+def group_of(pod: Mapping[str, Any]) -> str:
+    return str((pod["metadata"].get("labels") or {}).get(labels.RAY_GROUP, ""))
+
+
+def _age_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(pod["metadata"].get("creationTimestamp", "")), str(pod["metadata"]["name"]))
+
+
+# --- spec facts -------------------------------------------------------------------------------
+
+
+def worker_groups(cluster: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(cluster.get("spec", {}).get("workerGroupSpecs") or [])
+
+
+def group_bounds(group: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(desired replicas, min, max), replicas clamped into [min, max] as KubeRay does."""
+    minimum = int(group.get("minReplicas") or 0)
+    max_replicas = group.get("maxReplicas")
+    maximum = 2**31 - 1 if max_replicas is None else int(max_replicas)
+    replicas = group.get("replicas")
+    replicas = minimum if replicas is None else int(replicas)
+    return max(minimum, min(replicas, maximum)), minimum, maximum
+
+
+def desired_pods(group: Mapping[str, Any], cluster_suspended: bool = False) -> int:
+    if cluster_suspended or group.get("suspend"):
+        return 0
+    replicas, _, _ = group_bounds(group)
+    return replicas * int(group.get("numOfHosts") or 1)
+
+
+def upgrade_strategy(cluster: Mapping[str, Any]) -> str | None:
+    strategy = cluster.get("spec", {}).get("upgradeStrategy") or {}
+    return strategy.get("type")
+
+
+def originating_crd(cluster: Mapping[str, Any]) -> str | None:
+    return (cluster["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD)
+
+
+def validate_cluster(cluster: Mapping[str, Any]) -> list[str]:
+    """KubeRay's RayCluster validation rules that the CRD schema cannot express."""
+    errors: list[str] = []
+    spec = cluster.get("spec") or {}
+    head = spec.get("headGroupSpec") or {}
+    if not ((head.get("template") or {}).get("spec") or {}).get("containers"):
+        errors.append("spec.headGroupSpec.template.spec.containers must not be empty")
+    seen: set[str] = set()
+    for i, group in enumerate(worker_groups(cluster)):
+        name = group.get("groupName") or ""
+        if not name:
+            errors.append(f"spec.workerGroupSpecs[{i}].groupName must not be empty")
+        elif name in seen:
+            errors.append(f"spec.workerGroupSpecs[{i}].groupName {name!r} is used by more than one group")
+        seen.add(name)
+        if not ((group.get("template") or {}).get("spec") or {}).get("containers"):
+            errors.append(f"spec.workerGroupSpecs[{i}].template.spec.containers must not be empty")
+        _, minimum, maximum = group_bounds(group)
+        if minimum > maximum:
+            errors.append(f"spec.workerGroupSpecs[{i}]: minReplicas ({minimum}) > maxReplicas ({maximum})")
+        if group.get("suspend") and spec.get("enableInTreeAutoscaling"):
+            errors.append(f"spec.workerGroupSpecs[{i}].suspend cannot be used with enableInTreeAutoscaling")
+    parent = originating_crd(cluster)
+    if parent in MANAGED_BY_PARENTS and upgrade_strategy(cluster) is not None:
+        errors.append(
+            f"spec.upgradeStrategy is not allowed on a RayCluster created by a {parent}; "
+            f"set the {parent}'s own upgrade settings instead"
+        )
+    return errors
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodDeletion:
+    pod: Mapping[str, Any]
+    reason: str
+    message: str
+
+
+@dataclass
+class ClusterPlan:
+    create: list[dict[str, Any]] = field(default_factory=list)
+    delete: list[PodDeletion] = field(default_factory=list)
+    restamp: list[str] = field(default_factory=list)
+    clear_workers_to_delete: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    suspending: bool = False
+    suspended: bool = False
+    recreating: bool = False
+
+    @property
+    def changes_pods(self) -> bool:
+        return bool(self.create or self.delete or self.restamp)
+
+
+def _was(cluster: Mapping[str, Any], condition: str) -> bool:
+    return conditions.is_true((cluster.get("status") or {}).get("conditions"), condition)
+
+
+def plan_cluster(
+    cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], operator_version: str
+) -> ClusterPlan:
+    plan = ClusterPlan(errors=validate_cluster(cluster))
+    if plan.errors:
+        return plan
+    spec = cluster["spec"]
+    live = [p for p in pods if not is_terminating(p)]
+
+    # Suspension is atomic: once started it finishes even if suspend is flipped back meanwhile.
+    if spec.get("suspend") or _was(cluster, SUSPENDING):
+        for pod in live:
+            plan.delete.append(PodDeletion(pod, "Suspend", "the RayCluster is suspended"))
+        plan.suspending = bool(pods)
+        plan.suspended = not pods
+        return plan
+
+    current_hash = spec_hash(spec)
+    active = [p for p in live if is_active(p)]
+    heads = sorted((p for p in active if node_type(p) == labels.HEAD_NODE), key=_age_key)
+    reference = heads[0] if heads else (active[0] if active else None)
+    if reference is not None:
+        annotations = reference["metadata"].get("annotations") or {}
+        if annotations.get(labels.OPERATOR_VERSION_ANNOTATION) != operator_version:
+            # An operator upgrade (or pods never stamped) never restarts a user's cluster:
+            # record the new version and the current hash, and leave the pods running.
+            plan.restamp = [str(p["metadata"]["name"]) for p in active]
+        elif (
+            upgrade_strategy(cluster) == RECREATE and annotations.get(labels.HASH_ANNOTATION) != current_hash
+        ):
+            plan.recreating = True
+            for pod in live:
+                plan.delete.append(
+                    PodDeletion(
+                        pod, "Recreate", "the RayCluster spec changed and upgradeStrategy is Recreate"
+                    )
+                )
+            return plan
+
+    ctx = PodContext(cluster=cluster, operator_version=operator_version, spec_hash=current_hash)
+    for pod in live:
+        if is_finished(pod):
+            phase = pod["status"]["phase"]
+            plan.delete.append(PodDeletion(pod, "ReplacePod", f"pod {phase}; it will be replaced"))
+
+    if not heads:
+        plan.create.append(build_head_pod(ctx))
+    for extra in heads[1:]:
+        plan.delete.append(PodDeletion(extra, "SurplusHead", "more than one head pod"))
+
+    group_names = {str(g.get("groupName")) for g in worker_groups(cluster)}
+    workers = [p for p in active if node_type(p) == labels.WORKER_NODE]
+    for pod in workers:
+        if group_of(pod) not in group_names:
+            plan.delete.append(PodDeletion(pod, "GroupRemoved", f"worker group {group_of(pod)!r} is gone"))
+
+    for index, group in enumerate(worker_groups(cluster)):
+        name = str(group["groupName"])
+        group_pods = [p for p in workers if group_of(p) == labels.label_value(name)]
+        to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+        if to_delete:
+            plan.clear_workers_to_delete.append(index)
+        if int(group.get("numOfHosts") or 1) > 1:
+            _plan_multi_host_group(plan, ctx, group, group_pods, to_delete)
+            continue
+        remaining = []
+        for pod in group_pods:
+            if pod["metadata"]["name"] in to_delete:
+                plan.delete.append(
+                    PodDeletion(pod, "WorkersToDelete", "listed in scaleStrategy.workersToDelete")
+                )
+            else:
+                remaining.append(pod)
+        missing = desired_pods(group) - len(remaining)
+        for _ in range(max(0, missing)):
+            plan.create.append(build_worker_pod(ctx, group))
+        if missing < 0:
+            # Remove the least useful first: pods not ready, then the newest.
+            surplus = sorted(remaining, key=_age_key, reverse=True)
+            surplus.sort(key=is_ready)
+            for pod in surplus[:-missing]:
+                plan.delete.append(
+                    PodDeletion(pod, "ScaleDown", f"group {name!r} has more pods than desired")
+                )
+    return plan
+
+
+def _plan_multi_host_group(
+    plan: ClusterPlan,
+    ctx: PodContext,
+    group: Mapping[str, Any],
+    group_pods: Sequence[Mapping[str, Any]],
+    to_delete: set[str],
+) -> None:
+    """numOfHosts > 1: a replica is a set of pods sharing a replica name, created and removed
+    whole. A replica that lost a host, or has a host in workersToDelete, is removed entirely."""
+    name = str(group["groupName"])
+    hosts = int(group.get("numOfHosts") or 1)
+    replicas: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in group_pods:
+        replica = (pod["metadata"].get("labels") or {}).get(labels.RAY_WORKER_REPLICA_NAME)
+        replicas.setdefault(str(replica or pod["metadata"]["name"]), []).append(pod)
+    complete: list[list[Mapping[str, Any]]] = []
+    for replica_pods in replicas.values():
+        if any(p["metadata"]["name"] in to_delete for p in replica_pods):
+            reason, message = "WorkersToDelete", "a host of this replica is in scaleStrategy.workersToDelete"
+        elif len(replica_pods) != hosts:
+            reason, message = "IncompleteReplica", f"replica has {len(replica_pods)} of {hosts} hosts"
+        else:
+            complete.append(replica_pods)
+            continue
+        plan.delete.extend(PodDeletion(p, reason, message) for p in replica_pods)
+    wanted = desired_pods(group) // hosts
+    for _ in range(wanted - len(complete)):
+        replica_name = labels.replica_name(name)
+        for host_index in range(hosts):
+            plan.create.append(build_worker_pod(ctx, group, replica=(replica_name, host_index)))
+    if len(complete) > wanted:
+        # Remove replicas that are not fully ready first, then the newest.
+        complete.sort(key=lambda pods: max(_age_key(p) for p in pods), reverse=True)
+        complete.sort(key=lambda pods: all(is_ready(p) for p in pods))
+        for replica_pods in complete[: len(complete) - wanted]:
+            plan.delete.extend(
+                PodDeletion(p, "ScaleDown", f"group {name!r} has more replicas than desired")
+                for p in replica_pods
+            )

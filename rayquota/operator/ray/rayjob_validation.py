@@ -1,0 +1,73 @@
+"""KubeRay's RayJob validation rules (the ones a CRD schema cannot express)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+MAX_RAYJOB_NAME = 47  # the cluster and submitter names add suffixes; 63 is the label limit
+MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+CLUSTER_POLICIES = ("DeleteCluster", "DeleteWorkers")
+
+
+def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
+    errors: list[str] = []
+    meta = rayjob["metadata"]
+    spec = rayjob.get("spec") or {}
+    mode = spec.get("submissionMode") or "K8sJobMode"
+    selector = spec.get("clusterSelector") or {}
+    cluster_spec = spec.get("rayClusterSpec")
+    deletion = spec.get("deletionStrategy")
+
+    if len(meta["name"]) > MAX_RAYJOB_NAME:
+        errors.append(f"metadata.name must be at most {MAX_RAYJOB_NAME} characters")
+    if mode not in MODES:
+        errors.append(f"spec.submissionMode {mode!r} is not one of {', '.join(MODES)}")
+    if not selector and not cluster_spec:
+        errors.append("one of spec.rayClusterSpec or spec.clusterSelector must be set")
+    if selector and cluster_spec:
+        errors.append("spec.rayClusterSpec and spec.clusterSelector cannot both be set")
+    if spec.get("suspend") and not spec.get("shutdownAfterJobFinishes"):
+        errors.append("a RayJob with spec.suspend must set spec.shutdownAfterJobFinishes: true")
+    if selector:
+        if spec.get("suspend"):
+            errors.append("spec.suspend cannot be used with spec.clusterSelector")
+        if int(spec.get("backoffLimit") or 0) > 0:
+            errors.append(
+                "spec.backoffLimit cannot be used with spec.clusterSelector (the cluster is not ours)"
+            )
+        if spec.get("shutdownAfterJobFinishes"):
+            errors.append("spec.shutdownAfterJobFinishes cannot be used with spec.clusterSelector")
+        if mode == "SidecarMode":
+            errors.append("SidecarMode needs spec.rayClusterSpec, not spec.clusterSelector")
+    if mode != "InteractiveMode" and not spec.get("entrypoint"):
+        errors.append(f"spec.entrypoint is required in {mode}")
+    if spec.get("submitterPodTemplate") and mode != "K8sJobMode":
+        errors.append("spec.submitterPodTemplate is only used in K8sJobMode")
+    if cluster_spec and (cluster_spec.get("upgradeStrategy") or {}).get("type") is not None:
+        errors.append(
+            "spec.rayClusterSpec.upgradeStrategy is not allowed: a RayJob's cluster is never upgraded"
+        )
+    if deletion:
+        if spec.get("shutdownAfterJobFinishes"):
+            errors.append("spec.deletionStrategy and spec.shutdownAfterJobFinishes cannot both be set")
+        policies = [r.get("policy") for r in deletion.get("deletionRules") or []]
+        policies += [(deletion.get(k) or {}).get("policy") for k in ("onSuccess", "onFailure")]
+        if selector and any(p in CLUSTER_POLICIES for p in policies):
+            errors.append("spec.deletionStrategy cannot delete a cluster chosen by spec.clusterSelector")
+    if spec.get("runtimeEnvYAML"):
+        try:
+            if not isinstance(yaml.safe_load(spec["runtimeEnvYAML"]), dict):
+                errors.append("spec.runtimeEnvYAML must be a YAML mapping")
+        except yaml.YAMLError as exc:
+            errors.append(f"spec.runtimeEnvYAML is not valid YAML: {exc}")
+    if spec.get("entrypointResources"):
+        try:
+            if not isinstance(json.loads(spec["entrypointResources"]), dict):
+                errors.append("spec.entrypointResources must be a JSON object")
+        except ValueError as exc:
+            errors.append(f"spec.entrypointResources is not valid JSON: {exc}")
+    return errors

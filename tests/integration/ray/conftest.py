@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rayquota.operator.config import OperatorConfig
+from tests.integration.ray.rayhead import RayHead
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[RayHead]:
+    """One real Ray head per test session, on loopback; every process of it is gone afterwards."""
+    head = RayHead()
+    head.start()
+    try:
+        yield head
+    finally:
+        head.stop()
+        leftovers = head.processes()
+        assert not leftovers, f"Ray processes left behind: {[p.pid for p in leftovers]}"
+
+
+@pytest.fixture(scope="session")
+def dashboard_map_file() -> Iterator[Path]:
+    """The local resolver's map (cluster -> dashboard URL); tests write it while the operator runs."""
+    fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
+    os.close(fd)
+    path = Path(name)
+    path.write_text("{}")
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[OperatorConfig]:
+    """The operator (rayquota.operator.main.run) in a background thread, watching the tests'
+    namespaces, with the local dashboard resolver."""
+    from rayquota.operator import main
+    from rayquota.operator.ray import handlers
+
+    config = OperatorConfig(
+        version="test-1",
+        dashboard_resolver="local",
+        dashboard_map_file=str(dashboard_map_file),
+        resync_interval_s=3.0,
+        dashboard_timeout_s=5.0,
+    )
+    handlers.configure(config)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=main.run,
+        kwargs={
+            # Cluster-wide: namespace globs need kopf's namespace scanning, which main.py disables.
+            "namespaces": None,
+            "metrics_port": 0,
+            "health_port": 0,
+            "verbose": False,
+            "stop_flag": stop,
+        },
+        name="rayquota-operator",
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while handlers._runtime is None:
+        assert thread.is_alive(), "the operator thread exited during start-up"
+        assert time.monotonic() < deadline, "the operator did not start in 60s"
+        time.sleep(0.1)
+    try:
+        yield config
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the operator did not stop within 60s"
+
+
+@pytest.fixture
+def local_dashboard(ray_head: RayHead, dashboard_map_file: Path, namespace: str) -> Iterator[str]:
+    """Map every RayCluster of this test's namespace to the real Ray head."""
+    mapping = json.loads(dashboard_map_file.read_text() or "{}")
+    mapping[f"{namespace}/*"] = ray_head.dashboard_url
+    dashboard_map_file.write_text(json.dumps(mapping))
+    try:
+        yield ray_head.dashboard_url
+    finally:
+        mapping = json.loads(dashboard_map_file.read_text() or "{}")
+        mapping.pop(f"{namespace}/*", None)
+        dashboard_map_file.write_text(json.dumps(mapping))

@@ -1,0 +1,78 @@
+"""Small kubectl-based helpers for the Ray integration tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ControlPlane(Protocol):
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Any: ...
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, interval_s: float = 0.3) -> T:
+    """Poll until probe() returns something truthy; fail with the last value seen."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last seen: {last!r}")
+
+
+class Kube:
+    def __init__(self, control_plane: ControlPlane, namespace: str) -> None:
+        self.cp = control_plane
+        self.ns = namespace
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Any:
+        return self.cp.kubectl("-n", self.ns, *args, input=input, check=check)
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        result = self.kubectl("get", kind, name, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def list(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", kind, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        return list(json.loads(self.kubectl(*args).stdout)["items"])
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any], *, kind_of_patch: str = "merge") -> None:
+        self.kubectl("patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch))
+
+    def patch_status(self, kind: str, name: str, patch: dict[str, Any]) -> None:
+        self.kubectl("patch", kind, name, "--subresource=status", "--type", "merge", "-p", json.dumps(patch))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.list("events") if e["involvedObject"].get("name") == name]
+
+    def pods(self, cluster: str) -> list[dict[str, Any]]:
+        pods = self.list("pods", f"ray.io/cluster={cluster}")
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def pod_names(pods: list[dict[str, Any]]) -> set[str]:
+    return {p["metadata"]["name"] for p in pods}
+
+
+def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return None

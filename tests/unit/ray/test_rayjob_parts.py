@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from rayquota.operator.ray import submitter
+from rayquota.operator.ray.rayjob import DeletionAction, deadline_exceeded, deletion_actions
+from rayquota.operator.ray.rayjob_validation import validate_rayjob
+from tests.unit.ray.fixtures import cluster
+
+BASE: dict[str, Any] = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayJob",
+    "metadata": {"name": "job", "namespace": "ns", "uid": "uid-j"},
+    "spec": {"entrypoint": "python main.py", "rayClusterSpec": cluster()["spec"]},
+}
+
+
+def rayjob(**spec: Any) -> dict[str, Any]:
+    body = copy.deepcopy(BASE)
+    body["spec"].update(spec)
+    return {k: v for k, v in body.items()}
+
+
+def test_valid_job_has_no_errors() -> None:
+    assert validate_rayjob(rayjob()) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"suspend": True}, "shutdownAfterJobFinishes"),
+        ({"rayClusterSpec": None}, "one of spec.rayClusterSpec or spec.clusterSelector"),
+        ({"clusterSelector": {"ray.io/cluster": "c"}}, "cannot both be set"),
+        (
+            {"rayClusterSpec": None, "clusterSelector": {"ray.io/cluster": "c"}, "backoffLimit": 2},
+            "backoffLimit",
+        ),
+        ({"entrypoint": None}, "entrypoint is required"),
+        ({"submissionMode": "HTTPMode", "submitterPodTemplate": {"spec": {}}}, "only used in K8sJobMode"),
+        ({"runtimeEnvYAML": "- a list"}, "YAML mapping"),
+        ({"entrypointResources": "{not json"}, "not valid JSON"),
+        (
+            {
+                "shutdownAfterJobFinishes": True,
+                "deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}},
+            },
+            "cannot both be set",
+        ),
+        (
+            {"rayClusterSpec": {**cluster()["spec"], "upgradeStrategy": {"type": "Recreate"}}},
+            "upgradeStrategy",
+        ),
+    ],
+)
+def test_invalid_jobs(spec: dict[str, Any], fragment: str) -> None:
+    errors = validate_rayjob(rayjob(**spec))
+    assert any(fragment in e for e in errors), errors
+
+
+def test_interactive_mode_needs_no_entrypoint() -> None:
+    assert validate_rayjob(rayjob(entrypoint=None, submissionMode="InteractiveMode")) == []
+
+
+def test_long_names_rejected() -> None:
+    body = rayjob()
+    body["metadata"]["name"] = "x" * 48
+    assert any("at most 47" in e for e in validate_rayjob(body))
+
+
+def finished(job_status: str, deployment: str = "Complete", **spec: Any) -> dict[str, Any]:
+    body = rayjob(**spec)
+    body["status"] = {"jobStatus": job_status, "jobDeploymentStatus": deployment}
+    return body
+
+
+def test_shutdown_after_finish_deletes_cluster_after_ttl() -> None:
+    body = finished("SUCCEEDED", shutdownAfterJobFinishes=True, ttlSecondsAfterFinished=30)
+    assert deletion_actions(body) == [DeletionAction("DeleteCluster", 30)]
+    assert deletion_actions(finished("SUCCEEDED")) == []
+    running = finished("RUNNING", "Running", shutdownAfterJobFinishes=True)
+    assert deletion_actions(running) == []
+
+
+def test_deletion_rules_match_status() -> None:
+    rules = {
+        "deletionRules": [
+            {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED", "ttlSeconds": 0}},
+            {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}},
+            {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 10}},
+            {"policy": "DeleteCluster", "condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": 5}},
+        ]
+    }
+    assert deletion_actions(finished("SUCCEEDED", deletionStrategy=rules)) == [
+        DeletionAction("DeleteSelf", 10)
+    ]
+    assert deletion_actions(finished("FAILED", "Failed", deletionStrategy=rules)) == [
+        DeletionAction("DeleteWorkers", 0),
+        DeletionAction("DeleteCluster", 60),
+        DeletionAction("DeleteCluster", 5),
+    ]
+
+
+def test_legacy_on_success_on_failure() -> None:
+    strategy = {"onSuccess": {"policy": "DeleteSelf"}, "onFailure": {"policy": "DeleteNone"}}
+    body = finished("SUCCEEDED", deletionStrategy=strategy, ttlSecondsAfterFinished=7)
+    assert deletion_actions(body) == [DeletionAction("DeleteSelf", 7)]
+    assert deletion_actions(finished("FAILED", "Failed", deletionStrategy=strategy)) == [
+        DeletionAction("DeleteNone", 0)
+    ]
+
+
+def test_deadline() -> None:
+    now = dt.datetime(2026, 1, 1, 0, 1, 0, tzinfo=dt.UTC)
+    body = rayjob(activeDeadlineSeconds=60)
+    body["status"] = {"jobDeploymentStatus": "Running", "startTime": "2026-01-01T00:00:00Z"}
+    assert deadline_exceeded(body, now)
+    assert not deadline_exceeded(body, now - dt.timedelta(seconds=1))
+    body["status"]["jobDeploymentStatus"] = "Complete"
+    assert not deadline_exceeded(body, now)
+
+
+def test_submitter_job_like_kuberay() -> None:
+    body = rayjob(
+        runtimeEnvYAML="env_vars:\n  A: b\n",
+        metadata={"team": "x"},
+        entrypointNumCpus=1,
+        submitterConfig={"backoffLimit": 5},
+    )
+    job = submitter.submitter_job(body, "job-abcde", "job-head-svc.ns.svc.cluster.local:8265", "ray:img")
+    assert job["metadata"]["name"] == "job"
+    assert job["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-j"
+    assert job["spec"]["backoffLimit"] == 5
+    pod_spec = job["spec"]["template"]["spec"]
+    assert pod_spec["restartPolicy"] == "Never"
+    container = pod_spec["containers"][0]
+    assert container["image"] == "ray:img"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "RAY_DASHBOARD_ADDRESS": "job-head-svc.ns.svc.cluster.local:8265",
+        "RAY_JOB_SUBMISSION_ID": "job-abcde",
+    }
+    script = container["args"][0]
+    assert script.startswith("if ! ray job status")
+    assert "--no-wait" in script and "--submission-id $RAY_JOB_SUBMISSION_ID -- python main.py" in script
+    assert "--runtime-env-json" in script and json.dumps({"A": "b"}) in script
+    assert "--entrypoint-num-cpus 1" in script
+    assert script.endswith(
+        "ray job logs --address http://$RAY_DASHBOARD_ADDRESS --follow $RAY_JOB_SUBMISSION_ID"
+    )
+
+
+def test_submitter_pod_template_is_respected() -> None:
+    template = {
+        "metadata": {"labels": {"x": "y"}},
+        "spec": {"containers": [{"name": "mine", "image": "custom"}]},
+    }
+    job = submitter.submitter_job(rayjob(submitterPodTemplate=template), "id", "addr:8265", "ray:img")
+    pod = job["spec"]["template"]
+    assert pod["metadata"]["labels"]["x"] == "y"
+    assert pod["spec"]["containers"][0]["image"] == "custom"
+    assert pod["spec"]["containers"][0]["command"] == ["/bin/bash", "-lc", "--"]
+
+
+def test_job_submission_payload() -> None:
+    body = rayjob(entrypointResources='{"accel": 1}', entrypointNumGpus=0.5, runtimeEnvYAML="pip: [requests]")
+    payload = submitter.job_submission(body, "sub-1").to_payload()
+    assert payload == {
+        "entrypoint": "python main.py",
+        "submission_id": "sub-1",
+        "runtime_env": {"pip": ["requests"]},
+        "entrypoint_num_gpus": 0.5,
+        "entrypoint_resources": {"accel": 1.0},
+    }
+
+
+def test_submitter_job_finished() -> None:
+    assert submitter.job_finished({"status": {}}) == (False, False)
+    assert submitter.job_finished({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}) == (
+        True,
+        False,
+    )
+    assert submitter.job_finished({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == (
+        True,
+        True,
+    )
+
+
+def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
+    from rayquota.operator.config import OperatorConfig
+    from rayquota.operator.ray.rayjob import RayJobReconciler
+    from rayquota.operator.ray.resolver import ServiceDNSResolver
+
+    reconciler = RayJobReconciler(kube=None, config=OperatorConfig(), resolver=ServiceDNSResolver())  # type: ignore[arg-type]
+    body = rayjob(submissionMode="SidecarMode")
+    body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}
+    manifest = reconciler._cluster_manifest(body, {"rayClusterName": "job-abcde", "jobId": "job-xyz12"})
+    assert manifest["metadata"]["name"] == "job-abcde"
+    assert manifest["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
+    assert manifest["metadata"]["annotations"] == {"team": "a"}
+    assert manifest["metadata"]["ownerReferences"][0]["uid"] == "uid-j"
+    head_spec = manifest["spec"]["headGroupSpec"]["template"]["spec"]
+    assert head_spec["restartPolicy"] == "Never"
+    sidecar = head_spec["containers"][-1]
+    assert sidecar["name"] == "ray-job-submitter"
+    env = {e["name"]: e["value"] for e in sidecar["env"]}
+    assert env == {"RAY_DASHBOARD_ADDRESS": "127.0.0.1:8265", "RAY_JOB_SUBMISSION_ID": "job-xyz12"}
+    assert "ray job submit" in sidecar["args"][0]
+    # The RayJob's own spec is not modified.
+    assert len(body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]) == 1
