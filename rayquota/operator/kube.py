@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -77,8 +78,9 @@ class KubeClient:
         try:
             kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except kubernetes.config.ConfigException:
+            # Read KUBECONFIG now: the client library's default is fixed when it is imported.
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, client_configuration=configuration
+                config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=configuration
             )
         return cls(configuration)
 

@@ -38,7 +38,8 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.watching.reconnect_backoff = 1.0
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
-    settings.posting.level = logging.INFO
+    # Our reconcilers post their own events; kopf adds only its warnings and errors.
+    settings.posting.level = logging.WARNING
     settings.batching.worker_limit = int(os.environ.get("RAYQUOTA_WORKER_LIMIT", "64"))
     settings.batching.idle_timeout = 30
     settings.execution.max_workers = 8
@@ -49,6 +50,12 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
 def _startup(settings: kopf.OperatorSettings, **_: object) -> None:
     configure_settings(settings)
     log.info("rayquota operator %s starting", __version__)
+
+
+@kopf.on.login()
+def _login(**kwargs: object) -> kopf.ConnectionInfo | None:
+    """In-cluster service account first, else the kubeconfig KUBECONFIG names at this moment."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)  # type: ignore[arg-type]
 
 
 def load_handlers(modules: Iterable[str] = HANDLER_MODULES) -> list[str]:
@@ -89,6 +96,9 @@ def run(
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not verbose:
+        # kopf logs every handler success per object at INFO; keep that for --verbose.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if not os.environ.get("KUBECONFIG") and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: KUBECONFIG is not set and not running in a cluster", file=sys.stderr)
         return 2
