@@ -71,15 +71,21 @@ def kube_api(control_plane: object) -> Iterator[object]:
         client.close()
 
 
-def _namespace_name(test_name: str) -> str:
+def _namespace_name(prefix: str, test_name: str) -> str:
     stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
-    return f"t-{stem}-{secrets.token_hex(3)}"
+    return f"{prefix}-{stem}-{secrets.token_hex(3)}"
 
 
 @pytest.fixture
-def namespace(control_plane: object, request: pytest.FixtureRequest) -> Iterator[str]:
+def namespace_prefix() -> str:
+    """Prefix of test namespaces; a folder overrides it to scope an operator it runs (e.g. "ray-*")."""
+    return "t"
+
+
+@pytest.fixture
+def namespace(control_plane: object, namespace_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace with its default service account, deleted after the test."""
-    name = _namespace_name(request.node.name)
+    name = _namespace_name(namespace_prefix, request.node.name)
     kubectl = control_plane.kubectl  # type: ignore[attr-defined]
     kubectl("create", "namespace", name)
     deadline = time.monotonic() + 30

@@ -22,6 +22,10 @@ HANDLER_MODULES: tuple[str, ...] = ("rayquota.operator.ray.handlers",)
 FINALIZER = "rayquota.io/finalizer"
 
 
+# Namespace patterns given to `run`; globs ("team-*") need kopf's namespace scanning.
+_namespace_patterns: list[str] = []
+
+
 def configure_settings(settings: kopf.OperatorSettings) -> None:
     """Settings a production operator needs; applied at kopf start-up."""
     settings.persistence.finalizer = FINALIZER
@@ -43,7 +47,8 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.batching.worker_limit = int(os.environ.get("RAYQUOTA_WORKER_LIMIT", "64"))
     settings.batching.idle_timeout = 30
     settings.execution.max_workers = 8
-    settings.scanning.disabled = True  # no cluster-wide CRD scans: we know our resources
+    # We know our resources, so no cluster-wide API scans; namespace globs still need them.
+    settings.scanning.disabled = not any(ch in p for p in _namespace_patterns for ch in "*?[!")
 
 
 @kopf.on.startup()
@@ -103,6 +108,7 @@ def run(
         print("error: KUBECONFIG is not set and not running in a cluster", file=sys.stderr)
         return 2
     bind = bind or os.environ.get("RAYQUOTA_BIND_ADDRESS", "127.0.0.1")
+    _namespace_patterns[:] = namespaces or []
     loaded = load_handlers()
     log.info("handlers: %s", ", ".join(loaded) or "none")
     _start_metrics(metrics_port, bind)

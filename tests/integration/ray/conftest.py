@@ -13,6 +13,13 @@ import pytest
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.rayhead import RayHead
 
+RAY_TEST_NAMESPACE_PREFIX = "ray"
+
+
+@pytest.fixture
+def namespace_prefix() -> str:
+    return RAY_TEST_NAMESPACE_PREFIX
+
 
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[RayHead]:
@@ -59,8 +66,8 @@ def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[Ope
     thread = threading.Thread(
         target=main.run,
         kwargs={
-            # Cluster-wide: namespace globs need kopf's namespace scanning, which main.py disables.
-            "namespaces": None,
+            # Only this folder's namespaces: other tests create Ray objects the operator must not touch.
+            "namespaces": [f"{RAY_TEST_NAMESPACE_PREFIX}-*"],
             "metrics_port": 0,
             "health_port": 0,
             "verbose": False,
