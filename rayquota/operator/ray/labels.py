@@ -110,3 +110,18 @@ def owner_reference(owner: Mapping[str, Any], *, controller: bool = True) -> dic
         "controller": controller,
         "blockOwnerDeletion": True,
     }
+
+
+# spec.managedBy: KubeRay reconciles an object only when this is unset or names KubeRay; any other
+# controller (e.g. Kueue's MultiKueue, which mirrors objects to worker clusters) owns it instead.
+# We stand in for KubeRay, so KubeRay's own value counts as ours.
+MANAGED_BY_KUBERAY = "ray.io/kuberay-operator"
+MANAGED_BY_RAYQUOTA = "rayquota.io/operator"
+
+
+def managed_by_other_controller(body: Mapping[str, Any]) -> str | None:
+    """The foreign controller named in spec.managedBy, or None when the object is ours."""
+    manager = (body.get("spec") or {}).get("managedBy")
+    if not manager or manager in (MANAGED_BY_KUBERAY, MANAGED_BY_RAYQUOTA):
+        return None
+    return str(manager)

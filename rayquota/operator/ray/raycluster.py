@@ -42,6 +42,8 @@ class RayClusterReconciler:
         cluster = await self.kube.get(cluster_path(namespace, name))
         if cluster is None or cluster["metadata"].get("deletionTimestamp"):
             return ReconcileResult()
+        if labels.managed_by_other_controller(cluster):
+            return ReconcileResult()
         pods = await self._list_pods(cluster)
         plan = plan_cluster(cluster, pods, self.config.version)
         failures: list[str] = []

@@ -156,6 +156,8 @@ class RayJobReconciler:
         rayjob = await self.kube.get(rayjob_path(namespace, name))
         if rayjob is None or rayjob["metadata"].get("deletionTimestamp"):
             return StepResult()
+        if labels.managed_by_other_controller(rayjob):
+            return StepResult()
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
         status["observedGeneration"] = rayjob["metadata"].get("generation")

@@ -286,3 +286,18 @@ def test_multi_host_group_replaces_whole_replicas(kube: Kube) -> None:
         return names if len(workers) == 2 and len(names) == 1 and replica not in names else set()
 
     wait_for("a whole new replica", replaced)
+
+
+def test_cluster_managed_by_another_controller_is_left_alone(kube: Kube) -> None:
+    """spec.managedBy naming another controller (MultiKueue) means hands off, as in KubeRay."""
+    foreign = sample()
+    foreign["metadata"]["name"] = "managed-elsewhere"
+    foreign["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    kube.apply(foreign)
+    ours = sample()
+    ours["spec"]["managedBy"] = "ray.io/kuberay-operator"
+    kube.apply(ours)
+    # Once our own cluster (applied second) is ready, the operator has seen both.
+    wait_ready(kube, workers=2)
+    assert kube.pods("managed-elsewhere") == []
+    assert not (kube.get("raycluster", "managed-elsewhere") or {}).get("status")
