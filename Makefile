@@ -35,7 +35,7 @@ lint: $(STAMP)
 test: binaries
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy rayquota/queueing
-	$(BIN)/python -m pytest -p no:cacheprovider -q tests; rc=$$?; $(BIN)/rayquota cluster down --name test >/dev/null 2>&1; exit $$rc
+	$(BIN)/python -m pytest -p no:cacheprovider -q tests
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

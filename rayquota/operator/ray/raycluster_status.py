@@ -196,6 +196,12 @@ def cluster_status(
         status["state"] = "ready"
     else:
         status["state"] = None
+    # Like KubeRay: when the cluster last entered each state (kept across reconciles).
+    transitions = dict(previous.get("stateTransitionTimes") or {})
+    if status["state"] and previous.get("state") != status["state"]:
+        transitions[status["state"]] = now
+    if transitions:
+        status["stateTransitionTimes"] = transitions
     status["conditions"] = conds
     return status
 

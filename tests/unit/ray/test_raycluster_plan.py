@@ -229,6 +229,18 @@ def test_status_of_ready_cluster() -> None:
     assert conditions.find(status["conditions"], "RayClusterProvisioned")["reason"] == (
         "AllPodRunningAndReadyFirstTime"
     )
+    assert status["stateTransitionTimes"] == {"ready": NOW}
+
+
+def test_state_transition_times_keep_earlier_states() -> None:
+    body = cluster()
+    body["status"] = {"state": "suspended", "stateTransitionTimes": {"suspended": "2026-01-01T00:00:00Z"}}
+    plan = plan_cluster(body, full_cluster_pods(), VERSION)
+    status = cluster_status(body, full_cluster_pods(), None, plan, [], NOW)
+    assert status["stateTransitionTimes"] == {"suspended": "2026-01-01T00:00:00Z", "ready": NOW}
+    body["status"] = status
+    again = cluster_status(body, full_cluster_pods(), None, plan, [], "2030-01-01T00:00:00Z")
+    assert again["stateTransitionTimes"]["ready"] == NOW
 
 
 def test_status_while_provisioning() -> None:
