@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+from tests.sample_documents import SAMPLES, sample_documents
+
 CLUSTER_SCOPED = {"ResourceFlavor", "ClusterQueue", "Cohort", "WorkloadPriorityClass"}
 
 
-def _documents() -> list[tuple[str, dict[str, Any]]]:
-    docs = []
-    for path in sorted(SAMPLES.rglob("*.yaml")):
-        for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
-            if doc:
-                docs.append((f"{path.relative_to(SAMPLES)}#{index}", doc))
-    return docs
-
-
-DOCUMENTS = _documents()
+DOCUMENTS = sample_documents()
 
 
 def _missing(sample: Any, stored: Any, path: str = "") -> list[str]:

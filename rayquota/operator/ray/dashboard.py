@@ -11,28 +11,16 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import aiohttp
 
+# The dashboard's job statuses are the RayJob's jobStatus values.
+from rayquota.api.ray_v1 import JobStatus
+
 log = logging.getLogger(__name__)
 
 DEFAULT_DASHBOARD_PORT = 8265
-
-
-class JobStatus(StrEnum):
-    """Ray job statuses as the dashboard reports them."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    STOPPED = "STOPPED"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (JobStatus.STOPPED, JobStatus.SUCCEEDED, JobStatus.FAILED)
 
 
 class DashboardUnreachable(Exception):

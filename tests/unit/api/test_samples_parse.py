@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,21 +17,12 @@ from rayquota.api.ray_v1 import (
     RayService,
     RayServiceUpgradeType,
 )
+from tests.sample_documents import SAMPLES, sample_documents
 
-SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 KIND_BY_NAME: dict[str, type[KubeObject]] = {k.crd.kind: k for k in ALL_KINDS}
 
 
-def _documents() -> list[tuple[str, dict[str, Any]]]:
-    docs = []
-    for path in sorted(SAMPLES.rglob("*.yaml")):
-        for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
-            if doc:
-                docs.append((f"{path.relative_to(SAMPLES)}#{index}", doc))
-    return docs
-
-
-DOCUMENTS = _documents()
+DOCUMENTS = sample_documents()
 
 
 def test_there_are_samples_of_every_kind_except_workload() -> None:
