@@ -99,12 +99,12 @@ class KubeClient:
         return context
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        if self._config.refresh_api_key_hook is not None:
-            self._config.refresh_api_key_hook(self._config)
         headers = {"Accept": "application/json"}
-        token = self._config.get_api_key_with_prefix("authorization")
-        if token:
-            headers["Authorization"] = token
+        # auth_settings() knows where the client library keeps a bearer token (the key name
+        # changed between releases: "authorization" before, "BearerToken" now).
+        for setting in self._config.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"]).title()] = str(setting["value"])
         if content_type:
             headers["Content-Type"] = content_type
         return headers

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
@@ -151,5 +152,62 @@ def test_helm_install_creates_the_operator_objects(control_plane: LocalCluster, 
         assert deploy[0]["status"].get("readyReplicas") == 1
         roles = control_plane.kubectl("get", "clusterrole", f"{release}-rayquota", "-o", "json", check=False)
         assert roles.returncode == 0
+        _operator_under_chart_rbac_runs_a_cluster(control_plane, namespace, f"{release}-rayquota")
     finally:
         _helm("uninstall", release, "-n", namespace, cluster=control_plane)
+
+
+def _operator_under_chart_rbac_runs_a_cluster(cluster: LocalCluster, namespace: str, account: str) -> None:
+    """Run the operator with the chart's ServiceAccount token: its ClusterRole must be enough to run
+    a RayCluster with the autoscaler (pods, services, events, serviceaccounts, roles, status)."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=15m").stdout.strip()
+    ca = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["certificate-authority"]
+    kubeconfig = cluster.state_dir / f"sa-{namespace}.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": cluster.server, "certificate-authority": ca}}
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
+                "current-context": "sa",
+            }
+        )
+    )
+    sample = yaml.safe_load((REPO / "samples" / "ray-cluster.complete.yaml").read_text())
+    sample["metadata"]["namespace"] = namespace
+    proc = subprocess.Popen(
+        [*RAYQUOTA, "run", "-n", namespace, "--health-port=0", "--metrics-port=0"],
+        env=dict(os.environ, KUBECONFIG=str(kubeconfig)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(sample))
+        name = sample["metadata"]["name"]
+        deadline = time.monotonic() + 90
+        state = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            out = cluster.kubectl("get", "raycluster", name, "-n", namespace, "-o", "json").stdout
+            state = (json.loads(out).get("status") or {}).get("state")
+            if state == "ready":
+                break
+            time.sleep(0.5)
+        ready = state == "ready"
+        if ready:
+            autoscaler_sa = cluster.kubectl("get", "serviceaccount", name, "-n", namespace, check=False)
+            assert autoscaler_sa.returncode == 0, autoscaler_sa.stderr
+            cluster.kubectl("delete", "raycluster", name, "-n", namespace, "--wait=true", "--timeout=60s")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert ready, f"RayCluster never became ready under the chart's RBAC (state {state!r}):\n{out[-4000:]}"
+    assert "Forbidden" not in out and "403" not in out, out[-4000:]
