@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rayquota.operator.leader import LeaseSettings
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -33,7 +37,23 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         verbose=args.verbose,
+        leader_elect=args.leader_elect,
+        lease=_lease_settings(args) if args.leader_elect else None,
     )
+
+
+def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
+    from rayquota.operator.leader import LeaseSettings
+
+    try:
+        return LeaseSettings.from_env(
+            namespace=args.lease_namespace,
+            duration_s=args.lease_duration,
+            renew_period_s=args.lease_renew_period,
+            retry_period_s=args.lease_retry_period,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: leader election: {exc}") from exc
 
 
 def _install(args: argparse.Namespace) -> int:
@@ -77,6 +97,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=8080)
     run.add_argument("--health-port", type=int, default=8081)
     run.add_argument("--verbose", "-v", action="store_true")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reconcile only while holding the coordination.k8s.io Lease (default: on)",
+    )
+    run.add_argument(
+        "--lease-namespace",
+        help="Lease namespace (default: $RAYQUOTA_LEASE_NAMESPACE, $RAYQUOTA_OPERATOR_NAMESPACE or default)",
+    )
+    for flag, env, default in (
+        ("--lease-duration", "RAYQUOTA_LEASE_DURATION", 15),
+        ("--lease-renew-period", "RAYQUOTA_LEASE_RENEW_PERIOD", 5),
+        ("--lease-retry-period", "RAYQUOTA_LEASE_RETRY_PERIOD", 2),
+    ):
+        run.add_argument(flag, type=float, help=f"seconds (default: ${env} or {default})")
     run.set_defaults(func=_run)
 
     install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")

@@ -102,7 +102,8 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         # auth_settings() knows where the client library keeps a bearer token (the key name
         # changed between releases: "authorization" before, "BearerToken" now).
-        for setting in self._config.auth_settings().values():
+        settings: dict[str, dict[str, Any]] = self._config.auth_settings()
+        for setting in settings.values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[str(setting["key"]).title()] = str(setting["value"])
         if content_type:

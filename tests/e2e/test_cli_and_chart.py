@@ -149,7 +149,9 @@ def test_helm_install_creates_the_operator_objects(control_plane: LocalCluster, 
             "items"
         ]
         assert len(deploy) == 1
-        assert deploy[0]["status"].get("readyReplicas") == 1
+        # The chart runs 2 replicas by default; leader election keeps one active.
+        assert deploy[0]["spec"]["replicas"] == 2
+        assert deploy[0]["status"].get("readyReplicas") == 2
         roles = control_plane.kubectl("get", "clusterrole", f"{release}-rayquota", "-o", "json", check=False)
         assert roles.returncode == 0
         _operator_under_chart_rbac_runs_a_cluster(control_plane, namespace, f"{release}-rayquota")
