@@ -14,7 +14,7 @@ import logging
 import os
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import aiohttp
@@ -102,7 +102,7 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         # auth_settings() knows where the client library keeps a bearer token (the key name
         # changed between releases: "authorization" before, "BearerToken" now).
-        settings: dict[str, dict[str, Any]] = self._config.auth_settings()
+        settings: Mapping[str, Mapping[str, Any]] = cast(Any, self._config.auth_settings())
         for setting in settings.values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[str(setting["key"]).title()] = str(setting["value"])
