@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +34,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from rayquota.operator import main as operator_main
 
-    return operator_main.run(
+    code = operator_main.run(
         namespaces=args.namespace or None,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
@@ -40,6 +42,12 @@ def _run(args: argparse.Namespace) -> int:
         leader_elect=args.leader_elect,
         lease=_lease_settings(args) if args.leader_elect else None,
     )
+    if code != 0 and args.leader_elect:
+        # Without the lease this process must not linger: a handler thread stuck in I/O would
+        # keep a normal interpreter exit waiting on it. Flush the logs and leave at once.
+        logging.shutdown()
+        os._exit(code)
+    return code
 
 
 def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
