@@ -28,6 +28,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM the operator (killing it after 30 s) and return everything it printed."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
 def _env(cluster: LocalCluster) -> dict[str, str]:
     return dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
 
@@ -83,12 +94,7 @@ def test_install_then_run_the_operator(control_plane: LocalCluster, crds_install
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=2) as resp:
             assert b"python_info" in resp.read()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = _stop(proc)
     assert proc.returncode == 0, out
     assert "rayquota operator 0.1.0 starting" in out
 
@@ -205,11 +211,6 @@ def _operator_under_chart_rbac_runs_a_cluster(cluster: LocalCluster, namespace: 
             assert autoscaler_sa.returncode == 0, autoscaler_sa.stderr
             cluster.kubectl("delete", "raycluster", name, "-n", namespace, "--wait=true", "--timeout=60s")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = _stop(proc)
     assert ready, f"RayCluster never became ready under the chart's RBAC (state {state!r}):\n{out[-4000:]}"
     assert "Forbidden" not in out and "403" not in out, out[-4000:]
