@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,10 +140,10 @@ def build(tool: ToolBuild, *, log: bool = True) -> None:
     if log:
         names = ", ".join(tool.packages)
         print(f"building {names} {tool.version} with go (cached afterwards) ...", file=sys.stderr, flush=True)
-    result = subprocess.run(cmd, cwd=repo_root() / tool.module_dir, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
+    returncode, stderr = _run_with_progress(cmd, tool, env, started, log=log)
+    if returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(f"`{' '.join(cmd)}` failed in {tool.module_dir}:\n{result.stderr[-4000:]}")
+        raise BuildError(f"`{' '.join(cmd)}` failed in {tool.module_dir}:\n{stderr[-4000:]}")
     # go names each binary after its package path's last element, skipping a major-version
     # suffix (go.etcd.io/etcd/server/v3 -> "server").
     for binary, package in tool.packages.items():
@@ -156,6 +157,35 @@ def build(tool: ToolBuild, *, log: bool = True) -> None:
         print(
             f"  built in {time.monotonic() - started:.0f}s -> {tool.cache_dir}", file=sys.stderr, flush=True
         )
+
+
+PROGRESS_INTERVAL_S = 30.0
+
+
+def _run_with_progress(
+    cmd: list[str], tool: ToolBuild, env: dict[str, str], started: float, *, log: bool
+) -> tuple[int, str]:
+    """Run `go build`, saying every half minute that it is still going (a cold Kubernetes
+    build is silent for minutes otherwise)."""
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=repo_root() / tool.module_dir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            text=True,
+        )
+        while True:
+            try:
+                proc.wait(timeout=PROGRESS_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if log:
+                    elapsed = time.monotonic() - started
+                    print(f"  still building {tool.key} ... {elapsed:.0f}s", file=sys.stderr, flush=True)
+        errors.seek(0)
+        return proc.returncode, errors.read()
 
 
 def ensure_all(*, log: bool = True) -> dict[str, Path]:

@@ -38,3 +38,18 @@ def test_tool_modules_pin_the_versions_we_stamp() -> None:
     staging = (root / "kubernetes" / "go.mod").read_text()
     minor = binaries.K8S_VERSION.replace("v1.", "v0.")
     assert f"k8s.io/client-go => k8s.io/client-go {minor}" in staging
+
+
+def test_a_failed_build_names_the_command_and_leaves_no_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAYQUOTA_CACHE_DIR", str(tmp_path))
+    broken = binaries.ToolBuild(
+        key="broken",
+        version="v0",
+        module_dir="tools/etcd",
+        packages={"nothing": "go.etcd.io/etcd/server/v3/no-such-package"},
+    )
+    with pytest.raises(binaries.BuildError, match=r"go build .*no-such-package.* failed in tools/etcd"):
+        binaries.build(broken, log=False)
+    assert list((tmp_path / "bin").iterdir()) == []
