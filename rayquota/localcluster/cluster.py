@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from rayquota.localcluster import binaries
 from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
 from rayquota.localcluster.paths import state_root
 from rayquota.localcluster.pki import PkiFiles, ensure_pki
+from rayquota.localcluster.ports import free_port
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.96.0.0/16"
@@ -35,12 +35,6 @@ SERVICE_CIDR = "10.96.0.0/16"
 
 class ClusterError(RuntimeError):
     pass
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -79,6 +73,17 @@ def _wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | 
     if log is not None and log.exists():
         tail = "\n--- last lines of " + str(log) + " ---\n" + "\n".join(log.read_text().splitlines()[-20:])
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
+
+
+def run_kubectl(
+    *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Our kubectl; with check, a failure raises ClusterError carrying kubectl's own message."""
+    cmd = [str(binaries.KUBERNETES.path("kubectl")), *args]
+    result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
 
 
 @dataclass
@@ -146,9 +151,10 @@ class LocalCluster:
 
     def status_lines(self) -> list[str]:
         alive = self._owned_alive()
+        recorded = self.processes()
         lines = [f"cluster {self.name!r} state in {self.state_dir}"]
         for component in COMPONENTS:
-            info = self.processes().get(component)
+            info = recorded.get(component)
             if info is None:
                 lines.append(f"  {component:<24} not started")
                 continue
@@ -165,13 +171,9 @@ class LocalCluster:
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(binaries.KUBERNETES.path("kubectl")), "--kubeconfig", str(self.kubeconfig), *args]
-        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
-        if check and result.returncode != 0:
-            raise ClusterError(
-                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
-            )
-        return result
+        return run_kubectl(
+            "--kubeconfig", str(self.kubeconfig), *args, input=input, check=check, timeout=timeout
+        )
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -190,8 +192,8 @@ class LocalCluster:
         etcd_dir = self.state_dir / "etcd"
         shutil.rmtree(etcd_dir, ignore_errors=True)  # every `up` after a `down` is a clean cluster
 
-        etcd_port, peer_port = _free_port(), _free_port()
-        api_port = _free_port()
+        etcd_port, peer_port = free_port(), free_port()
+        api_port = free_port()
         api_url = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig(api_url, pki)
         records: dict[str, dict[str, object]] = {}
@@ -265,7 +267,7 @@ class LocalCluster:
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={_free_port()}",
+                f"--secure-port={free_port()}",
                 "--leader-elect=false",
             ]
 
@@ -307,7 +309,7 @@ class LocalCluster:
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.240.0.1",
                 "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{_free_port()}",
+                f"--server-address=127.0.0.1:{free_port()}",
             ],
         )
         say("  kube-controller-manager, kube-scheduler, kwok started")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from rayquota.localcluster import binaries
+from rayquota.localcluster.cluster import LocalCluster, run_kubectl
 from rayquota.localcluster.paths import repo_root
 
 
@@ -25,11 +25,7 @@ class _EnvKubectl:
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(binaries.KUBERNETES.path("kubectl")), *args]
-        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
-        if check and result.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-        return result
+        return run_kubectl(*args, input=input, check=check, timeout=timeout)
 
 
 def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
@@ -70,8 +66,6 @@ def install_samples(target: Kubectl) -> None:
 
 def main(*, samples: bool) -> int:
     if "KUBECONFIG" not in os.environ:
-        from rayquota.localcluster.cluster import LocalCluster
-
         os.environ["KUBECONFIG"] = str(LocalCluster().kubeconfig)
     target = _EnvKubectl()
     names = install_crds(target)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,10 @@ import yaml
 
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
+from rayquota.localcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RAYQUOTA = [sys.executable, "-m", "rayquota.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:
@@ -72,7 +66,7 @@ def test_install_then_run_the_operator(control_plane: LocalCluster, crds_install
     install = subprocess.run([*RAYQUOTA, "install"], capture_output=True, text=True, env=_env(control_plane))
     assert install.returncode == 0, install.stderr
     assert "installed" in install.stderr
-    health, metrics = _free_port(), _free_port()
+    health, metrics = free_port(), free_port()
     proc = subprocess.Popen(
         [*RAYQUOTA, "run", f"--health-port={health}", f"--metrics-port={metrics}"],
         env=_env(control_plane),

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import yaml
 
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster, _alive
-
-
-def _poll(what: str, check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+from tests.polling import wait_for
 
 
 def test_versions_report_the_pinned_releases(control_plane: LocalCluster) -> None:
@@ -62,7 +51,7 @@ def test_gpu_pod_lands_on_a_gpu_node_and_runs(control_plane: LocalCluster, names
         )
         return body if body.get("status", {}).get("phase") == "Running" else None
 
-    body = _poll("the GPU pod to run", running)
+    body = wait_for("the GPU pod to run", running)
     assert body["spec"]["nodeName"].startswith("gpu-h100-")
     conditions = {c["type"]: c["status"] for c in body["status"]["conditions"]}
     assert conditions["Ready"] == "True"
@@ -89,7 +78,7 @@ def test_gpu_pod_without_toleration_stays_off_gpu_nodes(control_plane: LocalClus
         conds = body.get("status", {}).get("conditions", [])
         return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conds)
 
-    _poll("the scheduler to report Unschedulable", unschedulable)
+    wait_for("the scheduler to report Unschedulable", unschedulable)
 
 
 def test_job_pods_complete(control_plane: LocalCluster, namespace: str) -> None:
@@ -99,7 +88,7 @@ def test_job_pods_complete(control_plane: LocalCluster, namespace: str) -> None:
         body = json.loads(control_plane.kubectl("get", "job", "hello", "-n", namespace, "-o", "json").stdout)
         return body.get("status", {}).get("succeeded") == 1
 
-    _poll("the Job to succeed", succeeded)
+    wait_for("the Job to succeed", succeeded)
 
 
 def test_garbage_collector_deletes_dependents(control_plane: LocalCluster, namespace: str) -> None:
@@ -125,7 +114,7 @@ def test_garbage_collector_deletes_dependents(control_plane: LocalCluster, names
             != 0
         )
 
-    _poll("the dependent ConfigMap to be collected", gone)
+    wait_for("the dependent ConfigMap to be collected", gone)
 
 
 def test_up_is_idempotent_and_down_leaves_nothing(control_plane: LocalCluster) -> None:
@@ -153,5 +142,5 @@ def test_fake_nodes_hold_renewed_leases(control_plane: LocalCluster) -> None:
         found = {i["metadata"]["name"]: i["spec"].get("renewTime", "") for i in json.loads(out)["items"]}
         return found if expected <= set(found) else {}
 
-    first = _poll("a lease for every fake node", leases)
-    _poll("a lease renewal", lambda: any(leases().get(n) != first[n] for n in expected), timeout=60)
+    first = wait_for("a lease for every fake node", leases)
+    wait_for("a lease renewal", lambda: any(leases().get(n) != first[n] for n in expected), timeout_s=60)

@@ -11,17 +11,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
+
+from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "rayquota-operator"
 LEASE_DURATION_S = 4
 STARTED = "rayquota operator 0.1.0 starting"
 
-T = TypeVar("T")
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
 
@@ -87,15 +88,6 @@ def start_operator(control_plane: Any, namespace: str, tmp_path: Path) -> Iterat
             operator.proc.wait(timeout=30)
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def lease_spec(cluster: Any, namespace: str) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,14 +20,10 @@ from pathlib import Path
 
 import psutil
 
+from rayquota.localcluster.ports import free_port
+
 VENV_BIN = Path(sys.executable).parent
 STARTED_MESSAGE = "Ray runtime started."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalRayHead:

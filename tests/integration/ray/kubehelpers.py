@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import yaml
+
+from tests.polling import wait_for
+
+__all__ = ["Kube", "condition", "pod_names", "running", "wait_for"]
 
 T = TypeVar("T")
 
 
 class ControlPlane(Protocol):
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Any: ...
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, interval_s: float = 0.3) -> T:
-    """Poll until probe() returns something truthy; fail with the last value seen."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last seen: {last!r}")
 
 
 class Kube:

@@ -56,6 +56,13 @@ CLUSTER_SPEC: dict[str, Any] = {
 }
 
 
+# The submitter pod stays Running until the test has executed its command (kwok would
+# otherwise complete it at once, before anything was submitted).
+MANUAL_SUBMITTER = {
+    "metadata": {"labels": {"rayquota.io/kwok-manual-completion": "true"}},
+    "spec": {"containers": [{"name": "submitter", "image": "rayproject/ray:2.41.0"}]},
+}
+
 def rayjob(name: str, entrypoint: str, **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
@@ -130,16 +137,12 @@ def run_submitter_pod_locally(pod: dict[str, Any]) -> subprocess.CompletedProces
 
 
 def test_k8s_job_mode_submitter_runs_the_entrypoint(kube: Kube) -> None:
-    manual = {
-        "metadata": {"labels": {"rayquota.io/kwok-manual-completion": "true"}},
-        "spec": {"containers": [{"name": "submitter", "image": "rayproject/ray:2.41.0"}]},
-    }
     kube.apply(
         rayjob(
             "k8s-job",
             "python -c \"print('hello from the submitter')\"",
             submissionMode="K8sJobMode",
-            submitterPodTemplate=manual,
+            submitterPodTemplate=MANUAL_SUBMITTER,
         )
     )
     status = wait_deployment(kube, "k8s-job", {"Running"})
@@ -381,15 +384,11 @@ def test_deletion_rules_delete_workers_then_self(kube: Kube) -> None:
 
 
 def test_k8s_job_mode_submitter_failure_fails_the_rayjob(kube: Kube) -> None:
-    manual = {
-        "metadata": {"labels": {"rayquota.io/kwok-manual-completion": "true"}},
-        "spec": {"containers": [{"name": "submitter", "image": "rayproject/ray:2.41.0"}]},
-    }
     kube.apply(
         rayjob(
             "broken-submitter",
             "python -c 'print(5)'",
-            submitterPodTemplate=manual,
+            submitterPodTemplate=MANUAL_SUBMITTER,
             submitterConfig={"backoffLimit": 0},
         )
     )
