@@ -26,7 +26,8 @@ def _locked() -> dict[str, tuple[str, str]]:
 
 def _declared() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return [Requirement(text) for text in [*project["dependencies"], *project["optional-dependencies"]["test"]]]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    return [Requirement(text) for text in declared]
 
 
 def test_every_declared_dependency_is_pinned_within_its_range() -> None:
