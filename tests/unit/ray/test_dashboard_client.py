@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from rayquota.operator.ray.dashboard import DashboardClients
+from tests.loopback_server import serving
 
 MAX_PER_DASHBOARD = 3
 
@@ -34,13 +35,8 @@ async def fake_dashboards() -> AsyncIterator[int]:
     app.router.add_get("/{head}/api/version", version)
     app.router.add_get("/{head}/api/jobs/{job}", job)
     app.router.add_post("/{head}/api/jobs/{job}/stop", stop)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port: int = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield port
-    await runner.cleanup()
+    async with serving(app) as port:
+        yield port
 
 
 def open_client_sockets(server_port: int) -> int:
