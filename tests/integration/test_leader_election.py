@@ -3,6 +3,7 @@ other takes over when the leader dies, is stopped, or loses its Lease."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from tests.polling import wait_for
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "rayquota-operator"
 LEASE_DURATION_S = 4
-STARTED = "rayquota operator 0.1.0 starting"
+STARTED = f"rayquota operator {importlib.metadata.version('rayquota')} starting"
 
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
