@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -19,18 +18,4 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, 
         if last:
             return last
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last seen: {last!r}")
-
-
-async def wait_for_async(
-    what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, interval_s: float = 0.01
-) -> T:
-    """wait_for for async tests: polls without blocking the event loop the code under test runs on."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        await asyncio.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last seen: {last!r}")
