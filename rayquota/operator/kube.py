@@ -223,11 +223,13 @@ class KubeClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
         url = self._host + path
-        headers = self._headers(None)
+        headers = await self._headers(None)
         request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
         async with request as resp:
             if resp.status >= 400:
                 text = await resp.text()
+                if resp.status == 401:
+                    self._auth.expire()
                 if resp.status == 404:
                     raise NotFound("GET", path, resp.status, text)
                 raise ApiError("GET", path, resp.status, text)
