@@ -283,11 +283,6 @@ def test_multi_host_group_replaces_whole_replicas(kube: Kube) -> None:
     wait_for("a whole new replica", replaced)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 7 item 5: the operator still puts rayquota.io/finalizer on foreign objects; "
-    "remove this marker with the operator-core rewrite (strict: an unexpected pass fails)",
-)
 def test_cluster_managed_by_another_controller_is_left_alone(kube: Kube) -> None:
     """spec.managedBy naming another controller (MultiKueue) means hands off, as in KubeRay: no
     pods, no status, and not even a finalizer or an annotation on the object."""
