@@ -24,11 +24,11 @@ STRICT_TYPED := rayquota/queueing rayquota/api rayquota/localcluster rayquota/si
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet pip==$(PIP_VERSION)
 
 # The lock carries a hash for every file, so pip refuses anything but the locked builds; the
 # package itself goes in afterwards without dependencies, so nothing unlocked slips in.
 $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/pip install --quiet pip==$(PIP_VERSION)
 	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $(STAMP)
