@@ -15,10 +15,6 @@ UV_VERSION := 0.13.9
 # `make lock LOCK_UPGRADE=` keeps the current pins and only re-resolves what pyproject changed.
 LOCK_UPGRADE ?= --upgrade
 
-# Type-checked with mypy --strict (the strict modules are listed in pyproject.toml too).
-STRICT_TYPED := rayquota/queueing rayquota/operator/core rayquota/api rayquota/localcluster rayquota/simulation rayquota/cli.py \
-	rayquota/operator/leader.py rayquota/operator/ray/dashboard.py
-
 .PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
@@ -52,11 +48,11 @@ run: binaries
 
 lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy $(STRICT_TYPED)
+	$(BIN)/mypy --strict rayquota
 
 test: binaries
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy $(STRICT_TYPED)
+	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
 
 unit: $(STAMP)
