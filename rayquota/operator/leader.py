@@ -252,6 +252,8 @@ class LeaderElector:
         self._clock = clock
         self._wall_clock = wall_clock
         self._observed: Observation | None = None
+        # The renewal thread of a running hold(): its outcome (cancel it to stop) and the thread.
+        self._renewal: tuple[concurrent.futures.Future[str], threading.Thread] | None = None
         self._path = group_path("coordination.k8s.io", "v1", settings.namespace, "leases", settings.name)
         self._collection = group_path("coordination.k8s.io", "v1", settings.namespace, "leases")
 
@@ -334,14 +336,23 @@ class LeaderElector:
         thread = threading.Thread(
             target=asyncio.run, args=(self._renew_on_own_loop(outcome),), name="lease-renewal", daemon=True
         )
+        self._renewal = (outcome, thread)
         thread.start()
         try:
             # Cancelling this await cancels `outcome`, which stops the renewal loop.
             return await asyncio.wrap_future(outcome)
         finally:
-            outcome.cancel()
-            # A renewal still in flight must not race release()'s write; it is bounded by the deadline.
-            await asyncio.to_thread(thread.join, self.settings.renew_deadline_s)
+            await self._stop_renewal()
+
+    async def _stop_renewal(self) -> None:
+        """Stop the renewal thread and wait for it: a renewal still in flight must not race
+        release()'s write. Bounded by the renew deadline (the longest a renewal may take)."""
+        if self._renewal is None:
+            return
+        outcome, thread = self._renewal
+        outcome.cancel()
+        await asyncio.to_thread(thread.join, self.settings.renew_deadline_s)
+        self._renewal = None
 
     async def _renew_on_own_loop(self, outcome: concurrent.futures.Future[str]) -> None:
         client = self.client.clone()
@@ -391,6 +402,8 @@ class LeaderElector:
 
     async def release(self) -> bool:
         """Clear the holder if it is still us, so a standby takes over at once."""
+        # hold() may only have been cancelled, not yet finished: its renewals end first.
+        await self._stop_renewal()
         try:
             async with asyncio.timeout(self.settings.retry_period_s * 2):
                 lease = await self.client.get(self._path)

@@ -356,3 +356,15 @@ async def test_a_blocked_event_loop_does_not_starve_renewal() -> None:
     with pytest.raises(asyncio.CancelledError):
         await holding
     assert "lease-renewal" not in {thread.name for thread in threading.enumerate()}
+
+
+async def test_release_right_after_cancelling_hold_ends_the_renewals_first() -> None:
+    api = FakeLeaseApi()
+    leader = await leading_on_the_real_clock(api)
+    holding = asyncio.create_task(leader.hold())
+    await asyncio.to_thread(wait_for, "the first renewal", lambda: len(api.writes) >= 2, 10, 0.01)
+    holding.cancel()  # the operator releases without waiting for the cancelled task to finish
+    assert await leader.release()
+    assert "lease-renewal" not in {thread.name for thread in threading.enumerate()}
+    assert api.holder() is None
+    assert api.writes[-1][1]["spec"].get("holderIdentity") is None  # no renewal came after the release
