@@ -43,10 +43,12 @@ def _metadata(service: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": meta["namespace"],
-        "labels": {labels.ORIGINATED_FROM_CR_NAME: labels.label_value(str(meta["name"])),
-                   labels.ORIGINATED_FROM_CRD: "RayService"},
+        "labels": {
+            labels.ORIGINATED_FROM_CR_NAME: labels.label_value(str(meta["name"])),
+            labels.ORIGINATED_FROM_CRD: "RayService",
+        },
         "ownerReferences": [labels.owner_reference(service)],
-    }  # fmt: skip
+    }
 
 
 def build_gateway(service: Mapping[str, Any], gateway_class_name: str) -> dict[str, Any]:

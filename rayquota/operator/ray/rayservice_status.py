@@ -128,8 +128,12 @@ def service_status(service: Mapping[str, Any], observed: Observed, now: datetime
     else:
         cond(UpgradeInProgress, False, NO_PENDING_CLUSTER, "the active cluster serves alone")
     if observed.rolling_back:
-        cond(RollbackInProgress, True, TARGET_CLUSTER_CHANGED, "rayClusterConfig changed mid-upgrade: "
-             "traffic and capacity return to the active cluster")  # fmt: skip
+        cond(
+            RollbackInProgress,
+            True,
+            TARGET_CLUSTER_CHANGED,
+            "rayClusterConfig changed mid-upgrade: traffic and capacity return to the active cluster",
+        )
     elif find(conditions, RollbackInProgress) is not None:
         cond(RollbackInProgress, False, NO_PENDING_CLUSTER, "no rollback in progress")
 
