@@ -14,17 +14,14 @@ import copy
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from rayquota.api.ray_v1 import RayServiceUpgradeType
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
 from rayquota.operator.core.store import Obj
-from rayquota.operator.ray import gateway, labels
-from rayquota.operator.ray.conditions import is_true
-from rayquota.operator.ray.dashboard import DashboardError, DashboardUnreachable
+from rayquota.operator.ray import labels
+from rayquota.operator.ray.podspec import SERVE_LABEL
 from rayquota.operator.ray.raycluster_plan import is_ready, node_type
 from rayquota.operator.ray.rayservice_cluster import (
     RAYSERVICE_KIND,
@@ -32,20 +29,13 @@ from rayquota.operator.ray.rayservice_cluster import (
     new_cluster_name,
     updated_cluster,
 )
-from rayquota.operator.ray.rayservice_incremental import (
-    ClusterShare,
-    UpgradeOptions,
-    UpgradeProgress,
-    next_step,
-)
 from rayquota.operator.ray.rayservice_plan import (
+    ClusterChange,
     ClusterStep,
     ServiceView,
-    cluster_config,
     decide_clusters,
     deletion_delay_s,
     leftovers,
-    upgrade_type,
 )
 from rayquota.operator.ray.rayservice_status import (
     GATEWAY_CLASS_MISSING,
@@ -54,28 +44,20 @@ from rayquota.operator.ray.rayservice_status import (
     Observed,
     is_rolling_back,
     service_status,
-    stored_progress,
 )
 from rayquota.operator.ray.rayservice_suspend import SuspendHandler
+from rayquota.operator.ray.rayservice_traffic import HEALTH_POLL_S, ReconcilePass, ServeTraffic
 from rayquota.operator.ray.rayservice_validation import upgrade_options, validate_rayservice
-from rayquota.operator.ray.rayservice_writes import (
-    RayServiceWrites,
-    build_cluster_serve_service,
-    build_service_services,
-)
-from rayquota.operator.ray.resolver import DashboardResolver, resolver_from_settings
-from rayquota.operator.ray.serve_status import ServeState
+from rayquota.operator.ray.rayservice_writes import RayServiceWrites, build_service_services
+from rayquota.operator.ray.resolver import DashboardResolver
 
 log = logging.getLogger(__name__)
 
 SERVICE_INDEX = "rayservice"
 CLUSTER_INDEX = "raycluster"
-# How soon to look again: while something moves (Serve deploying, traffic shifting) and at rest.
-BUSY_REQUEUE_S = 1.0
-HEALTH_POLL_S = 10.0
 
 
-def parent_service(obj: Obj) -> list[ObjectKey]:
+def parent_service(obj: Mapping[str, Any]) -> list[ObjectKey]:
     """Mapper: the RayService a child cluster or Service came from."""
     obj_labels = obj["metadata"].get("labels") or {}
     if obj_labels.get(labels.ORIGINATED_FROM_CRD) != RAYSERVICE_KIND:
@@ -84,28 +66,8 @@ def parent_service(obj: Obj) -> list[ObjectKey]:
     return [ObjectKey(str(obj["metadata"].get("namespace") or ""), str(name))] if name else []
 
 
-def service_index(obj: Obj) -> list[str]:
+def service_index(obj: Mapping[str, Any]) -> list[str]:
     return [f"{key.namespace}/{key.name}" for key in parent_service(obj)]
-
-
-@dataclass
-class Pass:
-    """What one reconcile learned and decided, gathered for the status."""
-
-    service: dict[str, Any]
-    status: dict[str, Any]
-    active: Obj | None
-    pending: Obj | None
-    serve: dict[str, ServeState | None] = field(default_factory=dict)
-    deployed: set[str] = field(default_factory=set)  # clusters whose Serve config changed just now
-    progress: UpgradeProgress | None = None
-    rolling_back: bool = False
-    waiting_for: str = ""
-    blocked: tuple[str, str] | None = None
-    requeue_s: float | None = None
-
-    def soon(self, seconds: float = BUSY_REQUEUE_S) -> None:
-        self.requeue_s = seconds if self.requeue_s is None else min(self.requeue_s, seconds)
 
 
 class RayServiceReconciler:
@@ -126,6 +88,7 @@ class RayServiceReconciler:
             indexers={SERVICE_INDEX: service_index},
         )
         self.suspend = SuspendHandler(self.writes, self.clusters.store, self.k8s_services.store)
+        self.traffic = ServeTraffic(self.writes, self.head_pod, self.k8s_services.store)
         self.controller = manager.controller("rayservice", self.reconcile)
         self.controller.watch(self.services)
         self.controller.watch(self.clusters, parent_service)
@@ -167,7 +130,7 @@ class RayServiceReconciler:
                 await self.manager.status.write(resources.RAYSERVICES, cached, suspended.status)
             return suspended.result
         status = copy.deepcopy(service.get("status") or {})
-        current = Pass(service, status, *self._recorded_clusters(service))
+        current = ReconcilePass(service, status, *self._recorded_clusters(service))
         problems = validate_rayservice(service)
         if problems:
             message = "; ".join(problems)
@@ -187,7 +150,7 @@ class RayServiceReconciler:
         pending_name = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
         return by_name.get(active_name), by_name.get(pending_name)
 
-    async def _step(self, current: Pass) -> None:
+    async def _step(self, current: ReconcilePass) -> None:
         service = current.service
         current.rolling_back = is_rolling_back(service)
         await self._cleanup_leftovers(current)
@@ -198,12 +161,11 @@ class RayServiceReconciler:
         decision = decide_clusters(view)
         if not await self._apply_cluster_step(current, decision.step, decision.change, decision.message):
             return
-        await self._observe_serve(current)
-        incremental = upgrade_type(service) == RayServiceUpgradeType.NEW_CLUSTER_WITH_INCREMENTAL_UPGRADE
-        if incremental and current.active is not None:
-            await self._incremental(current)
-        elif current.pending is not None and self._serves(current, current.pending):
-            self._promote(current)
+        await self.traffic.observe(current)
+        if current.incremental and current.active is not None:
+            await self.traffic.incremental(current, self._retire)
+        elif current.pending is not None and self.traffic.serves(current, current.pending):
+            self.traffic.promote(current)
         serving = current.active
         if serving is not None:
             for wanted in build_service_services(service, serving):
@@ -212,11 +174,12 @@ class RayServiceReconciler:
                 )
                 await self.writes.ensure_service(service, wanted, live)
 
-    async def _apply_cluster_step(self, current: Pass, step: ClusterStep, change: Any, message: str) -> bool:
+    async def _apply_cluster_step(
+        self, current: ReconcilePass, step: ClusterStep, change: ClusterChange, message: str
+    ) -> bool:
         """Take the planner's cluster move; False when the rest of the reconcile must wait."""
         service, status = current.service, current.status
-        incremental = upgrade_type(service) == RayServiceUpgradeType.NEW_CLUSTER_WITH_INCREMENTAL_UPGRADE
-        namespace = service["metadata"]["namespace"]
+        incremental = current.incremental
         if step == ClusterStep.PREPARE_PENDING:
             if incremental and current.active is not None:
                 class_name = upgrade_options(service).gateway_class_name
@@ -253,7 +216,7 @@ class RayServiceReconciler:
             current.soon()
         elif step in (ClusterStep.REPLACE_PENDING, ClusterStep.DROP_PENDING):
             assert current.pending is not None
-            await self._retire(current, current.pending, message)
+            await self._retire(current.pending, message)
             status.pop("pendingServiceStatus", None)
             current.pending = None
             current.soon(0.0)
@@ -272,15 +235,15 @@ class RayServiceReconciler:
         elif step == ClusterStep.REPORT_UPGRADE_DISABLED:
             self.writes.event(service, "UpgradeDisabled", message)
             current.waiting_for = message
-        del namespace
         return True
 
-    async def _retire(self, current: Pass, cluster: Mapping[str, Any], why: str) -> None:
-        """A cluster that never served, or serves no more: delete it now."""
+    async def _retire(self, cluster: Mapping[str, Any], why: str) -> None:
+        """A cluster that never served, or serves no more: delete it now (the owner is in its labels)."""
         meta = cluster["metadata"]
-        await self.writes.delete_cluster(current.service, meta["namespace"], meta["name"], why)
+        owner = self.services.store.get(meta["namespace"], meta["labels"][labels.ORIGINATED_FROM_CR_NAME])
+        await self.writes.delete_cluster(owner or cluster, meta["namespace"], meta["name"], why)
 
-    async def _cleanup_leftovers(self, current: Pass) -> None:
+    async def _cleanup_leftovers(self, current: ReconcilePass) -> None:
         service = current.service
         active_name = current.active["metadata"]["name"] if current.active else ""
         pending_name = (current.status.get("pendingServiceStatus") or {}).get("rayClusterName") or ""
@@ -310,174 +273,6 @@ class RayServiceReconciler:
         if to_stamp or due:
             current.soon(HEALTH_POLL_S)
 
-    # --- Serve ------------------------------------------------------------------------------------
-
-    def _cluster_ready(self, cluster: Mapping[str, Any]) -> bool:
-        """Head running and ready, and not held by the queue's gate (a gated child is not ready)."""
-        if (cluster.get("spec") or {}).get("suspend"):
-            return False
-        head = self.head_pod(cluster)
-        return head is not None and is_ready(head)
-
-    def _serves(self, current: Pass, cluster: Mapping[str, Any]) -> bool:
-        name = cluster["metadata"]["name"]
-        state = current.serve.get(name)
-        return state is not None and state.ready and name not in current.deployed
-
-    async def _observe_serve(self, current: Pass) -> None:
-        service = current.service
-        goal_config = str(service["spec"].get("serveConfigV2") or "")
-        incremental = upgrade_type(service) == RayServiceUpgradeType.NEW_CLUSTER_WITH_INCREMENTAL_UPGRADE
-        upgrading = current.active is not None and current.pending is not None
-        progress = stored_progress(current.status) if incremental and upgrading else None
-        for role, cluster in (("active", current.active), ("pending", current.pending)):
-            if cluster is None:
-                continue
-            name = cluster["metadata"]["name"]
-            if not self._cluster_ready(cluster):
-                current.serve[name] = None
-                current.soon(HEALTH_POLL_S / 2)
-                continue
-            applied = (cluster["metadata"].get("annotations") or {}).get(labels.SERVE_CONFIG_ANNOTATION)
-            wanted_config, capacity = goal_config, None
-            if role == "active" and upgrading:
-                if not incremental:
-                    wanted_config = applied if applied is not None else goal_config  # keeps serving as is
-                else:
-                    wanted_config = applied if applied is not None else goal_config
-            if progress is not None:
-                capacity = (progress.active if role == "active" else progress.pending).target_capacity
-            try:
-                state = await self.writes.serve_state(cluster)
-                if applied != wanted_config or not state.applications or state.target_capacity != capacity:
-                    await self.writes.deploy(service, cluster, wanted_config, capacity)
-                    current.deployed.add(name)
-                    current.soon()
-            except (DashboardUnreachable, DashboardError, LookupError) as exc:
-                log.info("Serve on RayCluster %s not reachable yet: %s", name, exc)
-                current.serve[name] = None
-                current.soon(HEALTH_POLL_S / 2)
-                continue
-            current.serve[name] = state
-            if state.failure:
-                self.writes.event(
-                    service, "ServeApplicationFailed", f"RayCluster {name}: {state.failure}", warning=True
-                )
-            elif not state.ready:
-                current.soon()
-            head = self.head_pod(cluster)
-            if head is not None:
-                exclude = bool(service["spec"].get("excludeHeadPodFromServeSvc"))
-                await self.writes.label_head_pod(head, state.healthy_proxies > 0 and not exclude)
-
-    # --- switching traffic ------------------------------------------------------------------------
-
-    def _promote(self, current: Pass) -> None:
-        """NewCluster (or a first cluster): the pending cluster is healthy, it becomes active."""
-        assert current.pending is not None
-        old = current.active
-        current.active, current.pending = current.pending, None
-        current.status["activeServiceStatus"] = {"rayClusterName": current.active["metadata"]["name"]}
-        current.status.pop("pendingServiceStatus", None)
-        current.progress = None
-        where = f"replacing {old['metadata']['name']}" if old is not None else "first cluster"
-        self.writes.event(
-            current.service,
-            "PromotedRayCluster",
-            f"RayCluster {current.active['metadata']['name']} serves now ({where})",
-        )
-        current.soon(0.0)
-
-    async def _incremental(self, current: Pass) -> None:
-        service, active = current.service, current.active
-        assert active is not None
-        options = upgrade_options(service)
-        await self.writes.ensure_gateway(service, gateway.build_gateway(service, options.gateway_class_name))
-        for cluster in (current.active, current.pending):
-            if cluster is not None:
-                wanted = build_cluster_serve_service(service, cluster)
-                live = self.k8s_services.store.get(
-                    wanted["metadata"]["namespace"], wanted["metadata"]["name"]
-                )
-                await self.writes.ensure_service(service, wanted, live)
-        if current.pending is None:
-            current.progress = UpgradeProgress(active=ClusterShare(100, 100), pending=ClusterShare(0, 0))
-            await self._route(current)
-            return
-        progress = stored_progress(current.status)
-        opts = UpgradeOptions(options.step_size_percent, options.interval_seconds, options.max_surge_percent)
-        step = next_step(
-            progress,
-            opts,
-            now=datetime.now(UTC),
-            rolling_back=current.rolling_back,
-            pending_healthy=self._serves(current, current.pending),
-        )
-        current.waiting_for = step.waiting_for
-        if step.capacity_changed:
-            changed = current.active if step.progress.active != progress.active else current.pending
-            if not self._cluster_ready(changed) or changed["metadata"]["name"] in current.deployed:
-                current.progress = progress  # Serve must take the new capacity first
-                current.soon()
-                await self._route(current)
-                return
-            share = step.progress.active if changed is current.active else step.progress.pending
-            config = (changed["metadata"].get("annotations") or {}).get(labels.SERVE_CONFIG_ANNOTATION)
-            await self.writes.deploy(
-                service,
-                changed,
-                config or str(service["spec"].get("serveConfigV2") or ""),
-                share.target_capacity,
-            )
-            current.deployed.add(changed["metadata"]["name"])
-        current.progress = step.progress
-        await self._route(current)
-        if step.traffic_changed:
-            self.writes.event(
-                service,
-                "TrafficMigrated",
-                f"traffic {step.progress.active.traffic_percent}% on "
-                f"{active['metadata']['name']}, {step.progress.pending.traffic_percent}% on "
-                f"{current.pending['metadata']['name']}",
-            )
-        if step.capacity_changed or step.traffic_changed:
-            current.soon()
-        elif step.wait_s:
-            current.soon(step.wait_s)
-        if current.rolling_back and step.progress.rollback_done:
-            await self._retire(current, current.pending, "rollback finished")
-            current.status.pop("pendingServiceStatus", None)
-            current.pending = None
-            current.rolling_back = False
-            current.progress = replace(step.progress, pending=ClusterShare(0, 0))
-            self.writes.event(
-                service, "RollbackFinished", f"RayCluster {active['metadata']['name']} serves alone"
-            )
-        elif not current.rolling_back and step.progress.upgrade_done:
-            self._promote(current)
-            current.progress = UpgradeProgress(active=ClusterShare(100, 100), pending=ClusterShare(0, 0))
-        elif not (step.capacity_changed or step.traffic_changed or step.wait_s):
-            current.soon()
-
-    async def _route(self, current: Pass) -> None:
-        assert current.active is not None and current.progress is not None
-        backends = [self._backend(current.active, current.progress.active.traffic_percent)]
-        if current.pending is not None:
-            backends.append(self._backend(current.pending, current.progress.pending.traffic_percent))
-        await self.writes.ensure_httproute(
-            current.service, gateway.build_httproute(current.service, backends)
-        )
-
-    @staticmethod
-    def _backend(cluster: Mapping[str, Any], weight: int) -> gateway.Backend:
-        from rayquota.operator.ray.services import head_container_ports
-
-        return gateway.Backend(
-            labels.serve_service_name(cluster["metadata"]["name"]),
-            head_container_ports(cluster)["serve"],
-            weight,
-        )
-
     # --- status -----------------------------------------------------------------------------------
 
     def _num_serve_endpoints(self, cluster: Mapping[str, Any] | None) -> int:
@@ -485,13 +280,11 @@ class RayServiceReconciler:
             return 0
         meta = cluster["metadata"]
         pods = self.pods.store.by_index(CLUSTER_INDEX, f"{meta['namespace']}/{meta['name']}")
-        from rayquota.operator.ray.podspec import SERVE_LABEL
-
         return sum(
             1 for p in pods if (p["metadata"].get("labels") or {}).get(SERVE_LABEL) == "true" and is_ready(p)
         )
 
-    async def _write_status(self, cached: Mapping[str, Any], current: Pass) -> None:
+    async def _write_status(self, cached: Mapping[str, Any], current: ReconcilePass) -> None:
         def seen(cluster: Obj | None, role: str) -> ClusterSeen | None:
             recorded = (current.status.get(f"{role}ServiceStatus") or {}).get("rayClusterName")
             if not recorded:
@@ -509,18 +302,6 @@ class RayServiceReconciler:
             waiting_for=current.waiting_for,
             blocked=current.blocked,
         )
-        service = {**current.service, "status": current.status}
-        status = service_status(service, observed, datetime.now(UTC))
+        # The stored status is the "before": times carry over from it unless what they describe changed.
+        status = service_status(cached, observed, datetime.now(UTC))
         await self.manager.status.write(resources.RAYSERVICES, cached, status)
-
-
-def setup(manager: Manager, config: OperatorConfig) -> RayServiceReconciler:
-    resolver = resolver_from_settings(
-        config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
-    )
-    reconciler = RayServiceReconciler(manager, config, resolver)
-    manager.components["rayservice"] = reconciler
-    return reconciler
-
-
-__all__ = ["RayServiceReconciler", "cluster_config", "is_true", "setup"]

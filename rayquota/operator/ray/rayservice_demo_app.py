@@ -25,4 +25,5 @@ class Greeter:
 
 def app(args: dict[str, Any]) -> Any:
     """Serve's application builder (import_path: rayquota.operator.ray.rayservice_demo_app:app)."""
-    return Greeter.bind(str(args.get("message", "hello")), bool(args.get("fail", False)))
+    # serve.deployment turns the class into a Deployment, which has bind(); mypy sees the class.
+    return Greeter.bind(str(args.get("message", "hello")), bool(args.get("fail", False)))  # type: ignore[attr-defined]
