@@ -188,7 +188,7 @@ class RayServiceReconciler:
                         f"GatewayClass {class_name!r} not found: install it (and the Gateway API) to upgrade"
                     )
                     self.writes.event(service, GATEWAY_CLASS_MISSING, message, warning=True)
-                    current.waiting_for = message
+                    current.upgrade_blocked = (GATEWAY_CLASS_MISSING, message)
                     current.soon(HEALTH_POLL_S)
                     return True
             name = new_cluster_name(service["metadata"]["name"])
@@ -234,7 +234,7 @@ class RayServiceReconciler:
             self.writes.event(service, "RollbackCancelled", message)
         elif step == ClusterStep.REPORT_UPGRADE_DISABLED:
             self.writes.event(service, "UpgradeDisabled", message)
-            current.waiting_for = message
+            current.upgrade_blocked = ("UpgradeDisabled", message)
         return True
 
     async def _retire(self, cluster: Mapping[str, Any], why: str) -> None:
@@ -301,6 +301,7 @@ class RayServiceReconciler:
             rolling_back=current.rolling_back,
             waiting_for=current.waiting_for,
             blocked=current.blocked,
+            upgrade_blocked=current.upgrade_blocked,
         )
         # The stored status is the "before": times carry over from it unless what they describe changed.
         status = service_status(cached, observed, datetime.now(UTC))

@@ -103,6 +103,8 @@ class Observed:
     waiting_for: str = ""
     # A blocking problem: (reason, message) for Ready=False; the service does nothing else.
     blocked: tuple[str, str] | None = None
+    # Why an upgrade the spec asks for cannot start: (reason, message) for UpgradeInProgress=False.
+    upgrade_blocked: tuple[str, str] | None = None
 
 
 def service_status(service: Mapping[str, Any], observed: Observed, now: datetime) -> dict[str, Any]:
@@ -125,6 +127,8 @@ def service_status(service: Mapping[str, Any], observed: Observed, now: datetime
         cond(UpgradeInProgress, True, BOTH_CLUSTERS_EXIST, _joined(detail, observed.waiting_for))
     elif active is None:
         cond(UpgradeInProgress, False, NO_ACTIVE_CLUSTER, "no active cluster yet")
+    elif observed.upgrade_blocked is not None:
+        cond(UpgradeInProgress, False, *observed.upgrade_blocked)
     else:
         cond(UpgradeInProgress, False, NO_PENDING_CLUSTER, "the active cluster serves alone")
     if observed.rolling_back:

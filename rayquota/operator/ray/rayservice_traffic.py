@@ -52,6 +52,7 @@ class ReconcilePass:
     rolling_back: bool = False
     waiting_for: str = ""
     blocked: tuple[str, str] | None = None
+    upgrade_blocked: tuple[str, str] | None = None
     requeue_s: float | None = None
 
     def soon(self, seconds: float = BUSY_REQUEUE_S) -> None:
