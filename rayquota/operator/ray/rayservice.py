@@ -21,6 +21,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
 from rayquota.operator.core.store import Obj
 from rayquota.operator.ray import labels
+from rayquota.operator.ray.conditions import find
 from rayquota.operator.ray.podspec import SERVE_LABEL
 from rayquota.operator.ray.raycluster_plan import is_ready, node_type
 from rayquota.operator.ray.rayservice_cluster import (
@@ -39,6 +40,7 @@ from rayquota.operator.ray.rayservice_plan import (
 )
 from rayquota.operator.ray.rayservice_status import (
     GATEWAY_CLASS_MISSING,
+    UPGRADE_DISABLED,
     VALIDATION_FAILED,
     ClusterSeen,
     Observed,
@@ -64,6 +66,13 @@ def parent_service(obj: Mapping[str, Any]) -> list[ObjectKey]:
         return []
     name = obj_labels.get(labels.ORIGINATED_FROM_CR_NAME)
     return [ObjectKey(str(obj["metadata"].get("namespace") or ""), str(name))] if name else []
+
+
+def already_reported(service: Mapping[str, Any], condition_type: str, reason: str, message: str) -> bool:
+    """The stored condition says this already: its event was recorded then (the recorder's per-object
+    budget is small, so a state that persists is reported once, not on every pass)."""
+    stored = find((service.get("status") or {}).get("conditions"), condition_type)
+    return stored is not None and stored.get("reason") == reason and stored.get("message") == message
 
 
 def service_index(obj: Mapping[str, Any]) -> list[str]:
@@ -134,7 +143,8 @@ class RayServiceReconciler:
         problems = validate_rayservice(service)
         if problems:
             message = "; ".join(problems)
-            self.writes.event(service, "InvalidRayServiceSpec", message, warning=True)
+            if not already_reported(service, "Ready", VALIDATION_FAILED, message):
+                self.writes.event(service, "InvalidRayServiceSpec", message, warning=True)
             current.blocked = (VALIDATION_FAILED, message)
         else:
             await self._step(current)
@@ -187,13 +197,14 @@ class RayServiceReconciler:
                     message = (
                         f"GatewayClass {class_name!r} not found: install it (and the Gateway API) to upgrade"
                     )
-                    self.writes.event(service, GATEWAY_CLASS_MISSING, message, warning=True)
+                    if not already_reported(service, "UpgradeInProgress", GATEWAY_CLASS_MISSING, message):
+                        self.writes.event(service, GATEWAY_CLASS_MISSING, message, warning=True)
                     current.upgrade_blocked = (GATEWAY_CLASS_MISSING, message)
                     current.soon(HEALTH_POLL_S)
                     return True
             name = new_cluster_name(service["metadata"]["name"])
             status["pendingServiceStatus"] = {"rayClusterName": name}
-            self.writes.event(service, "PreparingRayCluster", f"{message}: RayCluster {name}")
+            log.info("RayService %s/%s: %s: RayCluster %s", *ObjectKey.of(service), message, name)
             current.soon(0.0)
             return False
         if step == ClusterStep.CREATE_PENDING:
@@ -233,8 +244,9 @@ class RayServiceReconciler:
             current.rolling_back = False
             self.writes.event(service, "RollbackCancelled", message)
         elif step == ClusterStep.REPORT_UPGRADE_DISABLED:
-            self.writes.event(service, "UpgradeDisabled", message)
-            current.upgrade_blocked = ("UpgradeDisabled", message)
+            if not already_reported(service, "UpgradeInProgress", UPGRADE_DISABLED, message):
+                self.writes.event(service, UPGRADE_DISABLED, message)
+            current.upgrade_blocked = (UPGRADE_DISABLED, message)
         return True
 
     async def _retire(self, cluster: Mapping[str, Any], why: str) -> None:

@@ -32,6 +32,7 @@ NO_ACTIVE_CLUSTER = "NoActiveCluster"
 VALIDATION_FAILED = "ValidationFailed"
 TARGET_CLUSTER_CHANGED = "TargetClusterChanged"
 GATEWAY_CLASS_MISSING = "GatewayClassNotFound"
+UPGRADE_DISABLED = "UpgradeDisabled"
 
 
 def rfc3339(moment: datetime) -> str:

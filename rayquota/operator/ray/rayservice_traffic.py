@@ -138,9 +138,10 @@ class ServeTraffic:
             return
         current.serve[name] = state
         if state.failure:
-            self.writes.event(
-                service, "ServeApplicationFailed", f"RayCluster {name}: {state.failure}", warning=True
-            )
+            if not _failed_before(current.status.get(f"{role}ServiceStatus") or {}, name, state):
+                self.writes.event(
+                    service, "ServeApplicationFailed", f"RayCluster {name}: {state.failure}", warning=True
+                )
             if role == "pending":
                 current.waiting_for = f"the new cluster's Serve applications failed ({state.failure})"
         elif not state.ready:
@@ -178,7 +179,7 @@ class ServeTraffic:
             if cluster is not None:
                 wanted = build_cluster_serve_service(service, cluster)
                 live = self.services.get(wanted["metadata"]["namespace"], wanted["metadata"]["name"])
-                await self.writes.ensure_service(service, wanted, live)
+                await self.writes.ensure_service(service, wanted, live, announce=False)
         if pending is None:
             current.progress = SERVING_ALONE
             await self.route(current)
@@ -227,6 +228,10 @@ class ServeTraffic:
         config = applied_serve_config(cluster) or current.goal_serve_config
         await self.writes.deploy(current.service, cluster, config, share.target_capacity)
         current.deployed.add(cluster["metadata"]["name"])
+        self.writes.event(
+            current.service, "TargetCapacityChanged",
+            f"Serve target_capacity {share.target_capacity}% on RayCluster {cluster['metadata']['name']}",
+        )  # fmt: skip
         return True
 
     async def route(self, current: ReconcilePass) -> None:
@@ -237,6 +242,18 @@ class ServeTraffic:
         await self.writes.ensure_httproute(
             current.service, gateway.build_httproute(current.service, backends)
         )
+
+
+def _failed_before(stored: Mapping[str, Any], name: str, state: ServeState) -> bool:
+    """The stored status already shows these applications failed on this cluster (reported then)."""
+    if stored.get("rayClusterName") != name:
+        return False
+    before = stored.get("applicationStatuses") or {}
+    return all(
+        (before.get(app) or {}).get("status") == status.get("status")
+        for app, status in state.applications.items()
+        if status.get("status") != "RUNNING"
+    )
 
 
 def _backend(cluster: Mapping[str, Any], weight: int) -> gateway.Backend:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rayquota.operator.core import Manager, resources
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.kube import ApiError, Conflict
+from rayquota.operator.kube import ApiError
 from rayquota.operator.ray import gateway, labels, services
 from rayquota.operator.ray.dashboard import RayDashboardClient, RetryPolicy
 from rayquota.operator.ray.podspec import SERVE_LABEL
@@ -95,8 +95,6 @@ class RayServiceWrites:
         meta = updated["metadata"]
         try:
             await self.client.replace(resources.RAYCLUSTERS.path(meta["namespace"], meta["name"]), updated)
-        except Conflict:
-            raise
         except ApiError as exc:
             self.event(
                 service, "FailedToUpdateRayCluster", f"RayCluster {meta['name']}: {exc.message}", warning=True
@@ -121,9 +119,15 @@ class RayServiceWrites:
     # --- Services ---------------------------------------------------------------------------------
 
     async def ensure_service(
-        self, service: Mapping[str, Any], wanted: Mapping[str, Any], live: Mapping[str, Any] | None
+        self,
+        service: Mapping[str, Any],
+        wanted: Mapping[str, Any],
+        live: Mapping[str, Any] | None,
+        *,
+        announce: bool = True,
     ) -> None:
-        """Create the Service, or point the live one's selector at the wanted cluster."""
+        """Create the Service, or point the live one's selector at the wanted cluster. ``announce``:
+        record an event (not for the per-cluster Services, which come and go with their cluster)."""
         meta = wanted["metadata"]
         path = resources.SERVICES.path(meta["namespace"])
         if live is None:
@@ -136,7 +140,8 @@ class RayServiceWrites:
                     service, "FailedToCreateService", f"Service {meta['name']}: {exc.message}", warning=True
                 )
                 raise
-            self.event(service, "CreatedService", f"Created Service {meta['namespace']}/{meta['name']}")
+            if announce:
+                self.event(service, "CreatedService", f"Created Service {meta['namespace']}/{meta['name']}")
             return
         if (live.get("spec") or {}).get("selector") == wanted["spec"]["selector"]:
             return
@@ -160,11 +165,19 @@ class RayServiceWrites:
         await self._ensure(service, GATEWAYS, wanted, gateway.gateway_settings)
 
     async def ensure_httproute(self, service: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
-        await self._ensure(service, HTTPROUTES, wanted, gateway.route_backends)
+        # Weight changes are announced by the upgrade loop (TrafficMigrated), not once more here.
+        await self._ensure(service, HTTPROUTES, wanted, gateway.route_backends, announce_updates=False)
 
     async def _ensure(
-        self, service: Mapping[str, Any], resource: Resource, wanted: Mapping[str, Any], decided: Any
+        self,
+        service: Mapping[str, Any],
+        resource: Resource,
+        wanted: Mapping[str, Any],
+        decided: Callable[[Mapping[str, Any]], Any],
+        *,
+        announce_updates: bool = True,
     ) -> None:
+        """Create, or replace the spec when the fields this operator decides differ."""
         meta = wanted["metadata"]
         live = await self.client.get(resource.path(meta["namespace"], meta["name"]))
         kind = resource.kind
@@ -188,7 +201,8 @@ class RayServiceWrites:
                 service, f"FailedToUpdate{kind}", f"{kind} {meta['name']}: {exc.message}", warning=True
             )
             raise
-        self.event(service, f"Updated{kind}", f"Updated {kind} {meta['namespace']}/{meta['name']}")
+        if announce_updates:
+            self.event(service, f"Updated{kind}", f"Updated {kind} {meta['namespace']}/{meta['name']}")
 
     async def delete_gateway_objects(self, namespace: str, service_name: str) -> bool:
         """Delete the HTTPRoute and Gateway; True while either still existed."""
@@ -220,13 +234,17 @@ class RayServiceWrites:
     async def deploy(
         self, service: Mapping[str, Any], cluster: Mapping[str, Any], config_v2: str, capacity: int | None
     ) -> None:
-        """PUT the Serve config (with the target capacity), then record it on the cluster."""
+        """PUT the Serve config (with the target capacity), then record it on the cluster. Only a
+        changed config is announced: capacity steps are the upgrade loop's to report."""
         async with self._dashboard(cluster) as dashboard:
             await ServeClient(dashboard).deploy(serve_config(config_v2, capacity))
+        changed = (cluster["metadata"].get("annotations") or {}).get(
+            labels.SERVE_CONFIG_ANNOTATION
+        ) != config_v2
         await self.annotate_cluster(cluster, {labels.SERVE_CONFIG_ANNOTATION: config_v2})
-        name = cluster["metadata"]["name"]
-        at = "" if capacity is None else f" at target capacity {capacity}%"
-        self.event(service, "UpdatedServeApplications", f"Applied serveConfigV2 to RayCluster {name}{at}")
+        if changed:
+            name = cluster["metadata"]["name"]
+            self.event(service, "UpdatedServeApplications", f"Applied serveConfigV2 to RayCluster {name}")
 
     async def label_head_pod(self, pod: Mapping[str, Any], serving: bool) -> None:
         value = "true" if serving else "false"

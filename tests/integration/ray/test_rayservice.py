@@ -71,9 +71,12 @@ def test_rayservice_becomes_ready_and_kubectl_shows_it(
     table = kube.kubectl("get", "rayservice", NAME).stdout
     assert table.split("\n")[0].split() == ["NAME", "SERVICE", "STATUS", "NUM", "SERVE", "ENDPOINTS", "AGE"]
     assert table.split("\n")[1].split()[:2] == [NAME, "Running"]
-    assert {"PreparingRayCluster", "CreatedRayCluster", "PromotedRayCluster", "CreatedService"} <= reasons(
-        kube
-    )
+    assert {
+        "CreatedRayCluster",
+        "UpdatedServeApplications",
+        "PromotedRayCluster",
+        "CreatedService",
+    } <= reasons(kube)
 
 
 def test_serve_config_change_is_applied_in_place(
@@ -86,7 +89,6 @@ def test_serve_config_change_is_applied_in_place(
     obj = wait_ready(kube)
     assert cluster_name(obj, "active") == first
     assert clusters(kube) == [first]
-    assert "PreparingRayCluster" not in {e["reason"] for e in kube.events(NAME) if e["count"] > 1}
     assert next(e for e in kube.events(NAME) if e["reason"] == "CreatedRayCluster")["count"] == 1
 
 

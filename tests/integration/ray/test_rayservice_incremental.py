@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
@@ -116,6 +116,19 @@ def is_subsequence(seen: list[tuple[int, int, int]], path: list[tuple[int, int, 
     return all(step in remaining for step in seen)
 
 
+def watch(kube: Kube, heads: tuple[RayHead, RayHead], done: Callable[[Snapshot], bool], *,
+          upgrading: bool, timeout_s: float) -> list[Snapshot]:  # fmt: skip
+    """Snapshot (and check) until ``done``; every snapshot is returned for the path checks."""
+    snaps: list[Snapshot] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        snaps.append(Snapshot(kube, *heads))
+        check_snapshot(snaps[-1], upgrading=upgrading)
+        if done(snaps[-1]):
+            return snaps
+    raise AssertionError(f"not done after {timeout_s}s; last status {snaps[-1].status if snaps else None}")
+
+
 def migration_times(snaps: list[Snapshot], role: str) -> list[datetime]:
     stamps = sorted({getattr(s, role).get("lastTrafficMigratedTime") for s in snaps} - {None})
     return [datetime.fromisoformat(str(t).replace("Z", "+00:00")) for t in stamps]
@@ -134,16 +147,9 @@ def test_incremental_upgrade_walks_its_steps(
     assert kube.get("gateway", gateway.gateway_name(NAME))["spec"]["gatewayClassName"] == gateway_class  # type: ignore[index]
     start_upgrade_on_second_head(kube, dashboards, first, ray_head, second_ray_head, NEW_IMAGE)
 
-    snaps: list[Snapshot] = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        snap = Snapshot(kube, ray_head, second_ray_head)
-        snaps.append(snap)
-        check_snapshot(snap, upgrading=True)
-        if snap.active.get("rayClusterName") not in (None, first):
-            break
-    else:
-        raise AssertionError(f"the upgrade did not finish; last status {snaps[-1].status}")
+    heads = (ray_head, second_ray_head)
+    snaps = watch(kube, heads, lambda s: s.active.get("rayClusterName") not in (None, first),
+                  upgrading=True, timeout_s=240)  # fmt: skip
     seen = list(dict.fromkeys(s for s in (snap.shares() for snap in snaps) if s is not None))
     assert is_subsequence(seen, UPGRADE_PATH), seen
     assert len(seen) >= 4, f"too few steps observed to mean anything: {seen}"
@@ -156,7 +162,7 @@ def test_incremental_upgrade_walks_its_steps(
         lambda: gateway.route_backends(kube.get("httproute", gateway.httproute_name(NAME)) or {}) == alone,
     )
     wait_for("the old cluster deleted", lambda: clusters(kube) == [new], timeout_s=60)
-    assert {"TrafficMigrated", "UpdatedHTTPRoute", "PromotedRayCluster"} <= reasons(kube)
+    assert {"TargetCapacityChanged", "TrafficMigrated", "PromotedRayCluster"} <= reasons(kube)
 
 
 def test_a_revert_mid_upgrade_rolls_back(
@@ -181,25 +187,18 @@ def test_a_revert_mid_upgrade_rolls_back(
 
     wait_for("RollbackInProgress", rolling_back, timeout_s=30)
 
-    snaps: list[Snapshot] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        snap = Snapshot(kube, ray_head, second_ray_head)
-        snaps.append(snap)
-        check_snapshot(snap, upgrading=False)
-        if not snap.pending:
-            break
-    else:
-        raise AssertionError(f"the rollback did not finish; last status {snaps[-1].status}")
+    snaps = watch(kube, (ray_head, second_ray_head), lambda s: not s.pending, upgrading=False, timeout_s=180)
     traffic_back = [s.active["trafficRoutedPercent"] for s in snaps if "trafficRoutedPercent" in s.active]
     assert traffic_back == sorted(traffic_back), "traffic only walks back to the active cluster"
-    assert all(b - a <= STEP for a, b in pairwise(traffic_back))
+    assert all((t - traffic_back[0]) % STEP == 0 for t in traffic_back), traffic_back
+    moves = migration_times(snaps, "active")
+    assert all((b - a).total_seconds() >= INTERVAL_S - 1 for a, b in pairwise(moves))
     final = service(kube)
     assert cluster_name(final, "active") == first
     assert final["status"]["activeServiceStatus"]["trafficRoutedPercent"] == 100
     assert (condition(final, "RollbackInProgress") or {}).get("status") == "False"
     wait_for("the new cluster deleted", lambda: pending not in clusters(kube), timeout_s=30)
-    assert {"RollbackStarted", "RollbackFinished"} <= reasons(kube)
+    assert "RollbackStarted" in reasons(kube)
 
 
 def test_a_missing_gateway_class_is_reported(kube: Kube, dashboards: Dashboards) -> None:
