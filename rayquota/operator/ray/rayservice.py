@@ -304,7 +304,9 @@ class RayServiceReconciler:
             share = None
             if current.progress is not None:
                 share = current.progress.active if role == "active" else current.progress.pending
-            return ClusterSeen(recorded, cluster, current.serve.get(recorded), share)
+            return ClusterSeen(
+                recorded, cluster, current.serve.get(recorded), share, recorded in current.serve
+            )
 
         observed = Observed(
             active=seen(current.active, "active"),

@@ -90,8 +90,11 @@ class ClusterSeen:
 
     name: str
     cluster: Mapping[str, Any] | None  # None: recorded but not created yet
-    serve: ServeState | None  # None: Serve not asked (head not ready, cluster gated)
+    serve: ServeState | None  # None: no answer (head not ready, cluster gated, dashboard down)
     share: ClusterShare | None = None  # incremental upgrades only
+    # False when this pass ended before asking Serve (it only recorded a cluster name, say): the
+    # last verdict stands rather than flapping Ready for one pass.
+    asked: bool = True
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,13 @@ def service_status(service: Mapping[str, Any], observed: Observed, now: datetime
             conditions, type_, status, reason, message, now=stamp, observed_generation=generation
         )
 
-    ready, reason, message = _readiness(observed)
-    cond(Ready, ready, reason, message)
+    kept = find(conditions, Ready)
+    active_unasked = observed.active is not None and not observed.active.asked and observed.blocked is None
+    if active_unasked and kept is not None:
+        ready = kept.get("status") == "True"
+    else:
+        ready, reason, message = _readiness(observed)
+        cond(Ready, ready, reason, message)
     active, pending = observed.active, observed.pending
     if active is not None and pending is not None:
         detail = f"active {active.name}, pending {pending.name}"

@@ -81,6 +81,25 @@ def test_ready_needs_running_applications_and_endpoints() -> None:
     assert find(first["conditions"], "Ready")["reason"] == "Initializing"  # type: ignore[index]
 
 
+def test_a_pass_that_did_not_ask_serve_keeps_the_ready_verdict() -> None:
+    svc = service()
+    ready = service_status(svc, Observed(active=running(), pending=None, num_serve_endpoints=1), T0)
+    unasked = ClusterSeen("svc-abcde", child_of(svc, "svc-abcde"), None, asked=False)
+    again = service_status(
+        {**svc, "status": ready},
+        Observed(active=unasked, pending=running("svc-new"), num_serve_endpoints=1),
+        T0 + timedelta(seconds=3),
+    )
+    assert again["serviceStatus"] == "Running"
+    assert find(again["conditions"], "Ready") == find(ready["conditions"], "Ready")
+    # ... while a pass that asked and got no answer says so.
+    down = ClusterSeen("svc-abcde", child_of(svc, "svc-abcde"), None)
+    after = service_status(
+        {**svc, "status": ready}, Observed(active=down, pending=None, num_serve_endpoints=1), T0
+    )
+    assert "serviceStatus" not in after
+
+
 def test_an_upgrade_says_what_it_waits_for() -> None:
     observed = Observed(
         active=running("svc-old"),
