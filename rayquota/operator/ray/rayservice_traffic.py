@@ -226,7 +226,13 @@ class ServeTraffic:
         if not self.cluster_ready(cluster) or cluster["metadata"]["name"] in current.deployed:
             return False
         config = applied_serve_config(cluster) or current.goal_serve_config
-        await self.writes.deploy(current.service, cluster, config, share.target_capacity)
+        try:
+            await self.writes.deploy(current.service, cluster, config, share.target_capacity)
+        except (DashboardUnreachable, DashboardError, LookupError) as exc:
+            log.info(
+                "Serve on RayCluster %s did not take the new capacity: %s", cluster["metadata"]["name"], exc
+            )
+            return False
         current.deployed.add(cluster["metadata"]["name"])
         self.writes.event(
             current.service, "TargetCapacityChanged",

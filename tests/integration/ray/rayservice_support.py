@@ -94,7 +94,7 @@ def dashboards(dashboard_map_file: Path, namespace: str, ray_head: RayHead) -> I
 
 
 def serve_apps(head: RayHead) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{head.dashboard_url}/api/serve/applications/", timeout=10) as answer:
+    with urllib.request.urlopen(f"{head.dashboard_url}/api/serve/applications/", timeout=60) as answer:
         return dict(json.loads(answer.read()))
 
 
