@@ -129,6 +129,14 @@ def watch(kube: Kube, heads: tuple[RayHead, RayHead], done: Callable[[Snapshot],
     raise AssertionError(f"not done after {timeout_s}s; last status {snaps[-1].status if snaps else None}")
 
 
+def serving(kube: Kube, body: dict[str, Any]) -> str:
+    """Apply the service, wait until it is Ready; the name of its first cluster."""
+    kube.apply(body)
+    first = cluster_name(wait_ready(kube), "active")
+    assert first is not None
+    return first
+
+
 def migration_times(snaps: list[Snapshot], role: str) -> list[datetime]:
     stamps = sorted({getattr(s, role).get("lastTrafficMigratedTime") for s in snaps} - {None})
     return [datetime.fromisoformat(str(t).replace("Z", "+00:00")) for t in stamps]
@@ -137,9 +145,7 @@ def migration_times(snaps: list[Snapshot], role: str) -> list[datetime]:
 def test_incremental_upgrade_walks_its_steps(
     kube: Kube, dashboards: Dashboards, gateway_class: str, ray_head: RayHead, second_ray_head: RayHead
 ) -> None:
-    kube.apply(incremental(gateway_class))
-    first = cluster_name(wait_ready(kube), "active")
-    assert first is not None
+    first = serving(kube, incremental(gateway_class))
     route = kube.get("httproute", gateway.httproute_name(NAME))
     assert route is not None and gateway.route_backends(route) == [
         gateway.Backend(f"{first}-serve-svc", 8000, 100)
@@ -168,9 +174,7 @@ def test_incremental_upgrade_walks_its_steps(
 def test_a_revert_mid_upgrade_rolls_back(
     kube: Kube, dashboards: Dashboards, gateway_class: str, ray_head: RayHead, second_ray_head: RayHead
 ) -> None:
-    kube.apply(incremental(gateway_class))
-    first = cluster_name(wait_ready(kube), "active")
-    assert first is not None
+    first = serving(kube, incremental(gateway_class))
     start_upgrade_on_second_head(kube, dashboards, first, ray_head, second_ray_head, NEW_IMAGE)
 
     def halfway() -> Snapshot | None:
@@ -202,8 +206,7 @@ def test_a_revert_mid_upgrade_rolls_back(
 
 
 def test_a_missing_gateway_class_is_reported(kube: Kube, dashboards: Dashboards) -> None:
-    kube.apply(incremental("no-such-class"))
-    first = cluster_name(wait_ready(kube), "active")
+    first = serving(kube, incremental("no-such-class"))
     kube.patch("rayservice", NAME, NEW_IMAGE)
 
     def reported() -> dict[str, Any] | None:
