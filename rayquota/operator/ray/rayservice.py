@@ -104,6 +104,9 @@ class RayServiceReconciler:
         self.controller.watch(self.k8s_services, parent_service)
         self.controller.watch(self.pods, self._pod_owner_service)
 
+    async def close(self) -> None:
+        await self.writes.close()
+
     def _pod_owner_service(self, pod: Obj) -> list[ObjectKey]:
         cluster_name = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
         cluster = self.clusters.store.get(str(pod["metadata"].get("namespace") or ""), str(cluster_name))

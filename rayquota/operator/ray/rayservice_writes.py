@@ -14,7 +14,7 @@ from rayquota.operator.core import Manager, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError
 from rayquota.operator.ray import gateway, labels, services
-from rayquota.operator.ray.dashboard import RayDashboardClient, RetryPolicy
+from rayquota.operator.ray.dashboard import DashboardClients, RayDashboardClient, RetryPolicy
 from rayquota.operator.ray.podspec import SERVE_LABEL
 from rayquota.operator.ray.rayservice_cluster import RAYSERVICE_KIND
 from rayquota.operator.ray.resolver import DashboardResolver
@@ -71,7 +71,13 @@ class RayServiceWrites:
         self.client = manager.client
         self.recorder = manager.recorder
         self.resolver = resolver
-        self.dashboard_timeout_s = dashboard_timeout_s
+        # One shared session for every head (clusters come and go with each upgrade).
+        self.dashboards = DashboardClients(
+            timeout_s=dashboard_timeout_s, retry=RetryPolicy(attempts=2, initial_backoff_s=0.2)
+        )
+
+    async def close(self) -> None:
+        await self.dashboards.close()
 
     def event(self, service: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
         self.recorder.post(service, "Warning" if warning else "Normal", reason, message)
@@ -221,23 +227,17 @@ class RayServiceWrites:
     # --- Serve ------------------------------------------------------------------------------------
 
     def _dashboard(self, cluster: Mapping[str, Any]) -> RayDashboardClient:
-        return RayDashboardClient(
-            self.resolver.dashboard_url(cluster),
-            timeout_s=self.dashboard_timeout_s,
-            retry=RetryPolicy(attempts=2, initial_backoff_s=0.2),
-        )
+        return self.dashboards.client(self.resolver.dashboard_url(cluster))
 
     async def serve_state(self, cluster: Mapping[str, Any]) -> ServeState:
-        async with self._dashboard(cluster) as dashboard:
-            return await ServeClient(dashboard).state()
+        return await ServeClient(self._dashboard(cluster)).state()
 
     async def deploy(
         self, service: Mapping[str, Any], cluster: Mapping[str, Any], config_v2: str, capacity: int | None
     ) -> None:
         """PUT the Serve config (with the target capacity), then record it on the cluster. Only a
         changed config is announced: capacity steps are the upgrade loop's to report."""
-        async with self._dashboard(cluster) as dashboard:
-            await ServeClient(dashboard).deploy(serve_config(config_v2, capacity))
+        await ServeClient(self._dashboard(cluster)).deploy(serve_config(config_v2, capacity))
         changed = (cluster["metadata"].get("annotations") or {}).get(
             labels.SERVE_CONFIG_ANNOTATION
         ) != config_v2

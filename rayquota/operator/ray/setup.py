@@ -29,5 +29,6 @@ def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
         services=RayServiceReconciler(manager, config, resolver),
     )
     manager.on_shutdown(controllers.jobs.close)
+    manager.on_shutdown(controllers.services.close)
     manager.components["ray"] = controllers
     return controllers
