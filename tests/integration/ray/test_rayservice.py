@@ -179,3 +179,28 @@ def test_suspend_deletes_everything_and_resume_starts_fresh(kube: Kube, dashboar
     obj = wait_ready(kube)
     assert cluster_name(obj, "active") not in (None, first)
     assert condition(obj, "Suspended")["status"] == "False"  # type: ignore[index]
+
+
+def test_the_nested_gate_holds_the_cluster_until_the_queue_lifts_it(
+    kube: Kube, dashboards: Dashboards
+) -> None:
+    """rayClusterConfig.suspend is the queue's gate: copied into the child, never cleared by the
+    RayService controller, and a gated child is not ready."""
+    body = manifest()
+    body["spec"]["rayClusterConfig"]["suspend"] = True
+    kube.apply(body)
+    child = wait_for("the first cluster", lambda: cluster_name(service(kube), "pending"), timeout_s=30)
+    wait_for("the child created", lambda: kube.get("raycluster", child), timeout_s=30)
+    # A spec change meanwhile (the Serve config) must not lift the gate either.
+    kube.patch("rayservice", NAME, {"spec": {"serveConfigV2": serve_config("v2")}})
+    wait_for("the status to settle", lambda: condition(service(kube), "Ready"), timeout_s=30)
+    obj = service(kube)
+    assert (condition(obj, "Ready") or {}).get("status") == "False"
+    assert cluster_name(obj, "active") is None
+    gated = kube.get("raycluster", child)
+    assert gated is not None and gated["spec"]["suspend"] is True
+    assert kube.pods(child) == []
+    # The queue admits it: the gate is lifted on the child, and the service comes up on it.
+    kube.patch("raycluster", child, {"spec": {"suspend": False}})
+    obj = wait_ready(kube)
+    assert cluster_name(obj, "active") == child
