@@ -170,8 +170,13 @@ class Driver:
         pod_sets = tuple(ps for ps in spec.pod_sets if ps.name in admitted or ps.count)
         self.engine.update_workload(replace(_with_key(spec, tracked.admitted_key), pod_sets=pod_sets))
         status = self.engine.workload(tracked.admitted_key)
-        if status is not None and status.phase == "Admitted":
-            tracked.admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
+        if status is None or status.phase != "Admitted":
+            return
+        admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
+        if admission != tracked.admission:
+            # The smaller admission is recorded too: a restart must restore what is held now.
+            tracked.admission = admission
+            self.writer.admitted(tracked.key, admission)
 
     def _drop_pending_slice(self, tracked: _Tracked) -> None:
         if tracked.pending_key is not None and tracked.pending_key != tracked.admitted_key:
