@@ -34,7 +34,8 @@ class RayJobAdapter:
     kind = "RayJob"
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
-        return rayjob_demand(obj, cluster_name(obj))
+        part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
+        return rayjob_demand(obj, part)
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
