@@ -87,6 +87,10 @@ class WorkloadReconciler:
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
+            eviction = self.loop.writer.evictions.get(engine_key)
+            if eviction is not None:
+                by = f" by {eviction.preemptor}" if eviction.preemptor else ""
+                self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
             if adapter.pods_gone(obj, pods):
                 self.driver.pods_gone(engine_key)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
-from tests.integration.ray.kubehelpers import Kube
+from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 
 QUEUE_TEST_NAMESPACE_PREFIX = "q"
 
@@ -195,3 +195,38 @@ def gpu_rayjob(name: str, queue: str, workers: int, gpus_per_worker: int, **labe
             },
         },
     }
+
+
+def workload_of(kube: Kube, kind: str, name: str) -> dict[str, Any] | None:
+    for wl in kube.list("workloads.rayquota.io"):
+        if (
+            wl["metadata"]["labels"].get("rayquota.io/owner-kind") == kind.lower()
+            and wl["metadata"]["labels"].get("rayquota.io/owner-name") == name
+        ):
+            return wl
+    return None
+
+
+def cluster_pods(kube: Kube, rayjob: str) -> list[dict[str, Any]]:
+    job = kube.get("rayjob", rayjob) or {}
+    cluster = (job.get("status") or {}).get("rayClusterName")
+    return kube.pods(cluster) if cluster else []
+
+
+def is_admitted(workload: dict[str, Any] | None) -> bool:
+    return (condition(workload, "Admitted") or {}).get("status") == "True"
+
+
+def admitted_workload(kube: Kube, kind: str, name: str, timeout_s: float = 60) -> dict[str, Any]:
+    return wait_for(
+        f"{kind} {name}'s Workload admitted",
+        lambda: (wl := workload_of(kube, kind, name)) is not None and is_admitted(wl) and wl,
+        timeout_s=timeout_s,
+    )
+
+
+def gpus_admitted(workload: dict[str, Any]) -> int:
+    return sum(
+        int(ps.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))
+        for ps in workload["status"]["admission"]["podSetAssignments"]
+    )

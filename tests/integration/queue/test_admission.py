@@ -2,26 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.integration.queue.conftest import Quota, gpu_rayjob
+from tests.integration.queue.conftest import Quota, cluster_pods, gpu_rayjob, workload_of
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
-
-
-def workload_of(kube: Kube, kind: str, name: str) -> dict[str, Any] | None:
-    for wl in kube.list("workloads.rayquota.io"):
-        if (
-            wl["metadata"]["labels"].get("rayquota.io/owner-kind") == kind.lower()
-            and wl["metadata"]["labels"].get("rayquota.io/owner-name") == name
-        ):
-            return wl
-    return None
-
-
-def cluster_pods(kube: Kube, rayjob: str) -> list[dict[str, Any]]:
-    job = kube.get("rayjob", rayjob) or {}
-    cluster = (job.get("status") or {}).get("rayClusterName")
-    return kube.pods(cluster) if cluster else []
 
 
 def test_second_rayjob_waits_with_a_reason_and_no_pods(
