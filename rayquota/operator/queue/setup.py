@@ -123,4 +123,3 @@ def _track_default_queues(objects: QueueObjects) -> Any:
             objects.namespaces_with_default_queue.add(namespace)
 
     return handle
-
