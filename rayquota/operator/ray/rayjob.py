@@ -23,7 +23,7 @@ from typing import Any
 
 from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.dashboard import (
@@ -203,7 +203,7 @@ class RayJobReconciler:
         if rayjob is None or labels.managed_by_other_controller(rayjob):
             return None
         if self.manager.status.is_stale(rayjob):
-            return None  # our last status write is on its way through the watch
+            raise WaitForCache  # our last status write is on its way through the watch
         finalizers = rayjob["metadata"].get("finalizers") or []
         if LEGACY_FINALIZER in finalizers:
             await self._set_finalizer(rayjob, LEGACY_FINALIZER, present=False)
@@ -282,14 +282,13 @@ class RayJobReconciler:
             )
             return Result()
         if state == VALIDATION_FAILED:
-            # The spec was fixed: remove what an earlier attempt left running, then start over,
-            # so a second cluster never runs beside the first.
-            if not await self._delete_cluster_and_submitter(rayjob, status):
-                return Result(0.5)
-            state = NEW
+            # The spec was fixed: start over through Retrying, which first removes what an earlier
+            # attempt left running, so a second cluster never runs beside the first.
+            await self._stop_ray_job(status)
             status.update(
-                jobDeploymentStatus=NEW, reason=None, message=None, rayClusterName=None, dashboardURL=None
+                jobDeploymentStatus=RETRYING, reason=None, message="the spec is valid again; starting over"
             )
+            return Result(0.1)
 
         if state in ACTIVE and spec.get("suspend"):
             status["jobDeploymentStatus"] = SUSPENDING
