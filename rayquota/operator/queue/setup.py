@@ -92,7 +92,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
 
         server = WebhookServer(manager, objects, gate, int(webhook_port) or free_port())
         manager.add_runnable("admission webhooks", server.run)
-    manager.add_runnable("admission loop", lambda: loop.run(objects.workloads.store.list))
+    manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,
         loop.driver.engine,

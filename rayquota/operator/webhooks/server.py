@@ -89,8 +89,10 @@ def webhook_configurations(
             out["objectSelector"] = selector
         return out
 
-    labelled = [{"matchExpressions": [{"key": key, "operator": "Exists"}]} for key in queue_label_keys]
-    children = {
+    labelled: list[Mapping[str, Any]] = [
+        {"matchExpressions": [{"key": key, "operator": "Exists"}]} for key in queue_label_keys
+    ]
+    children: Mapping[str, Any] = {
         "matchExpressions": [
             {"key": labels.ORIGINATED_FROM_CRD, "operator": "In", "values": ["RayJob", "RayService"]}
         ]
