@@ -57,14 +57,15 @@ def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Eve
 
 
 @pytest.fixture(scope="session")
-def queue_operator(crds_installed: None) -> Iterator[None]:
+def queue_operator(crds_installed: None) -> Iterator[Path]:
+    """The operator in a thread; yields its dashboard map (cluster -> URL of a real Ray head)."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
     os.close(fd)
     dashboard_map = Path(name)
     dashboard_map.write_text("{}")
     thread, stop = start_operator(dashboard_map)
     try:
-        yield
+        yield dashboard_map
     finally:
         stop.set()
         thread.join(timeout=60)
