@@ -9,22 +9,7 @@ from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import review
 from rayquota.operator.webhooks.server import webhook_configurations
 from tests.unit.queue import bodies
-
-
-class FakeStore:
-    def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:
-        self.objs = objs or []
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return next((o for o in self.objs if o["metadata"]["name"] == name), None)
-
-    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
-        return []
-
-
-class FakeInformer:
-    def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:
-        self.store = FakeStore(objs)
+from tests.unit.queue.fakes import FakeInformer
 
 
 def objects(workloads: list[dict[str, Any]] | None = None) -> QueueObjects:
