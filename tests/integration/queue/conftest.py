@@ -135,6 +135,12 @@ class Quota:
         ]
         return self.apply("ClusterQueue", short, {"spec": {"resourceGroups": groups, **spec}})
 
+    def a100_team_queue(self, gpus: int) -> str:
+        """Flavor ``a100`` and ClusterQueue ``team`` with ``gpus`` GPUs, behind LocalQueue ``team``."""
+        cq = self.cluster_queue("team", {self.flavor("a100", "a100"): gpus})
+        self.local_queue("team", cq)
+        return cq
+
     def local_queue(self, name: str, cluster_queue: str) -> None:
         import yaml
 

@@ -11,9 +11,7 @@ from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 def test_second_rayjob_waits_with_a_reason_and_no_pods(
     queue_operator: Path, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 8})
-    quota.local_queue("team", cq)
+    cq = quota.a100_team_queue(8)
     kube.apply(gpu_rayjob("first", "team", workers=2, gpus_per_worker=4))
     admitted = wait_for(
         "first job's Workload admitted",

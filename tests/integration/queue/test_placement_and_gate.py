@@ -46,9 +46,7 @@ def test_job_admitted_to_the_h100_flavor_runs_on_h100_nodes_only(
 def test_clearing_the_gate_by_hand_is_reasserted_and_no_pod_ever_exists(
     queue_operator: Path, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 4})
-    quota.local_queue("team", cq)
+    quota.a100_team_queue(4)
     kube.apply(gpu_rayjob("greedy", "team", workers=2, gpus_per_worker=4))  # 8 GPUs on a queue of 4
     wait_for(
         "a pending reason",

@@ -51,9 +51,7 @@ def operator_process(control_plane: Any, crds_installed: None) -> Iterator[Opera
 def test_sigkill_mid_admission_loses_nothing_and_admits_nothing_twice(
     operator_process: OperatorProcess, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 8})
-    quota.local_queue("team", cq)
+    cq = quota.a100_team_queue(8)
     names = [f"job-{i}" for i in range(6)]
     for name in names:
         kube.apply(gpu_rayjob(name, "team", workers=1, gpus_per_worker=2))  # 4 of 6 fit
@@ -85,7 +83,10 @@ def test_sigkill_mid_admission_loses_nothing_and_admits_nothing_twice(
         timeout_s=60,
     )
     usage = {
-        r["name"]: r["total"] for f in status["flavorsUsage"] for r in f["resources"] if f["name"] == flavor
+        r["name"]: r["total"]
+        for f in status["flavorsUsage"]
+        for r in f["resources"]
+        if f["name"] == quota.name("a100")
     }
     assert usage["nvidia.com/gpu"] == "8"
     for name in names:

@@ -49,9 +49,7 @@ def webhook_operator(control_plane: Any, crds_installed: None) -> Iterator[None]
 def test_queued_job_is_born_suspended_and_clearing_the_gate_is_refused(
     webhook_operator: None, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 4})
-    quota.local_queue("team", cq)
+    quota.a100_team_queue(4)
     job = gpu_rayjob("eager", "team", workers=2, gpus_per_worker=4)  # 8 GPUs on a queue of 4
     job["spec"]["suspend"] = False  # written as if there were no queue
     kube.apply(job)
