@@ -104,11 +104,14 @@ def client_name(user_agent: str) -> str:
     return user_agent.split("/", 1)[0].strip() or "unknown"
 
 
-def audit_request_counts(lines: Iterable[str], since: float | None = None) -> dict[str, RequestCounts]:
+def audit_request_counts(
+    lines: Iterable[str], since: float | None = None, until: float | None = None
+) -> dict[str, RequestCounts]:
     """Requests per client program from an audit log (JSON lines).
 
     A request counts once: a watch at ResponseStarted (it may never complete while we look),
-    anything else at ResponseComplete. `since` (epoch seconds) drops requests received earlier.
+    anything else at ResponseComplete. Only requests received in [since, until) (epoch seconds)
+    count when those are given.
     """
     per_client: dict[str, RequestCounts] = {}
     for line in lines:
@@ -118,7 +121,8 @@ def audit_request_counts(lines: Iterable[str], since: float | None = None) -> di
         counted_stage = "ResponseStarted" if event.get("verb") == "watch" else "ResponseComplete"
         if event.get("stage") != counted_stage:
             continue
-        if since is not None and _epoch(event.get("requestReceivedTimestamp", "")) < since:
+        received = _epoch(event.get("requestReceivedTimestamp", ""))
+        if (since is not None and received < since) or (until is not None and received >= until):
             continue
         ref = event.get("objectRef") or {}
         resource = _resource_key(ref.get("resource", ""), ref.get("subresource", ""))
@@ -147,9 +151,11 @@ def merged(per_client: Mapping[str, RequestCounts], exclude: Iterable[str] = ())
     return counts
 
 
-def read_audit_counts(path: Path, since: float | None = None) -> dict[str, RequestCounts]:
+def read_audit_counts(
+    path: Path, since: float | None = None, until: float | None = None
+) -> dict[str, RequestCounts]:
     with path.open() as log:
-        return audit_request_counts(log, since)
+        return audit_request_counts(log, since, until)
 
 
 # ---- the API server's /metrics --------------------------------------------------------------

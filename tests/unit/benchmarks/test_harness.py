@@ -84,6 +84,10 @@ def test_audit_counts_each_request_once_per_client_and_honours_since() -> None:
     assert later["kuberay-operator"] == {("PUT", "rayclusters/status"): 1}
     assert harness.writes(later["kuberay-operator"]) == 1
 
+    window = harness.audit_request_counts(lines, since=harness._epoch("2026-11-22T06:00:01Z"), until=since)
+    assert window == {"kuberay-operator": {("POST", "pods"): 1}}
+    assert harness.merged(counts, exclude=["kwok"]) == counts["kuberay-operator"]
+
 
 def test_tally_events_counts_repeats_and_filters_by_source() -> None:
     events = [
