@@ -1,10 +1,13 @@
 """Build the peers rayquota is measured against, cached like the control-plane binaries.
 
-- KubeRay's operator (`go install github.com/ray-project/kuberay/ray-operator@v1.6.2`): the
-  side-by-side parity script and the operator-scale benchmark run it beside ours.
+- KubeRay's operator (`github.com/ray-project/kuberay/ray-operator` v1.6.2): the side-by-side
+  parity script and the operator-scale benchmark run it beside ours.
 - Kueue's scheduler performance tools (`runner`, `minimalkueue`, `checker` from
-  `sigs.k8s.io/kueue/test/performance/scheduler` at v0.19.2), built through the wrapper module
-  `tools/kueue`: the proxy refuses Kueue's version list, so `go install ...@v0.19.2` fails.
+  `sigs.k8s.io/kueue/test/performance/scheduler` at v0.19.2).
+
+Both build through wrapper modules in `tools/` that require the exact version: `go install
+module@version` asks the proxy for the module's version list (to check for deprecation), and
+the proxy refuses that list for both.
 
 Builds run under `nice -n 19`: the machine they run on is shared. Everything lands in
 `cache_root()/bin/<key>-<version>/` through a temporary directory and one rename, so a
@@ -19,9 +22,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rayquota.localcluster import binaries
@@ -50,15 +53,46 @@ def _publish(tmp: Path, cache_dir: Path) -> None:
     tmp.rename(cache_dir)
 
 
-def _go(
-    args: Sequence[str], *, cwd: Path, label: str, env: dict[str, str], started: float, log: bool
-) -> None:
-    cmd = [*NICE, binaries.find_go(), *args]
-    returncode, stderr = binaries.run_with_progress(
-        cmd, cwd=cwd, label=label, env=env, started=started, log=log
-    )
-    if returncode != 0:
-        raise binaries.BuildError(f"`{' '.join(cmd)}` failed in {cwd}:\n{stderr[-4000:]}")
+@dataclass(frozen=True)
+class PeerBuild(binaries.ToolBuild):
+    """A tool module's binaries: `packages` built with `go build`, `test_binaries` with
+    `go test -c` (a package that is only a test, run by upstream with `go test`)."""
+
+    test_binaries: dict[str, str] = field(default_factory=dict)
+
+    def binary_names(self) -> list[str]:
+        return [*self.packages, *self.test_binaries]
+
+    def is_built(self) -> bool:
+        return all(self.path(b).is_file() and os.access(self.path(b), os.X_OK) for b in self.binary_names())
+
+
+def build(peer: PeerBuild, *, log: bool = True) -> dict[str, Path]:
+    """Build a peer's binaries into its cache directory unless they are there; name -> path."""
+    paths = {name: peer.path(name) for name in peer.binary_names()}
+    if peer.is_built():
+        return paths
+    go = binaries.find_go()
+    started = time.monotonic()
+    _say(f"building {', '.join(paths)} {peer.version} with go (cached afterwards) ...", log)
+    tmp = _staging(peer.cache_dir)
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
+    steps = [["build", "-ldflags=-s -w", "-o", str(tmp / n), pkg] for n, pkg in peer.packages.items()]
+    steps += [["test", "-c", "-o", str(tmp / n), pkg] for n, pkg in peer.test_binaries.items()]
+    try:
+        for step in steps:
+            cmd = [*NICE, go, step[0], "-trimpath", *step[1:]]
+            returncode, stderr = binaries.run_with_progress(
+                cmd, cwd=repo_root() / peer.module_dir, label=peer.key, env=env, started=started, log=log
+            )
+            if returncode != 0:
+                raise binaries.BuildError(f"`{' '.join(cmd)}` failed in {peer.module_dir}:\n{stderr[-4000:]}")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _publish(tmp, peer.cache_dir)
+    _say(f"  built in {time.monotonic() - started:.0f}s -> {peer.cache_dir}", log)
+    return paths
 
 
 def _say(message: str, log: bool) -> None:
@@ -77,48 +111,24 @@ def module_cache_path(module: str, version: str) -> Path:
 
 # ---- KubeRay's operator ---------------------------------------------------------------------
 
-KUBERAY_DIR_KEY = "kuberay-operator"
-KUBERAY_BINARY = "kuberay-operator"
-
-
-def kuberay_dir() -> Path:
-    return cache_root() / "bin" / f"{KUBERAY_DIR_KEY}-{KUBERAY_VERSION}"
-
-
-def kuberay_binary() -> Path:
-    return kuberay_dir() / KUBERAY_BINARY
+KUBERAY = PeerBuild(
+    key="kuberay-operator",
+    version=KUBERAY_VERSION,
+    module_dir="tools/kuberay",
+    packages={"kuberay-operator": KUBERAY_MODULE},
+)
 
 
 def build_kuberay(*, log: bool = True) -> Path:
-    """`go install` KubeRay's operator at the pinned version (once; cached afterwards)."""
-    target = kuberay_binary()
-    if target.is_file() and os.access(target, os.X_OK):
-        return target
-    started = time.monotonic()
-    _say(f"building kuberay-operator {KUBERAY_VERSION} with go install (cached afterwards) ...", log)
-    tmp = _staging(kuberay_dir())
-    env = dict(os.environ, CGO_ENABLED="0", GOBIN=str(tmp), GOFLAGS="-buildvcs=false")
-    try:
-        with tempfile.TemporaryDirectory() as outside_any_module:
-            _go(
-                ["install", "-trimpath", "-ldflags=-s -w", f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"],
-                cwd=Path(outside_any_module),
-                label="kuberay-operator",
-                env=env,
-                started=started,
-                log=log,
-            )
-        (tmp / "ray-operator").rename(tmp / KUBERAY_BINARY)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _publish(tmp, kuberay_dir())
-    _say(f"  built in {time.monotonic() - started:.0f}s -> {target}", log)
-    return target
+    return build(KUBERAY, log=log)["kuberay-operator"]
+
+
+def kuberay_binary() -> Path:
+    return KUBERAY.path("kuberay-operator")
 
 
 def kuberay_crd_dir() -> Path:
-    """KubeRay's CRD YAML at the pinned version, as `go install` left it in the module cache.
+    """KubeRay's CRD YAML at the pinned version, in the module cache the build filled.
 
     Apply it with `kubectl apply --server-side` (or `create`): the RayCluster CRD is too large
     for the last-applied-configuration annotation of a client-side apply.
@@ -149,48 +159,25 @@ def kuberay_command(*, metrics_port: int, health_port: int, namespaces: Sequence
 
 # ---- Kueue's scheduler performance tools ----------------------------------------------------
 
-KUEUE_TOOLS_MODULE_DIR = "tools/kueue"
-KUEUE_GO_BUILT = {
-    "runner": f"{KUEUE_PERF_PACKAGE}/runner",
-    "minimalkueue": f"{KUEUE_PERF_PACKAGE}/minimalkueue",
-}
-# The checker is a Go test (checker_test.go only); upstream runs it with `go test`.
-KUEUE_CHECKER = ("checker", f"{KUEUE_PERF_PACKAGE}/checker")
-
-
-def kueue_tools_dir() -> Path:
-    return cache_root() / "bin" / f"kueue-perf-{KUEUE_VERSION}"
-
-
-def kueue_tool(name: str) -> Path:
-    return kueue_tools_dir() / name
+KUEUE_PERF = PeerBuild(
+    key="kueue-perf",
+    version=KUEUE_VERSION,
+    module_dir="tools/kueue",
+    packages={
+        "runner": f"{KUEUE_PERF_PACKAGE}/runner",
+        "minimalkueue": f"{KUEUE_PERF_PACKAGE}/minimalkueue",
+    },
+    # The checker is a Go test (checker_test.go only); upstream runs it with `go test`.
+    test_binaries={"checker": f"{KUEUE_PERF_PACKAGE}/checker"},
+)
 
 
 def build_kueue_tools(*, log: bool = True) -> dict[str, Path]:
-    """Build runner and minimalkueue (`go build`) and the checker (`go test -c`) once."""
-    names = [*KUEUE_GO_BUILT, KUEUE_CHECKER[0]]
-    paths = {name: kueue_tool(name) for name in names}
-    if all(p.is_file() and os.access(p, os.X_OK) for p in paths.values()):
-        return paths
-    started = time.monotonic()
-    _say(f"building Kueue's {', '.join(names)} {KUEUE_VERSION} with go (cached afterwards) ...", log)
-    tmp = _staging(kueue_tools_dir())
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
-    module_dir = repo_root() / KUEUE_TOOLS_MODULE_DIR
-    name, package = KUEUE_CHECKER
-    steps = (
-        (["build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp) + "/", *KUEUE_GO_BUILT.values()], "kueue"),
-        (["test", "-c", "-trimpath", "-o", str(tmp / name), package], "kueue checker"),
-    )
-    try:
-        for args, label in steps:
-            _go(args, cwd=module_dir, label=label, env=env, started=started, log=log)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _publish(tmp, kueue_tools_dir())
-    _say(f"  built in {time.monotonic() - started:.0f}s -> {kueue_tools_dir()}", log)
-    return paths
+    return build(KUEUE_PERF, log=log)
+
+
+def kueue_tool(name: str) -> Path:
+    return KUEUE_PERF.path(name)
 
 
 def kueue_workdir() -> Path:
