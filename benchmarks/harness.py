@@ -124,8 +124,11 @@ def audit_request_counts(
         received = _epoch(event.get("requestReceivedTimestamp", ""))
         if (since is not None and received < since) or (until is not None and received >= until):
             continue
-        ref = event.get("objectRef") or {}
-        resource = _resource_key(ref.get("resource", ""), ref.get("subresource", ""))
+        ref = event.get("objectRef")
+        if ref:
+            resource = _resource_key(ref.get("resource", ""), ref.get("subresource", ""))
+        else:  # a non-resource request (discovery, /metrics): its path names it
+            resource = event.get("requestURI", "").split("?", 1)[0]
         verb = _AUDIT_VERBS.get(event.get("verb", ""), event.get("verb", "").upper())
         counts = per_client.setdefault(client_name(event.get("userAgent", "")), Counter())
         counts[(verb, resource)] += 1
@@ -180,15 +183,17 @@ class ApiServer:
         return self._client
 
     def get(self, path: str, timeout_s: float = 30) -> str:
-        response = self._api().call_api(
-            path,
-            "GET",
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-            _request_timeout=timeout_s,
+        api = self._api()
+        headers = {"User-Agent": api.user_agent}
+        token = api.configuration.api_key.get("authorization")
+        if token:
+            headers["Authorization"] = token
+        response = api.call_api(
+            "GET", api.configuration.host + path, header_params=headers, _request_timeout=timeout_s
         )
-        return str(response.data.decode())
+        if response.status != 200:
+            raise RuntimeError(f"GET {path}: HTTP {response.status}")
+        return str(response.read().decode())
 
     def request_counts(self) -> RequestCounts:
         return request_counts(self.get("/metrics"))

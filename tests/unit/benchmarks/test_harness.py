@@ -89,6 +89,18 @@ def test_audit_counts_each_request_once_per_client_and_honours_since() -> None:
     assert harness.merged(counts, exclude=["kwok"]) == counts["kuberay-operator"]
 
 
+def test_audit_names_a_non_resource_request_by_its_path() -> None:
+    line = json.dumps(
+        {
+            "stage": "ResponseComplete",
+            "verb": "get",
+            "userAgent": "kubectl/v1.34.4",
+            "requestURI": "/api?timeout=32s",
+        }
+    )
+    assert harness.audit_request_counts([line]) == {"kubectl": {("GET", "/api"): 1}}
+
+
 def test_tally_events_counts_repeats_and_filters_by_source() -> None:
     events = [
         {"type": "Normal", "count": 3, "source": {"component": "kuberay-operator"}},
