@@ -337,6 +337,10 @@ class PeerProcess:
     def usage(self) -> TreeUsage:
         return self.sampler.usage if self.sampler else TreeUsage()
 
+    def sample(self) -> TreeUsage:
+        """A fresh reading (the background one may be half an interval old)."""
+        return self.sampler.sample() if self.sampler else TreeUsage()
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -375,16 +379,16 @@ class EventTally:
     warnings: int  # Event objects of type Warning
 
 
-def tally_events(events: Iterable[Mapping[str, Any]], source: str | None = None) -> EventTally:
-    """Count Events, optionally only those reported by one component (its `source.component`
-    or `reportingComponent`, the name the recorder was created with)."""
+def event_source(event: Mapping[str, Any]) -> str:
+    """The component that reported an Event (`source.component`, or the events.k8s.io
+    `reportingComponent`): the name its recorder was created with."""
+    return str((event.get("source") or {}).get("component") or event.get("reportingComponent") or "?")
+
+
+def tally_events(events: Iterable[Mapping[str, Any]]) -> EventTally:
+    """Count Events: objects, occurrences (an aggregated Event counts each repeat), warnings."""
     objects = occurrences = warnings = 0
     for event in events:
-        if source is not None and source not in (
-            (event.get("source") or {}).get("component"),
-            event.get("reportingComponent"),
-        ):
-            continue
         objects += 1
         occurrences += int(event.get("count") or (event.get("series") or {}).get("count") or 1)
         warnings += event.get("type") == "Warning"
@@ -403,11 +407,7 @@ def list_events(kubeconfig: Path) -> list[dict[str, Any]]:
 
 def event_sources(events: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """Event objects per reporting component, to tell whose Events they are."""
-    sources: Counter[str] = Counter()
-    for event in events:
-        name = (event.get("source") or {}).get("component") or event.get("reportingComponent") or "?"
-        sources[name] += 1
-    return sources
+    return Counter(event_source(event) for event in events)
 
 
 def ratio(ours: float, theirs: float) -> str:

@@ -29,7 +29,6 @@ import math
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,12 +39,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
+from benchmarks.operators import OPERATORS, install_operator_crds, start_operator
 from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.install import install_crds
-from rayquota.localcluster.ports import free_port
 
-REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "scale"
 PODS_PER_CLUSTER = 3
 PODS_PER_NODE = 200
@@ -109,54 +106,6 @@ def nodes_file(directory: Path, clusters: int) -> Path:
     pool = {"name": "cpu", "count": count, "cpu": "256", "memory": "2Ti", "pods": 250}
     path.write_text(yaml.safe_dump([pool]))
     return path
-
-
-# ---- the operators --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Operator:
-    name: str
-    argv: list[str]
-    health_url: str
-
-
-def kuberay_operator() -> Operator:
-    health = free_port()
-    argv = peers.kuberay_command(metrics_port=free_port(), health_port=health)
-    return Operator("kuberay", argv, f"http://127.0.0.1:{health}/healthz")
-
-
-def rayquota_operator() -> Operator:
-    health = free_port()
-    argv = [
-        str(REPO / ".venv" / "bin" / "rayquota"),
-        "run",
-        "--no-leader-elect",
-        f"--metrics-port={free_port()}",
-        f"--health-port={health}",
-    ]
-    return Operator("rayquota", argv, f"http://127.0.0.1:{health}/healthz")
-
-
-OPERATORS = {"kuberay": kuberay_operator, "rayquota": rayquota_operator}
-
-
-def install_operator_crds(name: str, cluster: LocalCluster) -> None:
-    if name == "kuberay":
-        # Server-side: the RayCluster CRD is too big for client-side apply's annotation.
-        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()), timeout=120)
-        cluster.kubectl("wait", "--for=condition=Established", "crd/rayclusters.ray.io", timeout=60)
-    else:
-        install_crds(cluster)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 # ---- one operator's run ---------------------------------------------------------------------
@@ -236,16 +185,8 @@ def run_operator(
     try:
         install_operator_crds(name, cluster)
         cluster.kubectl("create", "namespace", NAMESPACE)
-        operator = OPERATORS[name]()
         server = harness.ApiServer(cluster.kubeconfig)
-        with harness.PeerProcess(
-            operator.argv, kubeconfig=cluster.kubeconfig, log_path=workdir / f"{name}-operator.log"
-        ) as proc:
-            harness.wait_until(
-                f"{name} healthy", lambda: _healthy(operator.health_url) or not proc.alive(), 120
-            )
-            if not proc.alive():
-                raise SystemExit(f"{name} exited at start:\n{proc.log_tail()}")
+        with start_operator(name, cluster, workdir) as proc:
             time.sleep(5)  # let its informers finish their initial lists before the clock starts
             say(f"creating {clusters} RayClusters")
             manifests = {
@@ -254,7 +195,7 @@ def run_operator(
                 "items": [raycluster(f"rc-{i:05d}") for i in range(clusters)],
             }
             before_counts, t0 = server.request_counts(), time.time()
-            cpu_at_start = proc.usage.cpu_s
+            cpu_at_start = proc.sample().cpu_s
             cluster.kubectl("create", "-f", "-", input=json.dumps(manifests), timeout=600)
             harness.wait_until(
                 f"{clusters} RayClusters ready",
@@ -265,16 +206,16 @@ def run_operator(
             if not proc.alive():
                 raise SystemExit(f"{name} exited:\n{proc.log_tail()}")
             t1, converged_counts = time.time(), server.request_counts()
-            cpu_converged = proc.sampler.sample().cpu_s if proc.sampler else 0.0
+            cpu_converged = proc.sample().cpu_s
             say(f"all ready in {t1 - t0:.1f}s; idle for {idle_s:.0f}s")
             time.sleep(idle_s)  # the idle window is the measurement itself
             t2, idle_counts = time.time(), server.request_counts()
-            cpu_idle_end = proc.sampler.sample().cpu_s if proc.sampler else 0.0
+            cpu_idle_end = proc.sample().cpu_s
             peak_rss = proc.usage.peak_rss_mb
         time.sleep(2)  # the audit backend writes in batches; let the last one land
         events = harness.list_events(cluster.kubeconfig)
         sources = harness.event_sources(events)
-        operator_events = [e for e in events if _event_source(e) not in INFRA_EVENT_SOURCES]
+        operator_events = [e for e in events if harness.event_source(e) not in INFRA_EVENT_SOURCES]
         tally = harness.tally_events(operator_events)
         return OperatorResult(
             operator=name,
@@ -292,10 +233,6 @@ def run_operator(
         )
     finally:
         cluster.down(quiet=True, purge=True)
-
-
-def _event_source(event: dict[str, Any]) -> str:
-    return str((event.get("source") or {}).get("component") or event.get("reportingComponent") or "?")
 
 
 # ---- report ---------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_audit_names_a_non_resource_request_by_its_path() -> None:
     assert harness.audit_request_counts([line]) == {"kubectl": {("GET", "/api"): 1}}
 
 
-def test_tally_events_counts_repeats_and_filters_by_source() -> None:
+def test_tally_events_counts_repeats_and_sources_tell_whose() -> None:
     events = [
         {"type": "Normal", "count": 3, "source": {"component": "kuberay-operator"}},
         {"type": "Warning", "source": {"component": "kuberay-operator"}},
@@ -109,8 +109,9 @@ def test_tally_events_counts_repeats_and_filters_by_source() -> None:
         {"type": "Normal", "source": {"component": "default-scheduler"}},
     ]
     assert harness.tally_events(events) == harness.EventTally(objects=4, occurrences=10, warnings=1)
-    assert harness.tally_events(events, source="kuberay-operator") == harness.EventTally(2, 4, 1)
-    assert harness.event_sources(events)["rayquota"] == 1
+    kuberay = [e for e in events if harness.event_source(e) == "kuberay-operator"]
+    assert harness.tally_events(kuberay) == harness.EventTally(2, 4, 1)
+    assert harness.event_sources(events) == {"kuberay-operator": 2, "rayquota": 1, "default-scheduler": 1}
 
 
 def test_ratio_handles_a_zero_denominator() -> None:
