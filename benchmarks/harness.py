@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -408,6 +409,13 @@ def list_events(kubeconfig: Path) -> list[dict[str, Any]]:
 def event_sources(events: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """Event objects per reporting component, to tell whose Events they are."""
     return Counter(event_source(event) for event in events)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[rank - 1])
 
 
 def ratio(ours: float, theirs: float) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import shlex
 import subprocess
@@ -106,13 +105,6 @@ class RunResult:
     @property
     def evictions(self) -> int:
         return sum(c.evictions for c in self.classes.values())
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return float(ordered[rank - 1])
 
 
 def admission_times(wl_csv: Path) -> dict[str, list[int]]:
@@ -260,7 +252,7 @@ def run_once(
         cls: ClassFigures(
             count=int(s["count"]),
             avg_admission_ms=float(s["averageTimeToAdmissionMs"]),
-            p90_admission_ms=percentile(times[cls], 90),
+            p90_admission_ms=harness.percentile(times[cls], 90),
             evictions=int(s["totalEvictions"]),
         )
         for cls, s in sorted(summary["workloadClasses"].items())

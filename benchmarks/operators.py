@@ -3,8 +3,9 @@ loopback without leader election against a local cluster's kubeconfig."""
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +50,9 @@ def install_operator_crds(name: str, cluster: LocalCluster) -> None:
     """Each operator runs on its own CRDs: KubeRay's from its module, ours generated."""
     if name == "kuberay":
         # Server-side: the RayCluster CRD is too big for client-side apply's annotation.
-        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()), timeout=120)
-        cluster.kubectl("wait", "--for=condition=Established", "crd/rayclusters.ray.io", timeout=60)
+        crds = str(peers.kuberay_crd_dir())
+        cluster.kubectl("apply", "--server-side", "-f", crds, timeout=120)
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=300s", "-f", crds, timeout=320)
     else:
         install_crds(cluster)
 
@@ -63,17 +65,13 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_operator(name: str, cluster: LocalCluster, log_dir: Path) -> harness.PeerProcess:
-    """Start an operator and wait until its health endpoint answers; the caller stops it."""
+@contextlib.contextmanager
+def start_operator(name: str, cluster: LocalCluster, log_dir: Path) -> Iterator[harness.PeerProcess]:
+    """Run an operator while the block runs, from the moment its health endpoint answers."""
     operator = OPERATORS[name]()
-    proc = harness.PeerProcess(
-        operator.argv, kubeconfig=cluster.kubeconfig, log_path=log_dir / f"{name}-operator.log"
-    ).__enter__()
-    try:
+    log_path = log_dir / f"{name}-operator.log"
+    with harness.PeerProcess(operator.argv, kubeconfig=cluster.kubeconfig, log_path=log_path) as proc:
         harness.wait_until(f"{name} healthy", lambda: _healthy(operator.health_url) or not proc.alive(), 120)
         if not proc.alive():
             raise RuntimeError(f"{name} exited at start:\n{proc.log_tail()}")
-    except BaseException:
-        proc.stop()
-        raise
-    return proc
+        yield proc

@@ -118,3 +118,11 @@ def test_ratio_handles_a_zero_denominator() -> None:
     assert harness.ratio(3, 2) == "1.50"
     assert harness.ratio(0, 0) == "1.00"
     assert harness.ratio(1, 0) == "n/a"
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert harness.percentile(values, 50) == 5.0
+    assert harness.percentile(values, 90) == 9.0
+    assert harness.percentile(values, 99) == 10.0
+    assert harness.percentile([3.0], 90) == 3.0
