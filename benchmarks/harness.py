@@ -18,18 +18,21 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self, TypeVar
 
 import psutil
 
 # (verb, resource) -> requests. `resource` carries the subresource as "pods/status".
 RequestCounts = Counter[tuple[str, str]]
+
+R = TypeVar("R")  # a benchmark's result dataclass
 
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
 
@@ -200,20 +203,23 @@ class ApiServer:
         return request_counts(self.get("/metrics"))
 
 
-class MetricsPoller:
-    """Scrapes the API server's request counters in the background and keeps the last good
-    sample: for a server that is stopped at the end of a run (envtest), that is the closest
-    reading to the end there is."""
+class Periodic:
+    """Calls `tick()` at once and then every `interval_s` on a daemon thread while its `with`
+    block runs."""
 
-    def __init__(self, server: ApiServer, interval_s: float = 2.0) -> None:
-        self.server = server
+    def __init__(self, interval_s: float, name: str) -> None:
         self.interval_s = interval_s
-        self.first: RequestCounts | None = None
-        self.last: RequestCounts | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="metrics-poller", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def __enter__(self) -> MetricsPoller:
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -221,14 +227,35 @@ class MetricsPoller:
         self._stop.set()
         self._thread.join(timeout=self.interval_s + 35)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # not up yet, or already gone
-                counts = self.server.request_counts()
-                if self.first is None:
-                    self.first = counts
-                self.last = counts
-            self._stop.wait(self.interval_s)
+    def _loop(self) -> None:
+        while True:
+            pause = self.interval_s
+            try:
+                self.tick()
+            except Exception as exc:  # a dead thread would silently stop measuring
+                print(f"{self._thread.name}: {exc!r}; retrying", file=sys.stderr, flush=True)
+                pause = max(pause, 1.0)
+            if self._stop.wait(pause):
+                return
+
+
+class MetricsPoller(Periodic):
+    """Scrapes the API server's request counters in the background and keeps the last good
+    sample: for a server that is stopped at the end of a run (envtest), that is the closest
+    reading to the end there is."""
+
+    def __init__(self, server: ApiServer, interval_s: float = 2.0) -> None:
+        super().__init__(interval_s, "metrics-poller")
+        self.server = server
+        self.first: RequestCounts | None = None
+        self.last: RequestCounts | None = None
+
+    def tick(self) -> None:
+        with contextlib.suppress(Exception):  # not up yet, or already gone
+            counts = self.server.request_counts()
+            if self.first is None:
+                self.first = counts
+            self.last = counts
 
 
 # ---- CPU and memory of a process tree -------------------------------------------------------
@@ -240,30 +267,18 @@ class TreeUsage:
     peak_rss_mb: float = 0.0
 
 
-class ProcessTreeSampler:
+class ProcessTreeSampler(Periodic):
     """Samples a process and its descendants: CPU-seconds (user + system, summed over every
     process seen, exited ones included at their last reading) and peak RSS of the whole tree."""
 
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
+        super().__init__(interval_s, f"sampler-{pid}")
         self.pid = pid
-        self.interval_s = interval_s
         self.usage = TreeUsage()
         self._cpu_by_pid: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
 
-    def __enter__(self) -> ProcessTreeSampler:
+    def tick(self) -> None:
         self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
 
     def sample(self) -> TreeUsage:
         try:
@@ -416,6 +431,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return float(ordered[rank - 1])
+
+
+def print_report(
+    results: Sequence[R],
+    *,
+    reference: R | None,
+    describe: Callable[[R], list[str]],
+    compare: Callable[[R, R], list[str]],
+) -> None:
+    """Each result, then each one against the reference, then all of them as one JSON line."""
+    lines = [line for r in results for line in describe(r)]
+    if reference is not None:
+        lines += [line for r in results if r is not reference for line in compare(r, reference)]
+    print("\n".join(lines))
+    print(json.dumps([asdict(r) for r in results]))  # type: ignore[call-overload]
 
 
 def ratio(ours: float, theirs: float) -> str:

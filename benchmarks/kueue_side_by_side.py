@@ -27,7 +27,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -380,15 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_once(name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit)
         for name, command in controllers
     ]
-    report: list[str] = []
-    for r in results:
-        report += describe(r)
-    baseline = next((r for r in results if r.controller == "minimalkueue"), None)
-    for r in results:
-        if baseline is not None and r is not baseline:
-            report += compare(r, baseline)
-    print("\n".join(report))
-    print(json.dumps([asdict(r) for r in results]))
+    reference = next((r for r in results if r.controller == "minimalkueue"), None)
+    harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
 
 

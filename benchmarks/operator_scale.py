@@ -30,7 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -294,15 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_operator(name, clusters=args.clusters, idle_s=args.idle, timeout_s=args.timeout, workdir=args.out)
         for name in operators
     ]
-    report: list[str] = []
-    for r in results:
-        report += describe(r)
-    kuberay = next((r for r in results if r.operator == "kuberay"), None)
-    for r in results:
-        if kuberay is not None and r is not kuberay:
-            report += compare(r, kuberay)
-    print("\n".join(report))
-    print(json.dumps([asdict(r) for r in results]))
+    reference = next((r for r in results if r.operator == "kuberay"), None)
+    harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
 
 

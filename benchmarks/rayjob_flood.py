@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -97,41 +96,34 @@ def nodes_file(directory: Path) -> Path:
     return path
 
 
-class PodsRunning:
+class PodsRunning(harness.Periodic):
     """Watches pods of one namespace and records when each Ray cluster's pods are all Running."""
 
     def __init__(self, kubeconfig: Path, pods_per_cluster: int) -> None:
+        super().__init__(0, "pod-watch")
         self.kubeconfig = kubeconfig
         self.pods_per_cluster = pods_per_cluster
         self.first_running: dict[str, float] = {}  # pod name -> when first seen Running
         self.cluster_of: dict[str, str] = {}  # pod name -> ray.io/cluster
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._api: Any = None
 
-    def __enter__(self) -> PodsRunning:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
+    def tick(self) -> None:
+        """One watch of up to 30 s (the loop starts the next one)."""
         from kubernetes import client, config, watch
 
-        api = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
-        while not self._stop.is_set():
-            stream = watch.Watch().stream(
-                api.list_namespaced_pod, NAMESPACE, label_selector="ray.io/cluster", timeout_seconds=30
-            )
-            for event in stream:
-                pod = event["object"]
-                name = pod.metadata.name
-                self.cluster_of[name] = pod.metadata.labels.get("ray.io/cluster", "")
-                if pod.status.phase == "Running" and name not in self.first_running:
-                    self.first_running[name] = time.time()
-                if self._stop.is_set():
-                    break
+        if self._api is None:
+            self._api = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        stream = watch.Watch().stream(
+            self._api.list_namespaced_pod, NAMESPACE, label_selector="ray.io/cluster", timeout_seconds=30
+        )
+        for event in stream:
+            pod = event["object"]
+            name = pod.metadata.name
+            self.cluster_of[name] = pod.metadata.labels.get("ray.io/cluster", "")
+            if pod.status.phase == "Running" and name not in self.first_running:
+                self.first_running[name] = time.time()
+            if self.stopping:
+                return
 
     def clusters_running(self) -> dict[str, float]:
         """Ray cluster -> when its last pod became Running (only clusters with all pods so)."""
