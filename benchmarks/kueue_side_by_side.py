@@ -376,10 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, _, command = spec.partition("=")
             controllers.append((name, shlex.split(command)))
 
-    results = [
-        run_once(name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit)
-        for name, command in controllers
-    ]
+    results = []
+    for name, command in controllers:
+        result = run_once(name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit)
+        # Said at once: a later controller's failure must not lose an earlier one's figures.
+        print("\n".join(describe(result)), file=sys.stderr, flush=True)
+        results.append(result)
     reference = next((r for r in results if r.controller == "minimalkueue"), None)
     harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
