@@ -60,7 +60,18 @@ INFRA_CLIENTS = frozenset(
     }
 )
 # Event sources that are the control plane's, not the operator's.
-INFRA_EVENT_SOURCES = frozenset({"default-scheduler", "kubelet", "kwok", "node-controller"})
+INFRA_EVENT_SOURCES = frozenset(
+    {
+        "default-scheduler",
+        "kubelet",
+        "kwok",
+        "node-controller",
+        "endpoint-controller",
+        "endpointslice-controller",
+        "ipallocator-repair-controller",
+        "taint-eviction-controller",
+    }
+)
 
 
 def raycluster(name: str) -> dict[str, Any]:
