@@ -100,13 +100,17 @@ def _say(message: str, log: bool) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def escape_module_path(module: str) -> str:
+    """The module cache's spelling of a module path: each upper-case letter as `!` + lower."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), module)
+
+
 def module_cache_path(module: str, version: str) -> Path:
-    """Where `go` unpacked MODULE@VERSION (upper-case letters are escaped as `!` + lower)."""
+    """Where `go` unpacked MODULE@VERSION."""
     gomodcache = subprocess.run(
         [binaries.find_go(), "env", "GOMODCACHE"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    escaped = re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), module)
-    return Path(gomodcache) / f"{escaped}@{version}"
+    return Path(gomodcache) / f"{escape_module_path(module)}@{version}"
 
 
 # ---- KubeRay's operator ---------------------------------------------------------------------
