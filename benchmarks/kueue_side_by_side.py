@@ -93,7 +93,9 @@ class RunResult:
     controller_peak_rss_mb: float
     classes: dict[str, ClassFigures]
     cq_usage_pct: dict[str, float]
-    extra_cpu_s: float  # CQ cpu-seconds used beyond the workloads' own work
+    # ClusterQueue cpu-seconds held beyond the Workloads' runtimes: work lost to evictions plus
+    # the time between a Workload's runtime ending and the runner marking it Finished.
+    held_beyond_runtime_cpu_s: float
     workloads: int
     api_requests: int  # every client, from apiserver_request_total
     api_requests_by_verb: dict[str, int]
@@ -277,7 +279,7 @@ def run_once(
         controller_peak_rss_mb=stats["maxrss"] / 1024,  # Linux reports KiB
         classes=classes,
         cq_usage_pct=cq_usage(summary),
-        extra_cpu_s=used_cpu_s - useful_work_cpu_s(generator),
+        held_beyond_runtime_cpu_s=used_cpu_s - useful_work_cpu_s(generator),
         workloads=sum(c.count for c in classes.values()),
         api_requests=harness.total(api),
         api_requests_by_verb=dict(harness.by_verb(api)),
@@ -303,7 +305,7 @@ def describe(r: RunResult) -> list[str]:
             f"p90 {c.p90_admission_ms / 1000:7.1f}s  evictions {c.evictions}"
         )
     usage = ", ".join(f"{k} {v:.1f}%" for k, v in r.cq_usage_pct.items())
-    lines.append(f"  CQ usage {usage}; CQ cpu-s beyond the workloads' own work {r.extra_cpu_s:.0f}")
+    lines.append(f"  CQ usage {usage}; CQ cpu-s held beyond the runtimes {r.held_beyond_runtime_cpu_s:.0f}")
     per_wl = r.api_requests / r.workloads if r.workloads else 0
     lines.append(f"  API requests (all clients) {r.api_requests} = {per_wl:.1f} per admitted Workload")
     if r.controller_requests is not None and r.controller_writes is not None:
