@@ -433,6 +433,17 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(ordered[rank - 1])
 
 
+def run_each(runs: Iterable[Callable[[], R]], describe: Callable[[R], list[str]]) -> list[R]:
+    """Run each benchmark run in turn and say its figures (with JSON) on stderr as soon as it
+    ends, so that a later run's failure never loses an earlier one's."""
+    results = []
+    for run in runs:
+        result = run()
+        print("\n".join([*describe(result), json.dumps(asdict(result))]), file=sys.stderr, flush=True)  # type: ignore[call-overload]
+        results.append(result)
+    return results
+
+
 def print_report(
     results: Sequence[R],
     *,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import shlex
@@ -378,12 +379,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, _, command = spec.partition("=")
             controllers.append((name, shlex.split(command)))
 
-    results = []
-    for name, command in controllers:
-        result = run_once(name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit)
-        # Said at once: a later controller's failure must not lose an earlier one's figures.
-        print("\n".join(describe(result)), file=sys.stderr, flush=True)
-        results.append(result)
+    results = harness.run_each(
+        (
+            functools.partial(
+                run_once, name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit
+            )
+            for name, command in controllers
+        ),
+        describe,
+    )
     reference = next((r for r in results if r.controller == "minimalkueue"), None)
     harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0

@@ -24,13 +24,14 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -301,14 +302,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "kuberay" in operators:
         peers.build_kuberay()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for name in operators:
-        result = run_operator(
-            name, clusters=args.clusters, idle_s=args.idle, timeout_s=args.timeout, workdir=args.out
-        )
-        # Said at once: a later operator's failure must not lose an earlier one's figures.
-        print("\n".join([*describe(result), json.dumps(asdict(result))]), file=sys.stderr, flush=True)
-        results.append(result)
+    results = harness.run_each(
+        (
+            functools.partial(
+                run_operator,
+                name,
+                clusters=args.clusters,
+                idle_s=args.idle,
+                timeout_s=args.timeout,
+                workdir=args.out,
+            )
+            for name in operators
+        ),
+        describe,
+    )
     reference = next((r for r in results if r.operator == "kuberay"), None)
     harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
