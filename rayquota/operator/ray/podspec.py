@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from rayquota.operator.ray import labels
+from rayquota.operator.ray import autoscaler_sidecar, labels, probes
 
 DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
@@ -27,17 +27,12 @@ DEFAULT_SERVE_PORT = 8000
 DEFAULT_DASHBOARD_AGENT_PORT = 52365
 
 SHARED_MEMORY_VOLUME = "shared-mem"
-AUTOSCALER_CONTAINER = "autoscaler"
+SHARED_MEMORY_MOUNT_PATH = "/dev/shm"
 WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
 
 # Container resources KubeRay turns into Ray custom resources (everything ending in "gpu" is num-gpus).
 ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 
-HEAD_DEFAULT_PORTS = (
-    ("gcs-server", DEFAULT_GCS_PORT),
-    ("dashboard", DEFAULT_DASHBOARD_PORT),
-    ("client", DEFAULT_CLIENT_PORT),
-)
 
 
 @dataclass(frozen=True)
@@ -143,6 +138,33 @@ def ray_start_params(
     params.update(derived_start_params(container.get("resources") or {}))
     for key, value in (group.get("rayStartParams") or {}).items():
         params[str(key)] = str(value)
+    params.update(group_resource_params(group.get("resources") or {}))
+    if group.get("labels"):
+        params["labels"] = ",".join(f"{k}={v}" for k, v in sorted(group["labels"].items()))
+    return params
+
+
+def group_resource_params(resources: Mapping[str, Any]) -> dict[str, str]:
+    """A group's top-level `resources` (Ray's view of the node, not the container's): cpu, memory
+    and GPUs become their flags, anything else a custom resource. They win over rayStartParams."""
+    params: dict[str, str] = {}
+    custom: dict[str, float] = {}
+    for name, value in sorted(resources.items()):
+        try:
+            quantity = _quantity(value)
+        except ValueError:
+            continue  # KubeRay skips a value it cannot parse, and so do we
+        lowered = str(name).lower()
+        if lowered == "cpu":
+            params["num-cpus"] = str(math.ceil(quantity))
+        elif lowered == "memory":
+            params["memory"] = str(math.ceil(quantity))
+        elif lowered.endswith("gpu"):
+            params["num-gpus"] = str(math.ceil(quantity))
+        else:
+            custom[str(name)] = float(quantity)
+    if custom:
+        params["resources"] = json.dumps(custom, sort_keys=True, separators=(",", ":"))
     return params
 
 
@@ -158,7 +180,14 @@ def ray_start_command(node_type: str, params: Mapping[str, str]) -> str:
         else:
             flags.append(f"--{key}={_shell_value(key, value)}")
     head = " --head" if node_type == labels.HEAD_NODE else ""
-    return f"ulimit -n 65536; ray start{head} {' '.join(flags)}".rstrip()
+    return f"ray start{head} {' '.join(flags)}".rstrip()
+
+
+# Raise the open-file limit of `ray start` and its children; RAY_START_ULIMIT_OPEN_FILES in the
+# container's env changes it (KubeRay's variable).
+ULIMIT_COMMAND = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"
+# A plain (non-login) shell, as KubeRay runs: a login shell's profile can change PATH or the env.
+SHELL_COMMAND = ["/bin/bash", "-c", "--"]
 
 
 PRESENCE_FLAGS = frozenset({"block", "no-monitor", "disable-usage-stats"})
@@ -206,56 +235,93 @@ def _ensure_port(container: dict[str, Any], name: str, port: int) -> None:
     ports.append({"name": name, "containerPort": port, "protocol": "TCP"})
 
 
-def _ensure_shared_memory(pod_spec: dict[str, Any], container: dict[str, Any]) -> None:
+def add_empty_dir(
+    pod_spec: dict[str, Any],
+    container: dict[str, Any],
+    volume: str,
+    mount_path: str,
+    size_limit: str | None = None,
+) -> None:
+    """Mount an emptyDir named `volume` at `mount_path`, unless something is mounted there."""
     mounts = container.setdefault("volumeMounts", [])
-    if any(m.get("mountPath") == "/dev/shm" for m in mounts):
+    if any(m.get("mountPath") == mount_path for m in mounts):
         return
     volumes = pod_spec.setdefault("volumes", [])
-    if not any(v.get("name") == SHARED_MEMORY_VOLUME for v in volumes):
-        empty_dir: dict[str, Any] = {"medium": "Memory"}
-        memory = _limit_or_request(container.get("resources") or {}, "memory")
-        if memory is not None:
-            empty_dir["sizeLimit"] = str(int(memory))
-        volumes.append({"name": SHARED_MEMORY_VOLUME, "emptyDir": empty_dir})
-    mounts.append({"name": SHARED_MEMORY_VOLUME, "mountPath": "/dev/shm"})
+    if not any(v.get("name") == volume for v in volumes):
+        empty_dir: dict[str, Any] = {}
+        if mount_path == SHARED_MEMORY_MOUNT_PATH:
+            empty_dir["medium"] = "Memory"
+        if size_limit is not None:
+            empty_dir["sizeLimit"] = size_limit
+        volumes.append({"name": volume, "emptyDir": empty_dir})
+    mounts.append({"name": volume, "mountPath": mount_path})
 
 
-def _container_command_overridden(container: Mapping[str, Any]) -> bool:
+def _ensure_shared_memory(
+    pod_spec: dict[str, Any], container: dict[str, Any], params: Mapping[str, str]
+) -> None:
+    if "plasma-directory" in params:
+        return  # the user put the object store elsewhere
+    memory = _limit_or_request(container.get("resources") or {}, "memory")
+    size = None if memory is None else str(int(memory))
+    add_empty_dir(pod_spec, container, SHARED_MEMORY_VOLUME, SHARED_MEMORY_MOUNT_PATH, size)
+
+
+def _container_command_overridden(container: Mapping[str, Any], ctx: PodContext) -> bool:
+    annotations = ctx.cluster["metadata"].get("annotations") or {}
+    if str(annotations.get(OVERWRITE_CONTAINER_CMD_ANNOTATION, "")).lower() == "true":
+        return True
     text = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
     return "ray start" in text
 
 
-def _apply_ray_command(container: dict[str, Any], start_cmd: str) -> None:
-    if _container_command_overridden(container):
+def _apply_ray_command(container: dict[str, Any], start_cmd: str, ctx: PodContext) -> None:
+    if _container_command_overridden(container, ctx):
         return
     user_cmd = " ".join([*(container.get("command") or []), *(container.get("args") or [])]).strip()
-    container["command"] = ["/bin/bash", "-lc", "--"]
-    container["args"] = [f"{start_cmd} && {user_cmd}" if user_cmd else start_cmd]
+    generated = f"{ULIMIT_COMMAND}; {start_cmd}"
+    container["command"] = list(SHELL_COMMAND)
+    # The user's command runs first: `ray start --block` never returns, so nothing after it would.
+    container["args"] = [f"{user_cmd} && {generated}" if user_cmd else generated]
 
 
 def _common_env(container: dict[str, Any], ctx: PodContext, start_cmd: str) -> None:
     _set_env_default(container, "RAY_CLUSTER_NAME", **_field_ref(f"metadata.labels['{labels.RAY_CLUSTER}']"))
+    _set_env_default(container, "RAY_CLUSTER_NAMESPACE", **_field_ref("metadata.namespace"))
     _set_env_default(container, "RAY_CLOUD_INSTANCE_ID", **_field_ref("metadata.name"))
     _set_env_default(container, "RAY_NODE_TYPE_NAME", **_field_ref(f"metadata.labels['{labels.RAY_GROUP}']"))
     _set_env_default(container, "KUBERAY_GEN_RAY_START_CMD", start_cmd)
     _set_env_default(container, "RAY_PORT", str(ctx.gcs_port))
     _set_env_default(container, "RAY_USAGE_STATS_KUBERAY_IN_USE", "1")
-    _set_env_default(
-        container,
-        "RAY_USAGE_STATS_EXTRA_TAGS",
-        f"kuberay_version={ctx.operator_version};kuberay_crd={ctx.originating_crd}",
-    )
     _set_env_default(container, "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1")
 
 
+def _set_init_container_env(pod_spec: dict[str, Any], ctx: PodContext) -> None:
+    # Every init container learns the head's address (a TLS set-up script needs it, the
+    # wait-gcs-ready container waits on it).
+    for init in pod_spec.get("initContainers") or []:
+        _set_env_default(init, "FQ_RAY_IP", ctx.head_service_fqdn)
+        _set_env_default(init, "RAY_IP", labels.head_service_name(ctx.name))
+
+
 def _pod_metadata(
-    template: Mapping[str, Any], ctx: PodContext, node_type: str, group_name: str
+    template: Mapping[str, Any],
+    group: Mapping[str, Any],
+    ctx: PodContext,
+    node_type: str,
+    group_name: str,
 ) -> dict[str, Any]:
     meta = copy.deepcopy(template.get("metadata") or {})
     meta.pop("name", None)
     meta.pop("generateName", None)
-    pod_labels = dict(meta.get("labels") or {})
-    pod_labels.update(labels.pod_labels(ctx.name, node_type, group_name))
+    # KubeRay's precedence: its labels, then the template's and the group's own `labels` on top,
+    # except the ones that say which cluster and group a pod belongs to (and which operator made it,
+    # since that is how we find our pods).
+    pod_labels = labels.pod_labels(ctx.name, node_type, group_name)
+    fixed = {labels.RAY_CLUSTER, labels.RAY_NODE_TYPE, labels.RAY_GROUP, labels.CREATED_BY}
+    for key, value in {**(meta.get("labels") or {}), **(group.get("labels") or {})}.items():
+        if key not in fixed:
+            pod_labels[str(key)] = str(value)
     if (ctx.cluster["metadata"].get("annotations") or {}).get(ENABLE_SERVE_SERVICE_ANNOTATION) == "true":
         pod_labels[SERVE_LABEL] = "true"
     annotations = dict(meta.get("annotations") or {})
@@ -273,134 +339,120 @@ def _pod_metadata(
 
 
 ENABLE_SERVE_SERVICE_ANNOTATION = "ray.io/enable-serve-service"
+OVERWRITE_CONTAINER_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SERVE_LABEL = "ray.io/serve"
+
+
+def _serve_probe_port(ctx: PodContext, node_type: str, container: Mapping[str, Any]) -> int | None:
+    """The Serve port a RayService worker's readiness probe checks; None for everyone else."""
+    if ctx.originating_crd != "RayService" or node_type != labels.WORKER_NODE:
+        return None
+    for port in container.get("ports") or []:
+        if port.get("name") == "serve":
+            return int(port["containerPort"])
+    return DEFAULT_SERVE_PORT
+
+
+def _finish_ray_container(
+    pod_spec: dict[str, Any], ctx: PodContext, node_type: str, group: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Command, env, ports, /dev/shm and probes of the Ray container; returns it."""
+    container: dict[str, Any] = pod_spec["containers"][ray_container_index(pod_spec)]
+    params = ray_start_params(node_type, group, container, ctx)
+    start_cmd = ray_start_command(node_type, params)
+    _apply_ray_command(container, start_cmd, ctx)
+    _common_env(container, ctx, start_cmd)
+    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
+    _ensure_shared_memory(pod_spec, container, params)
+    probes.add_default_probes(
+        container, node_type, params, ctx.spec.get("rayVersion"), _serve_probe_port(ctx, node_type, container)
+    )
+    return container
 
 
 def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     head = ctx.spec.get("headGroupSpec") or {}
     template = head.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
-    meta = _pod_metadata(template, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
+    meta = _pod_metadata(template, head, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
     meta["name"] = labels.head_pod_name(ctx.name)
-    index = ray_container_index(pod_spec)
-    container = pod_spec["containers"][index]
-    params = ray_start_params(labels.HEAD_NODE, head, container, ctx)
-    start_cmd = ray_start_command(labels.HEAD_NODE, params)
-    _apply_ray_command(container, start_cmd)
-    _common_env(container, ctx, start_cmd)
+    container = _finish_ray_container(pod_spec, ctx, labels.HEAD_NODE, head)
     _set_env_default(container, "RAY_IP", "127.0.0.1")
     _set_env_default(container, "RAY_ADDRESS", f"127.0.0.1:{ctx.gcs_port}")
-    for name, port in HEAD_DEFAULT_PORTS:
-        _ensure_port(container, name, port)
-    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
-    _ensure_shared_memory(pod_spec, container)
+    _set_env_default(
+        container,
+        "RAY_USAGE_STATS_EXTRA_TAGS",
+        f"kuberay_version={ctx.operator_version};kuberay_crd={ctx.originating_crd}",
+    )
     if ctx.autoscaling:
-        pod_spec["containers"].append(build_autoscaler_container(ctx, container))
+        options = ctx.spec.get("autoscalerOptions") or {}
+        autoscaler = autoscaler_sidecar.build_autoscaler_container(container.get("image"), options)
+        pod_spec["containers"].append(autoscaler)
+        for shared in (container, autoscaler):
+            add_empty_dir(
+                pod_spec, shared, autoscaler_sidecar.RAY_LOGS_VOLUME, autoscaler_sidecar.RAY_LOGS_MOUNT_PATH
+            )
         # The autoscaler patches the RayCluster: it runs as the account its Role is bound to.
         pod_spec.setdefault("serviceAccountName", ctx.name)
+    _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 
 def build_worker_pod(
-    ctx: PodContext, group: Mapping[str, Any], replica: tuple[str, int] | None = None
+    ctx: PodContext,
+    group: Mapping[str, Any],
+    replica: tuple[str, int] | None = None,
+    replica_index: int | None = None,
 ) -> dict[str, Any]:
-    """A worker pod; `replica` is (replica name, host index) for multi-host groups."""
+    """A worker pod. `replica` is (replica name, host index) for multi-host groups; `replica_index`
+    the replica's index in its group (see labels.free_replica_indices)."""
     template = group.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
     group_name = str(group["groupName"])
-    meta = _pod_metadata(template, ctx, labels.WORKER_NODE, group_name)
+    meta = _pod_metadata(template, group, ctx, labels.WORKER_NODE, group_name)
     meta["name"] = labels.worker_pod_name(ctx.name, group_name)
+    if replica_index is not None:
+        meta["labels"][labels.RAY_WORKER_REPLICA_INDEX] = str(replica_index)
     if replica is not None:
         meta["labels"][labels.RAY_WORKER_REPLICA_NAME] = replica[0]
         meta["labels"][labels.RAY_REPLICA_HOST_INDEX] = str(replica[1])
-    index = ray_container_index(pod_spec)
-    container = pod_spec["containers"][index]
-    params = ray_start_params(labels.WORKER_NODE, group, container, ctx)
-    start_cmd = ray_start_command(labels.WORKER_NODE, params)
-    _apply_ray_command(container, start_cmd)
-    _common_env(container, ctx, start_cmd)
+    # The init container copies the Ray container as the user wrote it (TLS settings live in its
+    # env and volumes), before the operator adds its own env.
+    user_container = copy.deepcopy(pod_spec["containers"][ray_container_index(pod_spec)])
+    container = _finish_ray_container(pod_spec, ctx, labels.WORKER_NODE, group)
     _set_env_default(container, "FQ_RAY_IP", ctx.head_service_fqdn)
     _set_env_default(container, "RAY_IP", labels.head_service_name(ctx.name))
     _set_env_default(container, "RAY_ADDRESS", f"{ctx.head_service_fqdn}:{ctx.gcs_port}")
-    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
-    _ensure_shared_memory(pod_spec, container)
-    pod_spec.setdefault("initContainers", [])
-    if not any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in pod_spec["initContainers"]):
-        pod_spec["initContainers"].insert(0, build_wait_gcs_init_container(ctx, container))
+    init_containers = pod_spec.setdefault("initContainers", [])
+    if not any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in init_containers):
+        init_containers.append(build_wait_gcs_init_container(ctx, user_container))
+    _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 
 def build_wait_gcs_init_container(ctx: PodContext, ray_container: Mapping[str, Any]) -> dict[str, Any]:
-    """Workers wait until the head's GCS answers before `ray start` (KubeRay injects the same)."""
+    """Workers wait until the head's GCS answers before `ray start` (KubeRay injects the same).
+    Quiet for the first two minutes, then the health check's own errors are shown."""
+    address = f"{ctx.head_service_fqdn}:{ctx.gcs_port}"
     script = (
-        "SECONDS=0; until ray health-check --address $FQ_RAY_IP:$RAY_PORT > /dev/null 2>&1; "
-        'do echo "waiting for GCS at $FQ_RAY_IP:$RAY_PORT ($SECONDS s)"; sleep 5; done'
+        "SECONDS=0; "
+        f"until ray health-check --address {address} > /dev/null 2>&1; do "
+        f'if (( SECONDS > 120 )); then ray health-check --address {address}; fi; '
+        f'echo "$SECONDS s: waiting for the GCS at {address}"; sleep 5; '
+        'done; echo "GCS is ready."'
     )
     container: dict[str, Any] = {
         "name": WAIT_GCS_INIT_CONTAINER,
         "image": ray_container.get("image"),
-        "command": ["/bin/bash", "-lc", "--"],
+        "command": list(SHELL_COMMAND),
         "args": [script],
-        "env": [
-            {"name": "FQ_RAY_IP", "value": ctx.head_service_fqdn},
-            {"name": "RAY_IP", "value": labels.head_service_name(ctx.name)},
-            {"name": "RAY_PORT", "value": str(ctx.gcs_port)},
-        ],
+        "env": copy.deepcopy(ray_container.get("env") or []),
         "resources": {
             "limits": {"cpu": "200m", "memory": "256Mi"},
             "requests": {"cpu": "200m", "memory": "256Mi"},
         },
     }
-    if ray_container.get("imagePullPolicy"):
-        container["imagePullPolicy"] = ray_container["imagePullPolicy"]
+    for key in ("imagePullPolicy", "securityContext", "volumeMounts"):
+        if ray_container.get(key):
+            container[key] = copy.deepcopy(ray_container[key])
     return container
-
-
-def build_autoscaler_container(ctx: PodContext, ray_container: Mapping[str, Any]) -> dict[str, Any]:
-    options = ctx.spec.get("autoscalerOptions") or {}
-    container: dict[str, Any] = {
-        "name": AUTOSCALER_CONTAINER,
-        "image": options.get("image") or ray_container.get("image"),
-        "imagePullPolicy": (
-            options.get("imagePullPolicy") or ray_container.get("imagePullPolicy") or "IfNotPresent"
-        ),
-        "command": ["/bin/bash", "-lc", "--"],
-        "args": [
-            "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) "
-            "--cluster-namespace $(RAY_CLUSTER_NAMESPACE)"
-        ],
-        "env": [
-            {"name": "RAY_CLUSTER_NAME", "valueFrom": _field_ref(f"metadata.labels['{labels.RAY_CLUSTER}']")},
-            {"name": "RAY_CLUSTER_NAMESPACE", "valueFrom": _field_ref("metadata.namespace")},
-            {"name": "RAY_HEAD_POD_NAME", "valueFrom": _field_ref("metadata.name")},
-            {"name": "KUBERAY_CRD_VER", "value": "v1"},
-        ],
-        "resources": options.get("resources")
-        or {
-            "limits": {"cpu": "500m", "memory": "512Mi"},
-            "requests": {"cpu": "500m", "memory": "512Mi"},
-        },
-    }
-    container["env"].extend(options.get("env") or [])
-    for key in ("envFrom", "volumeMounts", "securityContext"):
-        if options.get(key):
-            container[key] = copy.deepcopy(options[key])
-    return container
-
-
-# --- aggregate demand (status) ----------------------------------------------------------------
-
-
-def pod_resource_totals(template: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Sum of container limits (else requests) of one pod template: cpu, memory, GPUs."""
-    totals: dict[str, Decimal] = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0)}
-    for container in (template.get("spec") or {}).get("containers", []):
-        resources = container.get("resources") or {}
-        for name in ("cpu", "memory"):
-            value = _limit_or_request(resources, name)
-            if value is not None:
-                totals[name] += value
-        for key, value in (resources.get("limits") or {}).items():
-            if key.endswith("gpu"):
-                totals["gpu"] += _quantity(value)
-    return totals
