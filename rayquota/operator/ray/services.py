@@ -104,15 +104,15 @@ def build_head_service(cluster: Mapping[str, Any]) -> dict[str, Any]:
         # The user's Service is the base: our selector, labels and ports are laid over it.
         service = copy.deepcopy(dict(custom))
         service_meta = service.setdefault("metadata", {})
-        service_spec = service.setdefault("spec", {})
+        custom_spec = service.setdefault("spec", {})
         service_meta["annotations"] = {**(service_meta.get("annotations") or {}), **annotations}
         service_meta["labels"] = {**(service_meta.get("labels") or {}), **selector}
         service_meta["name"] = service_meta.get("name") or labels.head_service_name(name)
         service_meta["namespace"] = meta["namespace"]
         service_meta["ownerReferences"] = owner
-        service_spec["selector"] = selector
-        service_spec["ports"] = [*(service_spec.get("ports") or []), *ports]
-        service_spec["type"] = service_spec.get("type") or head.get("serviceType") or "ClusterIP"
+        custom_spec["selector"] = selector
+        custom_spec["ports"] = [*(custom_spec.get("ports") or []), *ports]
+        custom_spec["type"] = custom_spec.get("type") or head.get("serviceType") or "ClusterIP"
         return {"apiVersion": "v1", "kind": "Service", **service}
     service_type = head.get("serviceType") or "ClusterIP"
     service_spec: dict[str, Any] = {"type": service_type, "selector": selector, "ports": ports}
