@@ -16,8 +16,8 @@ from rayquota.operator.ray.raycluster_plan import plan_cluster
 from rayquota.operator.ray.raycluster_status import cluster_status, desired_resources
 from rayquota.operator.ray.rayjob_timeouts import (
     TimeoutSettings,
-    record_status_check,
     rayjob_timeout_verdict,
+    record_status_check,
     seconds_until_next_timeout,
 )
 from tests.unit.ray.fixtures import cluster
@@ -86,7 +86,7 @@ def test_custom_head_service_is_the_base() -> None:
     svc = services.build_head_service(body)
     assert svc["metadata"]["name"] == "mine" and svc["metadata"]["annotations"] == {"a": "1"}
     assert svc["metadata"]["labels"]["x"] == "y" and svc["spec"]["type"] == "LoadBalancer"
-    assert [p["name"] for p in svc["spec"]["ports"]][0] == "extra"
+    assert svc["spec"]["ports"][0]["name"] == "extra"
     assert svc["spec"]["selector"]["ray.io/node-type"] == "head"
 
 
