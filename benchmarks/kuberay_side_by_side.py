@@ -1,6 +1,6 @@
 """KubeRay's operator and ours, side by side, on the same manifests; prints the differences.
 
-    .venv/bin/python scripts/kuberay_side_by_side.py [--out docs/kuberay-compatibility.md] [--keep]
+    .venv/bin/python benchmarks/kuberay_side_by_side.py [--out docs/kuberay-compatibility.md] [--keep]
 
 Two local control planes (`parity-kuberay`, `parity-rayquota`): KubeRay's CRDs and its operator
 (v1.6.2, built with `go install` and cached like the other binaries) in the first, our CRDs and
@@ -8,7 +8,7 @@ Two local control planes (`parity-kuberay`, `parity-rayquota`): KubeRay's CRDs a
 ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from the Go
 module cache) and ours under samples/parity plus samples/ray-job.http-mode.yaml. When both sides
 have settled, every Pod, Service, Job, ServiceAccount, Role, RoleBinding, RayCluster and RayJob in
-the namespace is normalised (scripts/parity_diff.py) and compared field by field. Each difference
+the namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
 is matched against KNOWN_DIFFERENCES, which says why it is deliberate; anything unmatched is
 reported as UNEXPLAINED and makes the script exit 1.
 
@@ -19,31 +19,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parity_diff import Difference, KnownDifference, compare, explain
-
-from rayquota.localcluster import binaries
+from benchmarks.harness import PeerProcess
+from benchmarks.parity_diff import Difference, KnownDifference, compare, explain
+from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
-from rayquota.localcluster.paths import cache_root, repo_root
+from rayquota.localcluster.paths import repo_root
 from rayquota.localcluster.ports import free_port
 
-KUBERAY_VERSION = "v1.6.2"
-KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 NAMESPACE = "parity"
 KUBERAY_SAMPLES = ("ray-cluster.complete.yaml", "ray-cluster.autoscaler.yaml", "ray-job.sample.yaml")
 OUR_SAMPLES = (
@@ -108,64 +101,14 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-# --- KubeRay's operator ------------------------------------------------------------------------------
-
-
-def go_env(name: str) -> str:
-    return subprocess.run(
-        [binaries.find_go(), "env", name], capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
-def kuberay_binary() -> Path:
-    """KubeRay's operator, built once with `go install` into the shared binary cache."""
-    target = cache_root() / "bin" / f"kuberay-operator-{KUBERAY_VERSION}" / "kuberay-operator"
-    if target.is_file():
-        return target
-    log(f"building KubeRay's operator {KUBERAY_VERSION} with go install (cached afterwards) ...")
-    with tempfile.TemporaryDirectory() as gobin:
-        env = dict(os.environ, GOBIN=gobin, CGO_ENABLED="0", GOFLAGS="-mod=mod")
-        subprocess.run(
-            [binaries.find_go(), "install", f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"], env=env, check=True
-        )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(Path(gobin) / "ray-operator"), target)
-    return target
-
-
-def kuberay_module_dir() -> Path:
-    """KubeRay's module source in the Go module cache (its CRDs and samples)."""
-    path = Path(go_env("GOMODCACHE")) / f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"
-    if not path.is_dir():
-        subprocess.run(
-            [binaries.find_go(), "mod", "download", f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"], check=True
-        )
-    return path
-
-
-@contextmanager
-def process(
-    name: str, cmd: list[str], env: dict[str, str], log_dir: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"{name}.log", "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 # --- manifests ------------------------------------------------------------------------------------
 
 
-def manifests(kuberay_dir: Path) -> list[dict[str, Any]]:
-    paths = [kuberay_dir / "config" / "samples" / name for name in KUBERAY_SAMPLES]
+def manifests() -> list[dict[str, Any]]:
+    kuberay_samples = (
+        peers.module_cache_path(peers.KUBERAY_MODULE, peers.KUBERAY_VERSION) / "config" / "samples"
+    )
+    paths = [kuberay_samples / name for name in KUBERAY_SAMPLES]
     paths += [repo_root() / name for name in OUR_SAMPLES]
     docs: list[dict[str, Any]] = []
     for path in paths:
@@ -221,7 +164,7 @@ def compare_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 HEADER = """# KubeRay compatibility
 
-Generated by `scripts/kuberay_side_by_side.py`: KubeRay's operator {version} and rayquota were
+Generated by `benchmarks/kuberay_side_by_side.py`: KubeRay's operator {version} and rayquota were
 run side by side on two local control planes with the same manifests ({manifests}), and
 everything each created was compared field by field after normalising generated names, uids,
 timestamps and IPs. Every remaining difference is listed with the reason it is deliberate.
@@ -254,7 +197,7 @@ and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch)
 
 def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]]) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
-    lines = [HEADER.format(version=KUBERAY_VERSION, manifests=names)]
+    lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names)]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
         f"## Result of the last run\n\n{len(explained)} differences, {len(unexplained)} unexplained.\n"
@@ -281,51 +224,33 @@ def _short(value: Any, limit: int = 160) -> str:
 
 def run(out: Path | None, keep: bool) -> int:
     binaries.ensure_all()
-    operator_binary = kuberay_binary()
-    kuberay_dir = kuberay_module_dir()
-    docs = manifests(kuberay_dir)
+    peers.build_kuberay()
+    docs = manifests()
     theirs, ours = LocalCluster(name="parity-kuberay"), LocalCluster(name="parity-rayquota")
     with ExitStack() as stack:
         for cluster in (theirs, ours):
             cluster.up()
             if not keep:
                 stack.callback(cluster.down, purge=True)
-        install_crds(theirs, kuberay_dir / "config" / "crd" / "bases")
+        install_crds(theirs, peers.kuberay_crd_dir())
         install_crds(ours)
-        kuberay_env = dict(os.environ, KUBECONFIG=str(theirs.kubeconfig))
-        stack.enter_context(
-            process(
-                "kuberay-operator",
-                [
-                    str(operator_binary),
-                    f"--metrics-addr=127.0.0.1:{free_port()}",
-                    f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-                    "--enable-leader-election=false",
-                    f"--watch-namespace={NAMESPACE}",
-                ],
-                kuberay_env,
-                theirs.log_dir,
-            )
+        kuberay_argv = peers.kuberay_command(
+            metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]
         )
-        our_env = dict(os.environ, KUBECONFIG=str(ours.kubeconfig))
-        stack.enter_context(
-            process(
-                "rayquota-operator",
-                [
-                    str(Path(sys.executable).with_name("rayquota")),
-                    "run",
-                    "--no-leader-elect",
-                    "--namespace",
-                    NAMESPACE,
-                    "--metrics-port",
-                    str(free_port()),
-                    "--health-port",
-                    str(free_port()),
-                ],
-                our_env,
-                ours.log_dir,
-            )
-        )
+        our_argv = [
+            str(Path(sys.executable).with_name("rayquota")),
+            "run",
+            "--no-leader-elect",
+            "--namespace",
+            NAMESPACE,
+            "--metrics-port",
+            str(free_port()),
+            "--health-port",
+            str(free_port()),
+        ]
+        for argv, cluster, name in ((kuberay_argv, theirs, "kuberay"), (our_argv, ours, "rayquota")):
+            log_path = cluster.log_dir / f"{name}-operator.log"
+            stack.enter_context(PeerProcess(argv, kubeconfig=cluster.kubeconfig, log_path=log_path))
         for cluster in (theirs, ours):
             apply_all(cluster, docs)
         kuberay_objects, our_objects = settled(theirs), settled(ours)
