@@ -27,9 +27,14 @@ class OperatorConfig:
     dashboard_map_file: str | None = None
     # Image of the K8sJobMode submitter Job when the RayJob gives no submitterPodTemplate.
     submitter_image: str = DEFAULT_RAY_IMAGE
-    # How often every object is reconciled even without a watch event (seconds).
-    resync_interval_s: float = 30.0
+    # How often every cached object is looked at again without a watch event (seconds); only a
+    # safety net for lost events, never the way work gets done.
+    resync_interval_s: float = 600.0
     dashboard_timeout_s: float = 5.0
+    # Concurrent reconciles per controller.
+    workers: int = 8
+    # How long a deleted RayJob waits for its Ray job to stop before it is released anyway.
+    rayjob_stop_timeout_s: float = 300.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -43,4 +48,8 @@ class OperatorConfig:
             submitter_image=env.get("RAYQUOTA_SUBMITTER_IMAGE", defaults.submitter_image),
             resync_interval_s=float(env.get("RAYQUOTA_RESYNC_INTERVAL", defaults.resync_interval_s)),
             dashboard_timeout_s=float(env.get("RAYQUOTA_DASHBOARD_TIMEOUT", defaults.dashboard_timeout_s)),
+            workers=int(env.get("RAYQUOTA_WORKERS", defaults.workers)),
+            rayjob_stop_timeout_s=float(
+                env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
+            ),
         )

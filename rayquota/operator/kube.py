@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -155,6 +155,43 @@ class KubeClient:
                     raise
                 await asyncio.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def stream_lines(
+        self, path: str, params: Mapping[str, str], *, read_timeout_s: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """GET a streaming endpoint (a watch) and yield one JSON document per line.
+
+        Lines are split here, not by aiohttp's readline, whose line limit is smaller than a
+        large object."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
+        url = self._host + path
+        headers = self._headers(None)
+        request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
+        async with request as resp:
+            if resp.status >= 400:
+                text = await resp.text()
+                if resp.status == 404:
+                    raise NotFound("GET", path, resp.status, text)
+                raise ApiError("GET", path, resp.status, text)
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while (newline := buffer.find(b"\n")) >= 0:
+                    line, buffer = buffer[:newline], buffer[newline + 1 :]
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip():
+                yield json.loads(buffer)
+
+    async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", path, params=params)
+        return result
+
+    async def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("PUT", path, body=dict(body))
+        return result
 
     # --- conveniences ----------------------------------------------------------------------
 

@@ -1,136 +1,206 @@
-"""The RayCluster reconciler: reads the live objects, applies the plan, writes the status.
+"""The RayCluster reconciler: cached objects in, the plan applied, the status written exactly.
 
-The decisions are pure and live in raycluster_plan (pods) and raycluster_status (status).
-Every reconcile starts from what the API server holds, so it can run any number of times.
+The decisions are pure and live in raycluster_plan (pods) and raycluster_status (status). Pods,
+Services and RBAC objects come from watch-fed caches (server-side selected on `ray.io/cluster`),
+so a reconcile makes no reads; a reconcile that has not yet seen its own pod changes makes no
+new ones (expectations). Failures raise, and the work queue backs off per cluster.
+
+No finalizer: pods, Services and RBAC objects are owned by the cluster, and the garbage
+collector removes them, with or without the operator.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.kube import ApiError, KubeClient, core_path, group_path, now_rfc3339
+from rayquota.operator.core import Expectations, Manager, ObjectKey, Result, owner_uids, resources
+from rayquota.operator.core.informer import ADDED, DELETED
+from rayquota.operator.core.store import Obj
+from rayquota.operator.kube import ApiError, Conflict, now_rfc3339
 from rayquota.operator.ray import labels, rbac, services
 from rayquota.operator.ray.hashing import spec_hash
-from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster, worker_groups
+from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster
 from rayquota.operator.ray.raycluster_status import cluster_status, status_changed
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL, KIND = "ray.io", "v1", "rayclusters", "RayCluster"
+OWNER_INDEX = "owner"
+# Finalizer written by rayquota 0.1 on every RayCluster; removed on sight so deletion never hangs.
+LEGACY_FINALIZER = "rayquota.io/finalizer"
 
 
-@dataclass
-class ReconcileResult:
-    requeue_after_s: float | None = None
-    status: dict[str, Any] | None = None
+class ReconcileFailed(Exception):
+    """Something could not be created or deleted; the status says what. Retried with backoff."""
 
 
-def cluster_path(namespace: str, name: str | None = None) -> str:
-    return group_path(GROUP, VERSION, namespace, PLURAL, name)
+def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
+    namespace = str(obj["metadata"].get("namespace") or "")
+    return [
+        ObjectKey(namespace, str(ref["name"]))
+        for ref in obj["metadata"].get("ownerReferences") or []
+        if ref.get("kind") == "RayCluster"
+    ]
 
 
 class RayClusterReconciler:
-    def __init__(self, kube: KubeClient, config: OperatorConfig) -> None:
-        self.kube = kube
+    def __init__(self, manager: Manager, config: OperatorConfig) -> None:
+        self.manager = manager
+        self.client = manager.client
         self.config = config
+        self.clusters = manager.informer(resources.RAYCLUSTERS)
+        owned = {OWNER_INDEX: owner_uids}
+        self.pods = manager.informer(resources.PODS, label_selector=labels.RAY_CLUSTER, indexers=owned)
+        self.services = manager.informer(
+            resources.SERVICES, label_selector=labels.RAY_CLUSTER, indexers=owned
+        )
+        self.rbac = {
+            resource: manager.informer(resource, label_selector=labels.RAY_CLUSTER)
+            for resource in (resources.SERVICE_ACCOUNTS, resources.ROLES, resources.ROLE_BINDINGS)
+        }
+        self.expectations = Expectations()
+        self.controller = manager.controller("raycluster", self.reconcile)
+        self.controller.watch(self.clusters)
+        for informer in (self.pods, self.services, *self.rbac.values()):
+            self.controller.watch(informer, owning_cluster)
+        self.pods.on_change(self._observe_pod)
 
-    async def reconcile(self, namespace: str, name: str) -> ReconcileResult:
-        cluster = await self.kube.get(cluster_path(namespace, name))
-        if cluster is None or cluster["metadata"].get("deletionTimestamp"):
-            return ReconcileResult()
-        if labels.managed_by_other_controller(cluster):
-            return ReconcileResult()
-        pods = await self._list_pods(cluster)
-        plan = plan_cluster(cluster, pods, self.config.version)
+    def _observe_pod(self, kind: str, pod: Obj, old: Obj | None) -> None:
+        name = str(pod["metadata"]["name"])
+        for key in owning_cluster(pod):
+            if kind == ADDED:
+                self.expectations.observed_created(key, name)
+            if kind == DELETED or pod["metadata"].get("deletionTimestamp"):
+                self.expectations.observed_deleted(key, name)
+
+    def pods_of(self, cluster: Mapping[str, Any]) -> list[Obj]:
+        # Owner uid, not name: a same-named cluster recreated quickly must not adopt old pods.
+        return self.pods.store.by_index(OWNER_INDEX, str(cluster["metadata"]["uid"]))
+
+    async def reconcile(self, key: ObjectKey) -> Result | None:
+        cluster = self.clusters.store.get_key(key)
+        if cluster is None:
+            self.expectations.forget(key)
+            return None
+        if LEGACY_FINALIZER in (cluster["metadata"].get("finalizers") or []):
+            await self._drop_legacy_finalizer(cluster)
+            return None
+        if cluster["metadata"].get("deletionTimestamp") or labels.managed_by_other_controller(cluster):
+            return None
+        if self.manager.status.is_stale(cluster):
+            return None  # our last status write is on its way through the watch
+        pods = self.pods_of(cluster)
+        caps = self.manager.gate.caps_for(cluster)
+        plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
         failures: list[str] = []
-        head_service = None
+        head_service: Mapping[str, Any] | None = None
         if plan.errors:
-            previous_reason = (cluster.get("status") or {}).get("reason")
-            if previous_reason != "; ".join(plan.errors):
-                await self.kube.emit_event(
-                    cluster, "InvalidRayClusterSpec", "; ".join(plan.errors), type_="Warning"
-                )
+            message = "; ".join(plan.errors)
+            if (cluster.get("status") or {}).get("reason") != message:
+                self.manager.recorder.post(cluster, "Warning", "InvalidRayClusterSpec", message)
         else:
             head_service = await self._ensure_services(cluster, failures)
             if cluster["spec"].get("enableInTreeAutoscaling"):
                 await self._ensure_autoscaler_rbac(cluster, failures)
-            await self._apply(cluster, plan, failures)
-            if plan.changes_pods:
-                pods = await self._list_pods(cluster)
-        status = cluster_status(cluster, pods, head_service, plan, failures, now_rfc3339())
-        if status_changed(cluster.get("status"), status):
-            status["lastUpdateTime"] = now_rfc3339()
-            await self.kube.patch_status(cluster_path(namespace, name), status)
-        busy = plan.changes_pods or plan.suspending or failures or status.get("state") != "ready"
-        return ReconcileResult(requeue_after_s=1.0 if busy else None, status=status)
+            # Until the cache shows our own last pod changes, acting again could double them.
+            if self.expectations.satisfied(key):
+                await self._apply(key, cluster, plan, failures)
+        await self._write_status(cluster, pods, head_service, plan, failures)
+        if failures:
+            raise ReconcileFailed("; ".join(failures))
+        return None
 
-    async def _list_pods(self, cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def _write_status(
+        self,
+        cluster: Obj,
+        pods: list[Obj],
+        head_service: Mapping[str, Any] | None,
+        plan: ClusterPlan,
+        failures: list[str],
+    ) -> None:
+        now = now_rfc3339()
+        status = cluster_status(cluster, pods, head_service, plan, failures, now)
+        previous = cluster.get("status") or {}
+        if status_changed(previous, status):
+            status["lastUpdateTime"] = now
+        elif previous.get("lastUpdateTime"):
+            status["lastUpdateTime"] = previous["lastUpdateTime"]
+        await self.manager.status.write(resources.RAYCLUSTERS, cluster, status)
+
+    async def _drop_legacy_finalizer(self, cluster: Obj) -> None:
+        finalizers = [f for f in cluster["metadata"].get("finalizers") or [] if f != LEGACY_FINALIZER]
+        patch = {
+            "metadata": {"finalizers": finalizers, "resourceVersion": cluster["metadata"]["resourceVersion"]}
+        }
         meta = cluster["metadata"]
-        pods = await self.kube.list_items(
-            core_path(meta["namespace"], "pods"), labels.cluster_selector(meta["name"])
-        )
-        # A same-named cluster recreated quickly must not adopt the old one's pods.
-        return [p for p in pods if _owned_by(p, meta["uid"])]
+        await self.client.merge_patch(resources.RAYCLUSTERS.path(meta["namespace"], meta["name"]), patch)
 
-    async def _ensure_services(
-        self, cluster: Mapping[str, Any], failures: list[str]
-    ) -> dict[str, Any] | None:
+    async def _create_owned(
+        self, cluster: Obj, resource: Any, manifest: Mapping[str, Any], failures: list[str]
+    ) -> Obj | None:
+        namespace = cluster["metadata"]["namespace"]
+        name = manifest["metadata"]["name"]
+        try:
+            created: Obj = await self.client.create(resource.path(namespace), manifest)
+        except Conflict:
+            return None  # it exists; the cache has not seen it yet
+        except ApiError as exc:
+            failures.append(f"create {manifest['kind']} {name}: {exc.message}")
+            self.manager.recorder.post(cluster, "Warning", f"FailedToCreate{manifest['kind']}", exc.message)
+            return None
+        self.manager.recorder.post(
+            cluster, "Normal", f"Created{manifest['kind']}", f"Created {manifest['kind']} {namespace}/{name}"
+        )
+        return created
+
+    async def _ensure_services(self, cluster: Obj, failures: list[str]) -> Mapping[str, Any] | None:
         namespace = cluster["metadata"]["namespace"]
         wanted = [services.build_head_service(cluster)]
         if services.wants_serve_service(cluster):
             wanted.append(services.build_serve_service(cluster))
-        head_service = None
+        head_service: Mapping[str, Any] | None = None
         for manifest in wanted:
-            path = core_path(namespace, "services", manifest["metadata"]["name"])
-            live = await self.kube.get(path)
+            live = self.services.store.get(namespace, manifest["metadata"]["name"])
             if live is None:
-                try:
-                    live = await self.kube.create(core_path(namespace, "services"), manifest)
-                    await self.kube.emit_event(
-                        cluster,
-                        "CreatedService",
-                        f"Created service {namespace}/{manifest['metadata']['name']}",
-                    )
-                except ApiError as exc:
-                    failures.append(f"create service {manifest['metadata']['name']}: {exc.message}")
-                    await self.kube.emit_event(cluster, "FailedToCreateService", exc.message, type_="Warning")
+                live = await self._create_owned(cluster, resources.SERVICES, manifest, failures)
             if manifest is wanted[0]:
                 head_service = live
         return head_service
 
-    async def _ensure_autoscaler_rbac(self, cluster: Mapping[str, Any], failures: list[str]) -> None:
+    async def _ensure_autoscaler_rbac(self, cluster: Obj, failures: list[str]) -> None:
         namespace = cluster["metadata"]["namespace"]
-        for plural, manifest in rbac.build_autoscaler_rbac(cluster):
-            if manifest["apiVersion"] == "v1":
-                collection = core_path(namespace, plural)
-            else:
-                collection = group_path("rbac.authorization.k8s.io", "v1", namespace, plural)
-            if await self.kube.get(f"{collection}/{manifest['metadata']['name']}") is not None:
-                continue
-            try:
-                await self.kube.create(collection, manifest)
-            except ApiError as exc:
-                failures.append(f"create {manifest['kind']} {manifest['metadata']['name']}: {exc.message}")
+        by_kind = {resource.kind: (resource, informer) for resource, informer in self.rbac.items()}
+        for _plural, manifest in rbac.build_autoscaler_rbac(cluster):
+            resource, informer = by_kind[manifest["kind"]]
+            if informer.store.get(namespace, manifest["metadata"]["name"]) is None:
+                await self._create_owned(cluster, resource, manifest, failures)
 
-    async def _apply(self, cluster: Mapping[str, Any], plan: ClusterPlan, failures: list[str]) -> None:
+    async def _apply(self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str]) -> None:
         namespace = cluster["metadata"]["namespace"]
+        recorder = self.manager.recorder
+        self.expectations.expect_deletions(key, [str(d.pod["metadata"]["name"]) for d in plan.delete])
         for deletion in plan.delete:
-            pod_name = deletion.pod["metadata"]["name"]
+            pod_name = str(deletion.pod["metadata"]["name"])
             kind = "Head" if node_type(deletion.pod) == labels.HEAD_NODE else "Worker"
             try:
-                if await self.kube.delete(core_path(namespace, "pods", pod_name)):
-                    await self.kube.emit_event(
-                        cluster,
-                        f"Deleted{kind}Pod",
-                        f"Deleted pod {namespace}/{pod_name}: {deletion.message}",
-                    )
+                deleted = await self.client.delete(resources.PODS.path(namespace, pod_name))
             except ApiError as exc:
+                self.expectations.deletion_failed(key, pod_name)
                 failures.append(f"delete pod {pod_name}: {exc.message}")
-                await self.kube.emit_event(cluster, f"FailedToDelete{kind}Pod", exc.message, type_="Warning")
+                recorder.post(cluster, "Warning", f"FailedToDelete{kind}Pod", exc.message)
+                continue
+            if not deleted:
+                self.expectations.deletion_failed(key, pod_name)  # already gone
+            else:
+                recorder.post(
+                    cluster,
+                    "Normal",
+                    f"Deleted{kind}Pod",
+                    f"Deleted pod {namespace}/{pod_name}: {deletion.message}",
+                )
         if plan.restamp:
             stamp = {
                 labels.OPERATOR_VERSION_ANNOTATION: self.config.version,
@@ -138,55 +208,20 @@ class RayClusterReconciler:
             }
             for pod_name in plan.restamp:
                 try:
-                    await self.kube.merge_patch(
-                        core_path(namespace, "pods", pod_name), {"metadata": {"annotations": stamp}}
+                    await self.client.merge_patch(
+                        resources.PODS.path(namespace, pod_name), {"metadata": {"annotations": stamp}}
                     )
                 except ApiError as exc:
-                    log.warning("could not re-stamp pod %s/%s: %s", namespace, pod_name, exc)
+                    failures.append(f"re-stamp pod {pod_name}: {exc.message}")
+        self.expectations.expect_creations(key, [str(m["metadata"]["name"]) for m in plan.create])
         for manifest in plan.create:
-            pod_name = manifest["metadata"]["name"]
+            pod_name = str(manifest["metadata"]["name"])
             kind = "Head" if node_type(manifest) == labels.HEAD_NODE else "Worker"
             try:
-                await self.kube.create(core_path(namespace, "pods"), manifest)
-                await self.kube.emit_event(
-                    cluster, f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}"
-                )
+                await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
             except ApiError as exc:
+                self.expectations.creation_failed(key, pod_name)
                 failures.append(f"create {kind.lower()} pod: {exc.message}")
-                await self.kube.emit_event(cluster, f"FailedToCreate{kind}Pod", exc.message, type_="Warning")
-        if plan.clear_workers_to_delete:
-            await self._clear_workers_to_delete(cluster, plan.clear_workers_to_delete)
-
-    async def _clear_workers_to_delete(self, cluster: Mapping[str, Any], indexes: list[int]) -> None:
-        """Empty the processed lists; `test` guards against the groups having been reordered."""
-        ops: list[dict[str, Any]] = []
-        for index in indexes:
-            group = worker_groups(cluster)[index]
-            ops.append(
-                {
-                    "op": "test",
-                    "path": f"/spec/workerGroupSpecs/{index}/groupName",
-                    "value": group["groupName"],
-                }
-            )
-            ops.append(
-                {
-                    "op": "replace",
-                    "path": f"/spec/workerGroupSpecs/{index}/scaleStrategy/workersToDelete",
-                    "value": [],
-                }
-            )
-        meta = cluster["metadata"]
-        try:
-            await self.kube.json_patch(cluster_path(meta["namespace"], meta["name"]), ops)
-        except ApiError as exc:
-            log.info(
-                "workersToDelete not cleared on %s/%s (retrying next time): %s",
-                meta["namespace"],
-                meta["name"],
-                exc,
-            )
-
-
-def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+                recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
+                continue
+            recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")

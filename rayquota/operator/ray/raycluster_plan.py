@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
@@ -140,7 +141,6 @@ class ClusterPlan:
     create: list[dict[str, Any]] = field(default_factory=list)
     delete: list[PodDeletion] = field(default_factory=list)
     restamp: list[str] = field(default_factory=list)
-    clear_workers_to_delete: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     suspending: bool = False
     suspended: bool = False
@@ -156,8 +156,17 @@ def _was(cluster: Mapping[str, Any], condition: str) -> bool:
 
 
 def plan_cluster(
-    cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], operator_version: str
+    cluster: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    operator_version: str,
+    caps: AdmittedCaps | None = None,
 ) -> ClusterPlan:
+    """The pod changes that bring the cluster to its spec.
+
+    `caps` (the admitted quota, when the cluster is under quota control) bounds what may exist:
+    no head unless `caps.head`, and never more pods in a worker group than its cap, whatever the
+    spec asks for; pods beyond a cap are removed like a scale-down.
+    """
     plan = ClusterPlan(errors=validate_cluster(cluster))
     if plan.errors:
         return plan
@@ -200,7 +209,7 @@ def plan_cluster(
             phase = pod["status"]["phase"]
             plan.delete.append(PodDeletion(pod, "ReplacePod", f"pod {phase}; it will be replaced"))
 
-    if not heads:
+    if not heads and (caps is None or caps.head):
         plan.create.append(build_head_pod(ctx))
     for extra in heads[1:]:
         plan.delete.append(PodDeletion(extra, "SurplusHead", "more than one head pod"))
@@ -211,14 +220,14 @@ def plan_cluster(
         if group_of(pod) not in group_names:
             plan.delete.append(PodDeletion(pod, "GroupRemoved", f"worker group {group_of(pod)!r} is gone"))
 
-    for index, group in enumerate(worker_groups(cluster)):
+    for group in worker_groups(cluster):
         name = str(group["groupName"])
         group_pods = [p for p in workers if group_of(p) == labels.label_value(name)]
+        # The list stays as written (as in KubeRay): clearing it is a spec write GitOps sees as drift.
         to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
-        if to_delete:
-            plan.clear_workers_to_delete.append(index)
+        wanted = _capped(desired_pods(group), group, caps)
         if int(group.get("numOfHosts") or 1) > 1:
-            _plan_multi_host_group(plan, ctx, group, group_pods, to_delete)
+            _plan_multi_host_group(plan, ctx, group, group_pods, to_delete, wanted)
             continue
         remaining = []
         for pod in group_pods:
@@ -228,7 +237,7 @@ def plan_cluster(
                 )
             else:
                 remaining.append(pod)
-        missing = desired_pods(group) - len(remaining)
+        missing = wanted - len(remaining)
         for _ in range(max(0, missing)):
             plan.create.append(build_worker_pod(ctx, group))
         if missing < 0:
@@ -242,12 +251,23 @@ def plan_cluster(
     return plan
 
 
+def _capped(desired: int, group: Mapping[str, Any], caps: AdmittedCaps | None) -> int:
+    """The pods a group may have: its desired count, bounded by the admitted cap (whole replicas
+    only when a replica spans several hosts)."""
+    if caps is None:
+        return desired
+    hosts = int(group.get("numOfHosts") or 1)
+    cap = caps.worker_cap(str(group["groupName"]))
+    return min(desired, cap - cap % hosts)
+
+
 def _plan_multi_host_group(
     plan: ClusterPlan,
     ctx: PodContext,
     group: Mapping[str, Any],
     group_pods: Sequence[Mapping[str, Any]],
     to_delete: set[str],
+    wanted_pods: int,
 ) -> None:
     """numOfHosts > 1: a replica is a set of pods sharing a replica name, created and removed
     whole. A replica that lost a host, or has a host in workersToDelete, is removed entirely."""
@@ -267,7 +287,7 @@ def _plan_multi_host_group(
             complete.append(replica_pods)
             continue
         plan.delete.extend(PodDeletion(p, reason, message) for p in replica_pods)
-    wanted = desired_pods(group) // hosts
+    wanted = wanted_pods // hosts
     for _ in range(wanted - len(complete)):
         replica_name = labels.replica_name(name)
         for host_index in range(hosts):

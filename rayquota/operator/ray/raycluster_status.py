@@ -236,6 +236,9 @@ def cluster_status(
         status["state"] = "suspended"
     elif all_ready and not plan.errors and not plan.changes_pods:
         status["state"] = "ready"
+    elif previous.get("state") == "ready" and conditions.is_true(conds, PROVISIONED) and not plan.errors:
+        # Like KubeRay: a provisioned cluster stays ready while pods come and go (scaling).
+        status["state"] = "ready"
     else:
         status["state"] = None
     # Like KubeRay: when the cluster last entered each state (kept across reconciles).

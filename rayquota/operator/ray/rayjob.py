@@ -12,15 +12,19 @@ takes at most one step; the daemon calls it again right away while something is 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.kube import ApiError, Conflict, KubeClient, group_path, now_rfc3339
+from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.dashboard import (
     DashboardError,
@@ -28,11 +32,9 @@ from rayquota.operator.ray.dashboard import (
     JobAlreadyExists,
     JobInfo,
     JobNotFound,
-    JobStatus,
     RayDashboardClient,
     RetryPolicy,
 )
-from rayquota.operator.ray.raycluster import cluster_path
 from rayquota.operator.ray.rayjob_validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver, dashboard_port
 
@@ -46,6 +48,10 @@ VALIDATION_FAILED = "ValidationFailed"
 TERMINAL = (COMPLETE, FAILED)
 # States in which a cluster exists or is being created, so suspend and the deadline apply.
 ACTIVE = (INITIALIZING, RUNNING, WAITING)
+
+
+def cluster_path(namespace: str, name: str | None = None) -> str:
+    return resources.RAYCLUSTERS.path(namespace, name)
 
 
 def rayjob_path(namespace: str, name: str | None = None) -> str:
@@ -123,17 +129,46 @@ def deletion_actions(rayjob: Mapping[str, Any]) -> list[DeletionAction]:
     return []
 
 
-@dataclass
-class StepResult:
-    requeue_after_s: float | None = None
+# A Ray job's progress makes no Kubernetes events: its status is polled this often (as KubeRay).
+JOB_STATUS_POLL_S = 3.0
+FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between the two unchanged
+LEGACY_FINALIZER = "rayquota.io/finalizer"
+# States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
+MAY_RUN_RAY_JOB = (INITIALIZING, RUNNING, WAITING, RETRYING, SUSPENDING)
+MAX_DASHBOARD_CLIENTS = 128
+
+
+def may_run_ray_job(status: Mapping[str, Any]) -> bool:
+    return status.get("jobDeploymentStatus", NEW) in MAY_RUN_RAY_JOB
+
+
+def parent_rayjob(obj: Mapping[str, Any]) -> list[ObjectKey]:
+    """The RayJob a cluster or submitter Job was created for (by its origin labels)."""
+    obj_labels = obj["metadata"].get("labels") or {}
+    if obj_labels.get(labels.ORIGINATED_FROM_CRD) != "RayJob":
+        return []
+    name = obj_labels.get(labels.ORIGINATED_FROM_CR_NAME)
+    return [ObjectKey(str(obj["metadata"].get("namespace") or ""), str(name))] if name else []
 
 
 class RayJobReconciler:
-    def __init__(self, kube: KubeClient, config: OperatorConfig, resolver: DashboardResolver) -> None:
-        self.kube = kube
+    def __init__(self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.recorder = manager.recorder
         self.config = config
         self.resolver = resolver
-        self._clients: dict[str, RayDashboardClient] = {}
+        self.rayjobs = manager.informer(resources.RAYJOBS)
+        self.clusters = manager.informer(resources.RAYCLUSTERS)
+        self.submitters = manager.informer(
+            resources.JOBS, label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob"
+        )
+        self.controller = manager.controller("rayjob", self.reconcile)
+        self.controller.watch(self.rayjobs)
+        self.controller.watch(self.clusters, parent_rayjob)
+        self.controller.watch(self.submitters, parent_rayjob)
+        # Bounded: one client per dashboard in use, the least recently used closed first.
+        self._clients: OrderedDict[str, RayDashboardClient] = OrderedDict()
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -142,49 +177,94 @@ class RayJobReconciler:
 
     def dashboard(self, address: str) -> RayDashboardClient:
         url = address if address.startswith("http") else f"http://{address}"
-        if url not in self._clients:
-            self._clients[url] = RayDashboardClient(
+        client = self._clients.get(url)
+        if client is None:
+            client = self._clients[url] = RayDashboardClient(
                 url,
                 timeout_s=self.config.dashboard_timeout_s,
                 retry=RetryPolicy(attempts=2, initial_backoff_s=0.2),
             )
-        return self._clients[url]
+            while len(self._clients) > MAX_DASHBOARD_CLIENTS:
+                _, evicted = self._clients.popitem(last=False)
+                asyncio.get_running_loop().create_task(evicted.close())
+        self._clients.move_to_end(url)
+        return client
+
+    def _cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.clusters.store.get(namespace, name)
+
+    def _submitter(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.submitters.store.get(namespace, name)
 
     # --- entry points ---------------------------------------------------------------------------
 
-    async def reconcile(self, namespace: str, name: str) -> StepResult:
-        rayjob = await self.kube.get(rayjob_path(namespace, name))
-        if rayjob is None or rayjob["metadata"].get("deletionTimestamp"):
-            return StepResult()
-        if labels.managed_by_other_controller(rayjob):
-            return StepResult()
+    async def reconcile(self, key: ObjectKey) -> Result | None:
+        rayjob = self.rayjobs.store.get_key(key)
+        if rayjob is None or labels.managed_by_other_controller(rayjob):
+            return None
+        if self.manager.status.is_stale(rayjob):
+            return None  # our last status write is on its way through the watch
+        finalizers = rayjob["metadata"].get("finalizers") or []
+        if LEGACY_FINALIZER in finalizers:
+            await self._set_finalizer(rayjob, LEGACY_FINALIZER, present=False)
+            return None
+        if rayjob["metadata"].get("deletionTimestamp"):
+            return await self._finalize(rayjob) if FINALIZER in finalizers else None
+        rayjob = copy.deepcopy(rayjob)
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
         status["observedGeneration"] = rayjob["metadata"].get("generation")
-        if status != (rayjob.get("status") or {}):
-            await self.kube.patch_status(
-                rayjob_path(namespace, name), _with_nulls(rayjob.get("status"), status)
-            )
+        stored = await self.manager.status.write(resources.RAYJOBS, rayjob, status)
+        if stored is not None and may_run_ray_job(status) != (FINALIZER in finalizers):
+            # Present before any Ray job can be submitted (submission needs the next step).
+            await self._set_finalizer(stored, FINALIZER, present=may_run_ray_job(status))
         return result
 
-    async def finalize(self, rayjob: Mapping[str, Any]) -> None:
-        """On deletion: stop a Ray job that is still running (best effort, never blocks for long)."""
+    async def _set_finalizer(self, rayjob: Mapping[str, Any], finalizer: str, *, present: bool) -> None:
+        meta = rayjob["metadata"]
+        current = [f for f in meta.get("finalizers") or [] if f != finalizer]
+        wanted = [*current, finalizer] if present else current
+        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
+        await self.client.merge_patch(resources.RAYJOBS.path(meta["namespace"], meta["name"]), patch)
+
+    async def _finalize(self, rayjob: Mapping[str, Any]) -> Result | None:
+        """Deletion: stop a Ray job that may still run, then let the RayJob go.
+
+        A failed stop is retried (with a Warning event) until `rayjob_stop_timeout_s` after the
+        deletion was requested; then the finalizer is released anyway, with a Warning event."""
         status = rayjob.get("status") or {}
         job_id, address = status.get("jobId"), status.get("dashboardURL")
-        if not job_id or not address or status.get("jobDeploymentStatus") in (*TERMINAL, SUSPENDED):
-            return
-        try:
-            stopped = await self.dashboard(address).stop_job(job_id)
-            log.info(
-                "stopped Ray job %s of deleted RayJob %s: %s", job_id, rayjob["metadata"]["name"], stopped
-            )
-            await self.kube.emit_event(rayjob, "StoppedRayJob", f"Stopped Ray job {job_id} before deletion")
-        except (DashboardError, DashboardUnreachable) as exc:
-            log.warning("could not stop Ray job %s: %s", job_id, exc)
+        if job_id and address and may_run_ray_job(status):
+            try:
+                await self.dashboard(address).stop_job(job_id)
+                self.recorder.post(
+                    rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
+                )
+            except (DashboardError, DashboardUnreachable) as exc:
+                waited = (
+                    seconds_since(rayjob["metadata"].get("deletionTimestamp"), dt.datetime.now(dt.UTC)) or 0.0
+                )
+                if waited < self.config.rayjob_stop_timeout_s:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "FailedToStopRayJob",
+                        f"Could not stop Ray job {job_id}: {exc}; retrying",
+                    )
+                    return Result(requeue_after_s=min(30.0, 2.0 + waited / 10))
+                self.recorder.post(
+                    rayjob,
+                    "Warning",
+                    "GaveUpStoppingRayJob",
+                    f"Could not stop Ray job {job_id} within {self.config.rayjob_stop_timeout_s:.0f}s; "
+                    "releasing the RayJob anyway",
+                )
+        await self._set_finalizer(rayjob, FINALIZER, present=False)
+        return None
 
     # --- the state machine ----------------------------------------------------------------------
 
-    async def _step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> StepResult:
+    async def _step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         spec = rayjob.get("spec") or {}
         state = status.get("jobDeploymentStatus", NEW)
         now = dt.datetime.now(dt.UTC)
@@ -192,28 +272,34 @@ class RayJobReconciler:
         if state == VALIDATION_FAILED and status.get("observedGeneration") == rayjob["metadata"].get(
             "generation"
         ):
-            return StepResult()
+            return Result()
         errors = validate_rayjob(rayjob)
         if errors:
             if state != VALIDATION_FAILED or status.get("message") != "; ".join(errors):
-                await self.kube.emit_event(rayjob, "InvalidRayJobSpec", "; ".join(errors), type_="Warning")
+                self.recorder.post(rayjob, "Warning", "InvalidRayJobSpec", "; ".join(errors))
             status.update(
                 jobDeploymentStatus=VALIDATION_FAILED, reason="ValidationFailed", message="; ".join(errors)
             )
-            return StepResult()
+            return Result()
         if state == VALIDATION_FAILED:
-            state = NEW  # the spec was fixed: start over
-            status.update(jobDeploymentStatus=NEW, reason=None, message=None)
+            # The spec was fixed: remove what an earlier attempt left running, then start over,
+            # so a second cluster never runs beside the first.
+            if not await self._delete_cluster_and_submitter(rayjob, status):
+                return Result(0.5)
+            state = NEW
+            status.update(
+                jobDeploymentStatus=NEW, reason=None, message=None, rayClusterName=None, dashboardURL=None
+            )
 
         if state in ACTIVE and spec.get("suspend"):
             status["jobDeploymentStatus"] = SUSPENDING
-            return StepResult(0.1)
+            return Result(0.1)
         if deadline_exceeded({"spec": spec, "status": status}, now):
             await self._stop_ray_job(status)
             deadline = spec["activeDeadlineSeconds"]
             self._finish(status, FAILED, "DeadlineExceeded", f"the RayJob ran longer than {deadline}s")
-            await self.kube.emit_event(rayjob, "DeadlineExceeded", status["message"], type_="Warning")
-            return StepResult(0.1)
+            self.recorder.post(rayjob, "Warning", "DeadlineExceeded", status["message"])
+            return Result(0.1)
 
         handler = {
             NEW: self._new,
@@ -228,11 +314,11 @@ class RayJobReconciler:
         }[state]
         return await handler(rayjob, status, now)
 
-    async def _new(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> StepResult:
+    async def _new(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         spec = rayjob["spec"]
         if spec.get("suspend"):
             status.update(jobDeploymentStatus=SUSPENDED)
-            return StepResult()
+            return Result()
         name = rayjob["metadata"]["name"]
         selector = spec.get("clusterSelector") or {}
         if mode_of(rayjob) == "InteractiveMode":
@@ -253,50 +339,48 @@ class RayJobReconciler:
             message=None,
             rayJobInfo=None,
         )
-        await self.kube.emit_event(
-            rayjob, "Initializing", f"RayCluster {cluster_name}, job id {job_id or '-'}"
+        self.recorder.post(
+            rayjob, "Normal", "Initializing", f"RayCluster {cluster_name}, job id {job_id or '-'}"
         )
-        return StepResult(0.1)
+        return Result(0.1)
 
-    async def _initializing(
-        self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime
-    ) -> StepResult:
+    async def _initializing(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         cluster = await self._ensure_cluster(rayjob, status)
         if cluster is None:
-            return StepResult(2.0)
+            return Result(JOB_STATUS_POLL_S)
         status["rayClusterStatus"] = _cluster_status_summary(cluster)
         if (cluster.get("status") or {}).get("state") != "ready":
-            return StepResult(1.0)
+            return Result(1.0)
         try:
             address = self.resolver.dashboard_url(cluster)
         except LookupError as exc:
             status["message"] = str(exc)
-            return StepResult(5.0)
+            return Result(5.0)
         status["dashboardURL"] = address.removeprefix("http://").removeprefix("https://")
         mode = mode_of(rayjob)
         if mode == "InteractiveMode":
             status["jobDeploymentStatus"] = WAITING
-            return StepResult(0.1)
+            return Result(0.1)
         if mode == "K8sJobMode":
             if await self._ensure_submitter(rayjob, status):
                 status["jobDeploymentStatus"] = RUNNING
-            return StepResult(0.5)
+            return Result(0.5)
         if mode == "HTTPMode":
             return await self._submit_http(rayjob, status)
         # SidecarMode: the head pod runs the submitter; the job is under way once the cluster is ready.
         status["jobDeploymentStatus"] = RUNNING
-        return StepResult(0.5)
+        return Result(0.5)
 
-    async def _waiting(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> StepResult:
+    async def _waiting(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         job_id = rayjob["spec"].get("jobId")
         if not job_id:
-            return StepResult()  # a spec change (watch event) wakes us up
+            return Result()  # a spec change (watch event) wakes us up
         status.update(jobId=job_id, jobDeploymentStatus=RUNNING)
-        return StepResult(0.1)
+        return Result(0.1)
 
-    async def _running(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> StepResult:
+    async def _running(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         namespace = rayjob["metadata"]["namespace"]
-        cluster = await self.kube.get(cluster_path(namespace, status["rayClusterName"]))
+        cluster = self._cluster(namespace, status["rayClusterName"])
         if cluster is not None:
             status["rayClusterStatus"] = _cluster_status_summary(cluster)
         try:
@@ -305,10 +389,10 @@ class RayJobReconciler:
             return await self._job_not_found(rayjob, status)
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
-            return StepResult(2.0)
+            return Result(JOB_STATUS_POLL_S)
         except DashboardError as exc:
             status["message"] = str(exc)
-            return StepResult(2.0)
+            return Result(JOB_STATUS_POLL_S)
         if mode_of(rayjob) == "K8sJobMode" and not info.status.is_terminal:
             failed = await self._submitter_failed(rayjob)
             if failed:
@@ -317,17 +401,17 @@ class RayJobReconciler:
                 )
         self._record_job_info(status, info)
         if not info.status.is_terminal:
-            return StepResult(2.0)  # the dashboard is polled: job progress makes no watch events
+            return Result(JOB_STATUS_POLL_S)  # the dashboard is polled: job progress makes no watch events
         if info.status == JobStatus.SUCCEEDED:
             status["succeeded"] = int(status.get("succeeded") or 0) + 1
             self._finish(status, COMPLETE, None, info.message or "the Ray job succeeded")
-            await self.kube.emit_event(rayjob, "Completed", f"Ray job {status['jobId']} succeeded")
-            return StepResult(0.1)
+            self.recorder.post(rayjob, "Normal", "Completed", f"Ray job {status['jobId']} succeeded")
+            return Result(0.1)
         return await self._attempt_failed(
             rayjob, status, "AppFailed", info.message or f"Ray job {info.status}"
         )
 
-    async def _job_not_found(self, rayjob: dict[str, Any], status: dict[str, Any]) -> StepResult:
+    async def _job_not_found(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         mode = mode_of(rayjob)
         if mode == "HTTPMode":
             return await self._submit_http(rayjob, status)
@@ -339,11 +423,11 @@ class RayJobReconciler:
                     "the submitter Job failed" if failed else "the submitter Job ended without submitting"
                 )
                 return await self._attempt_failed(rayjob, status, "SubmissionFailed", message)
-        return StepResult(1.0)  # the submitter (or the user, in InteractiveMode) has not submitted yet
+        return Result(1.0)  # the submitter (or the user, in InteractiveMode) has not submitted yet
 
     async def _attempt_failed(
         self, rayjob: dict[str, Any], status: dict[str, Any], reason: str, message: str
-    ) -> StepResult:
+    ) -> Result:
         failed = int(status.get("failed") or 0) + 1
         status["failed"] = failed
         limit = int(rayjob["spec"].get("backoffLimit") or 0)
@@ -351,26 +435,24 @@ class RayJobReconciler:
             status.update(
                 jobDeploymentStatus=RETRYING, message=f"attempt {failed} failed ({message}); retrying"
             )
-            await self.kube.emit_event(rayjob, "Retrying", status["message"], type_="Warning")
-            return StepResult(0.1)
+            self.recorder.post(rayjob, "Warning", "Retrying", status["message"])
+            return Result(0.1)
         self._finish(status, FAILED, reason, message)
-        await self.kube.emit_event(rayjob, reason, message, type_="Warning")
-        return StepResult(0.1)
+        self.recorder.post(rayjob, "Warning", reason, message)
+        return Result(0.1)
 
-    async def _retrying(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> StepResult:
+    async def _retrying(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         if await self._delete_cluster_and_submitter(rayjob, status):
             status.update(
                 jobDeploymentStatus=NEW, jobStatus="", jobId=None, rayClusterName=None, dashboardURL=None
             )
-            return StepResult(0.1)
-        return StepResult(0.5)
+            return Result(0.1)
+        return Result(0.5)
 
-    async def _suspending(
-        self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime
-    ) -> StepResult:
+    async def _suspending(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         await self._stop_ray_job(status)
         if not await self._delete_cluster_and_submitter(rayjob, status):
-            return StepResult(0.5)
+            return Result(0.5)
         status.update(
             jobDeploymentStatus=SUSPENDED,
             jobStatus="",
@@ -382,19 +464,17 @@ class RayJobReconciler:
             rayClusterStatus=None,
             rayJobInfo=None,
         )
-        await self.kube.emit_event(rayjob, "Suspended", "the RayCluster and submitter are deleted")
-        return StepResult()
+        self.recorder.post(rayjob, "Normal", "Suspended", "the RayCluster and submitter are deleted")
+        return Result()
 
-    async def _suspended(
-        self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime
-    ) -> StepResult:
+    async def _suspended(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         if rayjob["spec"].get("suspend"):
-            return StepResult()
+            return Result()
         status["jobDeploymentStatus"] = NEW
-        await self.kube.emit_event(rayjob, "Resumed", "the RayJob is resumed")
-        return StepResult(0.1)
+        self.recorder.post(rayjob, "Normal", "Resumed", "the RayJob is resumed")
+        return Result(0.1)
 
-    async def _finished(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> StepResult:
+    async def _finished(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         """Apply shutdownAfterJobFinishes / deletionStrategy once each ttl has passed."""
         namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
         elapsed = seconds_since(status.get("endTime"), now) or 0.0
@@ -405,19 +485,19 @@ class RayJobReconciler:
                 continue
             cluster_name = status.get("rayClusterName")
             if action.policy == "DeleteCluster" and cluster_name:
-                cluster = await self.kube.get(cluster_path(namespace, cluster_name))
+                cluster = self._cluster(namespace, cluster_name)
                 # Deleting an object that is already terminating "succeeds" again: check first.
                 if cluster is not None and not cluster["metadata"].get("deletionTimestamp"):
-                    await self.kube.delete(cluster_path(namespace, cluster_name))
-                    await self.kube.emit_event(
-                        rayjob, "DeletedRayCluster", f"Deleted RayCluster {cluster_name}"
+                    await self.client.delete(cluster_path(namespace, cluster_name))
+                    self.recorder.post(
+                        rayjob, "Normal", "DeletedRayCluster", f"Deleted RayCluster {cluster_name}"
                     )
             elif action.policy == "DeleteWorkers" and cluster_name:
                 await self._suspend_workers(rayjob, cluster_name)
             elif action.policy == "DeleteSelf":
-                await self.kube.delete(rayjob_path(namespace, name))
-                return StepResult()
-        return StepResult(min(waits) + 0.2) if waits else StepResult()
+                await self.client.delete(rayjob_path(namespace, name))
+                return Result()
+        return Result(min(waits) + 0.2) if waits else Result()
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -441,84 +521,54 @@ class RayJobReconciler:
     async def _ensure_cluster(self, rayjob: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
         namespace = rayjob["metadata"]["namespace"]
         cluster_name = status["rayClusterName"]
-        cluster = await self.kube.get(cluster_path(namespace, cluster_name))
+        cluster = self._cluster(namespace, cluster_name)
         if cluster is not None or rayjob["spec"].get("clusterSelector"):
             if cluster is None:
                 status["message"] = f"RayCluster {cluster_name} named by spec.clusterSelector does not exist"
             return cluster
-        manifest = self._cluster_manifest(rayjob, status)
+        manifest = cluster_manifest(rayjob, status, self.config.submitter_image)
         try:
-            cluster = await self.kube.create(cluster_path(namespace), manifest)
+            cluster = await self.client.create(cluster_path(namespace), manifest)
         except Conflict:
-            return await self.kube.get(cluster_path(namespace, cluster_name))  # created meanwhile
+            return self._cluster(namespace, cluster_name)  # created meanwhile
         except ApiError as exc:
             status["message"] = f"cannot create RayCluster {cluster_name}: {exc.message}"
-            await self.kube.emit_event(rayjob, "FailedToCreateRayCluster", status["message"], type_="Warning")
+            self.recorder.post(rayjob, "Warning", "FailedToCreateRayCluster", status["message"])
             return None
-        await self.kube.emit_event(
-            rayjob, "CreatedRayCluster", f"Created RayCluster {namespace}/{cluster_name}"
+        self.recorder.post(
+            rayjob, "Normal", "CreatedRayCluster", f"Created RayCluster {namespace}/{cluster_name}"
         )
         return cluster
 
-    def _cluster_manifest(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
-        meta = rayjob["metadata"]
-        spec = copy.deepcopy(rayjob["spec"]["rayClusterSpec"])
-        if mode_of(rayjob) == "SidecarMode":
-            head_spec = spec["headGroupSpec"]["template"].setdefault("spec", {})
-            image = head_spec["containers"][0].get("image") or self.config.submitter_image
-            port = dashboard_port({"spec": spec})
-            head_spec["containers"].append(submitter.sidecar_container(rayjob, status["jobId"], image, port))
-            head_spec["restartPolicy"] = "Never"
-        cluster_labels = {
-            **(meta.get("labels") or {}),
-            labels.ORIGINATED_FROM_CR_NAME: labels.label_value(meta["name"]),
-            labels.ORIGINATED_FROM_CRD: "RayJob",
-        }
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
-        return {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
-            "metadata": {
-                "name": status["rayClusterName"],
-                "namespace": meta["namespace"],
-                "labels": cluster_labels,
-                "annotations": annotations,
-                "ownerReferences": [labels.owner_reference(dict(rayjob))],
-            },
-            "spec": spec,
-        }
-
     async def _ensure_submitter(self, rayjob: dict[str, Any], status: dict[str, Any]) -> bool:
         namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
-        existing = await self.kube.get(batch_job_path(namespace, name))
+        existing = self._submitter(namespace, name)
         if existing is not None:
             return True
         manifest = submitter.submitter_job(
             rayjob, status["jobId"], status["dashboardURL"], self.config.submitter_image
         )
         try:
-            await self.kube.create(batch_job_path(namespace), manifest)
+            await self.client.create(batch_job_path(namespace), manifest)
         except Conflict:
             return True  # created meanwhile
         except ApiError as exc:
             status["message"] = f"cannot create the submitter Job: {exc.message}"
-            await self.kube.emit_event(
-                rayjob, "FailedToCreateSubmitterJob", status["message"], type_="Warning"
-            )
+            self.recorder.post(rayjob, "Warning", "FailedToCreateSubmitterJob", status["message"])
             return False
-        await self.kube.emit_event(rayjob, "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
+        self.recorder.post(rayjob, "Normal", "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
         return True
 
     async def _submitter_state(self, rayjob: Mapping[str, Any]) -> tuple[bool, bool]:
         """(finished, failed) of the submitter Job; (False, False) while it runs or is absent."""
         meta = rayjob["metadata"]
-        job = await self.kube.get(batch_job_path(meta["namespace"], meta["name"]))
+        job = self._submitter(meta["namespace"], meta["name"])
         return (False, False) if job is None else submitter.job_finished(job)
 
     async def _submitter_failed(self, rayjob: Mapping[str, Any]) -> bool:
         return await self._submitter_state(rayjob) == (True, True)
 
-    async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> StepResult:
+    async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         try:
             await self.dashboard(status["dashboardURL"]).submit_job(
                 submitter.job_submission(rayjob, status["jobId"])
@@ -527,13 +577,13 @@ class RayJobReconciler:
             pass  # an earlier reconcile submitted it
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
-            return StepResult(2.0)
+            return Result(JOB_STATUS_POLL_S)
         except DashboardError as exc:
             return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc)[:1024])
         if status.get("jobDeploymentStatus") != RUNNING:
             status["jobDeploymentStatus"] = RUNNING
-            await self.kube.emit_event(rayjob, "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
-        return StepResult(0.5)
+            self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
+        return Result(0.5)
 
     async def _delete_cluster_and_submitter(
         self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
@@ -543,19 +593,21 @@ class RayJobReconciler:
         gone = True
         cluster_name = status.get("rayClusterName")
         if cluster_name and not rayjob["spec"].get("clusterSelector"):
-            path = cluster_path(namespace, cluster_name)
-            if await self.kube.get(path) is not None:
+            cluster = self._cluster(namespace, cluster_name)
+            if cluster is not None:
                 gone = False
-                await self.kube.delete(path, propagation="Foreground")
-        job_path = batch_job_path(namespace, name)
-        if await self.kube.get(job_path) is not None:
+                if not cluster["metadata"].get("deletionTimestamp"):
+                    await self.client.delete(cluster_path(namespace, cluster_name), propagation="Foreground")
+        job = self._submitter(namespace, name)
+        if job is not None:
             gone = False
-            await self.kube.delete(job_path, propagation="Foreground")
+            if not job["metadata"].get("deletionTimestamp"):
+                await self.client.delete(batch_job_path(namespace, name), propagation="Foreground")
         return gone
 
     async def _suspend_workers(self, rayjob: Mapping[str, Any], cluster_name: str) -> None:
         namespace = rayjob["metadata"]["namespace"]
-        cluster = await self.kube.get(cluster_path(namespace, cluster_name))
+        cluster = self._cluster(namespace, cluster_name)
         if cluster is None:
             return
         groups = cluster["spec"].get("workerGroupSpecs") or []
@@ -565,8 +617,42 @@ class RayJobReconciler:
             {"op": "add", "path": f"/spec/workerGroupSpecs/{i}/suspend", "value": True}
             for i in range(len(groups))
         ]
-        await self.kube.json_patch(cluster_path(namespace, cluster_name), ops)
-        await self.kube.emit_event(rayjob, "DeletedWorkers", f"Suspended the worker groups of {cluster_name}")
+        await self.client.json_patch(cluster_path(namespace, cluster_name), ops)
+        self.recorder.post(
+            rayjob, "Normal", "DeletedWorkers", f"Suspended the worker groups of {cluster_name}"
+        )
+
+
+def cluster_manifest(
+    rayjob: Mapping[str, Any], status: Mapping[str, Any], default_image: str
+) -> dict[str, Any]:
+    """The RayCluster a RayJob runs on (SidecarMode: with the submitter in the head pod)."""
+    meta = rayjob["metadata"]
+    spec = copy.deepcopy(rayjob["spec"]["rayClusterSpec"])
+    if mode_of(rayjob) == "SidecarMode":
+        head_spec = spec["headGroupSpec"]["template"].setdefault("spec", {})
+        image = head_spec["containers"][0].get("image") or default_image
+        port = dashboard_port({"spec": spec})
+        head_spec["containers"].append(submitter.sidecar_container(rayjob, status["jobId"], image, port))
+        head_spec["restartPolicy"] = "Never"
+    cluster_labels = {
+        **(meta.get("labels") or {}),
+        labels.ORIGINATED_FROM_CR_NAME: labels.label_value(meta["name"]),
+        labels.ORIGINATED_FROM_CRD: "RayJob",
+    }
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": status["rayClusterName"],
+            "namespace": meta["namespace"],
+            "labels": cluster_labels,
+            "annotations": annotations,
+            "ownerReferences": [labels.owner_reference(dict(rayjob))],
+        },
+        "spec": spec,
+    }
 
 
 def _cluster_status_summary(cluster: Mapping[str, Any]) -> dict[str, Any]:
@@ -574,14 +660,6 @@ def _cluster_status_summary(cluster: Mapping[str, Any]) -> dict[str, Any]:
     status.pop("conditions", None)
     status.pop("lastUpdateTime", None)
     return status
-
-
-def _with_nulls(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """A merge patch that also removes keys the new status no longer has."""
-    patch = dict(new)
-    for key in previous or {}:
-        patch.setdefault(key, None)
-    return patch
 
 
 def _bookkeeping(annotation: str) -> bool:

@@ -52,17 +52,16 @@ def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[Ope
     """The operator (rayquota.operator.main.run) in a background thread, watching the tests'
     namespaces, with the local dashboard resolver."""
     from rayquota.operator import main
-    from rayquota.operator.ray import handlers
 
     config = OperatorConfig(
         version="test-1",
         dashboard_resolver="local",
         dashboard_map_file=str(dashboard_map_file),
-        resync_interval_s=3.0,
         dashboard_timeout_s=5.0,
+        # Short, so a test of the deletion finalizer's give-up does not wait five minutes.
+        rayjob_stop_timeout_s=20.0,
     )
-    handlers.configure(config)
-    stop = threading.Event()
+    stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(
         target=main.run,
         kwargs={
@@ -72,16 +71,17 @@ def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[Ope
             "health_port": 0,
             "verbose": False,
             "stop_flag": stop,
+            "ready_flag": ready,
+            "config": config,
         },
         name="rayquota-operator",
         daemon=True,
     )
     thread.start()
     deadline = time.monotonic() + 60
-    while handlers._runtime is None:
+    while not ready.wait(timeout=0.1):
         assert thread.is_alive(), "the operator thread exited during start-up"
         assert time.monotonic() < deadline, "the operator did not start in 60s"
-        time.sleep(0.1)
     try:
         yield config
     finally:

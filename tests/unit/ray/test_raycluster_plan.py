@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.raycluster_plan import (
@@ -100,7 +101,7 @@ def test_scale_down_removes_unready_then_newest() -> None:
     assert deleted_names(plan_cluster(body, pods, VERSION)) == {"w1"}  # the unready one
 
 
-def test_workers_to_delete_honoured_and_cleared() -> None:
+def test_workers_to_delete_honoured_and_left_as_written() -> None:
     body = cluster()
     group = body["spec"]["workerGroupSpecs"][0]
     group["replicas"] = 1
@@ -108,7 +109,9 @@ def test_workers_to_delete_honoured_and_cleared() -> None:
     plan = plan_cluster(body, full_cluster_pods(), VERSION)
     assert deleted_names(plan) == {"w1"}
     assert not plan.create
-    assert plan.clear_workers_to_delete == [0]
+    # KubeRay never clears the list: a spec write would look like drift to GitOps tools.
+    assert not hasattr(plan, "clear_workers_to_delete")
+    assert group["scaleStrategy"]["workersToDelete"] == ["w1", "not-a-pod"]
 
 
 def test_terminating_pods_are_not_counted() -> None:
@@ -306,3 +309,50 @@ def test_multi_host_scale_down_and_workers_to_delete_remove_whole_replicas() -> 
     body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["gpu-old-1"]}
     plan = plan_cluster(body, pods, VERSION)
     assert deleted_names(plan) == {"gpu-old-0", "gpu-old-1"} and not plan.create
+
+
+# --- the admission cap (the queue integration's second lock) ---------------------------------
+
+
+def test_cap_without_head_creates_nothing() -> None:
+    plan = plan_cluster(cluster(), [], VERSION, caps=AdmittedCaps(head=False, workers={"gpu": 5}))
+    assert plan.create == []
+
+
+def test_cap_bounds_worker_creation_in_one_reconcile() -> None:
+    body = cluster()
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 5
+    plan = plan_cluster(body, [], VERSION, caps=AdmittedCaps(head=True, workers={"gpu": 2}))
+    created = [p for p in plan.create if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    heads = [p for p in plan.create if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+    assert len(heads) == 1 and len(created) == 2
+
+
+def test_cap_counts_existing_pods() -> None:
+    body = cluster()
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 4
+    pods = full_cluster_pods()  # a head and two workers
+    plan = plan_cluster(body, pods, VERSION, caps=AdmittedCaps(head=True, workers={"gpu": 3}))
+    assert len(plan.create) == 1 and not plan.delete
+
+
+def test_pods_beyond_a_lowered_cap_are_removed() -> None:
+    plan = plan_cluster(
+        cluster(), full_cluster_pods(), VERSION, caps=AdmittedCaps(head=True, workers={"gpu": 1})
+    )
+    assert not plan.create
+    assert len(plan.delete) == 1 and plan.delete[0].reason == "ScaleDown"
+
+
+def test_unknown_group_gets_no_pods_under_a_cap() -> None:
+    plan = plan_cluster(cluster(), [], VERSION, caps=AdmittedCaps(head=True, workers={}))
+    assert [p["metadata"]["labels"]["ray.io/node-type"] for p in plan.create] == ["head"]
+
+
+def test_multi_host_cap_admits_whole_replicas_only() -> None:
+    body = cluster()
+    group = body["spec"]["workerGroupSpecs"][0]
+    group["replicas"], group["numOfHosts"] = 3, 2
+    plan = plan_cluster(body, [], VERSION, caps=AdmittedCaps(head=True, workers={"gpu": 5}))
+    workers = [p for p in plan.create if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    assert len(workers) == 4  # two whole replicas of two hosts; a fifth pod would split a replica

@@ -199,14 +199,13 @@ def test_submitter_job_finished() -> None:
 
 
 def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
-    from rayquota.operator.config import OperatorConfig
-    from rayquota.operator.ray.rayjob import RayJobReconciler
-    from rayquota.operator.ray.resolver import ServiceDNSResolver
+    from rayquota.operator.config import DEFAULT_RAY_IMAGE
+    from rayquota.operator.ray.rayjob import cluster_manifest
 
-    reconciler = RayJobReconciler(kube=None, config=OperatorConfig(), resolver=ServiceDNSResolver())  # type: ignore[arg-type]
     body = rayjob(submissionMode="SidecarMode")
     body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}
-    manifest = reconciler._cluster_manifest(body, {"rayClusterName": "job-abcde", "jobId": "job-xyz12"})
+    status = {"rayClusterName": "job-abcde", "jobId": "job-xyz12"}
+    manifest = cluster_manifest(body, status, DEFAULT_RAY_IMAGE)
     assert manifest["metadata"]["name"] == "job-abcde"
     assert manifest["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
     assert manifest["metadata"]["annotations"] == {"team": "a"}

@@ -1,0 +1,37 @@
+"""The controller runtime every rayquota controller runs on; see docs/operator-core.md."""
+
+from rayquota.operator.core import resources
+from rayquota.operator.core.controller import Controller, Result
+from rayquota.operator.core.events import EventRecorder
+from rayquota.operator.core.expectations import Expectations
+from rayquota.operator.core.gate import AdmissionGate, AdmittedCaps, NoGate
+from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED, Informer
+from rayquota.operator.core.manager import Manager
+from rayquota.operator.core.resources import ObjectKey, Resource
+from rayquota.operator.core.scope import NamespaceScope
+from rayquota.operator.core.status import StatusWriter, without_nulls
+from rayquota.operator.core.store import Store, label_indexer, owner_uids
+
+__all__ = [
+    "ADDED",
+    "DELETED",
+    "MODIFIED",
+    "AdmissionGate",
+    "AdmittedCaps",
+    "Controller",
+    "EventRecorder",
+    "Expectations",
+    "Informer",
+    "Manager",
+    "NamespaceScope",
+    "NoGate",
+    "ObjectKey",
+    "Resource",
+    "Result",
+    "StatusWriter",
+    "Store",
+    "label_indexer",
+    "owner_uids",
+    "resources",
+    "without_nulls",
+]

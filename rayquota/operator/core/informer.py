@@ -1,0 +1,189 @@
+"""List and watch one resource into a Store, and tell subscribers what changed.
+
+A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh); a 410 Gone
+or an expired version means a fresh LIST, after which objects that vanished meanwhile are
+reported as DELETED. Label selectors are applied by the API server, so objects that are not
+ours never reach the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rayquota.operator.core.resources import ObjectKey, Resource
+from rayquota.operator.core.scope import NamespaceScope
+from rayquota.operator.core.store import Indexer, Obj, Store
+from rayquota.operator.kube import ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+ChangeHandler = Callable[[str, Obj, Obj | None], None]
+
+LIST_PAGE_SIZE = 500
+
+
+class WatchExpired(Exception):
+    """The server no longer has the resourceVersion the watch asked for (410 Gone)."""
+
+
+def _strip(obj: Obj) -> Obj:
+    # managedFields are a large share of every object and nothing here reads them.
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+class Informer:
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        scope: NamespaceScope,
+        *,
+        label_selector: str | None = None,
+        indexers: Mapping[str, Indexer] | None = None,
+        watch_timeout_s: tuple[int, int] = (300, 600),
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.scope = scope
+        self.label_selector = label_selector
+        self.store = Store(indexers)
+        self._handlers: list[ChangeHandler] = []
+        self._watch_timeout_s = watch_timeout_s
+        self._targets = scope.watch_targets(resource.namespaced)
+        self._listed: set[str | None] = set()
+        self.synced = asyncio.Event()
+        self.relists = 0  # how many times a LIST was needed (start-up included)
+
+    def __repr__(self) -> str:
+        selector = f" [{self.label_selector}]" if self.label_selector else ""
+        return f"Informer({self.resource}{selector})"
+
+    def on_change(self, handler: ChangeHandler) -> None:
+        self._handlers.append(handler)
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._list_and_watch(target) for target in self._targets))
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _params(self) -> dict[str, str]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
+
+    async def _list_and_watch(self, namespace: str | None) -> None:
+        version: str | None = None
+        failures = 0
+        while True:
+            try:
+                if version is None:
+                    version = await self._relist(namespace)
+                    self._mark_listed(namespace)
+                version = await self._watch(namespace, version)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except WatchExpired:
+                version = None
+            except Exception as exc:  # network trouble, API server restarts: back off and resume
+                failures += 1
+                delay = min(30.0, 0.2 * 2**failures) * (0.5 + random.random() / 2)
+                level = logging.DEBUG if failures == 1 else logging.WARNING
+                log.log(level, "%r watch in %s failed (%s); retrying in %.1fs", self, namespace, exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _relist(self, namespace: str | None) -> str:
+        self.relists += 1
+        path = self.resource.path(namespace)
+        params = {**self._params(), "limit": str(LIST_PAGE_SIZE)}
+        items: list[Obj] = []
+        while True:
+            page = await self.client.list_page(path, params)
+            items.extend(_strip(item) for item in page.get("items") or [])
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                version = str(meta.get("resourceVersion") or "")
+                break
+            params = {**params, "continue": meta["continue"]}
+        seen: set[ObjectKey] = set()
+        for item in items:
+            if not self.scope.admits(item["metadata"].get("namespace")):
+                continue
+            seen.add(ObjectKey.of(item))
+            self._apply(MODIFIED, item)
+        stale = [
+            key
+            for key in self.store.object_keys()
+            if key not in seen and (namespace is None or key.namespace == namespace)
+        ]
+        for key in stale:
+            old = self.store.get_key(key)
+            if old is not None:
+                self._apply(DELETED, old)
+        return version
+
+    def _mark_listed(self, namespace: str | None) -> None:
+        self._listed.add(namespace)
+        if len(self._listed) == len(self._targets):
+            self.synced.set()
+
+    async def _watch(self, namespace: str | None, version: str) -> str:
+        low, high = self._watch_timeout_s
+        timeout = random.randint(low, high)
+        params = {
+            **self._params(),
+            "watch": "1",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        try:
+            async for event in self.client.stream_lines(
+                self.resource.path(namespace), params, read_timeout_s=timeout + 30
+            ):
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpired(obj.get("message"))
+                    raise ApiError(
+                        "WATCH", self.resource.path(namespace), int(obj.get("code") or 500), str(obj)
+                    )
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind == "BOOKMARK":
+                    continue
+                if not self.scope.admits((obj.get("metadata") or {}).get("namespace")):
+                    continue
+                self._apply(str(kind), _strip(obj))
+        except ApiError as exc:
+            if exc.status == 410:
+                raise WatchExpired(exc.message) from exc
+            raise
+        return version
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        if kind == DELETED:
+            old = self.store.remove(ObjectKey.of(obj))
+            if old is None:
+                return
+            self._notify(DELETED, obj, old)
+            return
+        old = self.store.upsert(obj)
+        if old is not None and _version(old) == _version(obj):
+            return  # a relist delivering what we already have
+        self._notify(ADDED if old is None else MODIFIED, obj, old)
+
+    def _notify(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj, old)
+            except Exception:
+                log.exception("%r: a change handler failed on %s %s", self, kind, ObjectKey.of(obj))
+
+
+def _version(obj: Mapping[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")

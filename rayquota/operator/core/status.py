@@ -1,0 +1,103 @@
+"""Exact status writes: the computed status replaces the stored one.
+
+A merge patch cannot remove nested keys, so a status that lost a key would look changed for
+ever. Here the whole status is PUT on the status subresource with the cached resourceVersion
+(optimistic concurrency: a 409 means the watch has a newer object on its way), and only when
+it differs from what is stored. Keys whose value is None are dropped before comparing, so
+"absent" and "null" are the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.core.resources import Resource
+from rayquota.operator.core.store import Obj
+from rayquota.operator.kube import KubeClient, NotFound
+
+_REMEMBERED = 100_000
+# How long to wait for the watch to deliver our own write before trusting the cache anyway
+# (a relist after 410 Gone may skip the exact version we wrote).
+_OWN_WRITE_WAIT_S = 10.0
+
+
+def without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def _canonical(status: Any) -> str:
+    return json.dumps(status, sort_keys=True, separators=(",", ":"))
+
+
+class StatusWriter:
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.writes = 0
+        # uid -> (status we sent, resourceVersion the server answered): when the server
+        # normalises what we sent (schema pruning, defaulting), the next identical computation
+        # must not write again.
+        self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # uid -> (resourceVersion we wrote, until when to wait for the cache to show it)
+        self._in_flight: dict[str, tuple[str, float]] = {}
+
+    def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        """Informer hook: the cache now holds this version."""
+        meta = obj["metadata"]
+        uid = str(meta.get("uid"))
+        in_flight = self._in_flight.get(uid)
+        if in_flight is not None and in_flight[0] == str(meta.get("resourceVersion")):
+            del self._in_flight[uid]
+
+    def is_stale(self, obj: Mapping[str, Any]) -> bool:
+        """True while the cached `obj` predates a status we wrote: a reconcile must not act on it."""
+        meta = obj["metadata"]
+        uid = str(meta.get("uid"))
+        in_flight = self._in_flight.get(uid)
+        if in_flight is None:
+            return False
+        version, until = in_flight
+        if version == str(meta.get("resourceVersion")) or time.monotonic() > until:
+            del self._in_flight[uid]
+            return False
+        return True
+
+    async def write(
+        self, resource: Resource, obj: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> Obj | None:
+        """Write `status` if it differs; returns the stored object (the cached one when nothing was
+        written), or None when the object is gone. Raises Conflict when the cache is stale."""
+        wanted = without_nulls(status)
+        if wanted == without_nulls(obj.get("status") or {}):
+            return dict(obj)
+        meta = obj["metadata"]
+        uid, version = str(meta.get("uid")), str(meta.get("resourceVersion"))
+        canonical = _canonical(wanted)
+        if self._sent.get(uid) == (canonical, version):
+            return dict(obj)
+        body = {**obj, "status": wanted}
+        try:
+            stored = await self.client.replace(
+                resource.path(meta.get("namespace"), meta["name"], "status"), body
+            )
+        except NotFound:
+            return None
+        self.writes += 1
+        stored_version = str(stored["metadata"].get("resourceVersion"))
+        self._sent[uid] = (canonical, stored_version)
+        self._in_flight[uid] = (stored_version, time.monotonic() + _OWN_WRITE_WAIT_S)
+        self._sent.move_to_end(uid)
+        while len(self._sent) > _REMEMBERED:
+            self._sent.popitem(last=False)
+        return stored
+
+    def forget(self, uid: str) -> None:
+        self._sent.pop(uid, None)
+        self._in_flight.pop(uid, None)

@@ -1,0 +1,134 @@
+"""A work queue shaped like controller-runtime's.
+
+- One entry per key: adding a key that is already waiting does nothing, and a key being
+  processed is re-queued once when it is added meanwhile, never handed to two workers.
+- Per-key exponential backoff with jitter for failures (`add_rate_limited`), reset by `forget`.
+- Timers (`add_after`) keep only the earliest pending wake-up per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base_s: float = 0.005
+    max_s: float = 300.0
+    jitter: float = 0.2  # the delay is scaled by a random factor in [1 - jitter, 1]
+
+    def delay(self, failures: int, rng: random.Random) -> float:
+        raw = min(self.max_s, self.base_s * 2.0 ** max(0, failures - 1))
+        return float(raw * (1.0 - self.jitter * rng.random()))
+
+
+class ShutDown(Exception):
+    """The queue was shut down while waiting for a key."""
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, backoff: Backoff | None = None, *, seed: int | None = None) -> None:
+        self.backoff = backoff or Backoff()
+        self._rng = random.Random(seed)
+        self._ready: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._failures: dict[K, int] = {}
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+    @property
+    def waiting_timers(self) -> int:
+        return len(self._timers)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    def add(self, key: K) -> None:
+        if self._shutdown or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._ready.append(key)
+            self._notify()
+
+    def add_after(self, key: K, delay_s: float) -> None:
+        if self._shutdown:
+            return
+        if delay_s <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay_s
+        current = self._timers.get(key)
+        if current is not None:
+            if current[0] <= due:
+                return
+            current[1].cancel()
+        self._timers[key] = (due, loop.call_at(due, self._fire, key))
+
+    def add_rate_limited(self, key: K) -> float:
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        delay = self.backoff.delay(failures, self._rng)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def _notify(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def get(self) -> K:
+        while not self._ready:
+            if self._shutdown:
+                raise ShutDown
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                # A wake-up meant for this worker must not be lost with it.
+                if waiter.done() and not waiter.cancelled():
+                    self._notify()
+                raise
+        key = self._ready.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._ready.append(key)
+            self._notify()
+
+    def shut_down(self) -> None:
+        self._shutdown = True
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)

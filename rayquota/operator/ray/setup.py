@@ -1,0 +1,30 @@
+"""The Ray half of the operator: the RayCluster and RayJob controllers on the shared manager."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rayquota.operator.config import OperatorConfig
+from rayquota.operator.core import Manager
+from rayquota.operator.ray.raycluster import RayClusterReconciler
+from rayquota.operator.ray.rayjob import RayJobReconciler
+from rayquota.operator.ray.resolver import resolver_from_settings
+
+
+@dataclass(frozen=True)
+class RayControllers:
+    clusters: RayClusterReconciler
+    jobs: RayJobReconciler
+
+
+def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
+    resolver = resolver_from_settings(
+        config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
+    )
+    controllers = RayControllers(
+        clusters=RayClusterReconciler(manager, config),
+        jobs=RayJobReconciler(manager, config, resolver),
+    )
+    manager.on_shutdown(controllers.jobs.close)
+    manager.components["ray"] = controllers
+    return controllers

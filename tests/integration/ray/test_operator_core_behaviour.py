@@ -1,0 +1,168 @@
+"""What the operator core promises, observed on the real API server: quiet objects at rest,
+exact status writes, bounded events under failure, finalizers only where needed."""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rayquota.operator.config import OperatorConfig
+from tests.integration.ray.kubehelpers import Kube, running, wait_for
+from tests.integration.ray.test_rayjob import job_state, ray, rayjob, wait_deployment
+
+SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "quickstart" / "raycluster.yaml"
+
+
+def sample(name: str, **spec: Any) -> dict[str, Any]:
+    body = copy.deepcopy(yaml.safe_load(SAMPLE.read_text()))
+    body["metadata"]["name"] = name
+    body["spec"].update(spec)
+    return dict(body)
+
+
+@pytest.fixture
+def kube(control_plane: Any, namespace: str, ray_operator: OperatorConfig) -> Kube:
+    return Kube(control_plane, namespace)
+
+
+def test_a_suspended_cluster_at_rest_is_never_rewritten(kube: Kube) -> None:
+    kube.apply(sample("quiet", suspend=True))
+    cluster = wait_for(
+        "suspended",
+        lambda: (
+            (c := kube.get("raycluster", "quiet")) and c.get("status", {}).get("state") == "suspended" and c
+        ),
+    )
+    assert not cluster["metadata"].get("finalizers"), "RayClusters get no finalizer"
+    version = cluster["metadata"]["resourceVersion"]
+    # A window, not a synchronisation: nothing may happen in it. The old operator rewrote a
+    # suspended cluster's status every second.
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        assert kube.get("raycluster", "quiet")["metadata"]["resourceVersion"] == version
+        time.sleep(1)
+    assert kube.pods("quiet") == []
+
+
+def test_removed_status_keys_disappear(kube: Kube) -> None:
+    kube.apply(sample("exact"))
+    wait_for(
+        "head pod in status",
+        lambda: ((kube.get("raycluster", "exact") or {}).get("status") or {}).get("head", {}).get("podIP"),
+    )
+    kube.patch("raycluster", "exact", {"spec": {"suspend": True}})
+    status = wait_for(
+        "suspended",
+        lambda: (
+            (s := (kube.get("raycluster", "exact") or {}).get("status") or {}).get("state") == "suspended"
+            and s
+        ),
+    )
+    # A merge patch would have kept the deleted head pod's name and IP for ever.
+    assert "podName" not in status["head"] and "podIP" not in status["head"]
+
+
+def test_state_stays_ready_while_scaling(kube: Kube) -> None:
+    kube.apply(sample("steady"))
+    wait_for(
+        "ready",
+        lambda: ((kube.get("raycluster", "steady") or {}).get("status") or {}).get("state") == "ready",
+    )
+    group = copy.deepcopy(sample("steady")["spec"]["workerGroupSpecs"][0])
+    group["replicas"] = 4
+    kube.patch("raycluster", "steady", {"spec": {"workerGroupSpecs": [group]}})
+    states = set()
+
+    def scaled() -> bool:
+        cluster = kube.get("raycluster", "steady") or {}
+        states.add((cluster.get("status") or {}).get("state"))
+        return (
+            len(
+                running(
+                    [
+                        p
+                        for p in kube.pods("steady")
+                        if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
+                    ]
+                )
+            )
+            == 4
+        )
+
+    wait_for("scaled to 4 workers", scaled)
+    assert states == {"ready"}, f"state flapped while scaling: {states}"
+
+
+def test_failures_back_off_and_events_stay_bounded(kube: Kube) -> None:
+    """A ResourceQuota refuses most pods: the operator retries with backoff and the events
+    aggregate instead of piling up (the old operator posted 75 Events in 10 s)."""
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "two-pods"},
+            "spec": {"hard": {"pods": "2"}},
+        }
+    )
+    wait_for(
+        "quota status", lambda: (kube.get("resourcequota", "two-pods") or {}).get("status", {}).get("hard")
+    )
+    body = sample("blocked")
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 4
+    kube.apply(body)
+    wait_for(
+        "failure events",
+        lambda: any(e["reason"] == "FailedToCreateWorkerPod" for e in kube.events("blocked")),
+    )
+    started = time.monotonic()
+    wait_for(
+        "the failure to persist for 15 s",
+        lambda: time.monotonic() - started > 15 and kube.events("blocked"),
+        timeout_s=30,
+    )
+    failures = [e for e in kube.events("blocked") if e["reason"] == "FailedToCreateWorkerPod"]
+    assert len(failures) <= 11, f"{len(failures)} separate failure Events"
+    assert sum(int(e.get("count") or 1) for e in failures) >= 3, "retries continued"
+    assert all(e["type"] == "Warning" for e in failures)
+    cluster = kube.get("raycluster", "blocked")
+    failure = [c for c in cluster["status"]["conditions"] if c["type"] == "ReplicaFailure"]
+    assert failure and failure[0]["status"] == "True" and "forbidden" in failure[0]["message"]
+
+
+def test_rayjob_finalizer_only_while_a_ray_job_may_run(kube: Kube, local_dashboard: str) -> None:
+    kube.apply(rayjob("held", "python -c 'print(1)'", suspend=True, shutdownAfterJobFinishes=True))
+    wait_deployment(kube, "held", {"Suspended"})
+    assert not kube.get("rayjob", "held")["metadata"].get("finalizers")
+
+    kube.apply(rayjob("runs", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
+    wait_for("running", lambda: job_state(kube, "runs").get("jobStatus") == "RUNNING")
+    assert kube.get("rayjob", "runs")["metadata"]["finalizers"] == ["ray.io/rayjob-finalizer"]
+
+
+def test_deletion_gives_up_on_an_unreachable_dashboard_after_a_bounded_time(
+    kube: Kube, local_dashboard: str, dashboard_map_file: Path, ray_operator: OperatorConfig
+) -> None:
+    kube.apply(rayjob("orphan", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
+    status = wait_for("running", lambda: (s := job_state(kube, "orphan")).get("jobStatus") == "RUNNING" and s)
+    # The dashboard recorded in the status becomes unreachable.
+    kube.patch_status("rayjob", "orphan", {"status": {"dashboardURL": "127.0.0.1:9"}})
+    wait_for("dashboard URL changed", lambda: job_state(kube, "orphan").get("dashboardURL") == "127.0.0.1:9")
+    kube.kubectl("delete", "rayjob", "orphan", "--wait=false")
+    wait_for(
+        "a warning that stopping failed",
+        lambda: any(e["reason"] == "FailedToStopRayJob" for e in kube.events("orphan")),
+    )
+    assert kube.get("rayjob", "orphan") is not None, "held while the stop is retried"
+    wait_for(
+        "released",
+        lambda: kube.get("rayjob", "orphan") is None,
+        timeout_s=ray_operator.rayjob_stop_timeout_s + 60,
+    )
+    assert any(e["reason"] == "GaveUpStoppingRayJob" for e in kube.events("orphan"))
+    # Clean up the Ray job the test left running on the shared head.
+    ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))

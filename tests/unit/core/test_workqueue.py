@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from rayquota.operator.core.workqueue import Backoff, ShutDown, WorkQueue
+
+
+async def test_duplicate_adds_collapse() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for _ in range(5):
+        queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    assert await queue.get() == "a"
+    assert await queue.get() == "b"
+
+
+async def test_a_key_added_while_processing_is_handed_out_again_only_after_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    key = await queue.get()
+    queue.add("a")
+    queue.add("a")
+    assert len(queue) == 0  # never to two workers at once
+    queue.done(key)
+    assert len(queue) == 1
+    assert await queue.get() == "a"
+    queue.done("a")
+    assert len(queue) == 0
+
+
+async def test_add_after_keeps_the_earliest_timer() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", 30.0)
+    queue.add_after("a", 0.01)
+    queue.add_after("a", 60.0)
+    assert queue.waiting_timers == 1
+    assert await asyncio.wait_for(queue.get(), timeout=5) == "a"
+    assert queue.waiting_timers == 0
+
+
+def test_backoff_grows_exponentially_with_bounded_jitter() -> None:
+    backoff = Backoff(base_s=0.005, max_s=300.0, jitter=0.2)
+    rng = random.Random(1)
+    delays = [backoff.delay(n, rng) for n in range(1, 30)]
+    for n, delay in enumerate(delays, start=1):
+        ceiling = min(300.0, 0.005 * 2 ** (n - 1))
+        assert 0.8 * ceiling <= delay <= ceiling
+    assert delays[-1] > 200.0  # it reaches minutes, then stays capped
+    assert len({round(d, 9) for d in delays[:10]}) == 10
+
+
+async def test_rate_limited_failures_back_off_and_forget_resets() -> None:
+    queue: WorkQueue[str] = WorkQueue(Backoff(base_s=1.0, max_s=100.0, jitter=0.0))
+    assert queue.add_rate_limited("a") == 1.0
+    assert queue.add_rate_limited("a") == 2.0
+    assert queue.add_rate_limited("a") == 4.0
+    assert queue.failures("a") == 3
+    queue.forget("a")
+    assert queue.failures("a") == 0
+    assert queue.add_rate_limited("a") == 1.0
+    queue.shut_down()
+
+
+async def test_shut_down_wakes_waiting_workers() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    waiter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)  # let the worker start waiting
+    queue.shut_down()
+    with pytest.raises(ShutDown):
+        await asyncio.wait_for(waiter, timeout=5)
