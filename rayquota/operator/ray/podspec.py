@@ -34,7 +34,6 @@ WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
 ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 
 
-
 @dataclass(frozen=True)
 class PodContext:
     """What a pod needs to know beyond its own group spec."""
@@ -437,7 +436,7 @@ def build_wait_gcs_init_container(ctx: PodContext, ray_container: Mapping[str, A
     script = (
         "SECONDS=0; "
         f"until ray health-check --address {address} > /dev/null 2>&1; do "
-        f'if (( SECONDS > 120 )); then ray health-check --address {address}; fi; '
+        f"if (( SECONDS > 120 )); then ray health-check --address {address}; fi; "
         f'echo "$SECONDS s: waiting for the GCS at {address}"; sleep 5; '
         'done; echo "GCS is ready."'
     )

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rayquota.api.ray_unimplemented import UNIMPLEMENTED_FIELD_REASON, unimplemented_warning
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Expectations, Manager, ObjectKey, Result, owner_uids, resources
 from rayquota.operator.core.informer import ADDED, DELETED
@@ -35,6 +36,17 @@ LEGACY_FINALIZER = "rayquota.io/finalizer"
 
 class ReconcileFailed(Exception):
     """Something could not be created or deleted; the status says what. Retried with backoff."""
+
+
+def warn_unimplemented_fields(manager: Manager, obj: Mapping[str, Any]) -> None:
+    """One Warning per spec generation naming the KubeRay fields set on the object that we ignore
+    (they round-trip, but nothing acts on them)."""
+    observed = (obj.get("status") or {}).get("observedGeneration")
+    if observed is not None and observed == obj["metadata"].get("generation"):
+        return
+    message = unimplemented_warning(obj)
+    if message:
+        manager.recorder.post(obj, "Warning", UNIMPLEMENTED_FIELD_REASON, message)
 
 
 def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -92,6 +104,7 @@ class RayClusterReconciler:
             return None
         if self.manager.status.is_stale(cluster):
             return None  # our last status write is on its way through the watch
+        warn_unimplemented_fields(self.manager, cluster)
         pods = self.pods_of(cluster)
         caps = self.manager.gate.caps_for(cluster)
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
@@ -161,6 +174,8 @@ class RayClusterReconciler:
         wanted = [services.build_head_service(cluster)]
         if services.wants_serve_service(cluster):
             wanted.append(services.build_serve_service(cluster))
+        if services.needs_headless_worker_service(cluster):
+            wanted.append(services.build_headless_worker_service(cluster))
         head_service: Mapping[str, Any] | None = None
         for manifest in wanted:
             live = self.services.store.get(namespace, manifest["metadata"]["name"])

@@ -79,9 +79,7 @@ def desired_resources(cluster: Mapping[str, Any]) -> dict[str, Decimal]:
     return totals
 
 
-def _suspend_conditions(
-    conds: list[dict[str, Any]], plan: ClusterPlan, now: str
-) -> list[dict[str, Any]]:
+def _suspend_conditions(conds: list[dict[str, Any]], plan: ClusterPlan, now: str) -> list[dict[str, Any]]:
     """RayClusterSuspending and RayClusterSuspended are always present, False when not (as KubeRay
     reports them, so `kubectl wait --for=condition=RayClusterSuspended=false` works)."""
     for condition_type, active in ((SUSPENDING, plan.suspending), (SUSPENDED, plan.suspended)):

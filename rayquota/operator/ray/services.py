@@ -195,7 +195,12 @@ def build_headless_worker_service(cluster: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": labels.headless_service_name(name),
             "namespace": meta["namespace"],
-            "labels": {labels.RAY_HEADLESS_WORKER_SERVICE: labels.label_value(name)},
+            # ray.io/cluster as well (KubeRay sets only the first): the operator's Service cache
+            # selects on it.
+            "labels": {
+                labels.RAY_HEADLESS_WORKER_SERVICE: labels.label_value(name),
+                labels.RAY_CLUSTER: labels.label_value(name),
+            },
             "ownerReferences": [labels.owner_reference(dict(cluster))],
         },
         "spec": {

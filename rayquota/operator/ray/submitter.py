@@ -4,6 +4,7 @@ and the SidecarMode submitter container, built like KubeRay's."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import shlex
 from collections.abc import Mapping
@@ -205,3 +206,16 @@ def job_finished(job: Mapping[str, Any]) -> tuple[bool, bool]:
         if condition.get("type") in ("Failed", "FailureTarget"):
             return True, True
     return False, False
+
+
+def job_finished_at(job: Mapping[str, Any]) -> dt.datetime | None:
+    """When a batch Job reached Complete or Failed (its condition's transition time), or None."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in FINISHED_CONDITIONS:
+            stamp = condition.get("lastTransitionTime") or (job.get("status") or {}).get("completionTime")
+            if stamp:
+                return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return None
+
+
+FINISHED_CONDITIONS = ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")

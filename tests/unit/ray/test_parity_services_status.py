@@ -128,7 +128,7 @@ def test_multi_host_groups_get_a_headless_worker_service() -> None:
     assert services.needs_headless_worker_service(body)
     svc = services.build_headless_worker_service(body)
     assert svc["metadata"]["name"] == "demo-headless"
-    assert svc["metadata"]["labels"] == {"ray.io/headless-worker-svc": "demo"}
+    assert svc["metadata"]["labels"] == {"ray.io/headless-worker-svc": "demo", "ray.io/cluster": "demo"}
     assert svc["spec"] == {
         "type": "ClusterIP",
         "clusterIP": "None",
@@ -351,3 +351,18 @@ def test_label_names_match_kuberay() -> None:
     assert labels.RAY_WORKER_REPLICA_INDEX == "ray.io/worker-group-replica-index"
     assert labels.RAY_JOB_SUBMISSION_MODE == "ray.io/job-submission-mode"
     assert labels.headless_service_name("x" * 70).endswith("-headless")
+
+
+def test_submitter_finish_time_comes_from_the_jobs_condition() -> None:
+    from rayquota.operator.ray import submitter
+
+    running = {"status": {"active": 1}}
+    assert submitter.job_finished_at(running) is None
+    done = {
+        "status": {
+            "conditions": [
+                {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:30Z"}
+            ]
+        }
+    }
+    assert submitter.job_finished_at(done) == T0 + dt.timedelta(seconds=30)

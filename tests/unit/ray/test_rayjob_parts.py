@@ -140,9 +140,10 @@ def test_submitter_job_like_kuberay() -> None:
     assert pod_spec["restartPolicy"] == "Never"
     container = pod_spec["containers"][0]
     # The head's image, so the submitting `ray` CLI matches the cluster's Ray.
-    assert container["image"] == body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"][
-        "containers"
-    ][0]["image"]
+    assert (
+        container["image"]
+        == body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    )
     assert container["command"] == ["/bin/bash", "-ce", "--"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {
