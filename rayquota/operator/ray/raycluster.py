@@ -18,7 +18,15 @@ from typing import Any
 
 from rayquota.api.ray_unimplemented import UNIMPLEMENTED_FIELD_REASON, unimplemented_warning
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Expectations, Manager, ObjectKey, Result, owner_uids, resources
+from rayquota.operator.core import (
+    Expectations,
+    Manager,
+    ObjectKey,
+    Result,
+    WaitForCache,
+    owner_uids,
+    resources,
+)
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import ApiError, Conflict, now_rfc3339
@@ -47,6 +55,11 @@ def warn_unimplemented_fields(manager: Manager, obj: Mapping[str, Any]) -> None:
     message = unimplemented_warning(obj)
     if message:
         manager.recorder.post(obj, "Warning", UNIMPLEMENTED_FIELD_REASON, message)
+
+
+def add_failure(failures: list[str], failure: str) -> None:
+    if failure not in failures:
+        failures.append(failure)
 
 
 def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -103,7 +116,7 @@ class RayClusterReconciler:
         if cluster["metadata"].get("deletionTimestamp") or labels.managed_by_other_controller(cluster):
             return None
         if self.manager.status.is_stale(cluster):
-            return None  # our last status write is on its way through the watch
+            raise WaitForCache  # our last status write is on its way through the watch
         warn_unimplemented_fields(self.manager, cluster)
         pods = self.pods_of(cluster)
         caps = self.manager.gate.caps_for(cluster)
@@ -236,7 +249,8 @@ class RayClusterReconciler:
                 await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
             except ApiError as exc:
                 self.expectations.creation_failed(key, pod_name)
-                failures.append(f"create {kind.lower()} pod: {exc.message}")
+                # Without the generated name, so the status does not change with every retry.
+                add_failure(failures, f"create {kind.lower()} pod: {exc.message.replace(pod_name, '<pod>')}")
                 recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
                 continue
             recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")
