@@ -251,9 +251,11 @@ def cluster_status(
 
 def status_changed(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     previous = previous or {}
-    for key, value in new.items():
+    for key in set(previous) | set(new):
         if key == "lastUpdateTime":
             continue
-        if previous.get(key) != value and not (value is None and key not in previous):
+        # A key that is absent and one that is null mean the same; a count dropping to zero
+        # (and so omitted) is a change.
+        if previous.get(key) != new.get(key):
             return True
     return False

@@ -366,3 +366,10 @@ def test_submitter_finish_time_comes_from_the_jobs_condition() -> None:
         }
     }
     assert submitter.job_finished_at(done) == T0 + dt.timedelta(seconds=30)
+
+
+def test_a_count_that_drops_to_zero_is_a_status_change() -> None:
+    from rayquota.operator.ray.raycluster_status import status_changed
+
+    assert status_changed({"readyWorkerReplicas": 2, "state": "ready"}, {"state": "ready"})
+    assert not status_changed({"state": "ready", "lastUpdateTime": "a"}, {"state": "ready", "reason": None})
