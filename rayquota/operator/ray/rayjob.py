@@ -397,8 +397,9 @@ class RayJobReconciler:
             if await self._ensure_submitter(rayjob, status):
                 status["jobDeploymentStatus"] = RUNNING
             return Result(0.5)
-        if mode == "HTTPMode":
-            return await self._submit_http(rayjob, status)
+        # HTTPMode as KubeRay: Running once the cluster is ready; the first status check finds no
+        # job and submits it, so a dashboard that never answers fails the RayJob after the
+        # status-check timeout instead of leaving it Initializing.
         # SidecarMode: the head pod runs the submitter; the job is under way once the cluster is ready.
         status["jobDeploymentStatus"] = RUNNING
         return Result(0.5)
@@ -649,12 +650,13 @@ class RayJobReconciler:
             pass  # an earlier reconcile submitted it
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
+            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S)
         except DashboardError as exc:
             return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc)[:1024])
-        if status.get("jobDeploymentStatus") != RUNNING:
-            status["jobDeploymentStatus"] = RUNNING
-            self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
+        status["jobDeploymentStatus"] = RUNNING
+        rayjob_timeouts.record_status_check(status, True, now_rfc3339())
+        self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
 
     async def _delete_cluster_and_submitter(
