@@ -156,7 +156,7 @@ MISSING = "<absent>"
 
 def _list_key(item: Any) -> str | None:
     if isinstance(item, Mapping):
-        for field in ("name", "type", "mountPath", "containerPort"):
+        for field in ("name", "groupName", "type", "mountPath", "containerPort"):
             if field in item:
                 return f"{field}={item[field]}"
     return None
@@ -181,10 +181,21 @@ def diff(kuberay: Any, ours: Any, key: str, path: str = "") -> list[Difference]:
     return []
 
 
+# Spellings that run the same: compared as equal, listed in the report's header.
+EQUIVALENT_SPELLINGS = (
+    # KubeRay master reads the limit from the environment; unset, it is v1.6.2's 65536.
+    (re.compile(r"ulimit -n \$\{RAY_START_ULIMIT_OPEN_FILES:-65536\}"), "ulimit -n 65536"),
+)
+
+
 def _comparable(value: Any) -> Any:
     # Shell scripts differ in spacing only (KubeRay pads every word of a command with spaces).
     if isinstance(value, str):
+        for pattern, replacement in EQUIVALENT_SPELLINGS:
+            value = pattern.sub(replacement, value)
         return " ".join(value.split())
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
     return value
 
 

@@ -50,6 +50,6 @@ def build_autoscaler_container(ray_image: str | None, options: Mapping[str, Any]
     for key in ("envFrom", "volumeMounts"):
         if options.get(key):
             container[key] = copy.deepcopy(list(options[key]))
-    if options.get("securityContext"):
+    if options.get("securityContext") is not None:  # even {} replaces the default, as in KubeRay
         container["securityContext"] = copy.deepcopy(options["securityContext"])
     return container

@@ -24,8 +24,6 @@ RAY_WORKER_REPLICA_NAME = "ray.io/worker-group-replica-name"
 RAY_REPLICA_HOST_INDEX = "ray.io/replica-host-index"
 # Every worker pod: the replica's index in its group, the lowest free one (0 .. replicas-1).
 RAY_WORKER_REPLICA_INDEX = "ray.io/worker-group-replica-index"
-# Set on the batch Job that submits a RayJob (K8sJobMode) and on the cluster a RayJob created.
-RAY_JOB_SUBMITTER = "ray.io/job-submitter"
 # On a RayJob's RayCluster: the RayJob's submissionMode.
 RAY_JOB_SUBMISSION_MODE = "ray.io/job-submission-mode"
 # On the headless Service of a cluster with multi-host worker groups.
@@ -116,7 +114,10 @@ def replica_indices_in_use(pods: Iterable[Mapping[str, Any]]) -> set[int]:
     return used
 
 
-def _random_suffix(length: int = 5) -> str:
+RANDOM_SUFFIX_LENGTH = 5
+
+
+def _random_suffix(length: int = RANDOM_SUFFIX_LENGTH) -> str:
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(length))
 

@@ -261,9 +261,19 @@ def _ensure_shared_memory(
 ) -> None:
     if "plasma-directory" in params:
         return  # the user put the object store elsewhere
-    memory = _limit_or_request(container.get("resources") or {}, "memory")
-    size = None if memory is None else str(int(memory))
-    add_empty_dir(pod_spec, container, SHARED_MEMORY_VOLUME, SHARED_MEMORY_MOUNT_PATH, size)
+    add_empty_dir(
+        pod_spec, container, SHARED_MEMORY_VOLUME, SHARED_MEMORY_MOUNT_PATH, _memory_as_written(container)
+    )
+
+
+def _memory_as_written(container: Mapping[str, Any]) -> str | None:
+    """The container's memory limit (else request) as the user wrote it ("5Gi"), for /dev/shm."""
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        value = (resources.get(section) or {}).get("memory")
+        if value is not None and _quantity(value) > 0:
+            return str(value)
+    return None
 
 
 def _container_command_overridden(container: Mapping[str, Any], ctx: PodContext) -> bool:
@@ -369,14 +379,29 @@ def _finish_ray_container(
     return container
 
 
+def _set_name(meta: dict[str, Any], name: str) -> None:
+    # The name is chosen here (the operator tracks the pods it creates by name); generateName
+    # records the prefix as KubeRay's pods carry it.
+    meta["name"] = name
+    meta["generateName"] = name[: -labels.RANDOM_SUFFIX_LENGTH]
+
+
+def gcs_fault_tolerance_enabled(cluster: Mapping[str, Any]) -> bool:
+    """GCS fault tolerance: gcsFaultToleranceOptions, or the older ray.io/ft-enabled annotation."""
+    annotations = cluster["metadata"].get("annotations") or {}
+    if (cluster.get("spec") or {}).get("gcsFaultToleranceOptions"):
+        return True
+    return str(annotations.get(labels.FT_ENABLED_ANNOTATION, "")).lower() == "true"
+
+
 def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     head = ctx.spec.get("headGroupSpec") or {}
     template = head.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
     meta = _pod_metadata(template, head, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
-    meta["name"] = labels.head_pod_name(ctx.name)
+    _set_name(meta, labels.head_pod_name(ctx.name))
+    meta["annotations"][labels.FT_ENABLED_ANNOTATION] = str(gcs_fault_tolerance_enabled(ctx.cluster)).lower()
     container = _finish_ray_container(pod_spec, ctx, labels.HEAD_NODE, head)
-    _set_env_default(container, "RAY_IP", "127.0.0.1")
     _set_env_default(container, "RAY_ADDRESS", f"127.0.0.1:{ctx.gcs_port}")
     _set_env_default(
         container,
@@ -409,7 +434,7 @@ def build_worker_pod(
     pod_spec = copy.deepcopy(template.get("spec") or {})
     group_name = str(group["groupName"])
     meta = _pod_metadata(template, group, ctx, labels.WORKER_NODE, group_name)
-    meta["name"] = labels.worker_pod_name(ctx.name, group_name)
+    _set_name(meta, labels.worker_pod_name(ctx.name, group_name))
     if replica_index is not None:
         meta["labels"][labels.RAY_WORKER_REPLICA_INDEX] = str(replica_index)
     if replica is not None:

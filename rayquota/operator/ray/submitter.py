@@ -147,8 +147,6 @@ def submitter_job(
     _set_env(container, "RAY_DASHBOARD_ADDRESS", dashboard_address)
     _set_env(container, "RAY_JOB_SUBMISSION_ID", job_id)
     pod_spec.setdefault("restartPolicy", "Never")
-    template_meta = template.setdefault("metadata", {})
-    template_meta["labels"] = {**(template_meta.get("labels") or {}), **submitter_labels(meta["name"])}
     backoff = (spec.get("submitterConfig") or {}).get("backoffLimit")
     return {
         "apiVersion": "batch/v1",
@@ -167,10 +165,10 @@ def submitter_job(
 
 
 def submitter_labels(rayjob_name: str) -> dict[str, str]:
+    """The Job's labels (KubeRay's; its pods get only the Job controller's own)."""
     return {
         labels.ORIGINATED_FROM_CR_NAME: labels.label_value(rayjob_name),
         labels.ORIGINATED_FROM_CRD: "RayJob",
-        labels.RAY_JOB_SUBMITTER: "true",
         labels.CREATED_BY: labels.CREATED_BY_VALUE,
     }
 

@@ -260,3 +260,20 @@ def test_building_a_pod_never_changes_the_cluster() -> None:
     build_head_pod(ctx(body))
     worker(body)
     assert body == before
+
+
+def test_head_metadata_and_shm_size_as_kuberay_writes_them() -> None:
+    body = cluster()
+    pod = build_head_pod(ctx(body))
+    assert pod["metadata"]["generateName"] == "demo-head-"
+    assert pod["metadata"]["name"].startswith(pod["metadata"]["generateName"])
+    assert pod["metadata"]["annotations"]["ray.io/ft-enabled"] == "false"
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "shared-mem")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "4Gi"}  # the limit, as written
+    body["spec"]["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+    assert build_head_pod(ctx(body))["metadata"]["annotations"]["ray.io/ft-enabled"] == "true"
+
+
+def test_autoscaler_security_context_even_empty_replaces_the_default() -> None:
+    autoscaler = build_head_pod(ctx(autoscaling_cluster(securityContext={})))["spec"]["containers"][1]
+    assert autoscaler["securityContext"] == {}

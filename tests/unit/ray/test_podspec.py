@@ -79,7 +79,7 @@ def test_head_env_matches_kuberay() -> None:
     env = env_of(container)
     assert env["RAY_ADDRESS"] == "127.0.0.1:6379"
     assert env["RAY_PORT"] == "6379"
-    assert env["RAY_IP"] == "127.0.0.1"
+    assert "RAY_IP" not in env  # workers only, as KubeRay
     assert env["RAY_CLUSTER_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}
     assert env["RAY_CLOUD_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["RAY_NODE_TYPE_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/group']"}}
