@@ -98,7 +98,8 @@ KNOWN_DIFFERENCES = (
         "Human-readable messages are our own words.",
     ),
     KnownDifference(
-        r"\.spec\..*template\.(metadata$|spec\.containers\[name=[^]]+\]\.ports\[name=[^]]+\]\.protocol)",
+        r"\.spec\..*template\.(metadata$|spec\.containers\[name=[^]]+\]\.ports\[name=[^]]+\]\.protocol)"
+        r"|\.workerGroupSpecs\[groupName=[^]]+\]\.scaleStrategy$",
         "Defaults the API server writes into the stored object: KubeRay's CRD embeds Kubernetes' whole "
         "PodTemplateSpec schema (so `protocol: TCP`, `metadata: {}` are filled in); ours keeps pod "
         "templates schemaless (a far smaller CRD). The same defaults land on the pods when they are "

@@ -196,6 +196,8 @@ def _comparable(value: Any) -> Any:
         return " ".join(value.split())
     if isinstance(value, list):
         return [_comparable(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # a quantity written 1 or "1" is the same quantity
     return value
 
 
