@@ -12,11 +12,9 @@ takes at most one step; the daemon calls it again right away while something is 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime as dt
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,7 @@ from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, res
 from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
 from rayquota.operator.ray import labels, rayjob_timeouts, services, submitter
 from rayquota.operator.ray.dashboard import (
+    DashboardClients,
     DashboardError,
     DashboardUnreachable,
     JobAlreadyExists,
@@ -136,7 +135,6 @@ FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 # States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
 MAY_RUN_RAY_JOB = (INITIALIZING, RUNNING, WAITING, RETRYING, SUSPENDING)
-MAX_DASHBOARD_CLIENTS = 128
 
 
 def may_run_ray_job(status: Mapping[str, Any]) -> bool:
@@ -173,28 +171,16 @@ class RayJobReconciler:
             resources.SERVICES, label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob"
         )
         self.controller.watch(self.head_services, parent_rayjob)
-        # Bounded: one client per dashboard in use, the least recently used closed first.
-        self._clients: OrderedDict[str, RayDashboardClient] = OrderedDict()
+        # One shared session for every dashboard: heads come and go with each attempt.
+        self._dashboards = DashboardClients(
+            timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=2, initial_backoff_s=0.2)
+        )
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._dashboards.close()
 
     def dashboard(self, address: str) -> RayDashboardClient:
-        url = address if address.startswith("http") else f"http://{address}"
-        client = self._clients.get(url)
-        if client is None:
-            client = self._clients[url] = RayDashboardClient(
-                url,
-                timeout_s=self.config.dashboard_timeout_s,
-                retry=RetryPolicy(attempts=2, initial_backoff_s=0.2),
-            )
-            while len(self._clients) > MAX_DASHBOARD_CLIENTS:
-                _, evicted = self._clients.popitem(last=False)
-                asyncio.get_running_loop().create_task(evicted.close())
-        self._clients.move_to_end(url)
-        return client
+        return self._dashboards.client(address)
 
     def _cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.clusters.store.get(namespace, name)
@@ -302,14 +288,13 @@ class RayJobReconciler:
             )
             return Result()
         if state == VALIDATION_FAILED:
-            # The spec was fixed: remove what an earlier attempt left running, then start over,
-            # so a second cluster never runs beside the first.
-            if not await self._delete_cluster_and_submitter(rayjob, status):
-                return Result(0.5)
-            state = NEW
+            # The spec was fixed: start over through Retrying, which first removes what an earlier
+            # attempt left running, so a second cluster never runs beside the first.
+            await self._stop_ray_job(status)
             status.update(
-                jobDeploymentStatus=NEW, reason=None, message=None, rayClusterName=None, dashboardURL=None
+                jobDeploymentStatus=RETRYING, reason=None, message="the spec is valid again; starting over"
             )
+            return Result(0.1)
 
         if state in ACTIVE and spec.get("suspend"):
             status["jobDeploymentStatus"] = SUSPENDING
