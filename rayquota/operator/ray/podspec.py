@@ -7,31 +7,28 @@ server returns it) and a few settings; the output is a pod manifest.
 from __future__ import annotations
 
 import copy
-import json
-import math
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from rayquota.operator.ray import autoscaler_sidecar, labels, probes
+from rayquota.operator.ray.ray_start import (
+    DEFAULT_METRICS_PORT,
+    SHELL_COMMAND,
+    ULIMIT_COMMAND,
+    ray_start_command,
+    ray_start_params,
+    to_decimal,
+)
 
 DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_CLIENT_PORT = 10001
-DEFAULT_METRICS_PORT = 8080
 DEFAULT_SERVE_PORT = 8000
-DEFAULT_DASHBOARD_AGENT_PORT = 52365
 
 SHARED_MEMORY_VOLUME = "shared-mem"
 SHARED_MEMORY_MOUNT_PATH = "/dev/shm"
 WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
-
-# Container resources KubeRay turns into Ray custom resources (everything ending in "gpu" is num-gpus).
-ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 
 
 @dataclass(frozen=True)
@@ -72,131 +69,6 @@ class PodContext:
     def originating_crd(self) -> str:
         cluster_labels = self.cluster["metadata"].get("labels") or {}
         return str(cluster_labels.get(labels.ORIGINATED_FROM_CRD, "RayCluster"))
-
-
-# --- ray start ------------------------------------------------------------------------------
-
-
-def _quantity(value: Any) -> Decimal:
-    return Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
-
-
-def _limit_or_request(resources: Mapping[str, Any], name: str) -> Decimal | None:
-    for section in ("limits", "requests"):
-        value = (resources.get(section) or {}).get(name)
-        if value is not None and _quantity(value) > 0:
-            return _quantity(value)
-    return None
-
-
-def _format_number(value: Decimal) -> str:
-    return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
-
-
-def derived_start_params(resources: Mapping[str, Any]) -> dict[str, str]:
-    """num-cpus, memory, num-gpus and resources from a container's limits (else requests)."""
-    derived: dict[str, str] = {}
-    cpu = _limit_or_request(resources, "cpu")
-    if cpu is not None:
-        # Ray takes whole CPUs; a fractional limit is rounded up as KubeRay does.
-        derived["num-cpus"] = str(math.ceil(cpu))
-    memory = _limit_or_request(resources, "memory")
-    if memory is not None:
-        derived["memory"] = str(int(memory))
-    limits = resources.get("limits") or {}
-    gpu_keys = sorted(k for k in limits if k.endswith("gpu") and _quantity(limits[k]) > 0)
-    if gpu_keys:
-        derived["num-gpus"] = _format_number(_quantity(limits[gpu_keys[0]]))
-    custom = {
-        ray_name: float(_quantity(limits[k]))
-        for k, ray_name in sorted(ACCELERATOR_RESOURCES.items())
-        if k in limits and _quantity(limits[k]) > 0
-    }
-    if custom:
-        derived["resources"] = json.dumps(custom, sort_keys=True, separators=(",", ":"))
-    return derived
-
-
-def ray_start_params(
-    node_type: str,
-    group: Mapping[str, Any],
-    container: Mapping[str, Any],
-    ctx: PodContext,
-) -> dict[str, str]:
-    """The complete parameter map: defaults, then values derived from resources, then the
-    user's rayStartParams, which always win."""
-    params: dict[str, str] = {"metrics-export-port": str(DEFAULT_METRICS_PORT), "block": "true"}
-    params["dashboard-agent-listen-port"] = str(DEFAULT_DASHBOARD_AGENT_PORT)
-    if node_type == labels.HEAD_NODE:
-        params["dashboard-host"] = "0.0.0.0"
-        if ctx.autoscaling:
-            # The sidecar autoscaler replaces Ray's own monitor process.
-            params["no-monitor"] = "true"
-    else:
-        params["address"] = f"{ctx.head_service_fqdn}:{ctx.gcs_port}"
-    params.update(derived_start_params(container.get("resources") or {}))
-    for key, value in (group.get("rayStartParams") or {}).items():
-        params[str(key)] = str(value)
-    params.update(group_resource_params(group.get("resources") or {}))
-    if group.get("labels"):
-        params["labels"] = ",".join(f"{k}={v}" for k, v in sorted(group["labels"].items()))
-    return params
-
-
-def group_resource_params(resources: Mapping[str, Any]) -> dict[str, str]:
-    """A group's top-level `resources` (Ray's view of the node, not the container's): cpu, memory
-    and GPUs become their flags, anything else a custom resource. They win over rayStartParams."""
-    params: dict[str, str] = {}
-    custom: dict[str, float] = {}
-    for name, value in sorted(resources.items()):
-        try:
-            quantity = _quantity(value)
-        except ValueError:
-            continue  # KubeRay skips a value it cannot parse, and so do we
-        lowered = str(name).lower()
-        if lowered == "cpu":
-            params["num-cpus"] = str(math.ceil(quantity))
-        elif lowered == "memory":
-            params["memory"] = str(math.ceil(quantity))
-        elif lowered.endswith("gpu"):
-            params["num-gpus"] = str(math.ceil(quantity))
-        else:
-            custom[str(name)] = float(quantity)
-    if custom:
-        params["resources"] = json.dumps(custom, sort_keys=True, separators=(",", ":"))
-    return params
-
-
-def ray_start_command(node_type: str, params: Mapping[str, str]) -> str:
-    """`ray start` with the parameters sorted, so the same spec always gives the same command."""
-    flags: list[str] = []
-    for key in sorted(params):
-        value = params[key]
-        if value.lower() == "true":
-            flags.append(f"--{key}")
-        elif value.lower() == "false" and key in PRESENCE_FLAGS:
-            continue  # a presence-only flag set to false is simply left off
-        else:
-            flags.append(f"--{key}={_shell_value(key, value)}")
-    head = " --head" if node_type == labels.HEAD_NODE else ""
-    return f"ray start{head} {' '.join(flags)}".rstrip()
-
-
-# Raise the open-file limit of `ray start` and its children; RAY_START_ULIMIT_OPEN_FILES in the
-# container's env changes it (KubeRay's variable).
-ULIMIT_COMMAND = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"
-# A plain (non-login) shell, as KubeRay runs: a login shell's profile can change PATH or the env.
-SHELL_COMMAND = ["/bin/bash", "-c", "--"]
-
-
-PRESENCE_FLAGS = frozenset({"block", "no-monitor", "disable-usage-stats"})
-
-
-def _shell_value(key: str, value: str) -> str:
-    # JSON values (resources, labels) need quoting to survive bash.
-    if key in ("resources", "labels") or any(c in value for c in " '\"{}$;&|<>"):
-        return shlex.quote(value)
-    return value
 
 
 # --- pods -----------------------------------------------------------------------------------
@@ -271,7 +143,7 @@ def _memory_as_written(container: Mapping[str, Any]) -> str | None:
     resources = container.get("resources") or {}
     for section in ("limits", "requests"):
         value = (resources.get(section) or {}).get("memory")
-        if value is not None and _quantity(value) > 0:
+        if value is not None and to_decimal(value) > 0:
             return str(value)
     return None
 
@@ -367,7 +239,9 @@ def _finish_ray_container(
 ) -> dict[str, Any]:
     """Command, env, ports, /dev/shm and probes of the Ray container; returns it."""
     container: dict[str, Any] = pod_spec["containers"][ray_container_index(pod_spec)]
-    params = ray_start_params(node_type, group, container, ctx)
+    params = ray_start_params(
+        node_type, group, container, f"{ctx.head_service_fqdn}:{ctx.gcs_port}", ctx.autoscaling
+    )
     start_cmd = ray_start_command(node_type, params)
     _apply_ray_command(container, start_cmd, ctx)
     _common_env(container, ctx, start_cmd)

@@ -18,12 +18,12 @@ from rayquota.operator.ray.podspec import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_DASHBOARD_PORT,
     DEFAULT_GCS_PORT,
-    DEFAULT_METRICS_PORT,
     DEFAULT_SERVE_PORT,
     ENABLE_SERVE_SERVICE_ANNOTATION,
     SERVE_LABEL,
     ray_container_index,
 )
+from rayquota.operator.ray.ray_start import DEFAULT_METRICS_PORT
 
 # Used only when the head container names no ports at all (KubeRay's rule).
 DEFAULT_HEAD_PORTS: dict[str, int] = {

@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from rayquota.operator.ray import labels, podspec
+from rayquota.operator.ray import labels, ray_start
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 from tests.unit.ray.fixtures import cluster
 
@@ -134,14 +134,14 @@ def test_explicit_ray_start_params_win() -> None:
 
 
 def test_tpu_limits_become_custom_resources() -> None:
-    derived = podspec.derived_start_params({"limits": {"google.com/tpu": "4", "cpu": "8"}})
+    derived = ray_start.derived_start_params({"limits": {"google.com/tpu": "4", "cpu": "8"}})
     assert json.loads(derived["resources"]) == {"TPU": 4.0}
     assert derived["num-cpus"] == "8"
     assert "num-gpus" not in derived
 
 
 def test_requests_used_when_no_limits() -> None:
-    assert podspec.derived_start_params({"requests": {"cpu": "3", "memory": "1Gi"}}) == {
+    assert ray_start.derived_start_params({"requests": {"cpu": "3", "memory": "1Gi"}}) == {
         "num-cpus": "3",
         "memory": str(1024**3),
     }
