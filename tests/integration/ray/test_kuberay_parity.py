@@ -112,7 +112,7 @@ def test_probes_env_and_autoscaler_rbac_are_accepted_by_the_api_server(kube: Kub
         found = [e for e in kube.events(name) if e["reason"] == "UnimplementedField"]
         return found[0] if found else None
 
-    event = wait_for("UnimplementedField warning", warning, 30)
+    event = wait_for("UnimplementedField warning", warning, 60)
     assert event["type"] == "Warning"
     for field in ("spec.networkPolicy", "spec.historyServerOptions", "spec.headGroupSpec.ingressOptions"):
         assert field in event["message"]
@@ -132,8 +132,8 @@ def test_rayjob_fails_when_not_running_by_its_pre_running_deadline(kube: Kube) -
     def cluster_name() -> str | None:
         return ((kube.get("rayjob", name) or {}).get("status") or {}).get("rayClusterName")
 
-    created = wait_for("the RayJob's cluster", cluster_name, 30)
-    cluster = wait_for("the RayCluster", lambda: kube.get("raycluster", created), 30)
+    created = wait_for("the RayJob's cluster", cluster_name, 90)
+    cluster = wait_for("the RayCluster", lambda: kube.get("raycluster", created), 90)
     assert cluster["metadata"]["labels"]["ray.io/job-submission-mode"] == "K8sJobMode"
 
     def failed() -> dict[str, Any] | None:
@@ -166,7 +166,7 @@ def test_k8s_job_mode_rayjob_gets_its_head_service_and_gives_up_on_an_unknown_jo
     assert {"name": "PYTHONUNBUFFERED", "value": "1"} in container["env"]
     assert "api/gcs_healthz" in container["args"][0]
 
-    service = wait_for("<rayjob>-head-svc", lambda: kube.get("service", f"{name}-head-svc"), 30)
+    service = wait_for("<rayjob>-head-svc", lambda: kube.get("service", f"{name}-head-svc"), 60)
     rayjob_uid = kube.get("rayjob", name)["metadata"]["uid"]
     assert service["metadata"]["ownerReferences"][0]["uid"] == rayjob_uid
     cluster_name = kube.get("rayjob", name)["status"]["rayClusterName"]
