@@ -121,6 +121,11 @@ KNOWN_DIFFERENCES = (
         "(JobStatusCheckTimeoutExceeded after 300 s). Neither cluster here can reach a dashboard.",
     ),
     KnownDifference(
+        r"(Pod/.*|Job/.*\.spec\.template)\.metadata\.labels\.ray\.io/job-submitter",
+        "The queue integration counts the submitter's pod as its own pod set and finds it by this "
+        "label; KubeRay's submitter pods carry only the Job controller's labels.",
+    ),
+    KnownDifference(
         r"Service/.*-headless\.metadata\.labels\.ray\.io/cluster",
         "Our Service cache selects on `ray.io/cluster`, so the multi-host headless Service carries it "
         "besides KubeRay's `ray.io/headless-worker-svc`.",

@@ -28,7 +28,7 @@ from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 log = logging.getLogger("rayquota")
 
 # Modules with a `setup(manager, config)`; each half of the operator adds itself here.
-COMPONENTS: tuple[str, ...] = ("rayquota.operator.ray.setup",)
+COMPONENTS: tuple[str, ...] = ("rayquota.operator.ray.setup", "rayquota.operator.queue.setup")
 
 
 def setup_components(

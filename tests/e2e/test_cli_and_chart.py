@@ -200,6 +200,8 @@ def _operator_under_chart_rbac_runs_a_cluster(cluster: LocalCluster, namespace: 
     )
     sample = yaml.safe_load((REPO / "samples" / "ray-cluster.complete.yaml").read_text())
     sample["metadata"]["namespace"] = namespace
+    # This checks the Ray half's RBAC: unqueued, the cluster runs without a LocalQueue.
+    sample["metadata"].get("labels", {}).pop("rayquota.io/queue-name", None)
     proc = subprocess.Popen(
         [*RAYQUOTA, "run", "-n", namespace, "--health-port=0", "--metrics-port=0"],
         env=dict(os.environ, KUBECONFIG=str(kubeconfig)),

@@ -5,10 +5,12 @@
 - More than `similar_limit` different messages for the same object, type and reason within the
   window are combined into one Event ("(combined from similar events): <latest message>"),
   as client-go's aggregator does: failure messages usually name a pod, so they never repeat.
-- A token bucket per object (burst 25, one token back every 5 minutes, as client-go's spam
-  filter) bounds what any failure loop can post.
-- Recording never blocks a reconcile and never raises: events are queued and written by one
-  background task; a full queue drops the newest.
+- A token bucket per object and reason (burst 25, one token back every 5 minutes, as client-go's
+  spam filter) bounds what any failure loop can post; keyed by reason too, so a long-running
+  object's rare milestones (an upgrade's last step) are never starved by its routine events.
+- Recording never blocks a reconcile and never raises: events are queued and written by a few
+  background writers (an object's events always go to the same writer, so its series stay in
+  order); a full queue drops the newest.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class EventRecorder:
         window_s: float = 600.0,
         similar_limit: int = 10,
         queue_size: int = 10_000,
+        writers: int = 4,
         remembered: int = 8192,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -79,7 +82,9 @@ class EventRecorder:
         # (uid, type, reason) -> (messages seen in the window, when the window started)
         self._similar: OrderedDict[tuple[str, str, str], tuple[set[str], float]] = OrderedDict()
         self._clock = clock
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=queue_size)
+        self._queues: list[asyncio.Queue[_Pending]] = [
+            asyncio.Queue(maxsize=max(1, queue_size // writers)) for _ in range(max(1, writers))
+        ]
         self._series: OrderedDict[tuple[str, str, str, str], _Series] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._remembered = remembered
@@ -101,14 +106,22 @@ class EventRecorder:
             "uid": meta.get("uid"),
             "resourceVersion": meta.get("resourceVersion"),
         }
+        queue = self._queues[hash(str(involved.get("uid") or involved["name"])) % len(self._queues)]
         try:
-            self._queue.put_nowait(_Pending(involved, type_, reason, message[:MAX_MESSAGE]))
+            queue.put_nowait(_Pending(involved, type_, reason, message[:MAX_MESSAGE]))
         except asyncio.QueueFull:
             self.dropped += 1
 
+    @property
+    def backlog(self) -> int:
+        return sum(q.qsize() for q in self._queues)
+
     async def run(self) -> None:
+        await asyncio.gather(*(self._write_from(queue) for queue in self._queues))
+
+    async def _write_from(self, queue: asyncio.Queue[_Pending]) -> None:
         while True:
-            pending = await self._queue.get()
+            pending = await queue.get()
             try:
                 await self._write(pending)
             except asyncio.CancelledError:
@@ -121,20 +134,21 @@ class EventRecorder:
     async def drain(self, timeout_s: float = 5.0) -> None:
         """Write what is queued (at shutdown), for at most `timeout_s`."""
         deadline = self._clock() + timeout_s
-        while not self._queue.empty() and self._clock() < deadline:
-            try:
-                await asyncio.wait_for(self._write(self._queue.get_nowait()), deadline - self._clock())
-            except (ApiError, aiohttp.ClientError, TimeoutError):
-                continue
+        for queue in self._queues:
+            while not queue.empty() and self._clock() < deadline:
+                try:
+                    await asyncio.wait_for(self._write(queue.get_nowait()), deadline - self._clock())
+                except (ApiError, aiohttp.ClientError, TimeoutError):
+                    continue
 
-    def _allow(self, uid: str) -> bool:
+    def _allow(self, bucket_key: str) -> bool:
         now = self._clock()
-        bucket = self._buckets.get(uid)
+        bucket = self._buckets.get(bucket_key)
         if bucket is None:
-            bucket = self._buckets[uid] = _Bucket(float(self.burst), now)
+            bucket = self._buckets[bucket_key] = _Bucket(float(self.burst), now)
         bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.updated) / self.refill_s)
         bucket.updated = now
-        self._buckets.move_to_end(uid)
+        self._buckets.move_to_end(bucket_key)
         while len(self._buckets) > self._remembered:
             self._buckets.popitem(last=False)
         if bucket.tokens < 1.0:
@@ -160,7 +174,7 @@ class EventRecorder:
     async def _write(self, pending: _Pending) -> None:
         involved = pending.involved
         uid = str(involved.get("uid") or f"{involved['namespace']}/{involved['name']}")
-        if not self._allow(uid):
+        if not self._allow(f"{uid}/{pending.reason}"):
             self.dropped += 1
             return
         now, timestamp = self._clock(), now_rfc3339()

@@ -47,6 +47,19 @@ class StatusWriter:
         self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
         # uid -> (resourceVersion we wrote, until when to wait for the cache to show it)
         self._in_flight: dict[str, tuple[str, float]] = {}
+        # uid -> when this process last wrote the status (monotonic clock)
+        self._last_write: OrderedDict[str, float] = OrderedDict()
+
+    def deferral(self, obj: Mapping[str, Any], status: Mapping[str, Any], min_interval_s: float) -> float:
+        """Seconds to hold back a write of `status` so that one object's status is written at most
+        every `min_interval_s` while it is in motion; 0 when it may be written now (or is unchanged).
+        Callers write transitions that matter (a new `state`) at once and coalesce the rest."""
+        if without_nulls(status) == without_nulls(obj.get("status") or {}):
+            return 0.0
+        last = self._last_write.get(str(obj["metadata"].get("uid")))
+        if last is None:
+            return 0.0
+        return max(0.0, last + min_interval_s - time.monotonic())
 
     def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         """Informer hook: the cache now holds this version."""
@@ -93,6 +106,10 @@ class StatusWriter:
         stored_version = str(stored["metadata"].get("resourceVersion"))
         self._sent[uid] = (canonical, stored_version)
         self._in_flight[uid] = (stored_version, time.monotonic() + _OWN_WRITE_WAIT_S)
+        self._last_write[uid] = time.monotonic()
+        self._last_write.move_to_end(uid)
+        while len(self._last_write) > _REMEMBERED:
+            self._last_write.popitem(last=False)
         self._sent.move_to_end(uid)
         while len(self._sent) > _REMEMBERED:
             self._sent.popitem(last=False)
@@ -101,3 +118,4 @@ class StatusWriter:
     def forget(self, uid: str) -> None:
         self._sent.pop(uid, None)
         self._in_flight.pop(uid, None)
+        self._last_write.pop(uid, None)

@@ -24,6 +24,8 @@ RAY_WORKER_REPLICA_NAME = "ray.io/worker-group-replica-name"
 RAY_REPLICA_HOST_INDEX = "ray.io/replica-host-index"
 # Every worker pod: the replica's index in its group, the lowest free one (0 .. replicas-1).
 RAY_WORKER_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+# On the pods of a RayJob's submitter Job (ours only: the queue counts them as their own pod set).
+RAY_JOB_SUBMITTER = "ray.io/job-submitter"
 # On a RayJob's RayCluster: the RayJob's submissionMode.
 RAY_JOB_SUBMISSION_MODE = "ray.io/job-submission-mode"
 # On the headless Service of a cluster with multi-host worker groups.
@@ -182,3 +184,14 @@ def rayjob_cluster_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
 def rayjob_head_service_name(rayjob_name: str) -> str:
     """`<rayjob>-head-svc`: the RayJob's stable address, whichever cluster attempt serves it."""
     return head_service_name(rayjob_name)
+
+
+# RayService children. The hash annotation (HASH_ANNOTATION) on a child RayCluster records the
+# rayClusterConfig it was built from; the worker-group count lets appended groups update in place.
+NUM_WORKER_GROUPS_ANNOTATION = "ray.io/num-worker-groups"
+# The serveConfigV2 last applied to a child cluster (re-applied with a new target_capacity during
+# incremental upgrades, and compared to tell when the Serve config changed).
+SERVE_CONFIG_ANNOTATION = "rayquota.io/serve-config-v2"
+# When a RayService's leftover cluster is deleted (seconds since the epoch): kept on the cluster so
+# an operator restart does not forget or restart rayClusterDeletionDelaySeconds.
+DELETE_AFTER_ANNOTATION = "rayquota.io/delete-after"

@@ -354,3 +354,9 @@ def build_wait_gcs_init_container(ctx: PodContext, ray_container: Mapping[str, A
         if ray_container.get(key):
             container[key] = copy.deepcopy(ray_container[key])
     return container
+
+
+def build_autoscaler_container(ctx: PodContext, ray_container: Mapping[str, Any]) -> dict[str, Any]:
+    """The autoscaler sidecar for this cluster (kept for the queue's pod sets, which size it)."""
+    options = ctx.spec.get("autoscalerOptions") or {}
+    return autoscaler_sidecar.build_autoscaler_container(ray_container.get("image"), options)

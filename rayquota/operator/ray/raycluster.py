@@ -38,6 +38,9 @@ from rayquota.operator.ray.raycluster_status import cluster_status, status_chang
 log = logging.getLogger(__name__)
 
 OWNER_INDEX = "owner"
+# While pods come and go, a cluster's status is written at most this often; a change of
+# `state` (ready, suspended, ...) is written at once.
+STATUS_COALESCE_S = 1.0
 # Finalizer written by rayquota 0.1 on every RayCluster; removed on sight so deletion never hangs.
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 
@@ -134,10 +137,10 @@ class RayClusterReconciler:
             # Until the cache shows our own last pod changes, acting again could double them.
             if self.expectations.satisfied(key):
                 await self._apply(key, cluster, plan, failures)
-        await self._write_status(cluster, pods, head_service, plan, failures)
+        deferred = await self._write_status(cluster, pods, head_service, plan, failures)
         if failures:
             raise ReconcileFailed("; ".join(failures))
-        return None
+        return Result(requeue_after_s=deferred) if deferred else None
 
     async def _write_status(
         self,
@@ -146,15 +149,20 @@ class RayClusterReconciler:
         head_service: Mapping[str, Any] | None,
         plan: ClusterPlan,
         failures: list[str],
-    ) -> None:
+    ) -> float:
+        """Write the status; returns how long a coalesced write was deferred (0 when written)."""
         now = now_rfc3339()
         status = cluster_status(cluster, pods, head_service, plan, failures, now)
         previous = cluster.get("status") or {}
-        if status_changed(previous, status):
-            status["lastUpdateTime"] = now
-        elif previous.get("lastUpdateTime"):
-            status["lastUpdateTime"] = previous["lastUpdateTime"]
+        if not status_changed(previous, status):
+            return 0.0
+        if status.get("state") == previous.get("state") and not failures:
+            deferred = self.manager.status.deferral(cluster, status, STATUS_COALESCE_S)
+            if deferred > 0:
+                return deferred
+        status["lastUpdateTime"] = now
         await self.manager.status.write(resources.RAYCLUSTERS, cluster, status)
+        return 0.0
 
     async def _drop_legacy_finalizer(self, cluster: Obj) -> None:
         finalizers = [f for f in cluster["metadata"].get("finalizers") or [] if f != LEGACY_FINALIZER]

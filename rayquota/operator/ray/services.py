@@ -66,6 +66,17 @@ def head_service_ports(cluster: Mapping[str, Any]) -> dict[str, int]:
     return ports
 
 
+def head_container_ports(cluster: Mapping[str, Any]) -> dict[str, int]:
+    """Every default port name, overridden by the head container's named ports: for callers that
+    look a port up by name (the Serve port of a RayService's gateway). Not the Service's ports."""
+    named = {
+        str(port["name"]): int(port["containerPort"])
+        for port in _head_container(cluster).get("ports") or []
+        if port.get("name")
+    }
+    return {**DEFAULT_HEAD_PORTS, **named}
+
+
 def _service_ports(ports: Mapping[str, int], app_protocol: str | None) -> list[dict[str, Any]]:
     result = []
     for name, number in sorted(ports.items()):

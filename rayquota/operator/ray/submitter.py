@@ -147,6 +147,8 @@ def submitter_job(
     _set_env(container, "RAY_DASHBOARD_ADDRESS", dashboard_address)
     _set_env(container, "RAY_JOB_SUBMISSION_ID", job_id)
     pod_spec.setdefault("restartPolicy", "Never")
+    template_meta = template.setdefault("metadata", {})
+    template_meta["labels"] = {**(template_meta.get("labels") or {}), labels.RAY_JOB_SUBMITTER: "true"}
     backoff = (spec.get("submitterConfig") or {}).get("backoffLimit")
     return {
         "apiVersion": "batch/v1",

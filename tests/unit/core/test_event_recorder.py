@@ -81,6 +81,10 @@ async def test_a_failure_loop_is_bounded_per_object() -> None:
     recorder.post(OBJ, "Warning", "FailedCreate", "later")
     await drain(recorder)
     assert len(api.events) == 26
+    # Another reason has its own budget: a milestone is not starved by a failure loop.
+    recorder.post(OBJ, "Normal", "UpgradeFinished", "done")
+    await drain(recorder)
+    assert len(api.events) == 27
 
 
 async def test_a_new_series_starts_after_the_window() -> None:
