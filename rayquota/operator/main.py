@@ -29,7 +29,7 @@ log = logging.getLogger("rayquota")
 
 RAY_RECONCILERS = "rayquota.operator.ray.setup"
 # Modules with a `setup(manager, config)`; each half of the operator adds itself here.
-COMPONENTS: tuple[str, ...] = (RAY_RECONCILERS,)
+COMPONENTS: tuple[str, ...] = (RAY_RECONCILERS, "rayquota.operator.queue.setup")
 
 
 def enabled_components(config: OperatorConfig, modules: Iterable[str] = COMPONENTS) -> tuple[str, ...]:

@@ -52,33 +52,20 @@ one exists; times are in seconds; quantities are Kubernetes quantities::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rayquota.operator.queue import converter
 from rayquota.queueing import (
-    BorrowWithinCohort,
-    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
-    FlavorFungibility,
-    FlavorQuotas,
     LocalQueue,
     PodSet,
-    Preemption,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
-    ResourceGroup,
-    ResourceQuota,
-    Taint,
-    Toleration,
-    WhenCanBorrow,
-    WhenCanPreempt,
-    WithinClusterQueue,
 )
 
 
@@ -110,56 +97,11 @@ class Scenario:
     classes: list[WorkloadClass] = field(default_factory=list)
 
 
-def _resource_groups(raw: Sequence[Mapping[str, Any]] | None, where: str) -> tuple[ResourceGroup, ...]:
-    groups: list[ResourceGroup] = []
-    for gi, group in enumerate(raw or ()):
-        flavors: list[FlavorQuotas] = []
-        for fi, flavor in enumerate(group.get("flavors") or ()):
-            resources: dict[str, ResourceQuota] = {}
-            for resource in flavor.get("resources") or ():
-                try:
-                    resources[str(resource["name"])] = ResourceQuota.of(
-                        resource["nominalQuota"],
-                        resource.get("borrowingLimit"),
-                        resource.get("lendingLimit"),
-                    )
-                except (KeyError, ValueError) as exc:
-                    raise ScenarioError(f"{where}.resourceGroups[{gi}].flavors[{fi}]: {exc}") from exc
-            flavors.append(FlavorQuotas(str(flavor["name"]), resources))
-        covered = tuple(str(r) for r in group.get("coveredResources") or ())
-        if not covered:
-            covered = tuple(sorted({r for f in flavors for r in f.resources}))
-        groups.append(ResourceGroup(covered, tuple(flavors)))
-    return tuple(groups)
-
-
 def _cluster_queue(raw: Mapping[str, Any], name: str, cohort: str | None) -> ClusterQueue:
-    where = f"clusterQueue {name}"
-    preemption = raw.get("preemption") or {}
-    borrow = preemption.get("borrowWithinCohort") or {}
-    fungibility = raw.get("flavorFungibility") or {}
     try:
-        return ClusterQueue(
-            name=name,
-            resource_groups=_resource_groups(raw.get("resourceGroups"), where),
-            cohort=cohort,
-            queueing_strategy=QueueingStrategy(raw.get("queueingStrategy", "BestEffortFIFO")),
-            preemption=Preemption(
-                WithinClusterQueue(preemption.get("withinClusterQueue", "Never")),
-                ReclaimWithinCohort(preemption.get("reclaimWithinCohort", "Never")),
-                BorrowWithinCohort(
-                    BorrowWithinCohortPolicy(borrow.get("policy", "Never")),
-                    borrow.get("maxPriorityThreshold"),
-                ),
-            ),
-            flavor_fungibility=FlavorFungibility(
-                WhenCanBorrow(fungibility.get("whenCanBorrow", "Borrow")),
-                WhenCanPreempt(fungibility.get("whenCanPreempt", "TryNextFlavor")),
-            ),
-            fair_sharing_weight=float((raw.get("fairSharing") or {}).get("weight", 1)),
-        )
-    except ValueError as exc:
-        raise ScenarioError(f"{where}: {exc}") from exc
+        return converter.cluster_queue_from_spec(name, raw, cohort)
+    except converter.ConversionError as exc:
+        raise ScenarioError(str(exc)) from exc
 
 
 def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Scenario:
@@ -170,32 +112,13 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
         fair_sharing=bool(raw.get("fairSharing", False)),
         preemption_delay=float(raw.get("preemptionDelay", 0)),
     )
-    for flavor in raw.get("flavors") or ():
-        scenario.flavors.append(
-            ResourceFlavor(
-                str(flavor["name"]),
-                dict(flavor.get("nodeLabels") or {}),
-                tuple(
-                    Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
-                    for t in flavor.get("nodeTaints") or ()
-                ),
-                tuple(
-                    Toleration(
-                        t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", "")
-                    )
-                    for t in flavor.get("tolerations") or ()
-                ),
-            )
-        )
-    for cohort in raw.get("cohorts") or ():
-        scenario.cohorts.append(
-            Cohort(
-                str(cohort["name"]),
-                cohort.get("parent"),
-                _resource_groups(cohort.get("resourceGroups"), f"cohort {cohort['name']}"),
-                float((cohort.get("fairSharing") or {}).get("weight", 1)),
-            )
-        )
+    try:
+        for flavor in raw.get("flavors") or ():
+            scenario.flavors.append(converter.flavor_from_spec(str(flavor["name"]), flavor))
+        for cohort in raw.get("cohorts") or ():
+            scenario.cohorts.append(converter.cohort_from_spec(str(cohort["name"]), cohort))
+    except converter.ConversionError as exc:
+        raise ScenarioError(str(exc)) from exc
     for cq in raw.get("clusterQueues") or ():
         scenario.cluster_queues.append(_cluster_queue(cq, str(cq["name"]), cq.get("cohort")))
     topology = raw.get("topology")

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from rayquota.queueing import Admit, Engine, FlavorResource, Pending, Preempt, Workload
+from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.queueing import Engine, FlavorResource, Workload
 
 from .scenario import Scenario, WorkloadClass
 
@@ -82,18 +83,34 @@ class SimulationResult:
     """Work lost to preemption per resource (milli-units x ms): what victims ran before eviction."""
 
 
+class SimulationWriter:
+    """The driver's writer on a virtual clock: it only notes what to schedule next."""
+
+    def __init__(self) -> None:
+        self.admitted_now: list[tuple[str, AdmittedSlice]] = []
+        self.evicted_now: list[str] = []
+
+    def admitted(self, workload: str, admission: AdmittedSlice) -> None:
+        self.admitted_now.append((workload, admission))
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        pass
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        self.evicted_now.append(workload)
+
+
 class Simulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.engine = Engine(fair_sharing=scenario.fair_sharing)
+        self.writer = SimulationWriter()
+        # The operator's driver, so the simulation admits exactly as the operator would.
+        self.driver = Driver(self.engine, self.writer)
         for flavor in scenario.flavors:
-            self.engine.upsert_flavor(flavor)
-        for cohort in scenario.cohorts:
-            self.engine.upsert_cohort(cohort)
-        for cq in scenario.cluster_queues:
-            self.engine.upsert_cluster_queue(cq)
-        for lq in scenario.local_queues:
-            self.engine.upsert_local_queue(lq)
+            self.driver.configure(flavor)
+        for config in (*scenario.cohorts, *scenario.cluster_queues, *scenario.local_queues):
+            self.driver.configure(config)
         self._cq_of_lq = {lq.key: lq.cluster_queue for lq in scenario.local_queues}
 
     def _workloads(self) -> list[tuple[int, Workload, WorkloadClass]]:
@@ -115,7 +132,7 @@ class Simulation:
         return arrivals
 
     def run(self) -> SimulationResult:
-        engine = self.engine
+        driver, writer = self.driver, self.writer
         records: dict[str, WorkloadRecord] = {}
         pending_specs: dict[str, Workload] = {}
         events: list[tuple[int, int, int, str, int]] = []
@@ -156,45 +173,43 @@ class Simulation:
                 _, kind, _, key, token = heapq.heappop(events)
                 rec = records[key]
                 if kind == _Event.ARRIVAL:
-                    engine.add_workload(pending_specs.pop(key))
+                    driver.submit(pending_specs.pop(key))
                     pending += 1
                 elif kind == _Event.FINISH and token == rec.token:
-                    engine.finish_workload(key)
+                    driver.finish(key, pods_gone=True)
                     charge(now, rec, -1)
                     rec.finished_ms = now
                     makespan = max(makespan, now)
                 elif kind == _Event.RELEASE:
-                    engine.release(key)
+                    driver.pods_gone(key)
                     charge(now, rec, -1)
                     pending += 1
             started = time.perf_counter()
-            decisions = engine.run_cycle(now / 1000)
+            decisions = driver.cycle(now / 1000)
             engine_seconds += time.perf_counter() - started
             cycles += 1
             decisions_count += len(decisions)
-            for decision in decisions:
-                if isinstance(decision, Admit):
-                    rec = records[decision.workload]
-                    if rec.admitted_ms is None:
-                        rec.admitted_ms = now
-                    rec.usage = dict(decision.usage)
-                    rec.last_admitted_ms = now
-                    rec.token += 1
-                    charge(now, rec, +1)
-                    pending -= 1
-                    seq += 1
-                    heapq.heappush(events, (now + rec.runtime_ms, _Event.FINISH, seq, rec.key, rec.token))
-                elif isinstance(decision, Preempt):
-                    for victim in decision.victims:
-                        rec = records[victim]
-                        rec.preemptions += 1
-                        for (_, resource), amount in rec.usage.items():
-                            wasted[resource] = wasted.get(resource, 0) + amount * (now - rec.last_admitted_ms)
-                        rec.token += 1  # its pending completion will never happen
-                        seq += 1
-                        heapq.heappush(events, (now + delay_ms, _Event.RELEASE, seq, victim, 0))
-                elif isinstance(decision, Pending):
-                    pass
+            for key, admission in writer.admitted_now:
+                rec = records[key]
+                if rec.admitted_ms is None:
+                    rec.admitted_ms = now
+                rec.usage = dict(admission.usage)
+                rec.last_admitted_ms = now
+                rec.token += 1
+                charge(now, rec, +1)
+                pending -= 1
+                seq += 1
+                heapq.heappush(events, (now + rec.runtime_ms, _Event.FINISH, seq, rec.key, rec.token))
+            for victim in writer.evicted_now:
+                rec = records[victim]
+                rec.preemptions += 1
+                for (_, resource), amount in rec.usage.items():
+                    wasted[resource] = wasted.get(resource, 0) + amount * (now - rec.last_admitted_ms)
+                rec.token += 1  # its pending completion will never happen
+                seq += 1
+                heapq.heappush(events, (now + delay_ms, _Event.RELEASE, seq, victim, 0))
+            writer.admitted_now.clear()
+            writer.evicted_now.clear()
             if not timeline or timeline[-1][1] != total.current or timeline[-1][2] != pending:
                 timeline.append((now, dict(total.current), pending))
         total.close(makespan)

@@ -1,0 +1,1 @@
+"""The queue integration: Ray objects under quota (see ../../../docs and design.md)."""

@@ -1,0 +1,87 @@
+"""A RayJob under quota: gated by its own ``spec.suspend``; its cluster and submitter
+templates get the admitted flavors before the gate lifts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rayquota.operator.queue import placement
+from rayquota.operator.queue.adapters.protocol import (
+    Body,
+    Edit,
+    allocation_of,
+    changed,
+    edited,
+    inject_cluster,
+    no_pods_hold_quota,
+    placements,
+    restore_cluster,
+)
+from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.podsets import Demand, Role, rayjob_demand
+from rayquota.queueing import ResourceFlavor
+
+# A RayJob in these states runs nothing any more (ValidationFailed never ran): no quota.
+FINISHED_STATES = ("Complete", "Failed", "ValidationFailed")
+
+
+def cluster_name(rayjob: Body) -> str | None:
+    name = (rayjob.get("status") or {}).get("rayClusterName")
+    return str(name) if name else None
+
+
+class RayJobAdapter:
+    kind = "RayJob"
+
+    def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
+        part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
+        return rayjob_demand(obj, part)
+
+    def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
+        return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
+
+    def is_suspended(self, obj: Body) -> bool:
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        after = edited(obj)
+        after["spec"]["suspend"] = True
+        return changed(self.kind, obj, after)
+
+    def run_with(
+        self,
+        obj: Body,
+        children: Sequence[Body],
+        admission: AdmittedSlice,
+        flavors: Mapping[str, ResourceFlavor],
+    ) -> list[Edit]:
+        demand, allocation = allocation_of(self, obj, children, admission)
+        after = edited(obj)
+        spec = after["spec"]
+        by_pod_set = placements(admission, flavors)
+        for part in demand.parts:
+            if spec.get("rayClusterSpec"):
+                inject_cluster(spec["rayClusterSpec"], demand.pod_set_of[part], by_pod_set)
+            wanted = by_pod_set.get(demand.pod_set_of[part].get((Role.SUBMITTER, ""), ""))
+            if wanted and (wanted["nodeSelector"] or wanted["tolerations"]):
+                placement.inject(spec.setdefault("submitterPodTemplate", {}), wanted)
+        if all(a.runs for a in allocation.values()):
+            spec["suspend"] = False
+        return changed(self.kind, obj, after)
+
+    def restore(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        after = edited(obj)
+        spec = after["spec"]
+        if spec.get("rayClusterSpec"):
+            restore_cluster(spec["rayClusterSpec"])
+        if "submitterPodTemplate" in spec:
+            placement.restore(spec["submitterPodTemplate"])
+            if not spec["submitterPodTemplate"].get("spec") and len(spec["submitterPodTemplate"]) <= 1:
+                del spec["submitterPodTemplate"]  # we created it only to carry the placement
+        return changed(self.kind, obj, after)
+
+    def finished(self, obj: Body) -> bool:
+        return (obj.get("status") or {}).get("jobDeploymentStatus") in FINISHED_STATES
+
+    def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
+        return no_pods_hold_quota(pods)

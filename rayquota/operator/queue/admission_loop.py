@@ -1,0 +1,140 @@
+"""The engine's home in the operator: configuration events in, cycles on demand, decisions
+handed to the Workload controller through the :class:`EnqueueingWriter`.
+
+At start-up (caches synced, before any cycle) the engine is rebuilt from what the API server
+holds: every admitted Workload restores its usage. Nothing is admitted twice after a
+restart, and no quota leaks, because the engine is never trusted beyond the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rayquota.operator.core import ObjectKey
+from rayquota.operator.core.informer import DELETED
+from rayquota.operator.queue import converter, metrics
+from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.workload_status import Eviction, is_evicted, is_finished
+from rayquota.queueing import Engine
+
+log = logging.getLogger(__name__)
+
+
+def object_key(workload: str) -> ObjectKey:
+    namespace, name = workload.split("/", 1)
+    return ObjectKey(namespace, name)
+
+
+@dataclass
+class EnqueueingWriter:
+    """The operator's Writer: notes what the driver decided and wakes the Workload controller,
+    which makes it so in the safe order (Workload status, pod templates, gate)."""
+
+    enqueue: Callable[[ObjectKey], None] = lambda _key: None
+    evictions: dict[str, Eviction] = field(default_factory=dict)
+
+    def admitted(self, workload: str, admission: AdmittedSlice) -> None:
+        metrics.ADMISSIONS.labels(admission.cluster_queue).inc()
+        self.enqueue(object_key(workload))
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        self.enqueue(object_key(workload))
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        self.evictions[workload] = Eviction(reason, kind, preemptor)
+        metrics.EVICTIONS.labels(kind).inc()
+        self.enqueue(object_key(workload))
+
+
+class AdmissionLoop:
+    def __init__(self, fair_sharing: bool = False) -> None:
+        self.writer = EnqueueingWriter()
+        self.driver = Driver(Engine(fair_sharing=fair_sharing), self.writer)
+        self.restored = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._priorities: dict[str, int] = {}
+
+    def request_cycle(self) -> None:
+        self._wake.set()
+
+    def priority_of(self, class_name: str) -> int | None:
+        return self._priorities.get(class_name)
+
+    # --- configuration events (informer callbacks) ------------------------------------------
+
+    def on_config(self, kind: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]:
+        convert = {
+            "ResourceFlavor": converter.resource_flavor,
+            "ClusterQueue": converter.cluster_queue,
+            "Cohort": converter.cohort,
+            "LocalQueue": converter.local_queue,
+        }[kind]
+
+        def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+            meta = obj["metadata"]
+            if event == DELETED:
+                self.driver.unconfigure(kind, str(meta["name"]), str(meta.get("namespace") or ""))
+            else:
+                try:
+                    self.driver.configure(convert(obj))
+                except converter.ConversionError as exc:
+                    log.warning("%s %s ignored: %s", kind, meta["name"], exc)
+                    return
+            self.request_cycle()
+
+        return handle
+
+    def on_namespace(self, event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        if event != DELETED:
+            self.driver.engine.upsert_namespace(
+                str(obj["metadata"]["name"]), obj["metadata"].get("labels") or {}
+            )
+            self.request_cycle()
+
+    def on_priority_class(self, event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        name = str(obj["metadata"]["name"])
+        if event == DELETED:
+            self._priorities.pop(name, None)
+        else:
+            self._priorities[name] = int(obj.get("value") or 0)
+
+    # --- start-up and the loop ---------------------------------------------------------------
+
+    def restore(self, workloads: list[Mapping[str, Any]]) -> list[ObjectKey]:
+        """Re-create every admission recorded in a Workload's status; returns the keys restored."""
+        known_queues = set(self.driver.engine.cluster_queue_names())
+        restored = []
+        for body in workloads:
+            admission = (body.get("status") or {}).get("admission")
+            if not admission or is_finished(body):
+                continue
+            cluster_queue, pod_sets = converter.admission_from_api(admission)
+            if cluster_queue not in known_queues:
+                log.warning(
+                    "Workload %s: ClusterQueue %s is gone; not restored",
+                    body["metadata"]["name"],
+                    cluster_queue,
+                )
+                continue
+            spec = converter.workload(body, self.priority_of)
+            self.driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(body))
+            restored.append(ObjectKey(spec.namespace, spec.name))
+        log.info("admission engine rebuilt from %d admitted Workloads", len(restored))
+        return restored
+
+    async def run(self, workloads: Callable[[], list[Mapping[str, Any]]]) -> None:
+        for key in self.restore(workloads()):
+            self.writer.enqueue(key)
+        self.restored.set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(0)  # let the events of this loop turn arrive first: one cycle for all
+            started = time.perf_counter()
+            decisions = self.driver.cycle(time.time())
+            metrics.observe_cycle(time.perf_counter() - started, decisions)

@@ -1,0 +1,304 @@
+"""API objects -> the engine's model, and the engine's admissions -> API status.
+
+The one translation between ``rayquota.io/v1alpha1`` (or, field for field, Kueue's
+``kueue.x-k8s.io/v1beta1``) bodies and :mod:`rayquota.queueing`. Bodies are camelCase
+dicts as the API server returns them; the ``*_from_spec`` functions take a name and
+the spec, so the simulator's scenario files (which inline the spec) use them too.
+
+Errors name the field: ``ConversionError("clusterQueue team-a.resourceGroups[0]...: ...")``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rayquota.operator.queue.podsets import PodSetDemand, pod_requests
+from rayquota.queueing import (
+    BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    Cohort,
+    FlavorFungibility,
+    FlavorQuotas,
+    LabelSelector,
+    LabelSelectorRequirement,
+    LocalQueue,
+    PodSet,
+    PodSetAssignment,
+    Preemption,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    StopPolicy,
+    Taint,
+    Toleration,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueue,
+    Workload,
+    format_quantity,
+    parse_quantity,
+)
+
+
+class ConversionError(ValueError):
+    """An object the engine cannot take; the message names the field."""
+
+
+def _name(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("name", ""))
+
+
+# --- flavors, cohorts, queues ---------------------------------------------------------------
+
+
+def toleration(raw: Mapping[str, Any]) -> Toleration:
+    return Toleration(
+        str(raw.get("key") or ""),
+        str(raw.get("operator") or "Equal"),
+        str(raw.get("value") or ""),
+        str(raw.get("effect") or ""),
+    )
+
+
+def flavor_from_spec(name: str, spec: Mapping[str, Any]) -> ResourceFlavor:
+    return ResourceFlavor(
+        name,
+        {str(k): str(v) for k, v in (spec.get("nodeLabels") or {}).items()},
+        tuple(
+            Taint(str(t["key"]), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+            for t in spec.get("nodeTaints") or ()
+        ),
+        tuple(toleration(t) for t in spec.get("tolerations") or ()),
+    )
+
+
+def resource_groups(raw: Sequence[Mapping[str, Any]] | None, where: str) -> tuple[ResourceGroup, ...]:
+    groups: list[ResourceGroup] = []
+    for gi, group in enumerate(raw or ()):
+        flavors: list[FlavorQuotas] = []
+        for fi, flavor in enumerate(group.get("flavors") or ()):
+            field = f"{where}.resourceGroups[{gi}].flavors[{fi}]"
+            resources: dict[str, ResourceQuota] = {}
+            for resource in flavor.get("resources") or ():
+                try:
+                    resources[str(resource["name"])] = ResourceQuota.of(
+                        resource["nominalQuota"],
+                        resource.get("borrowingLimit"),
+                        resource.get("lendingLimit"),
+                    )
+                except KeyError as exc:
+                    raise ConversionError(f"{field}: missing {exc.args[0]}") from exc
+                except ValueError as exc:
+                    raise ConversionError(f"{field}: {exc}") from exc
+            if "name" not in flavor:
+                raise ConversionError(f"{field}: missing name")
+            flavors.append(FlavorQuotas(str(flavor["name"]), resources))
+        covered = tuple(str(r) for r in group.get("coveredResources") or ())
+        if not covered:
+            covered = tuple(sorted({r for f in flavors for r in f.resources}))
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(groups)
+
+
+def label_selector(raw: Mapping[str, Any] | None) -> LabelSelector | None:
+    if raw is None:
+        return None
+    return LabelSelector(
+        {str(k): str(v) for k, v in (raw.get("matchLabels") or {}).items()},
+        tuple(
+            LabelSelectorRequirement(
+                str(e["key"]), str(e["operator"]), tuple(str(v) for v in e.get("values") or ())
+            )
+            for e in raw.get("matchExpressions") or ()
+        ),
+    )
+
+
+def _weight(raw: Mapping[str, Any] | None) -> float:
+    weight = (raw or {}).get("weight")
+    return 1.0 if weight is None else parse_quantity(str(weight)) / 1000
+
+
+def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | None = None) -> ClusterQueue:
+    where = f"clusterQueue {name}"
+    preemption = spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    fungibility = spec.get("flavorFungibility") or {}
+    try:
+        return ClusterQueue(
+            name=name,
+            resource_groups=resource_groups(spec.get("resourceGroups"), where),
+            cohort=cohort if cohort is not None else (spec.get("cohort") or None),
+            queueing_strategy=QueueingStrategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
+            namespace_selector=label_selector(spec.get("namespaceSelector")),
+            preemption=Preemption(
+                WithinClusterQueue(preemption.get("withinClusterQueue") or "Never"),
+                ReclaimWithinCohort(preemption.get("reclaimWithinCohort") or "Never"),
+                BorrowWithinCohort(
+                    BorrowWithinCohortPolicy(borrow.get("policy") or "Never"),
+                    borrow.get("maxPriorityThreshold"),
+                ),
+            ),
+            flavor_fungibility=FlavorFungibility(
+                WhenCanBorrow(fungibility.get("whenCanBorrow") or "Borrow"),
+                WhenCanPreempt(fungibility.get("whenCanPreempt") or "TryNextFlavor"),
+            ),
+            stop_policy=StopPolicy(spec.get("stopPolicy") or "None"),
+            fair_sharing_weight=_weight(spec.get("fairSharing")),
+        )
+    except ConversionError:
+        raise
+    except ValueError as exc:
+        raise ConversionError(f"{where}: {exc}") from exc
+
+
+def cohort_from_spec(name: str, spec: Mapping[str, Any]) -> Cohort:
+    return Cohort(
+        name,
+        spec.get("parent") or None,
+        resource_groups(spec.get("resourceGroups"), f"cohort {name}"),
+        _weight(spec.get("fairSharing")),
+    )
+
+
+def resource_flavor(body: Mapping[str, Any]) -> ResourceFlavor:
+    return flavor_from_spec(_name(body), body.get("spec") or {})
+
+
+def cluster_queue(body: Mapping[str, Any]) -> ClusterQueue:
+    return cluster_queue_from_spec(_name(body), body.get("spec") or {})
+
+
+def cohort(body: Mapping[str, Any]) -> Cohort:
+    return cohort_from_spec(_name(body), body.get("spec") or {})
+
+
+def local_queue(body: Mapping[str, Any]) -> LocalQueue:
+    spec = body.get("spec") or {}
+    try:
+        stop = StopPolicy(spec.get("stopPolicy") or "None")
+    except ValueError as exc:
+        raise ConversionError(f"localQueue {_name(body)}.spec.stopPolicy: {exc}") from exc
+    return LocalQueue(
+        str(body["metadata"]["namespace"]), _name(body), str(spec.get("clusterQueue", "")), stop
+    )
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+def engine_pod_set(demand: PodSetDemand) -> PodSet:
+    return PodSet(
+        demand.name,
+        demand.count,
+        dict(demand.requests),
+        dict(demand.node_selector),
+        tuple(toleration(t) for t in demand.tolerations),
+    )
+
+
+def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
+    """A Workload's ``spec.podSets[]`` entry: per-pod requests, and a template only to carry
+    the nodeSelector and tolerations flavor assignment must respect."""
+    out: dict[str, Any] = {
+        "name": demand.name,
+        "count": demand.count,
+        "requests": {r: format_quantity(q, r) for r, q in sorted(demand.requests.items())},
+    }
+    if demand.node_selector or demand.tolerations:
+        out["template"] = {
+            "spec": {
+                "containers": [],
+                "nodeSelector": dict(demand.node_selector),
+                "tolerations": [dict(t) for t in demand.tolerations],
+            }
+        }
+    return out
+
+
+def _pod_set_from_api(raw: Mapping[str, Any], where: str) -> PodSet:
+    template_spec = (raw.get("template") or {}).get("spec") or {}
+    try:
+        if raw.get("requests") is not None:
+            requests = {str(r): parse_quantity(q) for r, q in raw["requests"].items()}
+        else:
+            requests = pod_requests(template_spec)
+    except ValueError as exc:
+        raise ConversionError(f"{where}: {exc}") from exc
+    return PodSet(
+        str(raw["name"]),
+        int(raw.get("count", 1)),
+        {r: q for r, q in requests.items() if q},
+        {str(k): str(v) for k, v in (template_spec.get("nodeSelector") or {}).items()},
+        tuple(toleration(t) for t in template_spec.get("tolerations") or ()),
+    )
+
+
+def timestamp(value: str | None) -> float:
+    if not value:
+        return 0.0
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+PriorityLookup = Callable[[str], int | None]
+
+
+def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: None) -> Workload:
+    """A Workload object as the engine sees it. ``spec.priority`` wins; else the value of
+    ``spec.priorityClassName`` (a WorkloadPriorityClass); else 0."""
+    meta = body["metadata"]
+    spec = body.get("spec") or {}
+    where = f"workload {meta.get('namespace')}/{meta.get('name')}"
+    priority = spec.get("priority")
+    if priority is None and spec.get("priorityClassName"):
+        priority = priority_of(str(spec["priorityClassName"]))
+    pod_sets = tuple(
+        _pod_set_from_api(ps, f"{where}.spec.podSets[{i}]") for i, ps in enumerate(spec.get("podSets") or ())
+    )
+    return Workload(
+        str(meta["namespace"]),
+        str(meta["name"]),
+        str(spec.get("queueName") or ""),
+        pod_sets,
+        priority=int(priority or 0),
+        created=timestamp(meta.get("creationTimestamp")),
+        active=spec.get("active", True) is not False,
+    )
+
+
+# --- admissions -----------------------------------------------------------------------------
+
+
+def admission_to_api(cluster_queue_name: str, pod_sets: Sequence[PodSetAssignment]) -> dict[str, Any]:
+    """``status.admission``: the ClusterQueue and, per pod set, flavor and usage per resource."""
+    return {
+        "clusterQueue": cluster_queue_name,
+        "podSetAssignments": [
+            {
+                "name": ps.name,
+                "count": ps.count,
+                "flavors": dict(sorted(ps.flavors.items())),
+                "resourceUsage": {r: format_quantity(q, r) for r, q in sorted(ps.usage.items())},
+            }
+            for ps in pod_sets
+        ],
+    }
+
+
+def admission_from_api(admission: Mapping[str, Any]) -> tuple[str, tuple[PodSetAssignment, ...]]:
+    """The inverse of :func:`admission_to_api` (restart: admitted Workloads restore their usage)."""
+    pod_sets = tuple(
+        PodSetAssignment(
+            str(ps["name"]),
+            int(ps.get("count") or 0),
+            {str(r): str(f) for r, f in (ps.get("flavors") or {}).items()},
+            {str(r): parse_quantity(q) for r, q in (ps.get("resourceUsage") or {}).items()},
+        )
+        for ps in admission.get("podSetAssignments") or ()
+    )
+    return str(admission["clusterQueue"]), pod_sets

@@ -1,0 +1,303 @@
+"""The engine driver: events in, engine calls; decisions out, writes through a Writer.
+
+One driver serves the operator (its writer patches the API server) and the simulator
+(its writer schedules virtual events), so what the simulator shows is what the operator
+does. Pure and synchronous: no I/O, no clock of its own.
+
+A *workload* here is one queued object's Workload (key ``namespace/name``). The engine
+sees it as one or two *slices*: the admitted one, and a pending replacement while a
+scale-up waits (the engine admits it against the admitted slice's quota, so it needs only
+the difference). A scale-down is applied to the admitted slice at once; the caller keeps
+quota held for pods that still exist by passing their count (see ``podsets.held_demand``).
+
+Release rule: quota is given back only by :meth:`Driver.pods_gone`, :meth:`Driver.finish`
+with ``pods_gone=True``, or :meth:`Driver.remove` (the object and its pods are gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from rayquota.queueing import (
+    Admit,
+    ClusterQueue,
+    Cohort,
+    Decision,
+    Engine,
+    FlavorResource,
+    LocalQueue,
+    Pending,
+    PodSet,
+    PodSetAssignment,
+    Preempt,
+    ResourceFlavor,
+    Workload,
+)
+
+SLICE_SEPARATOR = "~"
+"""Engine keys of replacement slices: ``ns/name~2``. Never valid in an object name."""
+
+
+@dataclass(frozen=True)
+class AdmittedSlice:
+    """What a workload may use now: its ClusterQueue and, per pod set, flavors and pod count."""
+
+    cluster_queue: str
+    pod_sets: tuple[PodSetAssignment, ...]
+    usage: Mapping[FlavorResource, int]
+
+    def counts(self) -> dict[str, int]:
+        return {ps.name: ps.count for ps in self.pod_sets}
+
+    def flavors_of(self, pod_set: str) -> set[str]:
+        return {f for ps in self.pod_sets if ps.name == pod_set for f in ps.flavors.values()}
+
+
+class Writer(Protocol):
+    """Where decisions go. Each call says the desired state; implementations make it so,
+    idempotently, in the safe order (Workload status, then pod templates, then the gate)."""
+
+    def admitted(self, workload: str, admission: AdmittedSlice) -> None: ...
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        """``admitted``: the workload runs on an admitted slice and a scale-up waits."""
+        ...
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        """Suspend the object and delete its pods; then call :meth:`Driver.pods_gone`."""
+        ...
+
+
+@dataclass
+class _Tracked:
+    key: str
+    spec: Workload
+    admitted_key: str | None = None
+    pending_key: str | None = None
+    admission: AdmittedSlice | None = None
+    evicting: bool = False
+    finishing: bool = False
+    slices: int = 0
+
+    def slice_key(self) -> str:
+        self.slices += 1
+        return f"{self.key}{SLICE_SEPARATOR}{self.slices}"
+
+
+def workload_key_of(engine_key: str) -> str:
+    return engine_key.split(SLICE_SEPARATOR, 1)[0]
+
+
+def _with_key(spec: Workload, engine_key: str, replaces: str | None = None) -> Workload:
+    namespace, name = engine_key.split("/", 1)
+    return replace(spec, namespace=namespace, name=name, replaces=replaces)
+
+
+def _covers(admission: AdmittedSlice, pod_sets: Iterable[PodSet]) -> bool:
+    """Does the admitted slice cover this demand with no new pod set, resource or pod?"""
+    admitted = {ps.name: ps for ps in admission.pod_sets}
+    for pod_set in pod_sets:
+        got = admitted.get(pod_set.name)
+        if pod_set.count == 0:
+            continue
+        if got is None or pod_set.count > got.count:
+            return False
+        for resource, amount in pod_set.totals().items():
+            if resource not in got.flavors or amount > got.usage.get(resource, 0):
+                return False
+    return True
+
+
+@dataclass
+class Driver:
+    engine: Engine
+    writer: Writer
+    _tracked: dict[str, _Tracked] = field(default_factory=dict)
+
+    # --- configuration ------------------------------------------------------------------
+
+    def configure(self, obj: ResourceFlavor | Cohort | ClusterQueue | LocalQueue) -> None:
+        match obj:
+            case ResourceFlavor():
+                self.engine.upsert_flavor(obj)
+            case Cohort():
+                self.engine.upsert_cohort(obj)
+            case ClusterQueue():
+                self.engine.upsert_cluster_queue(obj)
+            case LocalQueue():
+                self.engine.upsert_local_queue(obj)
+
+    def unconfigure(self, kind: str, name: str, namespace: str = "") -> None:
+        if kind == "ResourceFlavor":
+            self.engine.delete_flavor(name)
+        elif kind == "Cohort":
+            self.engine.delete_cohort(name)
+        elif kind == "ClusterQueue":
+            self.engine.delete_cluster_queue(name)
+        elif kind == "LocalQueue":
+            self.engine.delete_local_queue(namespace, name)
+
+    # --- workload events ----------------------------------------------------------------
+
+    def submit(self, spec: Workload) -> None:
+        """The workload's current demand (create, scale up or down, priority, active)."""
+        tracked = self._tracked.get(spec.key)
+        if tracked is None:
+            tracked = self._tracked[spec.key] = _Tracked(spec.key, spec, pending_key=spec.key)
+            self.engine.add_workload(spec)
+            return
+        tracked.spec = spec
+        if tracked.evicting or tracked.finishing:
+            return  # applied when the pods are gone (pods_gone)
+        if tracked.admission is None:
+            assert tracked.pending_key is not None
+            self.engine.update_workload(_with_key(spec, tracked.pending_key))
+            return
+        assert tracked.admitted_key is not None
+        if not spec.active or _covers(tracked.admission, spec.pod_sets):
+            self._drop_pending_slice(tracked)
+            self._scale_down(tracked, spec)
+            return
+        if tracked.pending_key is None:
+            tracked.pending_key = tracked.slice_key()
+        self.engine.update_workload(_with_key(spec, tracked.pending_key, tracked.admitted_key))
+
+    def _scale_down(self, tracked: _Tracked, spec: Workload) -> None:
+        assert tracked.admitted_key is not None and tracked.admission is not None
+        admitted = {ps.name for ps in tracked.admission.pod_sets}
+        pod_sets = tuple(ps for ps in spec.pod_sets if ps.name in admitted or ps.count)
+        self.engine.update_workload(replace(_with_key(spec, tracked.admitted_key), pod_sets=pod_sets))
+        status = self.engine.workload(tracked.admitted_key)
+        if status is None or status.phase != "Admitted":
+            return
+        admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
+        if admission != tracked.admission:
+            # The smaller admission is recorded too: a restart must restore what is held now.
+            tracked.admission = admission
+            self.writer.admitted(tracked.key, admission)
+
+    def _drop_pending_slice(self, tracked: _Tracked) -> None:
+        if tracked.pending_key is not None and tracked.pending_key != tracked.admitted_key:
+            self.engine.delete_workload(tracked.pending_key)
+        tracked.pending_key = None
+
+    def finish(self, key: str, *, pods_gone: bool) -> None:
+        """The object finished. Its quota is held until its pods are gone."""
+        tracked = self._tracked.get(key)
+        if tracked is None:
+            return
+        self._drop_pending_slice(tracked)
+        if tracked.admitted_key is None or pods_gone:
+            self.remove(key)
+            return
+        tracked.finishing = True
+        self.engine.finish_workload(tracked.admitted_key, pods_gone=False)
+
+    def pods_gone(self, key: str) -> None:
+        """The pods of an evicted or finished workload are gone: free its quota."""
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.admitted_key is None:
+            return
+        if tracked.finishing:
+            self.remove(key)
+            return
+        if not tracked.evicting:
+            return
+        admitted_key = tracked.admitted_key
+        self.engine.release(admitted_key)
+        tracked.evicting = False
+        tracked.admission = None
+        tracked.admitted_key = None
+        if tracked.pending_key is not None:
+            # The scale-up slice lost its predecessor: it now asks for the whole demand.
+            self.engine.update_workload(_with_key(tracked.spec, tracked.pending_key))
+        else:
+            tracked.pending_key = admitted_key
+            self.engine.update_workload(_with_key(tracked.spec, admitted_key))
+
+    def remove(self, key: str) -> None:
+        """The workload is gone and so are its pods."""
+        tracked = self._tracked.pop(key, None)
+        if tracked is None:
+            return
+        for engine_key in {tracked.admitted_key, tracked.pending_key} - {None}:
+            assert engine_key is not None
+            self.engine.delete_workload(engine_key)
+
+    def restore(
+        self, spec: Workload, cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...], *, evicting: bool
+    ) -> None:
+        """Start-up: an admission recorded in a Workload's status; then ``submit`` its demand."""
+        admitted = replace(spec, pod_sets=tuple(PodSet(p.name, p.count, _per_pod(p), {}) for p in pod_sets))
+        self.engine.restore_admission(admitted, cluster_queue, pod_sets, evicting=evicting)
+        status = self.engine.workload(spec.key)
+        usage = status.usage if status is not None else {}
+        self._tracked[spec.key] = _Tracked(
+            spec.key,
+            spec,
+            admitted_key=spec.key,
+            admission=AdmittedSlice(cluster_queue, pod_sets, usage),
+            evicting=evicting,
+        )
+
+    # --- queries ------------------------------------------------------------------------
+
+    def admission(self, key: str) -> AdmittedSlice | None:
+        tracked = self._tracked.get(key)
+        return None if tracked is None or tracked.evicting else tracked.admission
+
+    def is_evicting(self, key: str) -> bool:
+        tracked = self._tracked.get(key)
+        return tracked is not None and tracked.evicting
+
+    def keys(self) -> list[str]:
+        return list(self._tracked)
+
+    def pending_reason(self, key: str) -> str | None:
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.pending_key is None:
+            return None
+        status = self.engine.workload(tracked.pending_key)
+        return status.pending_reason if status is not None else None
+
+    # --- the cycle ----------------------------------------------------------------------
+
+    def cycle(self, now: float) -> list[Decision]:
+        decisions = self.engine.run_cycle(now)
+        for decision in decisions:
+            match decision:
+                case Admit():
+                    self._on_admit(decision)
+                case Preempt():
+                    preemptor = workload_key_of(decision.preemptor) if decision.preemptor else None
+                    for victim in decision.victims:
+                        tracked = self._tracked.get(workload_key_of(victim))
+                        if tracked is None:
+                            continue
+                        tracked.evicting = True
+                        # A scale-up waiting beside an evicted slice waits for the pods to go too:
+                        # the whole demand queues again then (pods_gone).
+                        self._drop_pending_slice(tracked)
+                        kind = decision.victim_kinds.get(victim, decision.kind)
+                        self.writer.evict(tracked.key, decision.reason, preemptor, str(kind))
+                case Pending():
+                    tracked = self._tracked.get(workload_key_of(decision.workload))
+                    if tracked is not None and decision.workload == tracked.pending_key:
+                        self.writer.pending(tracked.key, decision.reason, tracked.admission is not None)
+        return decisions
+
+    def _on_admit(self, decision: Admit) -> None:
+        tracked = self._tracked.get(workload_key_of(decision.workload))
+        if tracked is None:
+            return
+        tracked.admitted_key = decision.workload
+        tracked.pending_key = None
+        tracked.admission = AdmittedSlice(decision.cluster_queue, decision.pod_sets, dict(decision.usage))
+        self.writer.admitted(tracked.key, tracked.admission)
+
+
+def _per_pod(assignment: PodSetAssignment) -> dict[str, int]:
+    count = max(assignment.count, 1)
+    return {r: amount // count for r, amount in assignment.usage.items()}

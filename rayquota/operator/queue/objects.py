@@ -1,0 +1,162 @@
+"""Finding, in the watch-fed caches, the queued objects, their children, pods and Workloads.
+
+A queued object is a RayJob, RayService or standalone RayCluster that names a queue. A
+RayCluster owned by a RayJob or RayService is never queued on its own: it is a *child*,
+accounted through its parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rayquota.operator.core import Informer, Manager, ObjectKey, owner_uids, resources
+from rayquota.operator.core.resources import Resource
+from rayquota.operator.core.store import Obj
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.adapters import ADAPTERS, RayAdapter
+from rayquota.operator.ray import labels
+
+PARENT_KINDS = ("RayJob", "RayService")
+RESOURCE_OF_KIND: dict[str, Resource] = {
+    "RayCluster": resources.RAYCLUSTERS,
+    "RayJob": resources.RAYJOBS,
+    "RayService": resources.RAYSERVICES,
+}
+OWNER_INDEX = "queue-owner"
+WORKLOAD_INDEX = "queue-workload"
+CLUSTER_INDEX = "queue-cluster"
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A queued object, its adapter and its Workload's key."""
+
+    kind: str
+    obj: Obj
+    adapter: RayAdapter
+    workload: ObjectKey
+
+
+def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref  # type: ignore[no-any-return]
+    return None
+
+
+def is_child(cluster: Mapping[str, Any]) -> bool:
+    owner = controller_owner(cluster)
+    return owner is not None and owner.get("kind") in PARENT_KINDS
+
+
+def workload_key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj["metadata"]
+    return ObjectKey(str(meta["namespace"]), naming.workload_name(kind, str(meta["name"]), str(meta["uid"])))
+
+
+@dataclass
+class QueueObjects:
+    """The caches the queue integration reads, with the indexes that link them."""
+
+    settings: naming.QueueSettings
+    informers: dict[str, Informer]
+    workloads: Informer
+    pods: Informer
+    namespaces_with_default_queue: set[str] = field(default_factory=set)
+
+    @classmethod
+    def register(cls, manager: Manager, settings: naming.QueueSettings) -> QueueObjects:
+        informers = {
+            kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
+            for kind, resource in RESOURCE_OF_KIND.items()
+        }
+        objects = cls(
+            settings,
+            informers,
+            manager.informer(resources.WORKLOADS, indexers={OWNER_INDEX: owner_uids}),
+            # The same informer the RayCluster reconciler uses (same selector): one watch.
+            manager.informer(
+                resources.PODS,
+                label_selector=labels.RAY_CLUSTER,
+                indexers={CLUSTER_INDEX: _cluster_label},
+            ),
+        )
+        for kind, informer in informers.items():
+            informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
+        return objects
+
+    def _workload_index(self, kind: str) -> Any:
+        def index(obj: Mapping[str, Any]) -> list[str]:
+            if self.queue_name(kind, obj) is None and not self._has_workload(kind, obj):
+                return []
+            return [str(workload_key(kind, obj))]
+
+        return index
+
+    def _has_workload(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        key = workload_key(kind, obj)
+        return self.workloads.store.get(key.namespace, key.name) is not None
+
+    # --- queued objects -----------------------------------------------------------------------
+
+    def queue_name(self, kind: str, obj: Mapping[str, Any]) -> str | None:
+        if kind == "RayCluster" and is_child(obj):
+            return None
+        return naming.queue_name_of(obj, self.settings, frozenset(self.namespaces_with_default_queue))
+
+    def queued(self, kind: str, obj: Obj) -> Queued | None:
+        if self.queue_name(kind, obj) is None:
+            return None
+        return Queued(kind, obj, ADAPTERS[kind], workload_key(kind, obj))
+
+    def owner_of_workload(self, key: ObjectKey) -> Queued | None:
+        """The queued object a Workload stands for (found through the index, not the Workload,
+        so a Workload still to be created is found too)."""
+        for kind, informer in self.informers.items():
+            for obj in informer.store.by_index(WORKLOAD_INDEX, str(key)):
+                return Queued(kind, obj, ADAPTERS[kind], key)
+        return None
+
+    def queued_owner_of_cluster(self, cluster: Mapping[str, Any]) -> Queued | None:
+        """The queued object whose quota this RayCluster runs on: itself, or its parent."""
+        owner = controller_owner(cluster)
+        if owner is not None and owner.get("kind") in PARENT_KINDS:
+            kind = str(owner["kind"])
+            parent = self.informers[kind].store.get(str(cluster["metadata"]["namespace"]), str(owner["name"]))
+            if parent is None or parent["metadata"].get("uid") != owner.get("uid"):
+                return None
+            return self.queued(kind, parent)
+        return self.queued("RayCluster", dict(cluster))
+
+    def children(self, kind: str, obj: Mapping[str, Any]) -> list[Obj]:
+        if kind == "RayCluster":
+            return []
+        uid = str(obj["metadata"]["uid"])
+        return [c for c in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid) if is_child(c)]
+
+    def pods_by_part(
+        self, queued: Queued, children: list[Obj], known: Iterable[str] = ()
+    ) -> dict[str, list[Obj]]:
+        """Pods of each part (a cluster, by name), read from the shared pod cache. ``known``
+        adds clusters seen earlier whose pods may outlive them."""
+        namespace = str(queued.obj["metadata"]["namespace"])
+        clusters = [queued.obj] if queued.kind == "RayCluster" else children
+        names = [str(c["metadata"]["name"]) for c in clusters]
+        if queued.kind == "RayJob" and not names:
+            cluster = (queued.obj.get("status") or {}).get("rayClusterName")
+            names = [str(cluster)] if cluster else []
+        names += [name for name in known if name not in names]
+        return {name: self.pods_of_cluster(namespace, name) for name in names}
+
+    def pods_of_cluster(self, namespace: str, cluster: str) -> list[Obj]:
+        return self.pods.store.by_index(CLUSTER_INDEX, f"{namespace}/{labels.label_value(cluster)}")
+
+    def workload(self, key: ObjectKey) -> Obj | None:
+        return self.workloads.store.get(key.namespace, key.name)
+
+
+def _cluster_label(pod: Mapping[str, Any]) -> list[str]:
+    value = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
+    return [f"{pod['metadata']['namespace']}/{value}"] if value else []

@@ -1,0 +1,319 @@
+"""What a Ray object asks of the quota: its pod sets, computed in exactly one place.
+
+A *pod set* is ``count`` pods of one shape (per-pod requests in milli-units, plus the
+nodeSelector and tolerations that flavor assignment looks at). This module answers,
+for each Ray kind, which pod sets an object needs and which *part* of the object each
+pod belongs to (a RayService's parts are its child RayClusters, gated one by one).
+
+Pure: the inputs are API bodies (camelCase dicts as the API server returns them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from rayquota.operator.queue import naming
+from rayquota.operator.ray import labels, submitter
+from rayquota.operator.ray.podspec import PodContext, build_autoscaler_container
+from rayquota.operator.ray.raycluster_plan import desired_pods
+from rayquota.operator.ray.resolver import dashboard_port
+from rayquota.queueing import parse_quantity
+
+HEAD_POD_SET = "head"
+SUBMITTER_POD_SET = "submitter"
+
+
+class Role(StrEnum):
+    HEAD = "head"
+    WORKER = "worker"
+    SUBMITTER = "submitter"
+
+
+@dataclass(frozen=True)
+class PodSetDemand:
+    """``count`` pods of one shape. ``requests`` are per pod, in milli-units."""
+
+    name: str
+    role: Role
+    count: int
+    requests: Mapping[str, int]
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def totals(self) -> dict[str, int]:
+        return {r: q * self.count for r, q in self.requests.items() if q}
+
+
+GroupKey = tuple[Role, str]
+"""A pod's place inside one part: (role, worker group name; "" for head and submitter)."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Everything an object asks for, and how its parts map onto the pod sets.
+
+    ``parts`` lists the gateable units in the order they should be covered (for a
+    RayService: the active child first), each with ``{pod set name: pods}``;
+    ``pod_set_of[part][group]`` names the pod set a pod of that part and group counts in.
+    """
+
+    pod_sets: tuple[PodSetDemand, ...]
+    parts: Mapping[str, Mapping[str, int]]
+    pod_set_of: Mapping[str, Mapping[GroupKey, str]]
+
+    def counts(self) -> dict[str, int]:
+        return {ps.name: ps.count for ps in self.pod_sets}
+
+
+# --- pod shapes -----------------------------------------------------------------------------
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    """A container's effective requests: its request, else its limit (as the API server defaults)."""
+    resources = container.get("resources") or {}
+    merged: dict[str, Any] = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: parse_quantity(str(value)) for name, value in merged.items()}
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """What the scheduler reserves for one pod: containers summed, init containers at their
+    peak, plus the pod overhead. Zero amounts are dropped."""
+    total: dict[str, int] = {}
+    for container in pod_spec.get("containers") or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in pod_spec.get("initContainers") or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, value in (pod_spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + parse_quantity(str(value))
+    return {name: amount for name, amount in total.items() if amount}
+
+
+def injected_placement(template: Mapping[str, Any]) -> dict[str, Any]:
+    """The nodeSelector/tolerations the queue integration injected into a template (if any)."""
+    raw = ((template.get("metadata") or {}).get("annotations") or {}).get(naming.INJECTED_ANNOTATION)
+    if not raw:
+        return {}
+    parsed = json.loads(raw)
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def user_placement(template: Mapping[str, Any]) -> tuple[dict[str, str], tuple[Mapping[str, Any], ...]]:
+    """The template's nodeSelector and tolerations without what the queue integration injected:
+    the shape stays the same before and after admission."""
+    spec = template.get("spec") or {}
+    injected = injected_placement(template)
+    injected_selector = injected.get("nodeSelector") or {}
+    injected_tolerations = injected.get("tolerations") or []
+    selector = {
+        k: str(v) for k, v in (spec.get("nodeSelector") or {}).items() if injected_selector.get(k) != v
+    }
+    tolerations = tuple(t for t in spec.get("tolerations") or [] if t not in injected_tolerations)
+    return selector, tolerations
+
+
+def _pod_set(
+    name: str, role: Role, count: int, template: Mapping[str, Any], extra: Sequence[Any] = ()
+) -> PodSetDemand:
+    spec = dict(template.get("spec") or {})
+    if extra:
+        spec["containers"] = [*(spec.get("containers") or []), *extra]
+    selector, tolerations = user_placement(template)
+    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations)
+
+
+def shape_key(pod_set: PodSetDemand) -> str:
+    """A stable digest of what makes two pods interchangeable for quota."""
+    shape = {
+        "requests": sorted(pod_set.requests.items()),
+        "nodeSelector": sorted(pod_set.node_selector.items()),
+        "tolerations": sorted(json.dumps(t, sort_keys=True) for t in pod_set.tolerations),
+    }
+    return naming.short_hash(json.dumps(shape, sort_keys=True))
+
+
+# --- RayCluster -----------------------------------------------------------------------------
+
+
+def worker_pod_set_name(group_name: str) -> str:
+    name = naming.dns_label(group_name)
+    # A group called "head" or "submitter" must not merge with those pod sets.
+    return (
+        name if name not in (HEAD_POD_SET, SUBMITTER_POD_SET) else f"{name}-{naming.short_hash(group_name)}"
+    )
+
+
+def _autoscaler_containers(cluster_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    if not cluster_spec.get("enableInTreeAutoscaling"):
+        return []
+    head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+    ray_container = ((head_template.get("spec") or {}).get("containers") or [{}])[0]
+    ctx = PodContext(cluster={"metadata": {}, "spec": cluster_spec}, operator_version="", spec_hash="")
+    return [build_autoscaler_container(ctx, ray_container)]
+
+
+def cluster_pod_sets(
+    cluster_spec: Mapping[str, Any], head_extra: Sequence[Mapping[str, Any]] = ()
+) -> list[tuple[GroupKey, PodSetDemand]]:
+    """Head (with the autoscaler sidecar when autoscaling is on, and ``head_extra``
+    containers) and one pod set per worker group: replicas x numOfHosts."""
+    head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+    extra = [*_autoscaler_containers(cluster_spec), *head_extra]
+    out = [((Role.HEAD, ""), _pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra))]
+    for group in cluster_spec.get("workerGroupSpecs") or []:
+        name = str(group.get("groupName") or "")
+        template = group.get("template") or {}
+        out.append(
+            (
+                (Role.WORKER, name),
+                _pod_set(worker_pod_set_name(name), Role.WORKER, desired_pods(group), template),
+            )
+        )
+    return out
+
+
+def _single_part(part: str, keyed: Sequence[tuple[GroupKey, PodSetDemand]]) -> Demand:
+    pod_sets = tuple(ps for _, ps in keyed)
+    return Demand(
+        pod_sets,
+        {part: {ps.name: ps.count for ps in pod_sets}},
+        {part: {key: ps.name for key, ps in keyed}},
+    )
+
+
+def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
+    name = str(cluster["metadata"]["name"])
+    return _single_part(name, cluster_pod_sets(cluster.get("spec") or {}))
+
+
+# --- RayJob ---------------------------------------------------------------------------------
+
+
+def submission_mode(rayjob: Mapping[str, Any]) -> str:
+    return str((rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode")
+
+
+def _submitter_template(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    try:
+        job = submitter.submitter_job(rayjob, "", "", "")
+    except ValueError:
+        # A malformed runtime env fails validation; the RayJob never runs, the shape barely matters.
+        return {"spec": (rayjob.get("spec") or {}).get("submitterPodTemplate", {}).get("spec") or {}}
+    template: Mapping[str, Any] = job["spec"]["template"]
+    return template
+
+
+def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) -> Demand:
+    """Head (+ autoscaler, + the submitter sidecar in SidecarMode), workers, and the
+    submitter Job's pod in K8sJobMode. A RayJob on an existing cluster (clusterSelector)
+    asks only for its submitter."""
+    spec = rayjob.get("spec") or {}
+    mode = submission_mode(rayjob)
+    keyed: list[tuple[GroupKey, PodSetDemand]] = []
+    cluster_spec = spec.get("rayClusterSpec")
+    if cluster_spec and not spec.get("clusterSelector"):
+        head_extra: list[Mapping[str, Any]] = []
+        if mode == "SidecarMode":
+            port = dashboard_port({"spec": cluster_spec})
+            head_extra.append(submitter.sidecar_container(rayjob, "", "", port))
+        keyed.extend(cluster_pod_sets(cluster_spec, head_extra))
+    if mode == "K8sJobMode":
+        keyed.append(
+            (
+                (Role.SUBMITTER, ""),
+                _pod_set(SUBMITTER_POD_SET, Role.SUBMITTER, 1, _submitter_template(rayjob)),
+            )
+        )
+    part = cluster_name or str(rayjob["metadata"]["name"])
+    return _single_part(part, keyed)
+
+
+# --- RayService -----------------------------------------------------------------------------
+
+
+def _service_pod_set_name(role: Role, group: str, shape: str) -> str:
+    base = HEAD_POD_SET if role is Role.HEAD else naming.dns_label(group, 56)
+    return f"{base}-{shape}"
+
+
+def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Demand:
+    """Summed over the live child RayClusters (``children`` in covering order: active first),
+    or from ``rayClusterConfig`` before any child exists.
+
+    Pods are merged across children only when their shape is identical: each pod set is
+    named after its group *and* its shape, so two children that reuse a group name with
+    different pod shapes are counted exactly (never "the first template wins").
+    """
+    if children:
+        sources = [(str(c["metadata"]["name"]), c.get("spec") or {}) for c in children]
+    else:
+        sources = [
+            (str(service["metadata"]["name"]), (service.get("spec") or {}).get("rayClusterConfig") or {})
+        ]
+    merged: dict[str, PodSetDemand] = {}
+    parts: dict[str, dict[str, int]] = {}
+    pod_set_of: dict[str, dict[GroupKey, str]] = {}
+    for part, cluster_spec in sources:
+        part_counts = parts.setdefault(part, {})
+        part_names = pod_set_of.setdefault(part, {})
+        for key, ps in cluster_pod_sets(cluster_spec):
+            name = _service_pod_set_name(ps.role, key[1], shape_key(ps))
+            part_names[key] = name
+            part_counts[name] = part_counts.get(name, 0) + ps.count
+            previous = merged.get(name)
+            count = ps.count + (previous.count if previous else 0)
+            merged[name] = replace(ps, name=name, count=count)
+    return Demand(tuple(merged.values()), parts, pod_set_of)
+
+
+# --- totals and release timing --------------------------------------------------------------
+
+
+def resource_totals(pod_sets: Iterable[PodSetDemand]) -> dict[str, int]:
+    """Resources summed over pod sets, per resource (milli-units): the status columns' numbers."""
+    out: dict[str, int] = {}
+    for ps in pod_sets:
+        for resource, amount in ps.totals().items():
+            out[resource] = out.get(resource, 0) + amount
+    return out
+
+
+def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
+    pod_labels = pod["metadata"].get("labels") or {}
+    if pod_labels.get(labels.RAY_JOB_SUBMITTER) == "true":
+        return (Role.SUBMITTER, "")
+    if pod_labels.get(labels.RAY_NODE_TYPE) == labels.HEAD_NODE:
+        return (Role.HEAD, "")
+    return (Role.WORKER, str(pod_labels.get(labels.RAY_GROUP, "")))
+
+
+def live_pods_per_pod_set(
+    demand: Demand, pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, int]:
+    """How many pods that hold quota (not finished; terminating ones still do) each pod set has."""
+    out: dict[str, int] = {}
+    for part, pods in pods_by_part.items():
+        names = demand.pod_set_of.get(part, {})
+        by_label = {(role, labels.label_value(group)): name for (role, group), name in names.items()}
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            name = by_label.get(group_key_of_pod(pod))
+            if name is not None:
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def held_demand(demand: Demand, live_pods: Mapping[str, int]) -> tuple[PodSetDemand, ...]:
+    """The demand to account: a pod set never counts fewer pods than are still alive, so a
+    scale-down frees quota only once the surplus pods are gone."""
+    out = []
+    for ps in demand.pod_sets:
+        live = live_pods.get(ps.name, 0)
+        out.append(ps if live <= ps.count else replace(ps, count=live))
+    return tuple(out)

@@ -1,0 +1,126 @@
+"""The queue integration on the shared manager: informers, the Workload controller, the
+admission loop, queue status, and the gate the RayCluster planner asks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rayquota.operator.config import OperatorConfig
+from rayquota.operator.core import Manager, ObjectKey, resources
+from rayquota.operator.core.informer import DELETED
+from rayquota.operator.queue import converter, naming
+from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.status import QueueStatusWriter
+from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
+
+
+@dataclass(frozen=True)
+class QueueComponent:
+    objects: QueueObjects
+    loop: AdmissionLoop
+    reconciler: WorkloadReconciler
+    gate: QueueGate
+
+
+def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
+    settings = naming.QueueSettings.from_env(os.environ)
+    objects = QueueObjects.register(manager, settings)
+    loop = AdmissionLoop(fair_sharing=os.environ.get("RAYQUOTA_FAIR_SHARING", "") in ("1", "true"))
+    reconciler = WorkloadReconciler(manager, objects, loop)
+    controller = manager.controller("workload", reconciler.reconcile)
+    loop.writer.enqueue = controller.enqueue
+
+    def mapped(kind: str) -> Any:
+        def keys(obj: Mapping[str, Any]) -> list[ObjectKey]:
+            if kind == "RayCluster" and is_child(obj):
+                owner = objects.queued_owner_of_cluster(obj)
+                return [owner.workload] if owner is not None else []
+            queued = objects.queued(kind, dict(obj))
+            return [queued.workload] if queued is not None else []
+
+        return keys
+
+    def cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
+        name = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
+        cluster = objects.informers["RayCluster"].store.get(str(pod["metadata"]["namespace"]), str(name))
+        return mapped("RayCluster")(cluster) if cluster is not None else []
+
+    controller.watch(objects.workloads)
+    for kind, informer in objects.informers.items():
+        controller.watch(informer, mapped(kind))
+    controller.watch(objects.pods, cluster_of_pod)
+
+    config_informers = {
+        "ResourceFlavor": manager.informer(resources.RESOURCE_FLAVORS),
+        "ClusterQueue": manager.informer(resources.CLUSTER_QUEUES),
+        "Cohort": manager.informer(resources.COHORTS),
+        "LocalQueue": manager.informer(resources.LOCAL_QUEUES),
+    }
+    for kind, informer in config_informers.items():
+        informer.on_change(loop.on_config(kind))
+    config_informers["ResourceFlavor"].on_change(_keep_flavors(reconciler))
+    config_informers["LocalQueue"].on_change(_track_default_queues(objects))
+    manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
+    manager.informer(resources.WORKLOAD_PRIORITY_CLASSES).on_change(loop.on_priority_class)
+
+    # The gate reads the cached Workloads: when one changes, the clusters it covers look again.
+    ray = manager.components.get("ray")
+    if ray is not None:
+
+        def clusters_of_workload(workload: Mapping[str, Any]) -> list[ObjectKey]:
+            queued = objects.owner_of_workload(ObjectKey.of(workload))
+            if queued is None:
+                return []
+            if queued.kind == "RayCluster":
+                return [ObjectKey.of(queued.obj)]
+            return [ObjectKey.of(c) for c in objects.children(queued.kind, queued.obj)]
+
+        ray.clusters.controller.watch(objects.workloads, clusters_of_workload, primary=False)
+
+    gate = QueueGate(objects)
+    manager.gate = gate
+    manager.add_runnable("admission loop", lambda: loop.run(objects.workloads.store.list))
+    status = QueueStatusWriter(
+        manager,
+        loop.driver.engine,
+        config_informers["ClusterQueue"],
+        config_informers["LocalQueue"],
+        objects.workloads,
+    )
+    manager.add_runnable("queue status", status.run)
+    component = QueueComponent(objects, loop, reconciler, gate)
+    manager.components["queue"] = component
+    return component
+
+
+def _keep_flavors(reconciler: WorkloadReconciler) -> Any:
+    def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        name = str(obj["metadata"]["name"])
+        if event == DELETED:
+            reconciler.flavors.pop(name, None)
+        else:
+            reconciler.flavors[name] = converter.resource_flavor(obj)
+
+    return handle
+
+
+def _track_default_queues(objects: QueueObjects) -> Any:
+    """manageJobsWithoutQueueName: a namespace with a LocalQueue named ``default`` queues
+    unlabelled objects there."""
+
+    def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        if obj["metadata"]["name"] != naming.DEFAULT_LOCAL_QUEUE:
+            return
+        namespace = str(obj["metadata"]["namespace"])
+        if event == DELETED:
+            objects.namespaces_with_default_queue.discard(namespace)
+        else:
+            objects.namespaces_with_default_queue.add(namespace)
+
+    return handle
+

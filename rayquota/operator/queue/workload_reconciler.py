@@ -1,0 +1,233 @@
+"""The one generic reconciler of queued objects, keyed by their Workload.
+
+For each key it (1) keeps the Workload in step with the object's demand (pod sets from the
+live children, never below the pods still alive), (2) tells the driver, and (3) makes the
+driver's state true, in the safe order:
+
+- admitted: the Workload's status (admission) first, then the object's pod templates
+  (flavor placement), then the gate;
+- evicting: the gate closes, and once the pods are gone the quota is released and the
+  templates restored;
+- pending: the gate stays closed, re-asserted (with a Warning event) if someone opened it.
+
+Every step is idempotent: a crash between two writes is repaired by the next reconcile.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.core.store import Obj
+from rayquota.operator.kube import now_rfc3339
+from rayquota.operator.queue import converter, metrics, naming
+from rayquota.operator.queue.adapters import Edit
+from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
+from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set
+from rayquota.operator.queue.workload_status import desired_status, is_finished
+from rayquota.operator.ray import labels
+from rayquota.queueing import ResourceFlavor
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadReconciler:
+    def __init__(self, manager: Manager, objects: QueueObjects, loop: AdmissionLoop) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.objects = objects
+        self.loop = loop
+        self.driver = loop.driver
+        self.flavors: dict[str, ResourceFlavor] = {}
+        # The clusters each queued object had, so quota is held until their pods are gone
+        # even after the object itself is deleted.
+        self._parts: dict[ObjectKey, list[str]] = {}
+
+    async def reconcile(self, key: ObjectKey) -> Result | None:
+        await self.loop.restored.wait()
+        workload = self.objects.workload(key)
+        queued = self.objects.owner_of_workload(key)
+        if queued is None or queued.obj["metadata"].get("deletionTimestamp"):
+            if workload is not None and not (workload["metadata"].get("ownerReferences") or []):
+                return await self._standalone(key, workload)
+            self._release_when_pods_gone(key)
+            return None
+        return await self._queued(key, queued, workload)
+
+    # --- a queued Ray object ---------------------------------------------------------------
+
+    async def _queued(self, key: ObjectKey, queued: Queued, workload: Obj | None) -> Result | None:
+        obj, adapter = queued.obj, queued.adapter
+        children = self.objects.children(queued.kind, obj)
+        # Clusters seen before count until their pods are gone (a deleted child's pods linger).
+        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()))
+        self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
+            str(c["metadata"]["name"]) for c in children
+        ]
+        pods = [p for part_pods in pods_by_part.values() for p in part_pods]
+        demand = adapter.pod_sets(obj, children)
+        held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
+        workload = await self._ensure_workload(queued, workload, [converter.api_pod_set(ps) for ps in held])
+        if workload is None:
+            return None
+        engine_key = str(key)
+        if adapter.finished(obj):
+            self.driver.finish(engine_key, pods_gone=adapter.pods_gone(obj, pods))
+            self.loop.request_cycle()
+            await self._write_status(workload, finished=True)
+            return None
+        lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
+        if not (lingering and self.driver.admission(engine_key) is not None):
+            # A deleted child's pods still hold their quota: no scale-down until they are gone.
+            self.driver.submit(converter.workload(workload, self.loop.priority_of))
+            self.loop.request_cycle()
+
+        if self.driver.is_evicting(engine_key):
+            eviction = self.loop.writer.evictions.get(engine_key)
+            if eviction is not None:
+                by = f" by {eviction.preemptor}" if eviction.preemptor else ""
+                self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
+            await self._apply(adapter.suspend(obj, children))
+            if adapter.pods_gone(obj, pods):
+                self.driver.pods_gone(engine_key)
+                self.loop.writer.evictions.pop(engine_key, None)
+                self.loop.request_cycle()
+                await self._apply(adapter.restore(obj, children))
+            await self._write_status(workload)
+            return None
+        admission = self.driver.admission(engine_key)
+        if admission is not None:
+            first = not (workload.get("status") or {}).get("admission")
+            stored = await self._write_status(workload)
+            if stored is None:
+                return None
+            if first:
+                self._observe_wait(workload, admission.cluster_queue)
+                self.manager.recorder.post(
+                    obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
+                )
+            await self._apply(adapter.run_with(obj, children, admission, self.flavors))
+            return None
+        await self._write_status(workload)
+        if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
+            self.manager.recorder.post(
+                obj,
+                "Warning",
+                "QuotaGateReasserted",
+                "the object is not admitted; suspend was set again (clearing it does not bypass the quota)",
+            )
+            await self._apply(adapter.suspend(obj, children))
+        reason = self.driver.pending_reason(engine_key)
+        if reason:
+            self.manager.recorder.post(obj, "Normal", "Pending", reason)
+        return None
+
+    async def _ensure_workload(
+        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]]
+    ) -> Obj | None:
+        obj = queued.obj
+        meta = obj["metadata"]
+        class_name = naming.priority_class_of(obj, self.objects.settings)
+        priority = self.loop.priority_of(class_name) if class_name else None
+        spec: dict[str, Any] = {
+            "queueName": self.objects.queue_name(queued.kind, obj),
+            "podSets": pod_sets,
+            "priority": int(priority or 0),
+            "active": True,
+        }
+        if class_name:
+            spec["priorityClassName"] = class_name
+        path = resources.WORKLOADS.path(queued.workload.namespace)
+        if workload is None:
+            body = {
+                "apiVersion": resources.WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {
+                    "name": queued.workload.name,
+                    "namespace": queued.workload.namespace,
+                    "labels": {
+                        naming.WORKLOAD_OWNER_KIND_LABEL: queued.kind.lower(),
+                        naming.WORKLOAD_OWNER_NAME_LABEL: labels.label_value(str(meta["name"])),
+                    },
+                    "ownerReferences": [labels.owner_reference(obj)],
+                },
+                "spec": spec,
+            }
+            return await self.client.create(path, body)
+        current = workload.get("spec") or {}
+        if all(current.get(k) == v for k, v in spec.items()):
+            return workload
+        updated = {**workload, "spec": {**current, **spec}}
+        return await self.client.replace(path + f"/{queued.workload.name}", updated)
+
+    # --- a Workload created directly (no owner): benchmarks and batch systems -------------
+
+    async def _standalone(self, key: ObjectKey, workload: Obj) -> Result | None:
+        engine_key = str(key)
+        if workload["metadata"].get("deletionTimestamp"):
+            self.driver.remove(engine_key)
+            self.loop.request_cycle()
+            return None
+        if is_finished(workload):
+            self.driver.finish(engine_key, pods_gone=True)
+            self.loop.request_cycle()
+            return None
+        try:
+            self.driver.submit(converter.workload(workload, self.loop.priority_of))
+        except converter.ConversionError as exc:
+            log.warning("%s: %s", key, exc)
+            return None
+        self.loop.request_cycle()
+        if self.driver.is_evicting(engine_key):
+            # Nothing of ours runs for it: its quota is free once the eviction is recorded.
+            await self._write_status(workload)
+            self.driver.pods_gone(engine_key)
+            self.loop.writer.evictions.pop(engine_key, None)
+            self.loop.request_cycle()
+            return None
+        await self._write_status(workload)
+        return None
+
+    def _release_when_pods_gone(self, key: ObjectKey) -> None:
+        """The object is gone (or going): its quota is freed once none of its pods is left."""
+        for part in self._parts.get(key, []):
+            if any(
+                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                for p in self.objects.pods_of_cluster(key.namespace, part)
+            ):
+                return  # the pod informer's events bring us back
+        self._parts.pop(key, None)
+        self.driver.remove(str(key))
+        self.loop.writer.evictions.pop(str(key), None)
+        self.loop.request_cycle()
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def _write_status(self, workload: Obj, *, finished: bool = False) -> Obj | None:
+        key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+        status = desired_status(
+            workload.get("status"),
+            admission=self.driver.admission(key),
+            eviction=self.loop.writer.evictions.get(key) if self.driver.is_evicting(key) else None,
+            pending_reason=self.driver.pending_reason(key),
+            finished=finished,
+            now=now_rfc3339(),
+        )
+        return await self.manager.status.write(resources.WORKLOADS, workload, status)
+
+    async def _apply(self, edits: Sequence[Edit]) -> None:
+        for edit in edits:
+            meta = edit.body["metadata"]
+            path = RESOURCE_OF_KIND[edit.kind].path(str(meta["namespace"]), str(meta["name"]))
+            await self.client.replace(path, edit.body)
+
+    def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
+        created = converter.timestamp(workload["metadata"].get("creationTimestamp"))
+        if created:
+            waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
+            metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
+            metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)

@@ -1,0 +1,89 @@
+"""A Workload's status from the driver's view: admission, then the conditions Kueue's users
+know (QuotaReserved, Admitted, Evicted, Preempted, Requeued, Finished), and the pending
+reason in words. Pure; the reconciler writes the result with an exact status write."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
+from rayquota.operator.queue import converter
+from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.ray import conditions
+
+
+@dataclass(frozen=True)
+class Eviction:
+    reason: str
+    kind: str
+    """the engine's PreemptionReason value (InClusterQueue, ClusterQueueStopped, ...)"""
+    preemptor: str | None
+
+
+def is_evicted(workload: Mapping[str, Any]) -> bool:
+    return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.EVICTED)
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.FINISHED)
+
+
+def desired_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    admission: AdmittedSlice | None,
+    eviction: Eviction | None,
+    pending_reason: str | None,
+    finished: bool,
+    now: str,
+) -> dict[str, Any]:
+    prev = dict(previous or {})
+    conds: list[dict[str, Any]] = [dict(c) for c in prev.get("conditions") or []]
+    status: dict[str, Any] = {}
+    if finished:
+        conds = conditions.set_condition(conds, Cond.FINISHED, True, "Finished", "the job finished", now=now)
+    else:
+        conds = conditions.remove_condition(conds, Cond.FINISHED)
+    if eviction is not None:
+        # Still holding quota until the pods are gone: keep the admission, say why it goes.
+        status["admission"] = prev.get("admission")
+        conds = conditions.set_condition(conds, Cond.EVICTED, True, eviction.kind, eviction.reason, now=now)
+        if eviction.preemptor is not None:
+            message = f"{eviction.reason} (preempted by {eviction.preemptor})"
+            conds = conditions.set_condition(conds, Cond.PREEMPTED, True, eviction.kind, message, now=now)
+    elif admission is not None:
+        status["admission"] = converter.admission_to_api(admission.cluster_queue, admission.pod_sets)
+        message = f"Quota reserved in ClusterQueue {admission.cluster_queue}"
+        conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
+        conds = conditions.set_condition(
+            conds,
+            Cond.ADMITTED,
+            True,
+            "Admitted",
+            f"The workload is admitted to {admission.cluster_queue}",
+            now=now,
+        )
+        conds = conditions.remove_condition(conds, Cond.EVICTED)
+        if pending_reason:
+            status["pendingReason"] = f"scale-up waiting: {pending_reason}"
+    else:
+        if conditions.is_true(conds, Cond.EVICTED):
+            # The pods are gone and the quota is back: the workload queues again.
+            conds = conditions.set_condition(
+                conds, Cond.EVICTED, False, "QuotaReleased", "the evicted pods are gone", now=now
+            )
+            conds = conditions.set_condition(
+                conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
+            )
+        if not finished:
+            reason = pending_reason or "waiting for the next admission cycle"
+            conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, "Pending", reason, now=now)
+            conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
+            status["pendingReason"] = reason
+    status["conditions"] = conds
+    for key in ("requeueState", "reclaimablePods"):
+        if prev.get(key):
+            status[key] = prev[key]
+    return {k: v for k, v in status.items() if v is not None}

@@ -1,0 +1,232 @@
+"""The operator (Ray reconcilers + queue integration) for the queue integration tests, and
+per-test quota objects: cluster-scoped ones are named after the test's namespace."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rayquota.operator.config import OperatorConfig
+from tests.integration.ray.kubehelpers import Kube, condition, wait_for
+
+QUEUE_TEST_NAMESPACE_PREFIX = "q"
+
+
+@pytest.fixture
+def namespace_prefix() -> str:
+    return QUEUE_TEST_NAMESPACE_PREFIX
+
+
+def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Event]:
+    from rayquota.operator import main
+
+    config = OperatorConfig(
+        version="test-1", dashboard_resolver="local", dashboard_map_file=str(dashboard_map)
+    )
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=main.run,
+        kwargs={
+            "namespaces": [f"{QUEUE_TEST_NAMESPACE_PREFIX}-*"],
+            "metrics_port": 0,
+            "health_port": 0,
+            "verbose": False,
+            "stop_flag": stop,
+            "ready_flag": ready,
+            "config": config,
+        },
+        name="rayquota-operator",
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not ready.wait(timeout=0.1):
+        assert thread.is_alive(), "the operator thread exited during start-up"
+        assert time.monotonic() < deadline, "the operator did not start in 60s"
+    return thread, stop
+
+
+@pytest.fixture(scope="session")
+def queue_operator(crds_installed: None) -> Iterator[None]:
+    fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
+    os.close(fd)
+    dashboard_map = Path(name)
+    dashboard_map.write_text("{}")
+    thread, stop = start_operator(dashboard_map)
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        dashboard_map.unlink(missing_ok=True)
+        assert not thread.is_alive(), "the operator did not stop within 60s"
+
+
+@pytest.fixture
+def kube(control_plane: Any, namespace: str) -> Kube:
+    return Kube(control_plane, namespace)
+
+
+class Quota:
+    """Cluster-scoped quota objects for one test, named ``<namespace>-<name>``, deleted after it."""
+
+    def __init__(self, control_plane: Any, namespace: str) -> None:
+        self.cp = control_plane
+        self.ns = namespace
+        self.created: list[tuple[str, str]] = []
+
+    def name(self, short: str) -> str:
+        return f"{self.ns}-{short}"
+
+    def apply(self, kind: str, short: str, body: dict[str, Any]) -> str:
+        import yaml
+
+        name = self.name(short)
+        manifest = {"apiVersion": "rayquota.io/v1alpha1", "kind": kind, "metadata": {"name": name}, **body}
+        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        if (kind, name) not in self.created:
+            self.created.append((kind, name))
+        return name
+
+    def flavor(self, short: str, pool: str) -> str:
+        return self.apply(
+            "ResourceFlavor",
+            short,
+            {
+                "spec": {
+                    "nodeLabels": {"rayquota.io/gpu-pool": pool},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                }
+            },
+        )
+
+    def cluster_queue(self, short: str, flavors: dict[str, int], **spec: Any) -> str:
+        """GPUs per flavor (cpu and memory plentiful in each)."""
+        groups = [
+            {
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": 256},
+                            {"name": "memory", "nominalQuota": "2Ti"},
+                            {
+                                "name": "nvidia.com/gpu",
+                                "nominalQuota": gpus,
+                                **spec.pop(f"limits_{flavor}", {}),
+                            },
+                        ],
+                    }
+                    for flavor, gpus in flavors.items()
+                ],
+            }
+        ]
+        return self.apply("ClusterQueue", short, {"spec": {"resourceGroups": groups, **spec}})
+
+    def local_queue(self, name: str, cluster_queue: str) -> None:
+        import yaml
+
+        manifest = {
+            "apiVersion": "rayquota.io/v1alpha1",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+    def delete_all(self) -> None:
+        for kind, name in reversed(self.created):
+            self.cp.kubectl("delete", kind.lower() + ".rayquota.io", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def quota(control_plane: Any, namespace: str) -> Iterator[Quota]:
+    q = Quota(control_plane, namespace)
+    try:
+        yield q
+    finally:
+        q.delete_all()
+
+
+def gpu_rayjob(name: str, queue: str, workers: int, gpus_per_worker: int, **labels: str) -> dict[str, Any]:
+    """A KubeRay RayJob as a Kueue user writes it: queue label, ``suspend: true``."""
+    worker = {
+        "name": "ray-worker",
+        "image": "rayproject/ray:2.41.0-gpu",
+        "resources": {
+            "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus_per_worker)},
+            "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": str(gpus_per_worker)},
+        },
+    }
+    head = {
+        "name": "ray-head",
+        "image": "rayproject/ray:2.41.0",
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue, **labels}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "HTTPMode",
+            "suspend": True,
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head]}}},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": workers,
+                        "minReplicas": 0,
+                        "maxReplicas": 16,
+                        "rayStartParams": {},
+                        "template": {"spec": {"containers": [worker]}},
+                    }
+                ],
+            },
+        },
+    }
+
+
+def workload_of(kube: Kube, kind: str, name: str) -> dict[str, Any] | None:
+    for wl in kube.list("workloads.rayquota.io"):
+        if (
+            wl["metadata"]["labels"].get("rayquota.io/owner-kind") == kind.lower()
+            and wl["metadata"]["labels"].get("rayquota.io/owner-name") == name
+        ):
+            return wl
+    return None
+
+
+def cluster_pods(kube: Kube, rayjob: str) -> list[dict[str, Any]]:
+    job = kube.get("rayjob", rayjob) or {}
+    cluster = (job.get("status") or {}).get("rayClusterName")
+    return kube.pods(cluster) if cluster else []
+
+
+def is_admitted(workload: dict[str, Any] | None) -> bool:
+    return (condition(workload, "Admitted") or {}).get("status") == "True"
+
+
+def admitted_workload(kube: Kube, kind: str, name: str, timeout_s: float = 60) -> dict[str, Any]:
+    return wait_for(
+        f"{kind} {name}'s Workload admitted",
+        lambda: (wl := workload_of(kube, kind, name)) is not None and is_admitted(wl) and wl,
+        timeout_s=timeout_s,
+    )
+
+
+def gpus_admitted(workload: dict[str, Any]) -> int:
+    return sum(
+        int(ps.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))
+        for ps in workload["status"]["admission"]["podSetAssignments"]
+    )

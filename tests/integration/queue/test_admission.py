@@ -1,0 +1,44 @@
+"""RayJobs on a queue with 8 GPUs: admission, waiting with a reason, flavor placement."""
+
+from __future__ import annotations
+
+from tests.integration.queue.conftest import Quota, cluster_pods, gpu_rayjob, workload_of
+from tests.integration.ray.kubehelpers import Kube, condition, wait_for
+
+
+def test_second_rayjob_waits_with_a_reason_and_no_pods(
+    queue_operator: None, kube: Kube, quota: Quota
+) -> None:
+    flavor = quota.flavor("a100", "a100")
+    cq = quota.cluster_queue("team", {flavor: 8})
+    quota.local_queue("team", cq)
+    kube.apply(gpu_rayjob("first", "team", workers=2, gpus_per_worker=4))
+    admitted = wait_for(
+        "first job's Workload admitted",
+        lambda: (
+            (wl := workload_of(kube, "RayJob", "first"))
+            and (condition(wl, "Admitted") or {}).get("status") == "True"
+            and wl
+        ),
+    )
+    assert admitted["status"]["admission"]["clusterQueue"] == cq
+    pods = wait_for(
+        "first job's pods", lambda: len(cluster_pods(kube, "first")) == 3 and cluster_pods(kube, "first")
+    )
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"]["rayquota.io/gpu-pool"] == "a100"
+    kube.apply(gpu_rayjob("second", "team", workers=1, gpus_per_worker=4))
+    pending = wait_for(
+        "second job's pending reason",
+        lambda: (
+            (wl := workload_of(kube, "RayJob", "second"))
+            and (wl.get("status") or {}).get("pendingReason")
+            and wl
+        ),
+    )
+    assert "nvidia.com/gpu" in pending["status"]["pendingReason"]
+    assert (condition(pending, "QuotaReserved") or {}).get("status") == "False"
+    second = kube.get("rayjob", "second")
+    assert second is not None and second["spec"]["suspend"] is True
+    assert not (second.get("status") or {}).get("rayClusterName")
+    assert kube.list("pods") and all("second" not in p["metadata"]["name"] for p in kube.list("pods"))

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import copy
+import json
+
+from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue.podsets import Role
+from tests.unit.queue import bodies
+
+GI = 2**30 * 1000
+
+
+def by_name(demand: podsets.Demand) -> dict[str, podsets.PodSetDemand]:
+    return {ps.name: ps for ps in demand.pod_sets}
+
+
+def test_pod_requests_use_request_else_limit_init_peak_and_overhead() -> None:
+    spec = {
+        "containers": [
+            {"resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}},
+            {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+        ],
+        "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
+        "overhead": {"memory": "1Gi"},
+    }
+    assert podsets.pod_requests(spec) == {"cpu": 4000, "nvidia.com/gpu": 1000, "memory": 2 * GI}
+
+
+def test_raycluster_head_and_workers_replicas_times_hosts() -> None:
+    cluster = bodies.raycluster()
+    cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu", replicas=3, hosts=2))
+    demand = podsets.raycluster_demand(cluster)
+    sets = by_name(demand)
+    assert sets["head"].count == 1 and sets["head"].role is Role.HEAD
+    assert sets["gpu"].count == 6 and sets["gpu"].requests["nvidia.com/gpu"] == 1000
+    assert podsets.resource_totals(demand.pod_sets)["nvidia.com/gpu"] == 6000
+    assert demand.parts == {"demo": {"head": 1, "gpu": 6}}
+
+
+def test_suspended_worker_group_asks_for_nothing() -> None:
+    group = bodies.gpu_worker_group()
+    group["suspend"] = True
+    cluster = bodies.raycluster()
+    cluster["spec"] = bodies.cluster_spec(group)
+    assert by_name(podsets.raycluster_demand(cluster))["gpu"].count == 0
+
+
+def test_autoscaling_adds_the_autoscaler_sidecar_to_the_head() -> None:
+    plain = by_name(podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode")))["head"]
+    scaled = by_name(
+        podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode", spec=bodies.cluster_spec(autoscaling=True)))
+    )
+    # The autoscaler's default: 500m CPU and 512Mi on top of the head container.
+    assert scaled["head"].requests["cpu"] == plain.requests["cpu"] + 500
+    assert scaled["head"].requests["memory"] == plain.requests["memory"] + GI // 2
+
+
+def test_k8s_job_mode_adds_the_default_submitter_pod() -> None:
+    sets = by_name(podsets.rayjob_demand(bodies.rayjob()))
+    assert set(sets) == {"head", "gpu", "submitter"}
+    assert sets["submitter"].count == 1 and sets["submitter"].requests == {
+        "cpu": 500,
+        "memory": 200 * 2**20 * 1000,
+    }
+
+
+def test_k8s_job_mode_submitter_from_its_template() -> None:
+    job = bodies.rayjob()
+    job["spec"]["submitterPodTemplate"] = {
+        "spec": {"containers": [{"name": "s", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
+    }
+    assert by_name(podsets.rayjob_demand(job))["submitter"].requests == {"cpu": 2000, "memory": GI}
+
+
+def test_sidecar_mode_puts_the_submitter_in_the_head_and_has_no_submitter_pod() -> None:
+    http = by_name(podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode")))
+    sidecar = by_name(podsets.rayjob_demand(bodies.rayjob(mode="SidecarMode")))
+    assert "submitter" not in sidecar and "submitter" not in http
+    assert sidecar["head"].requests["cpu"] == http["head"].requests["cpu"] + 100
+
+
+def test_cluster_selector_job_asks_only_for_its_submitter() -> None:
+    job = bodies.rayjob()
+    job["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
+    assert set(by_name(podsets.rayjob_demand(job))) == {"submitter"}
+
+
+def test_worker_group_named_head_does_not_merge_with_the_head() -> None:
+    cluster = bodies.raycluster()
+    cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("head"))
+    names = [ps.name for ps in podsets.raycluster_demand(cluster).pod_sets]
+    assert len(set(names)) == 2 and names[0] == "head"
+
+
+def test_rayservice_before_children_uses_the_cluster_config() -> None:
+    demand = podsets.rayservice_demand(bodies.rayservice(), [])
+    assert podsets.resource_totals(demand.pod_sets)["nvidia.com/gpu"] == 2000
+    assert list(demand.parts) == ["svc"]
+
+
+def test_rayservice_sums_children_with_exact_totals_per_shape() -> None:
+    """Kueue PR 11264's first hole: same group name, different shapes, counted exactly."""
+    service = bodies.rayservice()
+    old = bodies.child_cluster(
+        service, "svc-old", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 2, gpus=1))
+    )
+    new = bodies.child_cluster(
+        service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 3, gpus=2))
+    )
+    demand = podsets.rayservice_demand(service, [old, new])
+    totals = podsets.resource_totals(demand.pod_sets)
+    assert totals["nvidia.com/gpu"] == 2 * 1000 + 3 * 2000
+    gpu_sets = [ps for ps in demand.pod_sets if ps.role is Role.WORKER]
+    assert sorted((ps.count, ps.requests["nvidia.com/gpu"]) for ps in gpu_sets) == [(2, 1000), (3, 2000)]
+    # Both heads have one shape: merged into one pod set of two pods.
+    heads = [ps for ps in demand.pod_sets if ps.role is Role.HEAD]
+    assert len(heads) == 1 and heads[0].count == 2
+    assert sum(demand.parts["svc-new"].values()) == 4 and list(demand.parts) == ["svc-old", "svc-new"]
+
+
+def test_rayservice_pod_set_names_are_stable_when_the_old_child_goes() -> None:
+    service = bodies.rayservice()
+    old = bodies.child_cluster(
+        service, "svc-old", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 2, gpus=1))
+    )
+    new = bodies.child_cluster(
+        service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 3, gpus=2))
+    )
+    both = podsets.rayservice_demand(service, [old, new])
+    alone = podsets.rayservice_demand(service, [new])
+    assert set(alone.counts()) <= set(both.counts())
+
+
+def test_injected_placement_does_not_change_the_shape() -> None:
+    group = bodies.gpu_worker_group()
+    before = podsets.cluster_pod_sets(bodies.cluster_spec(group))[1][1]
+    injected = copy.deepcopy(group)
+    template = injected["template"]
+    template["spec"]["nodeSelector"] = {"pool": "h100"}
+    template["metadata"] = {
+        "annotations": {
+            naming.INJECTED_ANNOTATION: json.dumps({"nodeSelector": {"pool": "h100"}, "tolerations": []})
+        }
+    }
+    after = podsets.cluster_pod_sets(bodies.cluster_spec(injected))[1][1]
+    assert podsets.shape_key(before) == podsets.shape_key(after)
+
+
+def test_held_demand_keeps_quota_until_surplus_pods_are_gone() -> None:
+    cluster = bodies.raycluster()
+    cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu", replicas=1))
+    demand = podsets.raycluster_demand(cluster)
+    pods = [bodies.pod("demo", "head"), *[bodies.pod("demo", "worker", "gpu") for _ in range(3)]]
+    pods.append(bodies.pod("demo", "worker", "gpu", phase="Succeeded"))
+    live = podsets.live_pods_per_pod_set(demand, {"demo": pods})
+    assert live == {"head": 1, "gpu": 3}
+    held = {ps.name: ps.count for ps in podsets.held_demand(demand, live)}
+    assert held == {"head": 1, "gpu": 3}
+    assert {ps.name: ps.count for ps in podsets.held_demand(demand, {"gpu": 0})} == {"head": 1, "gpu": 1}
