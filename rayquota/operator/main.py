@@ -29,7 +29,11 @@ log = logging.getLogger("rayquota")
 
 RAY_RECONCILERS = "rayquota.operator.ray.setup"
 # Modules with a `setup(manager, config)`; each half of the operator adds itself here.
-COMPONENTS: tuple[str, ...] = (RAY_RECONCILERS, "rayquota.operator.queue.setup")
+COMPONENTS: tuple[str, ...] = (
+    RAY_RECONCILERS,
+    "rayquota.operator.queue.setup",
+    "rayquota.operator.webhooks.certs",
+)
 
 
 def enabled_components(config: OperatorConfig, modules: Iterable[str] = COMPONENTS) -> tuple[str, ...]:

@@ -50,7 +50,12 @@ def _delegated_to_the_autoscaler() -> set[Permission]:
     whatever the autoscaler's Role grants (read off the builder, not copied)."""
     from rayquota.operator.ray.rbac import build_autoscaler_rbac
 
-    sample = {"metadata": {"name": "c", "namespace": "n", "uid": "u"}, "spec": {}}
+    sample = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "c", "namespace": "n", "uid": "u"},
+        "spec": {},
+    }
     held: set[Permission] = set()
     for collection, manifest in build_autoscaler_rbac(sample):
         if collection != "roles":
@@ -93,19 +98,21 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.RAYCLUSTERS, "update")
         | _grant(resources.RAYSERVICES, "update")
     ),
+    # Only with a self-issued certificate, so its permissions are SELF_ISSUED_CERT_* below.
+    "rayquota.operator.webhooks.certs": frozenset(),
 }
 
 # Whatever the components: the event recorder creates Events and bumps their count.
 CORE_WRITES: frozenset[Permission] = frozenset(_grant(resources.EVENTS, "create patch"))
 
 # In the operator's own namespace only (a Role, not the ClusterRole): the leader-election Lease
-# (read, created once, renewed) and the webhook serving certificate's Secret.
-OWN_NAMESPACE: frozenset[Permission] = frozenset(
-    _grant(resources.LEASES, "get create update") | _grant(SECRETS, "get update")
-)
+# (read, created once, renewed).
+OWN_NAMESPACE: frozenset[Permission] = frozenset(_grant(resources.LEASES, "get create update"))
 
-# The webhook configurations whose caBundle the operator keeps current (by name).
-WEBHOOK_CA_INJECTION: frozenset[Permission] = frozenset(
+# A self-issued webhook certificate (webhooks/certs.py): its Secret, filled and renewed in the
+# operator's namespace, and the caBundle of the webhook configurations (both by name).
+SELF_ISSUED_CERT_OWN_NAMESPACE: frozenset[Permission] = frozenset(_grant(SECRETS, "get update"))
+SELF_ISSUED_CERT_CLUSTER: frozenset[Permission] = frozenset(
     _grant(MUTATING_WEBHOOKS, "get patch") | _grant(VALIDATING_WEBHOOKS, "get patch")
 )
 
@@ -114,7 +121,7 @@ WEBHOOK_CA_INJECTION: frozenset[Permission] = frozenset(
 class RequiredPermissions:
     namespaced: frozenset[Permission]  # on namespaced resources, in every managed namespace
     cluster: frozenset[Permission]  # on cluster-scoped resources
-    own_namespace: frozenset[Permission] = OWN_NAMESPACE
+    own_namespace: frozenset[Permission]  # in the operator's namespace
 
 
 class UndeclaredComponent(LookupError):
@@ -126,7 +133,7 @@ def reads_of(manager: Manager) -> dict[Resource, set[Permission]]:
 
 
 def required_permissions(
-    manager: Manager, components: Iterable[str], *, webhook_ca_injection: bool = True
+    manager: Manager, components: Iterable[str], *, self_issued_cert: bool
 ) -> RequiredPermissions:
     """The permissions of a Manager on which `components` ran their setup()."""
     wanted: set[Permission] = set(CORE_WRITES)
@@ -137,9 +144,15 @@ def required_permissions(
             raise UndeclaredComponent(f"{component} declares no writes in rayquota.operator.permissions")
         wanted |= WRITES[component]
     cluster = {p for p in wanted if not p.namespaced}
-    if webhook_ca_injection:
-        cluster |= WEBHOOK_CA_INJECTION
-    return RequiredPermissions(namespaced=frozenset(wanted - cluster), cluster=frozenset(cluster))
+    own_namespace = set(OWN_NAMESPACE)
+    if self_issued_cert:
+        cluster |= SELF_ISSUED_CERT_CLUSTER
+        own_namespace |= SELF_ISSUED_CERT_OWN_NAMESPACE
+    return RequiredPermissions(
+        namespaced=frozenset(wanted - cluster),
+        cluster=frozenset(cluster),
+        own_namespace=frozenset(own_namespace),
+    )
 
 
 def offline_manager(config: OperatorConfig, components: Iterable[str]) -> Manager:
