@@ -31,9 +31,9 @@ def helm(*args: str, cluster: LocalCluster | None = None) -> subprocess.Complete
 
 
 def render(*values: str, chart: Path = CHART, namespace: str = "rayquota-system") -> list[dict[str, Any]]:
-    """`helm template` with `--set` values, as a list of objects."""
+    """`helm template --include-crds` with `--set` values, as a list of objects."""
     sets = [arg for value in values for arg in ("--set", value)]
-    result = helm("template", "rq", str(chart), "-n", namespace, *sets)
+    result = helm("template", "rq", str(chart), "-n", namespace, "--include-crds", *sets)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
