@@ -64,3 +64,22 @@ def service_account_kubeconfig(cluster: LocalCluster, namespace: str, account: s
         )
     )
     return kubeconfig
+
+
+def grant_of_request(line: str) -> tuple[str, str, str]:
+    """(api group, resource[/subresource], RBAC verb) of one request-log line."""
+    method, path = line.split(" ", 1)
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]  # /namespaces/<ns>/<resource>...: a namespaced resource
+    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+    verb = {
+        "GET": "get" if name else "list",
+        "WATCH": "watch",
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if name else "deletecollection",
+    }[method]
+    return group, f"{resource}/{sub}" if sub else resource, verb

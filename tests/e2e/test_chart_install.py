@@ -1,0 +1,351 @@
+"""`helm install` into the local control plane, in both modes, and the operator run locally with
+the chart's ServiceAccount token: the queue scenario completes, no request is forbidden, and every
+request it makes is one rayquota.operator.permissions declares (so the chart, tested equal to
+those declarations in test_chart_rbac.py, is sufficient as well as minimal).
+
+The operator pods themselves run on kwok's fake nodes (no image is pulled here), so the
+operator under test is a local process holding the same credentials the pods would hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from rayquota.localcluster.cluster import LocalCluster
+from rayquota.operator.config import OperatorConfig
+from rayquota.operator.main import enabled_components
+from rayquota.operator.permissions import offline_manager, required_permissions
+from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
+from tests.polling import wait_for
+
+pytestmark = pytest.mark.usefixtures("crds_installed")
+QUEUE = "team-a"  # the LocalQueue samples/ray-cluster.complete.yaml names
+
+
+@dataclass
+class Release:
+    name: str
+    namespace: str
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-rayquota"
+
+
+def install(cluster: LocalCluster, namespace: str, *values: str, chart: Path = CHART) -> Release:
+    release = Release(f"rq-{namespace[-6:]}", namespace)
+    sets = [arg for value in values for arg in ("--set", value)]
+    result = helm(
+        "install",
+        release.name,
+        str(chart),
+        "-n",
+        namespace,
+        "--wait",
+        "--timeout",
+        "120s",
+        *sets,
+        cluster=cluster,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return release
+
+
+@pytest.fixture
+def releases(control_plane: LocalCluster) -> Iterator[list[Release]]:
+    installed: list[Release] = []
+    try:
+        yield installed
+    finally:
+        for release in installed:
+            helm("uninstall", release.name, "-n", release.namespace, "--wait", cluster=control_plane)
+
+
+class Quota:
+    """A flavor, a ClusterQueue with 8 GPUs (cluster-scoped, named after the test's namespace) and
+    the LocalQueue the sample names. Created before the chart's webhooks exist, deleted after."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        self.flavor, self.cluster_queue = f"{namespace}-any", f"{namespace}-cq"
+
+    def create(self) -> None:
+        quota = [{"name": "cpu", "nominalQuota": 64}, {"name": "memory", "nominalQuota": "512Gi"}]
+        quota.append({"name": "nvidia.com/gpu", "nominalQuota": 8})
+        manifests = [
+            {"kind": "ResourceFlavor", "metadata": {"name": self.flavor}, "spec": {}},
+            {
+                "kind": "ClusterQueue",
+                "metadata": {"name": self.cluster_queue},
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [{"name": self.flavor, "resources": quota}],
+                        }
+                    ],
+                },
+            },
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": QUEUE, "namespace": self.namespace},
+                "spec": {"clusterQueue": self.cluster_queue},
+            },
+        ]
+        for manifest in manifests:
+            manifest["apiVersion"] = "rayquota.io/v1alpha1"
+            self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+    def delete(self) -> None:
+        self.cluster.kubectl("delete", "clusterqueue", self.cluster_queue, "--wait=false", check=False)
+        self.cluster.kubectl("delete", "resourceflavor", self.flavor, "--wait=false", check=False)
+
+
+@pytest.fixture
+def quota(control_plane: LocalCluster, namespace: str) -> Iterator[Quota]:
+    created = Quota(control_plane, namespace)
+    created.create()
+    try:
+        yield created
+    finally:
+        created.delete()
+
+
+class LocalOperator:
+    """`rayquota run` under a kubeconfig, recording its requests (tests/e2e/recording_operator.py)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path, *args: str, **env: str) -> None:
+        self.requests = log_dir / "requests.log"
+        self.output = log_dir / "operator.log"
+        environment = dict(
+            os.environ,
+            KUBECONFIG=str(kubeconfig),
+            RAYQUOTA_TEST_REQUEST_LOG=str(self.requests),
+            RAYQUOTA_OPERATOR_NAMESPACE=namespace,
+            RAYQUOTA_LEASE_DURATION="4",
+            RAYQUOTA_LEASE_RENEW_PERIOD="1",
+            RAYQUOTA_LEASE_RETRY_PERIOD="0.5",
+            **env,
+        )
+        command = [sys.executable, "-m", "tests.e2e.recording_operator", "run", "-n", namespace]
+        with self.output.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [*command, "--health-port=0", "--metrics-port=0", *args],
+                env=environment,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+
+    def log(self) -> str:
+        return self.output.read_text(errors="replace")
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.log()
+
+    def grants(self) -> set[tuple[str, str, str]]:
+        return {grant_of_request(line) for line in self.requests.read_text().splitlines() if line}
+
+
+def declared_grants(reconcilers: bool, self_issued_cert: bool) -> set[tuple[str, str, str]]:
+    config = OperatorConfig(reconcilers_enabled=reconcilers)
+    components = enabled_components(config)
+    needed = required_permissions(
+        offline_manager(config, components), components, self_issued_cert=self_issued_cert
+    )
+    every = needed.namespaced | needed.cluster | needed.own_namespace
+    return {(p.group, p.resource, p.verb) for p in every}
+
+
+def sample_cluster(namespace: str, name: str | None = None, gpu_workers: int | None = None) -> dict[str, Any]:
+    """samples/ray-cluster.complete.yaml (queued on team-a, autoscaler on), optionally renamed and
+    with more GPU workers."""
+    sample: dict[str, Any] = yaml.safe_load((REPO / "samples" / "ray-cluster.complete.yaml").read_text())
+    sample = copy.deepcopy(sample)
+    sample["metadata"]["namespace"] = namespace
+    if name:
+        sample["metadata"]["name"] = name
+    if gpu_workers is not None:
+        sample["spec"]["workerGroupSpecs"][0]["replicas"] = gpu_workers
+    return sample
+
+
+def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any] | None:
+    got = cluster.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(got.stdout) if got.returncode == 0 else None
+
+
+def workload_of(cluster: LocalCluster, namespace: str, cluster_name: str) -> dict[str, Any] | None:
+    items = (get_json(cluster, "workloads", "-n", namespace) or {}).get("items") or []
+    owned = [
+        w for w in items if any(o["name"] == cluster_name for o in w["metadata"].get("ownerReferences") or [])
+    ]
+    return owned[0] if owned else None
+
+
+def has_condition(obj: dict[str, Any] | None, kind: str, status: str) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == kind and c["status"] == status for c in conditions)
+
+
+def cluster_pods(cluster: LocalCluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    found = get_json(cluster, "pods", "-n", namespace, "-l", f"ray.io/cluster={name}") or {}
+    return list(found.get("items") or [])
+
+
+def assert_only_declared_requests(
+    operator: LocalOperator, declared: set[tuple[str, str, str]], out: str
+) -> None:
+    undeclared = sorted(operator.grants() - declared)
+    assert not undeclared, f"requests not declared in rayquota.operator.permissions: {undeclared}"
+    assert "Forbidden" not in out and " 403" not in out, out[-4000:]
+
+
+def test_full_install_runs_the_queue_scenario_under_the_charts_account(
+    control_plane: LocalCluster, namespace: str, quota: Quota, releases: list[Release], tmp_path: Path
+) -> None:
+    release = install(control_plane, namespace)
+    releases.append(release)
+    deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace)
+    assert deployment is not None and deployment["status"].get("readyReplicas") == 2
+    kubeconfig = service_account_kubeconfig(control_plane, namespace, release.fullname)
+    operator = LocalOperator(
+        kubeconfig,
+        namespace,
+        tmp_path,
+        RAYQUOTA_WEBHOOK_CERT_SECRET=f"{release.fullname}-webhook-cert",
+        RAYQUOTA_WEBHOOK_HOSTS=f"{release.fullname}-webhook.{namespace}.svc",
+        RAYQUOTA_WEBHOOK_CONFIGURATIONS=release.fullname,
+    )
+    try:
+        fits = sample_cluster(namespace)
+        too_big = sample_cluster(namespace, "too-big", gpu_workers=4)  # 8 more GPUs: over quota
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([fits, too_big]))
+        name = fits["metadata"]["name"]
+        admitted = wait_for(
+            "the sample's Workload admitted",
+            lambda: (
+                (w := workload_of(control_plane, namespace, name))
+                and has_condition(w, "Admitted", "True")
+                and w
+            ),
+            90,
+        )
+        assert admitted["status"]["admission"]["clusterQueue"] == quota.cluster_queue
+        wait_for(
+            "the admitted RayCluster ready (autoscaler RBAC, pods, services, status)",
+            lambda: (
+                (
+                    (get_json(control_plane, "raycluster", name, "-n", namespace) or {}).get("status") or {}
+                ).get("state")
+                == "ready"
+            ),
+            90,
+        )
+        pending = wait_for(
+            "the over-quota RayCluster's Workload pending with a reason",
+            lambda: (
+                (w := workload_of(control_plane, namespace, "too-big"))
+                and has_condition(w, "QuotaReserved", "False")
+                and w
+            ),
+            60,
+        )
+        assert "nvidia.com/gpu" in json.dumps(pending["status"])
+        assert not cluster_pods(control_plane, namespace, "too-big")
+        secret = wait_for(
+            "the operator to issue the webhook certificate",
+            lambda: (
+                (
+                    (
+                        s := get_json(
+                            control_plane, "secret", f"{release.fullname}-webhook-cert", "-n", namespace
+                        )
+                    )
+                    or {}
+                ).get("data")
+                and s
+            ),
+        )
+        assert_ca_bundle_published(control_plane, release, secret)
+    finally:
+        out = operator.stop()
+    assert operator.proc.returncode == 0, out[-4000:]
+    assert_only_declared_requests(operator, declared_grants(reconcilers=True, self_issued_cert=True), out)
+
+
+def assert_ca_bundle_published(cluster: LocalCluster, release: Release, secret: dict[str, Any]) -> None:
+    ca = secret["data"]["ca.crt"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [f"{release.fullname}-webhook.{release.namespace}.svc"]
+
+    def published() -> bool:
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            config = get_json(cluster, kind, release.fullname) or {}
+            if not config.get("webhooks") or any(
+                h["clientConfig"].get("caBundle") != ca for h in config["webhooks"]
+            ):
+                return False
+        return True
+
+    wait_for("the caBundle on every webhook", published)
+
+
+def test_admission_only_install_beside_kuberay(
+    control_plane: LocalCluster, namespace: str, quota: Quota, releases: list[Release], tmp_path: Path
+) -> None:
+    release = install(control_plane, namespace, "reconcilers.enabled=false", "webhooks.enabled=false")
+    releases.append(release)
+    deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace)
+    assert deployment is not None and deployment["status"].get("readyReplicas") == 2
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "RAYQUOTA_RECONCILERS_ENABLED", "value": "false"} in container["env"]
+    kubeconfig = service_account_kubeconfig(control_plane, namespace, release.fullname)
+    operator = LocalOperator(kubeconfig, namespace, tmp_path, RAYQUOTA_RECONCILERS_ENABLED="false")
+    try:
+        fits = sample_cluster(namespace)
+        name = fits["metadata"]["name"]
+        fits["spec"]["suspend"] = True  # as a Kueue user (or our webhook) writes it
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(fits))
+        wait_for(
+            "the Workload admitted",
+            lambda: has_condition(workload_of(control_plane, namespace, name), "Admitted", "True"),
+            90,
+        )
+        wait_for(
+            "the gate lifted for KubeRay's operator",
+            lambda: (
+                (get_json(control_plane, "raycluster", name, "-n", namespace) or {})["spec"].get("suspend")
+                is False
+            ),
+        )
+        wait_for("the operator to log that it runs", lambda: "operator ready:" in operator.log())
+        # Our reconcilers are off: pods are KubeRay's business here.
+        assert "components: queue" in operator.log()
+        assert not cluster_pods(control_plane, namespace, name)
+    finally:
+        out = operator.stop()
+    assert operator.proc.returncode == 0, out[-4000:]
+    assert_only_declared_requests(operator, declared_grants(reconcilers=False, self_issued_cert=False), out)
