@@ -136,10 +136,7 @@ class LocalOperator:
             os.environ,
             KUBECONFIG=str(kubeconfig),
             RAYQUOTA_TEST_REQUEST_LOG=str(self.requests),
-            RAYQUOTA_OPERATOR_NAMESPACE=namespace,
-            RAYQUOTA_LEASE_DURATION="4",
-            RAYQUOTA_LEASE_RENEW_PERIOD="1",
-            RAYQUOTA_LEASE_RETRY_PERIOD="0.5",
+            RAYQUOTA_OPERATOR_NAMESPACE=namespace,  # the Lease and the certificate live there
             **env,
         )
         command = [sys.executable, "-m", "tests.e2e.recording_operator", "run", "-n", namespace]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -140,7 +141,9 @@ def renewal_reason(
         return f"the CA expires at {ca.not_valid_after_utc:%Y-%m-%d}"
     if cert.not_valid_after_utc - now < renew_before:
         return f"the serving certificate expires at {cert.not_valid_after_utc:%Y-%m-%d}"
-    if cert.issuer != ca.subject:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
         return "the serving certificate was not issued by the stored CA"
     if set(_names_of(cert)) != set(hosts):
         return f"the serving certificate covers {sorted(_names_of(cert))}, not {sorted(hosts)}"
