@@ -10,7 +10,6 @@ operator under test is a local process holding the same credentials the pods wou
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import signal
@@ -31,9 +30,10 @@ from rayquota.operator.main import enabled_components
 from rayquota.operator.permissions import offline_manager, required_permissions
 from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
 from tests.polling import wait_for
+from tests.quota import Quota, cluster_pods, get_json, has_condition, sample_cluster, workload_of
+from tests.quota import quota as quota  # the fixture
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
-QUEUE = "team-a"  # the LocalQueue samples/ray-cluster.complete.yaml names
 
 
 @dataclass
@@ -73,57 +73,6 @@ def releases(control_plane: LocalCluster) -> Iterator[list[Release]]:
     finally:
         for release in installed:
             helm("uninstall", release.name, "-n", release.namespace, "--wait", cluster=control_plane)
-
-
-class Quota:
-    """A flavor, a ClusterQueue with 8 GPUs (cluster-scoped, named after the test's namespace) and
-    the LocalQueue the sample names. Created before the chart's webhooks exist, deleted after."""
-
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
-        self.cluster, self.namespace = cluster, namespace
-        self.flavor, self.cluster_queue = f"{namespace}-any", f"{namespace}-cq"
-
-    def create(self) -> None:
-        quota = [{"name": "cpu", "nominalQuota": 64}, {"name": "memory", "nominalQuota": "512Gi"}]
-        quota.append({"name": "nvidia.com/gpu", "nominalQuota": 8})
-        manifests = [
-            {"kind": "ResourceFlavor", "metadata": {"name": self.flavor}, "spec": {}},
-            {
-                "kind": "ClusterQueue",
-                "metadata": {"name": self.cluster_queue},
-                "spec": {
-                    "namespaceSelector": {},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [{"name": self.flavor, "resources": quota}],
-                        }
-                    ],
-                },
-            },
-            {
-                "kind": "LocalQueue",
-                "metadata": {"name": QUEUE, "namespace": self.namespace},
-                "spec": {"clusterQueue": self.cluster_queue},
-            },
-        ]
-        for manifest in manifests:
-            manifest["apiVersion"] = "rayquota.io/v1alpha1"
-            self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-
-    def delete(self) -> None:
-        self.cluster.kubectl("delete", "clusterqueue", self.cluster_queue, "--wait=false", check=False)
-        self.cluster.kubectl("delete", "resourceflavor", self.flavor, "--wait=false", check=False)
-
-
-@pytest.fixture
-def quota(control_plane: LocalCluster, namespace: str) -> Iterator[Quota]:
-    created = Quota(control_plane, namespace)
-    created.create()
-    try:
-        yield created
-    finally:
-        created.delete()
 
 
 class LocalOperator:
@@ -173,42 +122,6 @@ def declared_grants(reconcilers: bool, self_issued_cert: bool) -> set[tuple[str,
     )
     every = needed.namespaced | needed.cluster | needed.own_namespace
     return {(p.group, p.resource, p.verb) for p in every}
-
-
-def sample_cluster(namespace: str, name: str | None = None, gpu_workers: int | None = None) -> dict[str, Any]:
-    """samples/ray-cluster.complete.yaml (queued on team-a, autoscaler on), optionally renamed and
-    with more GPU workers."""
-    sample: dict[str, Any] = yaml.safe_load((REPO / "samples" / "ray-cluster.complete.yaml").read_text())
-    sample = copy.deepcopy(sample)
-    sample["metadata"]["namespace"] = namespace
-    if name:
-        sample["metadata"]["name"] = name
-    if gpu_workers is not None:
-        sample["spec"]["workerGroupSpecs"][0]["replicas"] = gpu_workers
-    return sample
-
-
-def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any] | None:
-    got = cluster.kubectl("get", *args, "-o", "json", check=False)
-    return json.loads(got.stdout) if got.returncode == 0 else None
-
-
-def workload_of(cluster: LocalCluster, namespace: str, cluster_name: str) -> dict[str, Any] | None:
-    items = (get_json(cluster, "workloads", "-n", namespace) or {}).get("items") or []
-    owned = [
-        w for w in items if any(o["name"] == cluster_name for o in w["metadata"].get("ownerReferences") or [])
-    ]
-    return owned[0] if owned else None
-
-
-def has_condition(obj: dict[str, Any] | None, kind: str, status: str) -> bool:
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == kind and c["status"] == status for c in conditions)
-
-
-def cluster_pods(cluster: LocalCluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    found = get_json(cluster, "pods", "-n", namespace, "-l", f"ray.io/cluster={name}") or {}
-    return list(found.get("items") or [])
 
 
 def assert_only_declared_requests(
@@ -346,3 +259,114 @@ def test_admission_only_install_beside_kuberay(
         out = operator.stop()
     assert operator.proc.returncode == 0, out[-4000:]
     assert_only_declared_requests(operator, declared_grants(reconcilers=False, self_issued_cert=False), out)
+
+
+def previous_chart(into: Path) -> Path:
+    """The chart as it last was under the previous version: the parent of the commit that bumped
+    Chart.yaml to the current version, extracted with the CRDs its crds/ links to."""
+    current = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    git = ["git", "-C", str(REPO)]
+    commits = subprocess.run(
+        [*git, "log", "--format=%H", "--", "helm/rayquota/Chart.yaml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    bump = None
+    for commit in commits:
+        shown = subprocess.run(
+            [*git, "show", f"{commit}:helm/rayquota/Chart.yaml"], capture_output=True, text=True, check=True
+        ).stdout
+        if yaml.safe_load(shown)["version"] != current:
+            break
+        bump = commit
+    assert bump is not None and bump != commits[-1], f"no chart older than {current} in the git history"
+    archive = subprocess.run(
+        [*git, "archive", f"{bump}^", "helm/rayquota", "crds"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "helm" / "rayquota"
+
+
+def running_pods(cluster: LocalCluster, namespace: str, name: str) -> dict[str, str]:
+    """uid -> name of the cluster's Running pods."""
+    return {
+        p["metadata"]["uid"]: p["metadata"]["name"]
+        for p in cluster_pods(cluster, namespace, name)
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_pods(
+    control_plane: LocalCluster, namespace: str, quota: Quota, releases: list[Release], tmp_path: Path
+) -> None:
+    old_chart = previous_chart(tmp_path)
+    old_version = yaml.safe_load((old_chart / "Chart.yaml").read_text())["version"]
+    release = install(control_plane, namespace, chart=old_chart)
+    releases.append(release)
+    # The operator holds the release's ServiceAccount token throughout: the old chart's RBAC
+    # before the upgrade, the new one after it.
+    kubeconfig = service_account_kubeconfig(control_plane, namespace, release.fullname)
+    operator = LocalOperator(kubeconfig, namespace, tmp_path)
+    try:
+        sample = sample_cluster(namespace)
+        name = sample["metadata"]["name"]
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(sample))
+        admitted = wait_for(
+            "the Workload admitted",
+            lambda: (
+                (w := workload_of(control_plane, namespace, name))
+                and has_condition(w, "Admitted", "True")
+                and w
+            ),
+            90,
+        )
+        pods = wait_for(
+            "all four pods Running",
+            lambda: (p := running_pods(control_plane, namespace, name)) and len(p) == 4 and p,
+            90,
+        )
+
+        upgrade = helm(
+            "upgrade",
+            release.name,
+            str(CHART),
+            "-n",
+            namespace,
+            "--wait",
+            "--timeout",
+            "120s",
+            cluster=control_plane,
+        )
+        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        history = helm("history", release.name, "-n", namespace, "-o", "json", cluster=control_plane)
+        charts = [entry["chart"] for entry in json.loads(history.stdout)]
+        assert charts == [
+            f"rayquota-{old_version}",
+            f"rayquota-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}",
+        ]
+        deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace) or {}
+        assert deployment["status"].get("readyReplicas") == 2
+
+        # The operator keeps working under the new, narrower RBAC: a second cluster is admitted.
+        after = sample_cluster(namespace, "after-upgrade", gpu_workers=2)
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(after))
+        wait_for(
+            "the post-upgrade cluster's Workload admitted",
+            lambda: has_condition(workload_of(control_plane, namespace, "after-upgrade"), "Admitted", "True"),
+            90,
+        )
+        # Same pods, still running; same admission, never re-admitted.
+        assert running_pods(control_plane, namespace, name) == pods
+        still = workload_of(control_plane, namespace, name) or {}
+        assert still["status"]["admission"] == admitted["status"]["admission"]
+        admitted_at = [
+            c["lastTransitionTime"] for c in admitted["status"]["conditions"] if c["type"] == "Admitted"
+        ]
+        assert [
+            c["lastTransitionTime"] for c in still["status"]["conditions"] if c["type"] == "Admitted"
+        ] == admitted_at
+    finally:
+        out = operator.stop()
+    assert operator.proc.returncode == 0, out[-4000:]
+    assert "Forbidden" not in out, out[-4000:]
