@@ -101,3 +101,17 @@ def has_condition(obj: dict[str, Any] | None, kind: str, status: str) -> bool:
 def cluster_pods(cluster: Any, namespace: str, name: str) -> list[dict[str, Any]]:
     found = get_json(cluster, "pods", "-n", namespace, "-l", f"ray.io/cluster={name}") or {}
     return list(found.get("items") or [])
+
+
+def pending_workload(cluster: Any, namespace: str, cluster_name: str, because: str) -> dict[str, Any] | None:
+    """The cluster's Workload once it waits (QuotaReserved False) with `because` in its pending
+    reason, else None (a fresh Workload first waits "for the next admission cycle")."""
+    workload = workload_of(cluster, namespace, cluster_name)
+    reason = str(((workload or {}).get("status") or {}).get("pendingReason") or "")
+    return workload if has_condition(workload, "QuotaReserved", "False") and because in reason else None
+
+
+def admitted_workload(cluster: Any, namespace: str, cluster_name: str) -> dict[str, Any] | None:
+    """The cluster's Workload once it is admitted, else None."""
+    workload = workload_of(cluster, namespace, cluster_name)
+    return workload if has_condition(workload, "Admitted", "True") else None

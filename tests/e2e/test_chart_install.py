@@ -30,7 +30,15 @@ from rayquota.operator.main import enabled_components
 from rayquota.operator.permissions import offline_manager, required_permissions
 from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
 from tests.polling import wait_for
-from tests.quota import Quota, cluster_pods, get_json, has_condition, sample_cluster, workload_of
+from tests.quota import (
+    Quota,
+    admitted_workload,
+    cluster_pods,
+    get_json,
+    pending_workload,
+    sample_cluster,
+    workload_of,
+)
 from tests.quota import quota as quota  # the fixture
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
@@ -48,21 +56,18 @@ class Release:
 
 def install(cluster: LocalCluster, namespace: str, *values: str, chart: Path = CHART) -> Release:
     release = Release(f"rq-{namespace[-6:]}", namespace)
+    helm_release(cluster, "install", release, chart, *values)
+    return release
+
+
+def helm_release(cluster: LocalCluster, action: str, release: Release, chart: Path, *values: str) -> None:
+    """`helm install|upgrade`, waiting until the Deployment is ready."""
     sets = [arg for value in values for arg in ("--set", value)]
+    name, namespace = release.name, release.namespace
     result = helm(
-        "install",
-        release.name,
-        str(chart),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout",
-        "120s",
-        *sets,
-        cluster=cluster,
+        action, name, str(chart), "-n", namespace, "--wait", "--timeout", "120s", *sets, cluster=cluster
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    return release
 
 
 @pytest.fixture
@@ -155,11 +160,7 @@ def test_full_install_runs_the_queue_scenario_under_the_charts_account(
         name = fits["metadata"]["name"]
         admitted = wait_for(
             "the sample's Workload admitted",
-            lambda: (
-                (w := workload_of(control_plane, namespace, name))
-                and has_condition(w, "Admitted", "True")
-                and w
-            ),
+            lambda: admitted_workload(control_plane, namespace, name),
             90,
         )
         assert admitted["status"]["admission"]["clusterQueue"] == quota.cluster_queue
@@ -173,16 +174,11 @@ def test_full_install_runs_the_queue_scenario_under_the_charts_account(
             ),
             90,
         )
-        pending = wait_for(
+        wait_for(
             "the over-quota RayCluster's Workload pending with a reason",
-            lambda: (
-                (w := workload_of(control_plane, namespace, "too-big"))
-                and has_condition(w, "QuotaReserved", "False")
-                and w
-            ),
+            lambda: pending_workload(control_plane, namespace, "too-big", because="nvidia.com/gpu"),
             60,
         )
-        assert "nvidia.com/gpu" in json.dumps(pending["status"])
         assert not cluster_pods(control_plane, namespace, "too-big")
         secret = wait_for(
             "the operator to issue the webhook certificate",
@@ -241,7 +237,7 @@ def test_admission_only_install_beside_kuberay(
         control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(fits))
         wait_for(
             "the Workload admitted",
-            lambda: has_condition(workload_of(control_plane, namespace, name), "Admitted", "True"),
+            lambda: admitted_workload(control_plane, namespace, name),
             90,
         )
         wait_for(
@@ -261,28 +257,16 @@ def test_admission_only_install_beside_kuberay(
     assert_only_declared_requests(operator, declared_grants(reconcilers=False, self_issued_cert=False), out)
 
 
+# The last commit of chart 0.1.0 (before webhooks, the split RBAC and the ray.io subchart).
+PREVIOUS_CHART_COMMIT = "08681211e47c920f8a213cfa686efdbcbb4d5c03"
+
+
 def previous_chart(into: Path) -> Path:
-    """The chart as it last was under the previous version: the parent of the commit that bumped
-    Chart.yaml to the current version, extracted with the CRDs its crds/ links to."""
-    current = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
-    git = ["git", "-C", str(REPO)]
-    commits = subprocess.run(
-        [*git, "log", "--format=%H", "--", "helm/rayquota/Chart.yaml"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    bump = None
-    for commit in commits:
-        shown = subprocess.run(
-            [*git, "show", f"{commit}:helm/rayquota/Chart.yaml"], capture_output=True, text=True, check=True
-        ).stdout
-        if yaml.safe_load(shown)["version"] != current:
-            break
-        bump = commit
-    assert bump is not None and bump != commits[-1], f"no chart older than {current} in the git history"
+    """The previous chart version as released, extracted with the CRDs its crds/ links to."""
     archive = subprocess.run(
-        [*git, "archive", f"{bump}^", "helm/rayquota", "crds"], capture_output=True, check=True
+        ["git", "-C", str(REPO), "archive", PREVIOUS_CHART_COMMIT, "helm/rayquota", "crds"],
+        capture_output=True,
+        check=True,
     )
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into / "helm" / "rayquota"
@@ -314,11 +298,7 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
         control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(sample))
         admitted = wait_for(
             "the Workload admitted",
-            lambda: (
-                (w := workload_of(control_plane, namespace, name))
-                and has_condition(w, "Admitted", "True")
-                and w
-            ),
+            lambda: admitted_workload(control_plane, namespace, name),
             90,
         )
         pods = wait_for(
@@ -327,18 +307,7 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
             90,
         )
 
-        upgrade = helm(
-            "upgrade",
-            release.name,
-            str(CHART),
-            "-n",
-            namespace,
-            "--wait",
-            "--timeout",
-            "120s",
-            cluster=control_plane,
-        )
-        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        helm_release(control_plane, "upgrade", release, CHART)
         history = helm("history", release.name, "-n", namespace, "-o", "json", cluster=control_plane)
         charts = [entry["chart"] for entry in json.loads(history.stdout)]
         assert charts == [
@@ -353,7 +322,7 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
         control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(after))
         wait_for(
             "the post-upgrade cluster's Workload admitted",
-            lambda: has_condition(workload_of(control_plane, namespace, "after-upgrade"), "Admitted", "True"),
+            lambda: admitted_workload(control_plane, namespace, "after-upgrade"),
             90,
         )
         # Same pods, still running; same admission, never re-admitted.

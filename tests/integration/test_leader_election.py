@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.polling import wait_for
-from tests.quota import Quota, cluster_pods, has_condition, sample_cluster, workload_of
+from tests.quota import Quota, cluster_pods, pending_workload, sample_cluster, workload_of
 from tests.quota import quota as quota  # the fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,20 +262,23 @@ def test_only_the_leader_admits_and_a_takeover_admits_nothing_twice(
     leader.proc.send_signal(signal.SIGKILL)
     wait_for("the standby to take the Lease", lambda: leader_of(control_plane, namespace, [a, b]) is standby)
     wait_for("the new leader to start", lambda: STARTED in standby.output())
-    # The new leader rebuilds the quota from the admitted Workload: a cluster needing 8 more GPUs
-    # waits (had it forgotten the first admission, it would admit this one).
-    second = sample_cluster(namespace, "second", gpu_workers=4)
+    # The new leader admits, and rebuilt the quota from the admitted Workload: of the 4 GPUs
+    # left, a cluster needing 4 is admitted and one needing 2 more waits (had the new leader
+    # forgotten the first admission, both would fit).
+    second = sample_cluster(namespace, "second", gpu_workers=2)
     control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(second))
-    pending = wait_for(
-        "the second cluster pending with a reason",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "second"))
-            and has_condition(w, "QuotaReserved", "False")
-            and w
-        ),
+    wait_for(
+        "the new leader to admit the second cluster",
+        lambda: admitted_at(workload_of(control_plane, namespace, "second")),
+        90,
     )
-    assert "nvidia.com/gpu" in json.dumps(pending["status"])
-    assert not cluster_pods(control_plane, namespace, "second")
+    third = sample_cluster(namespace, "third", gpu_workers=1)
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(third))
+    wait_for(
+        "the third cluster pending with a reason",
+        lambda: pending_workload(control_plane, namespace, "third", because="nvidia.com/gpu"),
+    )
+    assert not cluster_pods(control_plane, namespace, "third")
     # Admitted once: the same admission, never re-written, and the same pods.
     still = workload_of(control_plane, namespace, name)
     assert admitted_at(still) == admitted_at(admitted)
@@ -283,11 +286,4 @@ def test_only_the_leader_admits_and_a_takeover_admits_nothing_twice(
     assert {p["metadata"]["uid"] for p in cluster_pods(control_plane, namespace, name)} == {
         p["metadata"]["uid"] for p in pods
     }
-    # Deleting the first frees its quota only once its pods are gone; then the second runs.
-    control_plane.kubectl("delete", "raycluster", name, "-n", namespace, "--wait=false")
-    wait_for(
-        "the second cluster admitted by the new leader",
-        lambda: admitted_at(workload_of(control_plane, namespace, "second")),
-        90,
-    )
     assert standby.proc.poll() is None, standby.output()
