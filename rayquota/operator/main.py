@@ -32,7 +32,7 @@ RAY_RECONCILERS = "rayquota.operator.ray.setup"
 COMPONENTS: tuple[str, ...] = (
     RAY_RECONCILERS,
     "rayquota.operator.queue.setup",
-    "rayquota.operator.webhooks.certs",
+    "rayquota.operator.webhooks.cert_keeper",
 )
 
 

@@ -99,7 +99,7 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.RAYSERVICES, "update")
     ),
     # Only with a self-issued certificate, so its permissions are SELF_ISSUED_CERT_* below.
-    "rayquota.operator.webhooks.certs": frozenset(),
+    "rayquota.operator.webhooks.cert_keeper": frozenset(),
 }
 
 # Whatever the components: the event recorder creates Events and bumps their count.
@@ -109,7 +109,7 @@ CORE_WRITES: frozenset[Permission] = frozenset(_grant(resources.EVENTS, "create 
 # (read, created once, renewed).
 OWN_NAMESPACE: frozenset[Permission] = frozenset(_grant(resources.LEASES, "get create update"))
 
-# A self-issued webhook certificate (webhooks/certs.py): its Secret, filled and renewed in the
+# A self-issued webhook certificate (webhooks/cert_keeper.py): its Secret, filled and renewed in the
 # operator's namespace, and the caBundle of the webhook configurations (both by name).
 SELF_ISSUED_CERT_OWN_NAMESPACE: frozenset[Permission] = frozenset(_grant(SECRETS, "get update"))
 SELF_ISSUED_CERT_CLUSTER: frozenset[Permission] = frozenset(

@@ -13,7 +13,7 @@ import pytest
 from cryptography import x509
 
 from rayquota.operator.kube import Conflict
-from rayquota.operator.webhooks.certs import (
+from rayquota.operator.webhooks.cert_keeper import (
     CertBundle,
     CertificateKeeper,
     CertSettings,

@@ -1,1 +1,0 @@
-"""Admission webhooks of the operator (the queue integration's gate) and their certificate."""
