@@ -73,6 +73,24 @@ def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
         raise SystemExit(f"error: leader election: {exc}") from exc
 
 
+def _queues(args: argparse.Namespace) -> int:
+    from rayquota.operator.queue import cli_views
+
+    return cli_views.main_queues()
+
+
+def _workloads(args: argparse.Namespace) -> int:
+    from rayquota.operator.queue import cli_views
+
+    return cli_views.main_workloads(args.namespace)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from rayquota.operator.queue import cli_views
+
+    return cli_views.main_explain(args.target, args.namespace)
+
+
 def _install(args: argparse.Namespace) -> int:
     from rayquota.localcluster import install
 
@@ -138,6 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         run.add_argument(flag, type=float, help=f"seconds (default: ${env} or {default})")
     run.set_defaults(func=_run)
+
+    queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")
+    queues.set_defaults(func=_queues)
+    workloads = sub.add_parser("workloads", help="Workloads: owner, queue, status, requests, why they wait")
+    workloads.add_argument("--namespace", "-n", default=None, help="one namespace (default: all)")
+    workloads.set_defaults(func=_workloads)
+    explain = sub.add_parser("explain", help="why a queued object waits: position, needs, free, who is ahead")
+    explain.add_argument("target", help="rayjob/NAME, rayservice/NAME, raycluster/NAME or workload/NAME")
+    explain.add_argument("--namespace", "-n", default="default")
+    explain.set_defaults(func=_explain)
 
     install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")
     install.add_argument("--samples", action="store_true", help="also apply samples/queues")

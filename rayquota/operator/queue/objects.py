@@ -80,7 +80,7 @@ class QueueObjects:
             manager.informer(
                 resources.PODS,
                 label_selector=labels.RAY_CLUSTER,
-                indexers={CLUSTER_INDEX: _cluster_label},
+                indexers={CLUSTER_INDEX: _cluster_label, OWNER_INDEX: owner_uids},
             ),
         )
         for kind, informer in informers.items():
@@ -152,6 +152,15 @@ class QueueObjects:
 
     def pods_of_cluster(self, namespace: str, cluster: str) -> list[Obj]:
         return self.pods.store.by_index(CLUSTER_INDEX, f"{namespace}/{labels.label_value(cluster)}")
+
+    def pods_owned_by(self, owner_uids: Iterable[str]) -> list[Obj]:
+        """Pods of the given owners: directly (a RayCluster) or through the clusters they own."""
+        pods: list[Obj] = []
+        for uid in owner_uids:
+            pods += self.pods.store.by_index(OWNER_INDEX, uid)
+            for cluster in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid):
+                pods += self.pods.store.by_index(OWNER_INDEX, str(cluster["metadata"]["uid"]))
+        return pods
 
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)

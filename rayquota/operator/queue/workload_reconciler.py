@@ -51,10 +51,10 @@ class WorkloadReconciler:
         await self.loop.restored.wait()
         workload = self.objects.workload(key)
         queued = self.objects.owner_of_workload(key)
-        if queued is None or queued.obj["metadata"].get("deletionTimestamp"):
+        if queued is None:
             if workload is not None and not (workload["metadata"].get("ownerReferences") or []):
                 return await self._standalone(key, workload)
-            self._release_when_pods_gone(key)
+            self._release_when_pods_gone(key, workload)
             return None
         return await self._queued(key, queued, workload)
 
@@ -69,6 +69,11 @@ class WorkloadReconciler:
             str(c["metadata"]["name"]) for c in children
         ]
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
+        if obj["metadata"].get("deletionTimestamp"):
+            # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
+            self.driver.finish(str(key), pods_gone=adapter.pods_gone(obj, pods))
+            self.loop.request_cycle()
+            return None
         demand = adapter.pod_sets(obj, children)
         held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
         workload = await self._ensure_workload(queued, workload, [converter.api_pod_set(ps) for ps in held])
@@ -104,6 +109,11 @@ class WorkloadReconciler:
             first = not (workload.get("status") or {}).get("admission")
             stored = await self._write_status(workload)
             if stored is None:
+                return None
+            cached = self.objects.workload(key)
+            if cached is None or self.manager.status.is_stale(cached):
+                # The gate (and the validating webhook) read the cached Workload: lift nothing
+                # until the cache shows the admission; its watch event brings us back.
                 return None
             if first:
                 self._observe_wait(workload, admission.cluster_queue)
@@ -192,14 +202,18 @@ class WorkloadReconciler:
         await self._write_status(workload)
         return None
 
-    def _release_when_pods_gone(self, key: ObjectKey) -> None:
-        """The object is gone (or going): its quota is freed once none of its pods is left."""
-        for part in self._parts.get(key, []):
-            if any(
-                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                for p in self.objects.pods_of_cluster(key.namespace, part)
-            ):
-                return  # the pod informer's events bring us back
+    def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
+        """The object is gone: its quota is freed once none of its pods is left. Its clusters
+        and pods are found through owner references (and the clusters it was last seen with)."""
+        owners = [
+            str(ref["uid"]) for ref in (workload or {}).get("metadata", {}).get("ownerReferences") or []
+        ]
+        pods = self.objects.pods_owned_by(owners)
+        pods += [
+            p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
+        ]
+        if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
+            return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self.driver.remove(str(key))
         self.loop.writer.evictions.pop(str(key), None)

@@ -4,6 +4,9 @@ per-test quota objects: cluster-scoped ones are named after the test's namespace
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -230,3 +233,46 @@ def gpus_admitted(workload: dict[str, Any]) -> int:
         int(ps.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))
         for ps in workload["status"]["admission"]["podSetAssignments"]
     )
+
+
+class OperatorProcess:
+    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces."""
+
+    def __init__(self, kubeconfig: str, prefix: str, **env: str) -> None:
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig, **env}
+        self.prefix = prefix
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rayquota.cli",
+                "run",
+                "-n",
+                f"{self.prefix}-*",
+                "--no-leader-elect",
+                "--metrics-port",
+                "0",
+                "--health-port",
+                "0",
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def operator_process(control_plane: Any, crds_installed: None) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(str(control_plane.kubeconfig))
+    try:
+        yield process
+    finally:
+        process.kill()

@@ -42,7 +42,7 @@ def test_borrowing_then_preemption_waits_for_the_borrowers_pods(
     )
     kube.apply(owner)
     # Until the owner's pods run: whenever the owner is admitted or has a pod, the borrower has none.
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         owner_wl = workload_of(kube, "RayJob", "owner")
         borrower_pods = [p for p in kube.list("pods") if p["metadata"]["name"].startswith("borrower-")]
@@ -53,7 +53,14 @@ def test_borrowing_then_preemption_waits_for_the_borrowers_pods(
             break
         time.sleep(0.2)
     else:
-        raise AssertionError("the high-priority job never got its 3 pods")
+        state = {
+            name: (
+                (workload_of(kube, "RayJob", name) or {}).get("status"),
+                (kube.get("rayjob", name) or {}).get("status"),
+            )
+            for name in ("owner", "borrower")
+        }
+        raise AssertionError(f"the high-priority job never got its 3 pods: {state}")
     borrower = workload_of(kube, "RayJob", "borrower")
     assert borrower is not None and not is_admitted(borrower)
     evicted = condition(borrower, "Preempted") or {}

@@ -1,0 +1,311 @@
+"""``rayquota queues``, ``rayquota workloads`` and ``rayquota explain``: what the queues hold
+and why a workload waits.
+
+``explain`` rebuilds the admission engine from what the API server holds (the same
+converter and driver the operator uses), runs one cycle on that copy, and reads the
+answer off it: nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rayquota.operator.core import resources
+from rayquota.operator.kube import KubeClient
+from rayquota.operator.queue import converter
+from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.workload_status import is_evicted, is_finished
+from rayquota.queueing import Admit, Engine, Pending, Preempt, format_quantity
+
+Obj = Mapping[str, Any]
+KIND_ALIASES = {
+    "rayjob": "rayjob",
+    "rayjobs": "rayjob",
+    "raycluster": "raycluster",
+    "rayclusters": "raycluster",
+    "rayservice": "rayservice",
+    "rayservices": "rayservice",
+    "workload": "workload",
+    "workloads": "workload",
+    "wl": "workload",
+}
+
+
+@dataclass
+class QueueState:
+    """Everything the views read, fetched once."""
+
+    flavors: list[Obj] = field(default_factory=list)
+    cohorts: list[Obj] = field(default_factory=list)
+    cluster_queues: list[Obj] = field(default_factory=list)
+    local_queues: list[Obj] = field(default_factory=list)
+    workloads: list[Obj] = field(default_factory=list)
+    priority_classes: list[Obj] = field(default_factory=list)
+
+
+async def fetch_state(namespace: str | None = None) -> QueueState:
+    client = KubeClient.from_environment()
+    try:
+        lists = await asyncio.gather(
+            *(
+                client.list_items(resource.path(namespace if resource.namespaced else None))
+                for resource in (
+                    resources.RESOURCE_FLAVORS,
+                    resources.COHORTS,
+                    resources.CLUSTER_QUEUES,
+                    resources.LOCAL_QUEUES,
+                    resources.WORKLOADS,
+                    resources.WORKLOAD_PRIORITY_CLASSES,
+                )
+            )
+        )
+    finally:
+        await client.close()
+    flavors, cohorts, cluster_queues, local_queues, workloads, priority_classes = lists
+    return QueueState(
+        list(flavors),
+        list(cohorts),
+        list(cluster_queues),
+        list(local_queues),
+        list(workloads),
+        list(priority_classes),
+    )
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
+    return "\n".join(
+        "   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
+
+
+# --- rayquota queues ------------------------------------------------------------------------
+
+
+def queues_table(state: QueueState) -> str:
+    rows = []
+    for cq in sorted(state.cluster_queues, key=lambda c: str(c["metadata"]["name"])):
+        spec, status = cq.get("spec") or {}, cq.get("status") or {}
+        used = {
+            (f["name"], r["name"]): r
+            for f in status.get("flavorsUsage") or []
+            for r in f.get("resources") or []
+        }
+        cells = []
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                for res in flavor.get("resources") or []:
+                    usage = used.get((flavor["name"], res["name"]), {})
+                    borrowed = usage.get("borrowed")
+                    extra = f" (+{borrowed} borrowed)" if borrowed not in (None, "0") else ""
+                    amounts = f"{usage.get('total', '0')}/{res['nominalQuota']}"
+                    cells.append(f"{flavor['name']}/{res['name']} {amounts}{extra}")
+        rows.append(
+            [
+                str(cq["metadata"]["name"]),
+                str(spec.get("cohort") or "-"),
+                "; ".join(cells) or "-",
+                str(status.get("pendingWorkloads", 0)),
+                str(status.get("admittedWorkloads", 0)),
+            ]
+        )
+    return table(["CLUSTERQUEUE", "COHORT", "USAGE/QUOTA (flavor/resource)", "PENDING", "ADMITTED"], rows)
+
+
+# --- rayquota workloads ---------------------------------------------------------------------
+
+
+def workload_phase(workload: Obj) -> str:
+    status = workload.get("status") or {}
+    if is_finished(workload):
+        return "Finished"
+    if is_evicted(workload):
+        return "Evicting"
+    return "Admitted" if status.get("admission") else "Pending"
+
+
+def owner_of(workload: Obj) -> str:
+    refs = workload["metadata"].get("ownerReferences") or []
+    return f"{refs[0]['kind'].lower()}/{refs[0]['name']}" if refs else "-"
+
+
+def requested(workload: Obj) -> str:
+    totals = converter.workload(workload).totals()
+    return ", ".join(f"{r} {format_quantity(q, r)}" for r, q in sorted(totals.items())) or "-"
+
+
+def workloads_table(state: QueueState) -> str:
+    rows = []
+    for wl in sorted(state.workloads, key=lambda w: (w["metadata"]["namespace"], w["metadata"]["name"])):
+        status = wl.get("status") or {}
+        rows.append(
+            [
+                str(wl["metadata"]["namespace"]),
+                str(wl["metadata"]["name"]),
+                owner_of(wl),
+                str((wl.get("spec") or {}).get("queueName") or "-"),
+                str((status.get("admission") or {}).get("clusterQueue") or "-"),
+                workload_phase(wl),
+                requested(wl),
+                str(status.get("pendingReason") or ""),
+            ]
+        )
+    return table(["NAMESPACE", "NAME", "OWNER", "QUEUE", "ADMITTED BY", "STATUS", "REQUESTS", "REASON"], rows)
+
+
+# --- rayquota explain -----------------------------------------------------------------------
+
+
+class _Quiet:
+    """A writer that keeps nothing: ``explain`` only reads the engine afterwards."""
+
+    def admitted(self, workload: str, admission: AdmittedSlice) -> None:
+        pass
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        pass
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        pass
+
+
+def rebuild(state: QueueState) -> Driver:
+    """The engine as the operator has it: configuration, admitted Workloads restored, the rest pending."""
+    priorities = {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in state.priority_classes}
+    driver = Driver(Engine(), _Quiet())
+    for flavor in state.flavors:
+        driver.configure(converter.resource_flavor(flavor))
+    for cohort in state.cohorts:
+        driver.configure(converter.cohort(cohort))
+    for cq in state.cluster_queues:
+        driver.configure(converter.cluster_queue(cq))
+    for lq in state.local_queues:
+        driver.configure(converter.local_queue(lq))
+    known = set(driver.engine.cluster_queue_names())
+    for wl in state.workloads:
+        if is_finished(wl):
+            continue
+        spec = converter.workload(wl, priorities.get)
+        admission = (wl.get("status") or {}).get("admission")
+        if admission:
+            cluster_queue, pod_sets = converter.admission_from_api(admission)
+            if cluster_queue in known:
+                driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(wl))
+                continue
+        driver.submit(spec)
+    return driver
+
+
+def find_workload(state: QueueState, kind: str, name: str, namespace: str) -> Obj | None:
+    for wl in state.workloads:
+        meta = wl["metadata"]
+        if meta["namespace"] != namespace:
+            continue
+        if kind == "workload" and meta["name"] == name:
+            return wl
+        labels = meta.get("labels") or {}
+        if labels.get("rayquota.io/owner-kind") == kind and labels.get("rayquota.io/owner-name") == name:
+            return wl
+    return None
+
+
+def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
+    workload = find_workload(state, kind, name, namespace)
+    if workload is None:
+        return f"{kind}/{name} in {namespace} has no Workload: not queued (no queue label?) or not seen yet"
+    key = f"{namespace}/{workload['metadata']['name']}"
+    driver = rebuild(state)
+    engine = driver.engine
+    decisions = driver.cycle(0.0)
+    lines = [f"{kind}/{name}: Workload {key}, {workload_phase(workload)}"]
+    spec = converter.workload(workload)
+    lines.append("  needs: " + requested(workload) + f" (priority {spec.priority})")
+    status = engine.workload(key)
+    cluster_queue = status.cluster_queue if status is not None else None
+    if cluster_queue is None:
+        reason = (status.pending_reason if status else "") or (workload.get("status") or {}).get(
+            "pendingReason"
+        )
+        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason}")
+        return "\n".join(lines)
+    lines.append(f"  ClusterQueue: {cluster_queue}")
+    lines.append("  free now: " + _free(engine, cluster_queue))
+    if workload_phase(workload) != "Pending":
+        return "\n".join(lines)
+    ahead = _ahead(state, engine, key, cluster_queue)
+    lines.append(f"  queue position: {len(ahead) + 1}" + (f" (behind {', '.join(ahead)})" if ahead else ""))
+    holders = [
+        k
+        for k in engine.workload_keys()
+        if (s := engine.workload(k)) and s.phase != "Pending" and s.cluster_queue == cluster_queue
+    ]
+    if holders:
+        lines.append("  holding quota in this ClusterQueue: " + ", ".join(sorted(holders)))
+    for decision in decisions:
+        if isinstance(decision, Preempt) and (decision.preemptor == key or key in decision.victims):
+            lines.append(f"  preemption: {decision.reason}; victims {', '.join(decision.victims)}")
+        elif isinstance(decision, Pending) and decision.workload == key:
+            lines.append(f"  why it waits: {decision.reason}")
+        elif isinstance(decision, Admit) and decision.workload == key:
+            lines.append("  it fits now: the next admission cycle admits it")
+    if (
+        not any(isinstance(d, Pending) and d.workload == key for d in decisions)
+        and status
+        and status.pending_reason
+    ):
+        lines.append(f"  why it waits: {status.pending_reason}")
+    return "\n".join(lines)
+
+
+def _free(engine: Engine, cluster_queue: str) -> str:
+    node = next(n for n in engine.snapshot() if n.is_cluster_queue and n.name == cluster_queue)
+    return (
+        ", ".join(
+            f"{flavor}/{res} {format_quantity(engine.available(cluster_queue, flavor, res), res)}"
+            for flavor, res in sorted(node.quota)
+        )
+        or "-"
+    )
+
+
+def _ahead(state: QueueState, engine: Engine, key: str, cluster_queue: str) -> list[str]:
+    """Pending workloads of the same ClusterQueue that come first (priority, then age)."""
+    order = {}
+    for wl in state.workloads:
+        wl_key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+        status = engine.workload(wl_key)
+        if status is None or status.phase != "Pending" or status.cluster_queue != cluster_queue:
+            continue
+        spec = converter.workload(wl)
+        order[wl_key] = (-spec.priority, spec.created, wl_key)
+    mine = order.get(key)
+    return [k for k, o in sorted(order.items(), key=lambda kv: kv[1]) if mine is not None and o < mine]
+
+
+# --- entry points ---------------------------------------------------------------------------
+
+
+def main_queues() -> int:
+    print(queues_table(asyncio.run(fetch_state())))
+    return 0
+
+
+def main_workloads(namespace: str | None) -> int:
+    print(workloads_table(asyncio.run(fetch_state(namespace))))
+    return 0
+
+
+def main_explain(target: str, namespace: str) -> int:
+    kind, _, name = target.partition("/")
+    if not name or kind.lower() not in KIND_ALIASES:
+        print(
+            "usage: rayquota explain rayjob|rayservice|raycluster|workload/NAME -n NAMESPACE", file=sys.stderr
+        )
+        return 2
+    print(explain(asyncio.run(fetch_state()), KIND_ALIASES[kind.lower()], name, namespace))
+    return 0

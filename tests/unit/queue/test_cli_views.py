@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rayquota.operator.queue import cli_views
+from rayquota.operator.queue.cli_views import QueueState
+
+
+def gpu_queue(name: str, gpus: int, usage: int = 0, cohort: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [
+                    {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}
+                ],
+            }
+        ]
+    }
+    if cohort:
+        spec["cohort"] = cohort
+    status = {
+        "pendingWorkloads": 1,
+        "admittedWorkloads": 1,
+        "flavorsUsage": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": str(usage), "borrowed": "0"}]}
+        ],
+    }
+    return {"metadata": {"name": name}, "spec": spec, "status": status}
+
+
+def job_workload(name: str, gpus: int, created: str, admitted: bool, priority: int = 0) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": f"rayjob-{name}-abcde",
+            "namespace": "ns",
+            "creationTimestamp": created,
+            "labels": {"rayquota.io/owner-kind": "rayjob", "rayquota.io/owner-name": name},
+            "ownerReferences": [{"kind": "RayJob", "name": name}],
+        },
+        "spec": {
+            "queueName": "team",
+            "priority": priority,
+            "podSets": [{"name": "gpu", "count": 1, "requests": {"nvidia.com/gpu": str(gpus)}}],
+        },
+        "status": {},
+    }
+    if admitted:
+        body["status"]["admission"] = {
+            "clusterQueue": "team",
+            "podSetAssignments": [
+                {
+                    "name": "gpu",
+                    "count": 1,
+                    "flavors": {"nvidia.com/gpu": "a100"},
+                    "resourceUsage": {"nvidia.com/gpu": str(gpus)},
+                }
+            ],
+        }
+        body["status"]["conditions"] = [{"type": "Admitted", "status": "True"}]
+    return body
+
+
+def state() -> QueueState:
+    return QueueState(
+        flavors=[{"metadata": {"name": "a100"}, "spec": {}}],
+        cluster_queues=[gpu_queue("team", 8, usage=8)],
+        local_queues=[{"metadata": {"name": "team", "namespace": "ns"}, "spec": {"clusterQueue": "team"}}],
+        workloads=[
+            job_workload("first", 8, "2026-01-01T00:00:00Z", admitted=True),
+            job_workload("second", 8, "2026-01-01T00:01:00Z", admitted=False),
+            job_workload("third", 4, "2026-01-01T00:02:00Z", admitted=False),
+        ],
+    )
+
+
+def test_queues_table_shows_usage_over_quota() -> None:
+    text = cli_views.queues_table(state())
+    assert "team" in text and "a100/nvidia.com/gpu 8/8" in text
+
+
+def test_workloads_table_shows_status_and_owner() -> None:
+    lines = cli_views.workloads_table(state()).splitlines()
+    first = next(line for line in lines if "rayjob/first" in line)
+    second = next(line for line in lines if "rayjob/second" in line)
+    assert "Admitted" in first and "Pending" in second
+
+
+def test_explain_says_what_it_needs_what_is_free_and_who_is_ahead() -> None:
+    text = cli_views.explain(state(), "rayjob", "third", "ns")
+    assert "nvidia.com/gpu 4" in text
+    assert "a100/nvidia.com/gpu 0" in text  # nothing free
+    assert "queue position: 2" in text and "rayjob-second" in text
+    assert "holding quota in this ClusterQueue: ns/rayjob-first-abcde" in text
+    assert "why it waits:" in text and "0 of 8 free" in text
+
+
+def test_explain_an_object_that_is_not_queued() -> None:
+    assert "has no Workload" in cli_views.explain(state(), "rayjob", "nope", "ns")
