@@ -33,6 +33,7 @@ COMPONENTS: tuple[str, ...] = (
     RAY_RECONCILERS,
     "rayquota.operator.queue.setup",
     "rayquota.operator.webhooks.cert_keeper",
+    "rayquota.operator.webhooks.chart_server",  # after the queue and the certificate it serves
 )
 
 

@@ -100,6 +100,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
     ),
     # Only with a self-issued certificate, so its permissions are SELF_ISSUED_CERT_* below.
     "rayquota.operator.webhooks.cert_keeper": frozenset(),
+    # Serves; the chart owns the webhook configurations.
+    "rayquota.operator.webhooks.chart_server": frozenset(),
 }
 
 # Whatever the components: the event recorder creates Events and bumps their count.

@@ -44,6 +44,7 @@ def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
     assert container["resources"]["requests"] == {"cpu": "200m", "memory": "256Mi"}
     assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook"}
     env = env_of(deployment)
+    assert env["RAYQUOTA_WEBHOOK_LISTEN_PORT"] == "9443"
     assert env["RAYQUOTA_RECONCILERS_ENABLED"] == "true"
     assert env["RAYQUOTA_QUEUE_LABELS"] == "rayquota.io/queue-name,kueue.x-k8s.io/queue-name"
     assert env["RAYQUOTA_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
@@ -83,11 +84,19 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
         assert hook["clientConfig"]["service"]["name"] == "rq-rayquota-webhook"
         assert "caBundle" not in hook["clientConfig"]  # the operator patches it in
     assert [h["rules"][0]["operations"] for h in mutating["webhooks"]] == [["CREATE"], ["CREATE"]]
-    assert [h["rules"][0]["operations"] for h in validating["webhooks"][:2]] == [["CREATE", "UPDATE"]] * 2
-    queues = validating["webhooks"][2]
+    assert [h["rules"][0]["operations"] for h in validating["webhooks"][:2]] == [["UPDATE"]] * 2
+    # The paths the queue integration's handlers serve (rayquota/operator/webhooks/server.py).
+    assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == {"/mutate-ray"}
+    assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"][:3]} == {"/validate-ray"}
+    # Children of RayJobs/RayServices without the label: checked, but never blocked when down.
+    children = validating["webhooks"][2]
+    assert children["failurePolicy"] == "Ignore"
+    assert children["objectSelector"]["matchExpressions"][0]["key"] == "ray.io/originated-from-crd"
+    queues = validating["webhooks"][3]
     assert queues["rules"][0]["apiGroups"] == ["rayquota.io"]
-    assert "clusterqueues" in queues["rules"][0]["resources"]
-    assert queues["clientConfig"]["service"]["path"] == "/validate-rayquota-io-v1alpha1"
+    assert queues["rules"][0]["resources"] == ["clusterqueues"]
+    assert queues["failurePolicy"] == "Fail"
+    assert queues["clientConfig"]["service"]["path"] == "/validate-clusterqueue"
 
 
 def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off() -> None:
@@ -110,9 +119,10 @@ def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
     [validating] = find(objects, "ValidatingWebhookConfiguration")
     urls = [h["clientConfig"]["url"] for h in validating["webhooks"]]
     assert urls == [
-        "https://127.0.0.1:9443/validate-ray-io-v1",
-        "https://127.0.0.1:9443/validate-ray-io-v1",
-        "https://127.0.0.1:9443/validate-rayquota-io-v1alpha1",
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-clusterqueue",
     ]
     assert {h["clientConfig"]["caBundle"] for h in validating["webhooks"]} == {"Q0E="}
     assert "rq-rayquota-webhook" not in {s["metadata"]["name"] for s in find(objects, "Service")}

@@ -264,6 +264,36 @@ class ServingCertificate:
         self.loaded.set()
 
 
+class FileCertificate:
+    """A certificate another issuer (cert-manager) keeps in a mounted Secret: loaded at start and
+    again whenever the kubelet updates the files."""
+
+    def __init__(self, directory: str, *, check_interval_s: float = 60.0) -> None:
+        self.cert_file = Path(directory) / TLS_CERT
+        self.key_file = Path(directory) / TLS_KEY
+        self.check_interval_s = check_interval_s
+        self.serving = ServingCertificate()
+        self._loaded: tuple[bytes, bytes] | None = None
+
+    def reload(self) -> bool:
+        """Load the files if they changed; True when a new certificate is served."""
+        current = (self.cert_file.read_bytes(), self.key_file.read_bytes())
+        if current == self._loaded:
+            return False
+        self.serving.load(*current)
+        self._loaded = current
+        log.info("webhook serving certificate loaded from %s", self.cert_file.parent)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            try:
+                self.reload()
+            except OSError as exc:
+                log.warning("webhook certificate files not readable yet: %s", exc)
+            await asyncio.sleep(self.check_interval_s)
+
+
 class CertificateKeeper:
     """Issues, stores, renews and publishes (caBundle) the webhook serving certificate."""
 
