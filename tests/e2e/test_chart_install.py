@@ -83,7 +83,17 @@ def releases(control_plane: LocalCluster) -> Iterator[list[Release]]:
 class LocalOperator:
     """`rayquota run` under a kubeconfig, recording its requests (tests/e2e/recording_operator.py)."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log_dir: Path, *args: str, **env: str) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log_dir: Path,
+        *args: str,
+        watch: str | None = None,
+        **env: str,
+    ) -> None:
+        """`namespace`: the release's (the Lease, the certificate); `watch`: the managed one
+        (default the same)."""
         self.requests = log_dir / "requests.log"
         self.output = log_dir / "operator.log"
         environment = dict(
@@ -93,7 +103,7 @@ class LocalOperator:
             RAYQUOTA_OPERATOR_NAMESPACE=namespace,  # the Lease and the certificate live there
             **env,
         )
-        command = [sys.executable, "-m", "tests.e2e.recording_operator", "run", "-n", namespace]
+        command = [sys.executable, "-m", "tests.e2e.recording_operator", "run", "-n", watch or namespace]
         with self.output.open("wb") as out:
             self.proc = subprocess.Popen(
                 [*command, "--health-port=0", "--metrics-port=0", *args],
@@ -201,11 +211,16 @@ def test_full_install_runs_the_queue_scenario_under_the_charts_account(
     assert_only_declared_requests(operator, declared_grants(reconcilers=True, self_issued_cert=True), out)
 
 
-def assert_ca_bundle_published(cluster: LocalCluster, release: Release, secret: dict[str, Any]) -> None:
+def assert_ca_bundle_published(
+    cluster: LocalCluster, release: Release, secret: dict[str, Any], hosts: list[str] | None = None
+) -> None:
+    """The Secret's certificate covers `hosts` (default: the chart's webhook Service) and its CA
+    is the caBundle of every webhook of the release."""
     ca = secret["data"]["ca.crt"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert names.get_values_for_type(x509.DNSName) == [f"{release.fullname}-webhook.{release.namespace}.svc"]
+    covered = [*names.get_values_for_type(x509.DNSName), *map(str, names.get_values_for_type(x509.IPAddress))]
+    assert covered == (hosts or [f"{release.fullname}-webhook.{release.namespace}.svc"])
 
     def published() -> bool:
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
