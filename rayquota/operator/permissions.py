@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
+from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -87,6 +88,13 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.ROLES, "create")
         | _grant(resources.ROLE_BINDINGS, "create")
         | _delegated_to_the_autoscaler()
+        # RayService (ray/rayservice_writes.py): its clusters, Services, Gateway API objects.
+        | _grant(resources.RAYCLUSTERS, "update")
+        | _grant(resources.RAYSERVICES, "update", "status")
+        | _grant(resources.SERVICES, "update delete")
+        | _grant(GATEWAY_CLASSES, "get")
+        | _grant(GATEWAYS, "get create update delete")
+        | _grant(HTTPROUTES, "get create update delete")
     ),
     "rayquota.operator.queue.setup": frozenset(
         _grant(resources.WORKLOADS, "create update")

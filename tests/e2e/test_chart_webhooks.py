@@ -150,8 +150,15 @@ def test_webhooks_served_by_the_operator_under_the_charts_account(
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu", "nvidia.com/gpu"],
+                        # As many resources as covered (what the schema checks), not the same ones.
                         "flavors": [
-                            {"name": quota.flavor, "resources": [{"name": "cpu", "nominalQuota": 1}]}
+                            {
+                                "name": quota.flavor,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": 1},
+                                    {"name": "memory", "nominalQuota": 1},
+                                ],
+                            }
                         ],
                     }
                 ]
