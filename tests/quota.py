@@ -76,7 +76,9 @@ def sample_cluster(namespace: str, name: str | None = None, gpu_workers: int | N
     if name:
         sample["metadata"]["name"] = name
     if gpu_workers is not None:
-        sample["spec"]["workerGroupSpecs"][0]["replicas"] = gpu_workers
+        group = sample["spec"]["workerGroupSpecs"][0]  # 2 GPUs per worker
+        group["replicas"] = gpu_workers
+        group["maxReplicas"] = max(group["maxReplicas"], gpu_workers)
     return sample
 
 

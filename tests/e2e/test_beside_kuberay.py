@@ -125,7 +125,7 @@ def test_admission_only_rayquota_gates_kuberays_own_operator(
     )
     try:
         fits = sample_cluster(namespace)
-        too_big = sample_cluster(namespace, "too-big", gpu_workers=4)
+        too_big = sample_cluster(namespace, "too-big", gpu_workers=5)
         for manifest in (fits, too_big):
             manifest["spec"]["suspend"] = True  # as written for Kueue; our webhook would set it too
             for group in manifest["spec"]["workerGroupSpecs"]:

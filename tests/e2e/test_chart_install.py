@@ -165,7 +165,7 @@ def test_full_install_runs_the_queue_scenario_under_the_charts_account(
     )
     try:
         fits = sample_cluster(namespace)
-        too_big = sample_cluster(namespace, "too-big", gpu_workers=4)  # 8 more GPUs: over quota
+        too_big = sample_cluster(namespace, "too-big", gpu_workers=5)  # 10 GPUs: over quota alone
         control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([fits, too_big]))
         name = fits["metadata"]["name"]
         admitted = wait_for(

@@ -259,11 +259,11 @@ def test_only_the_leader_admits_and_a_takeover_admits_nothing_twice(
     pods = wait_for(
         "its four pods", lambda: (p := cluster_pods(control_plane, namespace, name)) and len(p) == 4 and p
     )
-    assert STARTED not in standby.output()  # the standby has not even started its controllers
+    assert RECONCILING not in standby.output()  # the standby has not even started its controllers
 
     leader.proc.send_signal(signal.SIGKILL)
     wait_for("the standby to take the Lease", lambda: leader_of(control_plane, namespace, [a, b]) is standby)
-    wait_for("the new leader to start", lambda: STARTED in standby.output())
+    wait_for("the new leader to start", lambda: RECONCILING in standby.output())
     # The new leader admits, and rebuilt the quota from the admitted Workload: of the 4 GPUs
     # left, a cluster needing 4 is admitted and one needing 2 more waits (had the new leader
     # forgotten the first admission, both would fit).
