@@ -105,12 +105,16 @@ def cluster_pods(cluster: Any, namespace: str, name: str) -> list[dict[str, Any]
     return list(found.get("items") or [])
 
 
-def pending_workload(cluster: Any, namespace: str, cluster_name: str, because: str) -> dict[str, Any] | None:
-    """The cluster's Workload once it waits (QuotaReserved False) with `because` in its pending
-    reason, else None (a fresh Workload first waits "for the next admission cycle")."""
+def pending_workload(
+    cluster: Any, namespace: str, cluster_name: str, because: str = ""
+) -> dict[str, Any] | None:
+    """The cluster's Workload once an admission cycle has looked at it and left it waiting
+    (QuotaReserved False, with `because` in the reason when given), else None."""
     workload = workload_of(cluster, namespace, cluster_name)
     reason = str(((workload or {}).get("status") or {}).get("pendingReason") or "")
-    return workload if has_condition(workload, "QuotaReserved", "False") and because in reason else None
+    looked_at = reason and not reason.startswith("waiting for the next admission cycle")
+    waiting = has_condition(workload, "QuotaReserved", "False") and looked_at and because in reason
+    return workload if waiting else None
 
 
 def admitted_workload(cluster: Any, namespace: str, cluster_name: str) -> dict[str, Any] | None:

@@ -152,7 +152,7 @@ def test_admission_only_rayquota_gates_kuberays_own_operator(
         )
         wait_for(
             "the over-quota cluster pending",
-            lambda: pending_workload(cluster, namespace, "too-big", because="nvidia.com/gpu"),
+            lambda: pending_workload(cluster, namespace, "too-big"),
         )
         assert not cluster_pods(cluster, namespace, "too-big")
         too_big_now = get_json(cluster, "raycluster", "too-big", "-n", namespace) or {}

@@ -186,7 +186,7 @@ def test_full_install_runs_the_queue_scenario_under_the_charts_account(
         )
         wait_for(
             "the over-quota RayCluster's Workload pending with a reason",
-            lambda: pending_workload(control_plane, namespace, "too-big", because="nvidia.com/gpu"),
+            lambda: pending_workload(control_plane, namespace, "too-big"),
             60,
         )
         assert not cluster_pods(control_plane, namespace, "too-big")
