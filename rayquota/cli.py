@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -39,8 +40,16 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from rayquota.operator import main as operator_main
+    from rayquota.operator.config import OperatorConfig
 
+    try:
+        config = OperatorConfig.from_env()
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    if args.reconcilers is not None:
+        config = dataclasses.replace(config, reconcilers_enabled=args.reconcilers)
     code = operator_main.run(
+        config=config,
         namespaces=args.namespace or None,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
@@ -140,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="reconcile only while holding the coordination.k8s.io Lease (default: on)",
+    )
+    run.add_argument(
+        "--reconcilers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the Ray reconcilers (default: $RAYQUOTA_RECONCILERS_ENABLED or on); "
+        "--no-reconcilers is admission-only mode beside KubeRay's operator",
     )
     run.add_argument(
         "--lease-namespace",
