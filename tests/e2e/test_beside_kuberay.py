@@ -17,34 +17,30 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.paths import cache_root
 from rayquota.localcluster.ports import free_port
 from tests.e2e.chart import CHART, helm, service_account_kubeconfig
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
 from tests.polling import wait_for
 from tests.quota import Quota, admitted_workload, cluster_pods, get_json, pending_workload, sample_cluster
 
-KUBERAY_VERSION = "v1.6.2"
-KUBERAY_BINARY = cache_root() / "bin" / f"kuberay-operator-{KUBERAY_VERSION}" / "kuberay-operator"
-KUBERAY_CRDS = Path(
-    os.environ.get("GOMODCACHE", Path.home() / "go" / "pkg" / "mod"),
-    f"github.com/ray-project/kuberay/ray-operator@{KUBERAY_VERSION}/config/crd/bases",
-)
-
 
 @pytest.fixture(scope="module")
 def kuberay_cluster() -> Iterator[LocalCluster]:
     """A control plane with KubeRay's CRDs and nothing of ours."""
-    if not KUBERAY_BINARY.is_file() or not KUBERAY_CRDS.is_dir():
-        pytest.fail(
-            f"KubeRay {KUBERAY_VERSION} is not built: {KUBERAY_BINARY} (see tools/ and the peers build)"
+    # Peer builds stay out of `make test` (they take minutes); build it with
+    # `rayquota peers build kuberay` and this test runs.
+    if not peers.KUBERAY.is_built():
+        pytest.skip(
+            f"KubeRay {peers.KUBERAY_VERSION} is not built: run `.venv/bin/rayquota peers build kuberay`"
         )
+    crds = peers.kuberay_crd_dir()
     cluster = LocalCluster(name=f"pytest-{os.getpid()}-kuberay")
     cluster.up()
     try:
         # Server-side: the RayCluster CRD is too large for client-side apply's annotation.
-        cluster.kubectl("apply", "--server-side", "-f", str(KUBERAY_CRDS))
+        cluster.kubectl("apply", "--server-side", "-f", str(crds))
         yield cluster
     finally:
         cluster.down(quiet=True, purge=True)
@@ -67,13 +63,9 @@ def kuberay_namespace(kuberay_cluster: LocalCluster, request: pytest.FixtureRequ
 @pytest.fixture
 def kuberay_operator(kuberay_cluster: LocalCluster, kuberay_namespace: str, tmp_path: Path) -> Iterator[Path]:
     log = tmp_path / "kuberay.log"
-    command = [
-        str(KUBERAY_BINARY),
-        f"--metrics-addr=127.0.0.1:{free_port()}",
-        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-        "--enable-leader-election=false",
-        f"--watch-namespace={kuberay_namespace}",
-    ]
+    command = peers.kuberay_command(
+        metrics_port=free_port(), health_port=free_port(), namespaces=[kuberay_namespace]
+    )
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command,
