@@ -134,7 +134,8 @@ JOB_STATUS_POLL_S = 3.0
 FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between the two unchanged
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 # States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
-MAY_RUN_RAY_JOB = (INITIALIZING, RUNNING, WAITING, RETRYING, SUSPENDING)
+# (Initializing is not one: the job is submitted only once the RayJob is Running.)
+MAY_RUN_RAY_JOB = (RUNNING, WAITING, RETRYING, SUSPENDING)
 
 
 def may_run_ray_job(status: Mapping[str, Any]) -> bool:
@@ -223,8 +224,10 @@ class RayJobReconciler:
     async def _finalize(self, rayjob: Mapping[str, Any]) -> Result | None:
         """Deletion: stop a Ray job that may still run, then let the RayJob go.
 
-        A failed stop is retried (with a Warning event) until `rayjob_stop_timeout_s` after the
-        deletion was requested; then the finalizer is released anyway, with a Warning event."""
+        On a shared cluster (`clusterSelector`) nothing else would end the job, so a failed stop
+        is retried (with a Warning event) until `rayjob_stop_timeout_s` after the deletion was
+        requested, and only then released, with a Warning event. A RayJob's own cluster is
+        deleted with it, which ends the job: a failed stop is reported and the RayJob released."""
         status = rayjob.get("status") or {}
         job_id, address = status.get("jobId"), status.get("dashboardURL")
         if job_id and address and may_run_ray_job(status):
@@ -237,7 +240,15 @@ class RayJobReconciler:
                 waited = (
                     seconds_since(rayjob["metadata"].get("deletionTimestamp"), dt.datetime.now(dt.UTC)) or 0.0
                 )
-                if waited < self.config.rayjob_stop_timeout_s:
+                shared = bool((rayjob.get("spec") or {}).get("clusterSelector"))
+                if not shared:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "FailedToStopRayJob",
+                        f"Could not stop Ray job {job_id}: {exc}; it ends with its RayCluster, deleted now",
+                    )
+                elif waited < self.config.rayjob_stop_timeout_s:
                     self.recorder.post(
                         rayjob,
                         "Warning",
@@ -245,13 +256,14 @@ class RayJobReconciler:
                         f"Could not stop Ray job {job_id}: {exc}; retrying",
                     )
                     return Result(requeue_after_s=min(30.0, 2.0 + waited / 10))
-                self.recorder.post(
-                    rayjob,
-                    "Warning",
-                    "GaveUpStoppingRayJob",
-                    f"Could not stop Ray job {job_id} within {self.config.rayjob_stop_timeout_s:.0f}s; "
-                    "releasing the RayJob anyway",
-                )
+                else:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "GaveUpStoppingRayJob",
+                        f"Could not stop Ray job {job_id} within {self.config.rayjob_stop_timeout_s:.0f}s; "
+                        "releasing the RayJob anyway",
+                    )
         await self._set_finalizer(rayjob, FINALIZER, present=False)
         return None
 

@@ -13,7 +13,7 @@ import yaml
 
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, running, wait_for
-from tests.integration.ray.test_rayjob import job_state, ray, rayjob, wait_deployment
+from tests.integration.ray.test_rayjob import CLUSTER_SPEC, job_state, ray, rayjob, wait_deployment
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "quickstart" / "raycluster.yaml"
 
@@ -145,9 +145,30 @@ def test_rayjob_finalizer_only_while_a_ray_job_may_run(kube: Kube, local_dashboa
 
 
 def test_deletion_gives_up_on_an_unreachable_dashboard_after_a_bounded_time(
-    kube: Kube, local_dashboard: str, dashboard_map_file: Path, ray_operator: OperatorConfig
+    kube: Kube, local_dashboard: str, ray_operator: OperatorConfig
 ) -> None:
-    kube.apply(rayjob("orphan", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
+    """On a shared cluster (clusterSelector) nothing else ends the Ray job: the stop is retried,
+    then the RayJob is released after the bounded time."""
+    kube.apply(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "shared"},
+            "spec": CLUSTER_SPEC,
+        }
+    )
+    wait_for(
+        "shared cluster ready",
+        lambda: (kube.get("raycluster", "shared") or {}).get("status", {}).get("state") == "ready",
+    )
+    body = rayjob(
+        "orphan",
+        "python -c 'import time; time.sleep(600)'",
+        submissionMode="HTTPMode",
+        clusterSelector={"ray.io/cluster": "shared"},
+    )
+    del body["spec"]["rayClusterSpec"]
+    kube.apply(body)
     status = wait_for("running", lambda: (s := job_state(kube, "orphan")).get("jobStatus") == "RUNNING" and s)
     # The dashboard recorded in the status becomes unreachable.
     kube.patch_status("rayjob", "orphan", {"status": {"dashboardURL": "127.0.0.1:9"}})
@@ -165,4 +186,20 @@ def test_deletion_gives_up_on_an_unreachable_dashboard_after_a_bounded_time(
     )
     assert any(e["reason"] == "GaveUpStoppingRayJob" for e in kube.events("orphan"))
     # Clean up the Ray job the test left running on the shared head.
+    ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))
+
+
+def test_deleting_a_rayjob_with_its_own_cluster_is_not_held_by_a_dead_dashboard(
+    kube: Kube, local_dashboard: str
+) -> None:
+    """A RayJob's own cluster is deleted with it, which ends the Ray job: a failed stop is reported
+    and the RayJob released at once, never held for the whole stop timeout."""
+    kube.apply(rayjob("owned", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
+    status = wait_for("running", lambda: (s := job_state(kube, "owned")).get("jobStatus") == "RUNNING" and s)
+    kube.patch_status("rayjob", "owned", {"status": {"dashboardURL": "127.0.0.1:9"}})
+    wait_for("dashboard URL changed", lambda: job_state(kube, "owned").get("dashboardURL") == "127.0.0.1:9")
+    kube.kubectl("delete", "rayjob", "owned", "--wait=false")
+    wait_for("released", lambda: kube.get("rayjob", "owned") is None, timeout_s=30)
+    failed = [e for e in kube.events("owned") if e["reason"] == "FailedToStopRayJob"]
+    assert failed and "ends with its RayCluster" in failed[0]["message"]
     ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))
