@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import now_rfc3339
 from rayquota.operator.queue import converter, metrics, naming
@@ -146,10 +146,11 @@ class WorkloadReconciler:
         }
         if class_name:
             spec["priorityClassName"] = class_name
-        path = resources.WORKLOADS.path(queued.workload.namespace)
+        spec = self.objects.api.workload_spec(spec)
+        path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
             body = {
-                "apiVersion": resources.WORKLOADS.api_version,
+                "apiVersion": self.objects.api.workloads.api_version,
                 "kind": "Workload",
                 "metadata": {
                     "name": queued.workload.name,
@@ -188,14 +189,23 @@ class WorkloadReconciler:
             return None
         self.loop.request_cycle()
         if self.driver.is_evicting(engine_key):
-            # Nothing of ours runs for it: its quota is free once the eviction is recorded.
-            await self._write_status(workload)
+            if not self.objects.api.evicted_standalone_waits_for_clear:
+                # Nothing of ours runs for it: its quota is free once the eviction is recorded.
+                await self._write_status(workload)
+            elif not self._admission_cleared(workload):
+                # Kueue's contract: whoever runs it stops it, then clears status.admission.
+                await self._write_status(workload)
+                return None
             self.driver.pods_gone(engine_key)
             self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
         return None
+
+    def _admission_cleared(self, workload: Obj) -> bool:
+        cleared = not (workload.get("status") or {}).get("admission")
+        return cleared and not self.manager.status.is_stale(workload)
 
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters
@@ -226,7 +236,8 @@ class WorkloadReconciler:
             finished=finished,
             now=now_rfc3339(),
         )
-        return await self.manager.status.write(resources.WORKLOADS, workload, status)
+        status = self.objects.api.workload_status(status)
+        return await self.manager.status.write(self.objects.api.workloads, workload, status)
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
         for edit in edits:
