@@ -30,11 +30,11 @@ run: binaries
 
 lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy rayquota/queueing
+	$(BIN)/mypy rayquota/queueing rayquota/operator/core
 
 test: binaries
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy rayquota/queueing
+	$(BIN)/mypy rayquota/queueing rayquota/operator/core
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
 
 unit: $(STAMP)

@@ -19,6 +19,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return cluster_cli.main(args)
 
 
+def _peers(args: argparse.Namespace) -> int:
+    from rayquota.localcluster import peers
+
+    return peers.main(args)
+
+
 def _crds(args: argparse.Namespace) -> int:
     from rayquota.api import crdgen
 
@@ -125,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "down":
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
     cluster.set_defaults(func=_cluster)
+
+    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
+    psub = peers.add_subparsers(dest="peers_command", required=True)
+    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
+    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
+    peers.set_defaults(func=_peers)
 
     crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
     crds.add_argument("--out", default="crds", help="output directory (default: crds)")

@@ -1,7 +1,7 @@
 """The controller runtime every rayquota controller runs on; see docs/operator-core.md."""
 
 from rayquota.operator.core import resources
-from rayquota.operator.core.controller import Controller, Result
+from rayquota.operator.core.controller import Controller, Result, WaitForCache
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.expectations import Expectations
 from rayquota.operator.core.gate import AdmissionGate, AdmittedCaps, NoGate
@@ -30,6 +30,7 @@ __all__ = [
     "Result",
     "StatusWriter",
     "Store",
+    "WaitForCache",
     "label_indexer",
     "owner_uids",
     "resources",

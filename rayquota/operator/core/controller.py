@@ -34,6 +34,16 @@ RECONCILE_SECONDS = Histogram(
 QUEUE_DEPTH = Gauge("rayquota_workqueue_depth", "Keys ready to be reconciled", ["controller"])
 
 
+class WaitForCache(Exception):
+    """Raised by a reconcile whose cache has not yet shown this process's own last write.
+
+    The watch event that brings it re-queues the key; the key's backoff is left as it is."""
+
+
+# If the awaited watch event never comes (a relist may skip it), look again after this long.
+WAIT_FOR_CACHE_RECHECK_S = 10.0
+
+
 @dataclass(frozen=True)
 class Result:
     """What a reconcile asks for: nothing, or another look after `requeue_after_s` seconds."""
@@ -119,6 +129,9 @@ class Controller:
             result = await self.reconcile(key)
         except asyncio.CancelledError:
             raise
+        except WaitForCache:
+            self.queue.add_after(key, WAIT_FOR_CACHE_RECHECK_S)
+            return
         except Conflict:
             # Someone wrote the object since our cache saw it; its watch event brings the news.
             RECONCILES.labels(self.name, "conflict").inc()

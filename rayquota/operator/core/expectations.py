@@ -31,10 +31,14 @@ class Expectations:
         self._pending: dict[Hashable, _Pending] = {}
 
     def expect_creations(self, key: Hashable, names: Iterable[str]) -> None:
-        self._entry(key).creations.update(names)
+        names = list(names)
+        if names:
+            self._entry(key).creations.update(names)
 
     def expect_deletions(self, key: Hashable, names: Iterable[str]) -> None:
-        self._entry(key).deletions.update(names)
+        names = list(names)
+        if names:
+            self._entry(key).deletions.update(names)
 
     def creation_failed(self, key: Hashable, name: str) -> None:
         self._observe(key, name, creation=True)

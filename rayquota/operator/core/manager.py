@@ -120,6 +120,7 @@ class Manager:
         finally:
             self.ready.clear()
             await asyncio.gather(*(c.stop() for c in self._controllers))
+            log.info("controllers stopped")
             for hook in self._shutdown_hooks:
                 try:
                     await hook()

@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Expectations, Manager, ObjectKey, Result, owner_uids, resources
+from rayquota.operator.core import (
+    Expectations,
+    Manager,
+    ObjectKey,
+    Result,
+    WaitForCache,
+    owner_uids,
+    resources,
+)
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import ApiError, Conflict, now_rfc3339
@@ -35,6 +43,11 @@ LEGACY_FINALIZER = "rayquota.io/finalizer"
 
 class ReconcileFailed(Exception):
     """Something could not be created or deleted; the status says what. Retried with backoff."""
+
+
+def add_failure(failures: list[str], failure: str) -> None:
+    if failure not in failures:
+        failures.append(failure)
 
 
 def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -91,7 +104,7 @@ class RayClusterReconciler:
         if cluster["metadata"].get("deletionTimestamp") or labels.managed_by_other_controller(cluster):
             return None
         if self.manager.status.is_stale(cluster):
-            return None  # our last status write is on its way through the watch
+            raise WaitForCache  # our last status write is on its way through the watch
         pods = self.pods_of(cluster)
         caps = self.manager.gate.caps_for(cluster)
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
@@ -221,7 +234,8 @@ class RayClusterReconciler:
                 await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
             except ApiError as exc:
                 self.expectations.creation_failed(key, pod_name)
-                failures.append(f"create {kind.lower()} pod: {exc.message}")
+                # Without the generated name, so the status does not change with every retry.
+                add_failure(failures, f"create {kind.lower()} pod: {exc.message.replace(pod_name, '<pod>')}")
                 recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
                 continue
             recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")

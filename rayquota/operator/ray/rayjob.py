@@ -23,7 +23,7 @@ from typing import Any
 
 from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.dashboard import (
@@ -203,7 +203,7 @@ class RayJobReconciler:
         if rayjob is None or labels.managed_by_other_controller(rayjob):
             return None
         if self.manager.status.is_stale(rayjob):
-            return None  # our last status write is on its way through the watch
+            raise WaitForCache  # our last status write is on its way through the watch
         finalizers = rayjob["metadata"].get("finalizers") or []
         if LEGACY_FINALIZER in finalizers:
             await self._set_finalizer(rayjob, LEGACY_FINALIZER, present=False)

@@ -43,6 +43,9 @@ def test_expectations_block_until_observed_or_expired() -> None:
     expectations = Expectations(clock=lambda: now[0], timeout_s=300)
     key = ObjectKey("ns", "c")
     assert expectations.satisfied(key)
+    expectations.expect_creations(key, [])
+    expectations.expect_deletions(key, [])
+    assert expectations.satisfied(key), "expecting nothing blocks nothing"
     expectations.expect_creations(key, ["p1", "p2"])
     expectations.expect_deletions(key, ["old"])
     assert not expectations.satisfied(key)
