@@ -4,7 +4,8 @@ translated in both directions. Pure functions on camelCase dicts.
 Inbound (any body -> the field names the converter reads), applied in both modes since the
 names never collide:
 - ClusterQueue ``spec.cohortName`` -> ``cohort``; Cohort ``spec.parentName`` -> ``parent``;
-- Workload ``spec.priorityClassRef`` (a WorkloadPriorityClass) -> ``priorityClassName``.
+- Workload ``spec.priorityClassRef`` (a WorkloadPriorityClass) -> ``priorityClassName``;
+- ClusterQueue ``flavorFungibility`` ``MayStopSearch`` -> ``Borrow`` / ``Preempt``.
 
 Outbound (what the integration writes, rayquota shape -> Kueue's), in Kueue-API mode only:
 - Workload ``spec.podSets[].requests`` become one container's requests in ``template`` (Kueue's
@@ -35,18 +36,24 @@ _RENAMED_SPEC_FIELDS = {"cohortName": "cohort", "parentName": "parent"}
 
 def rayquota_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     """A ClusterQueue, Cohort or Workload spec with Kueue v1beta2's names as the converter reads them."""
-    renamed = [k for k in _RENAMED_SPEC_FIELDS if k in spec] + (
-        ["priorityClassRef"] if "priorityClassRef" in spec else []
-    )
-    if not renamed:
+    kueue_keys = [*_RENAMED_SPEC_FIELDS, "priorityClassRef", "flavorFungibility"]
+    if not any(k in spec for k in kueue_keys):
         return spec
-    out = {k: v for k, v in spec.items() if k not in renamed}
+    out = {k: v for k, v in spec.items() if k not in kueue_keys}
     for kueue_name, name in _RENAMED_SPEC_FIELDS.items():
         if spec.get(kueue_name):
             out.setdefault(name, spec[kueue_name])
     ref = spec.get("priorityClassRef") or {}
     if ref.get("name") and ref.get("kind", PRIORITY_CLASS_KIND) == PRIORITY_CLASS_KIND:
         out.setdefault("priorityClassName", ref["name"])
+    if "flavorFungibility" in spec:
+        fungibility = dict(spec["flavorFungibility"] or {})
+        # v1beta2 says MayStopSearch where v1beta1 said Borrow / Preempt; preference has no equivalent.
+        for key, stop in (("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")):
+            if fungibility.get(key) == "MayStopSearch":
+                fungibility[key] = stop
+        fungibility.pop("preference", None)
+        out["flavorFungibility"] = fungibility
     return out
 
 

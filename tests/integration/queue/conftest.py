@@ -24,7 +24,9 @@ def namespace_prefix() -> str:
     return QUEUE_TEST_NAMESPACE_PREFIX
 
 
-def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Event]:
+def start_operator(
+    dashboard_map: Path, namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX
+) -> tuple[threading.Thread, threading.Event]:
     from rayquota.operator import main
 
     config = OperatorConfig(
@@ -34,7 +36,7 @@ def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Eve
     thread = threading.Thread(
         target=main.run,
         kwargs={
-            "namespaces": [f"{QUEUE_TEST_NAMESPACE_PREFIX}-*"],
+            "namespaces": [f"{namespace_prefix}-*"],
             "metrics_port": 0,
             "health_port": 0,
             "verbose": False,
