@@ -146,10 +146,14 @@ class QueueStatusWriter:
                 cq.get("status"), self.engine.cluster_queue_status(name), quota[name], now
             )
             await self.manager.status.write(self.api.cluster_queues, cq, status)
-        workloads = self.workloads.store.list()
+        # One pass over the Workloads for all LocalQueues (not one per queue: 10^4 x 10^2 adds up).
+        by_queue: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for wl in self.workloads.store.list():
+            queue = (str(wl["metadata"]["namespace"]), str((wl.get("spec") or {}).get("queueName")))
+            by_queue.setdefault(queue, []).append(wl)
         for lq in self.local_queues.store.list():
             meta = lq["metadata"]
-            status = local_queue_status(
-                lq.get("status"), str(meta["namespace"]), str(meta["name"]), workloads, now
-            )
+            namespace, name = str(meta["namespace"]), str(meta["name"])
+            workloads = by_queue.get((namespace, name), [])
+            status = local_queue_status(lq.get("status"), namespace, name, workloads, now)
             await self.manager.status.write(self.api.local_queues, lq, self.api.local_queue_status(status))

@@ -27,6 +27,7 @@ from rayquota.operator.queue import converter, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
+from rayquota.operator.queue.pending_writes import PendingWrites
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
@@ -43,6 +44,7 @@ class WorkloadReconciler:
         self.loop = loop
         self.driver = loop.driver
         self.flavors: dict[str, ResourceFlavor] = {}
+        self.pending_writes = PendingWrites()
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
@@ -237,6 +239,9 @@ class WorkloadReconciler:
             now=now_rfc3339(),
         )
         status = self.objects.api.workload_status(status)
+        evaluated = bool(self.driver.pending_reason(key))
+        if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
+            return workload
         return await self.manager.status.write(self.objects.api.workloads, workload, status)
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
