@@ -63,6 +63,20 @@ class WorkQueue(Generic[K]):
             self._ready.append(key)
             self._notify()
 
+    def add_first(self, key: K) -> None:
+        """Like :meth:`add`, but at the front: work already decided (an admission, an eviction)
+        must not wait behind a flood of routine watch events."""
+        if self._shutdown:
+            return
+        if key in self._dirty:
+            if key in self._processing:
+                return  # done() requeues it
+            self._ready.remove(key)
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._ready.appendleft(key)
+            self._notify()
+
     def add_after(self, key: K, delay_s: float) -> None:
         if self._shutdown:
             return

@@ -36,6 +36,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     reconciler = WorkloadReconciler(manager, objects, loop)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
+    loop.writer.enqueue_first = controller.enqueue_first
 
     def mapped(kind: str) -> Any:
         def keys(obj: Mapping[str, Any]) -> list[ObjectKey]:

@@ -45,6 +45,8 @@ class WorkloadReconciler:
         self.driver = loop.driver
         self.flavors: dict[str, ResourceFlavor] = {}
         self.pending_writes = PendingWrites()
+        # Standalone Workloads: the (uid, generation) last submitted to the driver.
+        self._submitted: dict[str, tuple[Any, Any]] = {}
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
@@ -176,20 +178,24 @@ class WorkloadReconciler:
 
     async def _standalone(self, key: ObjectKey, workload: Obj) -> Result | None:
         engine_key = str(key)
-        if workload["metadata"].get("deletionTimestamp"):
-            self.driver.remove(engine_key)
+        meta = workload["metadata"]
+        if meta.get("deletionTimestamp") or is_finished(workload):
+            held = self.driver.admission(engine_key) is not None or self.driver.is_evicting(engine_key)
+            if self._submitted.pop(engine_key, None) is not None or held:
+                self.driver.finish(engine_key, pods_gone=True)
+                self.loop.request_cycle()
+            return None
+        # Most events of a Workload with no owner are status echoes: parse and submit the spec
+        # only when it changed (its generation), and wake the engine only then.
+        version = (meta.get("uid"), meta.get("generation"))
+        if self._submitted.get(engine_key) != version:
+            try:
+                self.driver.submit(converter.workload(workload, self.loop.priority_of))
+            except converter.ConversionError as exc:
+                log.warning("%s: %s", key, exc)
+                return None
+            self._submitted[engine_key] = version
             self.loop.request_cycle()
-            return None
-        if is_finished(workload):
-            self.driver.finish(engine_key, pods_gone=True)
-            self.loop.request_cycle()
-            return None
-        try:
-            self.driver.submit(converter.workload(workload, self.loop.priority_of))
-        except converter.ConversionError as exc:
-            log.warning("%s: %s", key, exc)
-            return None
-        self.loop.request_cycle()
         if self.driver.is_evicting(engine_key):
             if not self.objects.api.evicted_standalone_waits_for_clear:
                 # Nothing of ours runs for it: its quota is free once the eviction is recorded.
