@@ -35,6 +35,8 @@ from rayquota.queueing import ResourceFlavor
 
 log = logging.getLogger(__name__)
 
+STALE_CACHE_RETRY_S = 0.5
+
 
 class WorkloadReconciler:
     def __init__(self, manager: Manager, objects: QueueObjects, loop: AdmissionLoop) -> None:
@@ -200,20 +202,20 @@ class WorkloadReconciler:
             if not self.objects.api.evicted_standalone_waits_for_clear:
                 # Nothing of ours runs for it: its quota is free once the eviction is recorded.
                 await self._write_status(workload)
-            elif not self._admission_cleared(workload):
+            elif (workload.get("status") or {}).get("admission"):
                 # Kueue's contract: whoever runs it stops it, then clears status.admission.
                 await self._write_status(workload)
                 return None
+            elif self.manager.status.is_stale(workload):
+                # The cache may predate our own admission write: look again once it caught up
+                # (no other event may come: the runner has done its part).
+                return Result(requeue_after_s=STALE_CACHE_RETRY_S)
             self.driver.pods_gone(engine_key)
             self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
         return None
-
-    def _admission_cleared(self, workload: Obj) -> bool:
-        cleared = not (workload.get("status") or {}).get("admission")
-        return cleared and not self.manager.status.is_stale(workload)
 
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters
