@@ -16,6 +16,7 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.release_events import enqueue_first_when_freeing
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
 
@@ -54,6 +55,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         return mapped("RayCluster")(cluster) if cluster is not None else []
 
     controller.watch(objects.workloads)
+    objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
         controller.watch(informer, mapped(kind))
     controller.watch(objects.pods, cluster_of_pod)
