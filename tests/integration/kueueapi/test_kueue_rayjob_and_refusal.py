@@ -27,10 +27,10 @@ def _rayjob_workload(kube: Kube, name: str) -> dict[str, Any] | None:
 def test_rayjob_on_a_kueue_local_queue_is_gated_then_admitted(
     kueue_operator: None, kube: Kube, kueue_quota: KueueQuota
 ) -> None:
-    flavor = kueue_quota.flavor(
+    flavor = kueue_quota.kueue_flavor(
         "a100", nodeLabels={"rayquota.io/gpu-pool": "a100"}, tolerations=[GPU_TOLERATION]
     )
-    cq = kueue_quota.cluster_queue("cq", flavor, {"cpu": 64, "memory": "256Gi", "nvidia.com/gpu": 8})
+    cq = kueue_quota.kueue_cluster_queue("cq", flavor, {"cpu": 64, "memory": "256Gi", "nvidia.com/gpu": 8})
     kueue_quota.local_queue("team", cq)
     kube.apply(gpu_rayjob("first", "team", workers=2, gpus_per_worker=4))
     kube.apply(gpu_rayjob("second", "team", workers=1, gpus_per_worker=4))

@@ -33,8 +33,8 @@ def _status_of(control_plane: Any, resource: str, name: str, namespace: str | No
 def test_standalone_workload_admitted_with_kueue_shaped_status(
     kueue_operator: None, kube: Kube, kueue_quota: KueueQuota, control_plane: Any
 ) -> None:
-    flavor = kueue_quota.flavor("rf")
-    cq = kueue_quota.cluster_queue("cq", flavor, {"cpu": 4})
+    flavor = kueue_quota.kueue_flavor("rf")
+    cq = kueue_quota.kueue_cluster_queue("cq", flavor, {"cpu": 4})
     kueue_quota.local_queue("lq", cq)
     kube.apply(kueue_workload("first", "lq", "1"))
     admitted = _workload_when(kube, "first", "Admitted")
@@ -132,8 +132,8 @@ def _clear_admission_as_kueue_runner(kube: Kube, workload: dict[str, Any]) -> No
 def test_preempted_workload_holds_its_quota_until_its_admission_is_cleared(
     kueue_operator: None, kube: Kube, kueue_quota: KueueQuota
 ) -> None:
-    flavor = kueue_quota.flavor("rf")
-    cq = kueue_quota.cluster_queue(
+    flavor = kueue_quota.kueue_flavor("rf")
+    cq = kueue_quota.kueue_cluster_queue(
         "cq", flavor, {"cpu": 4}, preemption={"withinClusterQueue": "LowerPriority"}
     )
     kueue_quota.local_queue("lq", cq)
