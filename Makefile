@@ -1,20 +1,38 @@
 # Two entry points for a fresh machine: `make run` and `make test`.
-# Each installs what it needs: a virtualenv at .venv, the Python dependencies,
-# and the Go-built control-plane binaries (cached outside the repo).
+# Each installs what it needs: a virtualenv at .venv, the Python dependencies at the exact
+# versions (and hashes) of requirements.lock, and the Go-built control-plane binaries
+# (cached outside the repo). `make lock` refreshes the lock file.
 
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
+# The installer and the lock tool are pinned too, so two machines resolve and install alike.
+PIP_VERSION := 26.3
+UV_VERSION := 0.13.9
+# `make lock` moves every pin to the newest version pyproject.toml allows;
+# `make lock LOCK_UPGRADE=` keeps the current pins and only re-resolves what pyproject changed.
+LOCK_UPGRADE ?= --upgrade
 
-.PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down
+.PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down lock
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(PYTHON) -m venv $(VENV)
+
+# The lock carries a hash for every file, so pip refuses anything but the locked builds; the
+# package itself goes in afterwards without dependencies, so nothing unlocked slips in.
+$(STAMP): $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/pip install --quiet pip==$(PIP_VERSION)
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $(STAMP)
+
+lock: $(BIN)/python
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip compile pyproject.toml --extra test --universal --python-version 3.11 \
+		--generate-hashes --custom-compile-command 'make lock' $(LOCK_UPGRADE) --quiet -o $(LOCK)
 
 venv: $(STAMP)
 
@@ -30,11 +48,11 @@ run: binaries
 
 lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy rayquota/queueing rayquota/operator/core
+	$(BIN)/mypy --strict rayquota
 
 test: binaries
 	$(BIN)/ruff check rayquota tests benchmarks
-	$(BIN)/mypy rayquota/queueing rayquota/operator/core
+	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
 
 unit: $(STAMP)

@@ -158,6 +158,9 @@ class ServiceStatus(StrEnum):
 class RayServiceConditionType(StrEnum):
     READY = "Ready"
     UPGRADE_IN_PROGRESS = "UpgradeInProgress"
+    ROLLBACK_IN_PROGRESS = "RollbackInProgress"
+    SUSPENDING = "Suspending"
+    SUSPENDED = "Suspended"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -512,11 +515,14 @@ class RayServiceSpec(K8sModel):
 class ServeDeploymentStatus(K8sModel):
     status: str | None = None
     message: str | None = None
+    # When the status last changed (kept while it stays the same, so nothing is written at rest).
+    health_last_update_time: datetime | None = None
 
 
 class AppStatus(K8sModel):
     status: str | None = None
     message: str | None = None
+    health_last_update_time: datetime | None = None
     deployments: dict[str, ServeDeploymentStatus] | None = Field(
         default=None, alias="serveDeploymentStatuses"
     )
@@ -557,7 +563,8 @@ class RayService(KubeObject):
         categories=("all",),
         printer_columns=(
             PrinterColumn("service status", "string", ".status.serviceStatus"),
-            PrinterColumn("num serve endpoints", "integer", ".status.numServeEndpoints"),
+            # KubeRay declares this column as a string; kept so `kubectl get` prints the same.
+            PrinterColumn("num serve endpoints", "string", ".status.numServeEndpoints"),
             PrinterColumn("age", "date", ".metadata.creationTimestamp"),
         ),
     )

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from rayquota.localcluster import gateway_api
 from rayquota.localcluster.cluster import LocalCluster, run_kubectl
 from rayquota.localcluster.paths import repo_root
 
@@ -29,15 +30,17 @@ class _EnvKubectl:
 
 
 def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
-    """Apply every CRD server-side and wait until each is Established."""
-    crd_dir = crd_dir or repo_root() / "crds"
-    files = sorted(crd_dir.glob("*.yaml"))
-    if not files:
-        raise FileNotFoundError(f"no CRDs in {crd_dir}: run `rayquota crds`")
-    target.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_dir))
+    """Apply every CRD server-side and wait until each is Established.
+
+    By default: ours, and the Gateway API's standard channel (RayService incremental upgrades
+    create Gateways and HTTPRoutes)."""
+    dirs = [crd_dir] if crd_dir else [repo_root() / "crds", gateway_api.ensure_crds()]
+    if not sorted(dirs[0].glob("*.yaml")):
+        raise FileNotFoundError(f"no CRDs in {dirs[0]}: run `rayquota crds`")
+    files = [arg for path in dirs for arg in ("-f", str(path))]
+    target.kubectl("apply", "--server-side", "--force-conflicts", *files)
     names = [
-        line.split("/", 1)[-1]
-        for line in target.kubectl("get", "-f", str(crd_dir), "-o", "name").stdout.split()
+        line.split("/", 1)[-1] for line in target.kubectl("get", *files, "-o", "name").stdout.split()
     ]
     deadline = time.monotonic() + 60
     for name in names:

@@ -102,7 +102,8 @@ def load_pools(path: Path | None) -> tuple[NodePool, ...]:
         if not isinstance(entry, dict):
             raise ValueError(f"{path}: pool {i} must be a mapping, got {entry!r}")
         try:
-            pools.append(NodePool(**{k: (str(v) if k in ("cpu", "memory") else v) for k, v in entry.items()}))
+            fields: dict[str, Any] = {k: (str(v) if k in ("cpu", "memory") else v) for k, v in entry.items()}
+            pools.append(NodePool(**fields))
         except TypeError as exc:
             raise ValueError(f"{path}: pool {i}: {exc}") from None
     return tuple(pools)

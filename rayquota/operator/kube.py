@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import ssl
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -62,6 +63,60 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# How long read credentials are reused. The client library re-reads a projected service-account
+# token at most once a minute and exec plugins issue tokens that live for minutes, so a minute
+# never sends an expired token for long; a 401 forces a re-read before the next request.
+AUTH_REFRESH_INTERVAL_S = 60.0
+
+
+class AuthHeaders:
+    """The credential headers of a client-library Configuration, read off the event loop.
+
+    `Configuration.auth_settings()` may run a token-refresh hook (an exec plugin is a subprocess),
+    so it runs in a worker thread, once per interval or after a 401, never once per request.
+    """
+
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        *,
+        refresh_interval_s: float = AUTH_REFRESH_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = configuration
+        self._interval_s = refresh_interval_s
+        self._clock = clock
+        self._headers: dict[str, str] | None = None
+        self._due_at = 0.0
+        self._lock: asyncio.Lock | None = None
+
+    async def get(self) -> dict[str, str]:
+        if self._headers is not None and self._clock() < self._due_at:
+            return self._headers
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            # Requests that waited here find the headers another one has just read.
+            if self._headers is None or self._clock() >= self._due_at:
+                self._headers = await asyncio.to_thread(self.read)
+                self._due_at = self._clock() + self._interval_s
+        return self._headers
+
+    def expire(self) -> None:
+        """The server refused the credentials: read them again before the next request."""
+        self._due_at = 0.0
+
+    def read(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        # auth_settings() knows where the client library keeps a bearer token (the key name
+        # changed between releases: "authorization" before, "BearerToken" now).
+        settings: Mapping[str, Mapping[str, Any]] = cast(Any, self._config.auth_settings())
+        for setting in settings.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"]).title()] = str(setting["value"])
+        return headers
+
+
 class KubeClient:
     """One aiohttp session per client; share one client per operator process."""
 
@@ -71,6 +126,7 @@ class KubeClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = self._ssl_context(configuration)
+        self._auth = AuthHeaders(configuration)
 
     @classmethod
     def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
@@ -84,6 +140,10 @@ class KubeClient:
                 config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=configuration
             )
         return cls(configuration)
+
+    def clone(self) -> KubeClient:
+        """Same server and credentials, own connections: for another thread's event loop."""
+        return KubeClient(self._config, timeout_s=self._timeout.total or 30.0)
 
     @staticmethod
     def _ssl_context(configuration: kubernetes.client.Configuration) -> ssl.SSLContext | bool:
@@ -99,14 +159,8 @@ class KubeClient:
             context.load_cert_chain(configuration.cert_file, configuration.key_file)
         return context
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        # auth_settings() knows where the client library keeps a bearer token (the key name
-        # changed between releases: "authorization" before, "BearerToken" now).
-        settings: Mapping[str, Mapping[str, Any]] = cast(Any, self._config.auth_settings())
-        for setting in settings.values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"]).title()] = str(setting["value"])
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", **await self._auth.get()}
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -137,10 +191,12 @@ class KubeClient:
                     self._host + path,
                     data=data,
                     params=dict(params or {}),
-                    headers=self._headers(content_type),
+                    headers=await self._headers(content_type),
                     ssl=self._ssl,
                 ) as resp:
                     text = await resp.text()
+                    if resp.status == 401:
+                        self._auth.expire()
                     if resp.status == 404:
                         raise NotFound(method, path, resp.status, text)
                     if resp.status == 409:
@@ -168,11 +224,13 @@ class KubeClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
         url = self._host + path
-        headers = self._headers(None)
+        headers = await self._headers(None)
         request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
         async with request as resp:
             if resp.status >= 400:
                 text = await resp.text()
+                if resp.status == 401:
+                    self._auth.expire()
                 if resp.status == 404:
                     raise NotFound("GET", path, resp.status, text)
                 raise ApiError("GET", path, resp.status, text)

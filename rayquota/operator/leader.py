@@ -12,6 +12,7 @@ lease has looked unchanged. A lease is free once it has not changed for `leaseDu
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime as dt
 import enum
@@ -19,6 +20,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -224,6 +226,12 @@ class LeaseClient(Protocol):
 
     async def request(self, method: str, path: str, *, body: Any = None) -> Any: ...
 
+    def clone(self) -> LeaseClient:
+        """Same server and credentials, own connections: for another thread's event loop."""
+        ...
+
+    async def close(self) -> None: ...
+
 
 _TRANSIENT = (ApiError, aiohttp.ClientError, TimeoutError)
 
@@ -253,7 +261,10 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One round: read the lease, decide, write. True when we hold the lease afterwards."""
-        lease = await self.client.get(self._path)
+        return await self._acquire_or_renew_with(self.client)
+
+    async def _acquire_or_renew_with(self, client: LeaseClient) -> bool:
+        lease = await client.get(self._path)
         now = self._clock()
         if lease is None:
             self._observed = None
@@ -270,12 +281,12 @@ class LeaderElector:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
         try:
             if decision.action is Action.CREATE:
-                written = await self.client.request("POST", self._collection, body=body)
+                written = await client.request("POST", self._collection, body=body)
             else:
                 assert record is not None
                 # The resourceVersion guard makes the write fail with 409 if anyone wrote in between.
                 metadata["resourceVersion"] = record.resource_version
-                written = await self.client.request("PUT", self._path, body=body)
+                written = await client.request("PUT", self._path, body=body)
         except Conflict:
             log.debug("lost the race for lease %s/%s", self.settings.namespace, self.settings.name)
             return False
@@ -313,7 +324,48 @@ class LeaderElector:
         return False
 
     async def hold(self) -> str:
-        """Renew until leadership is lost; returns why. Runs until cancelled while we lead."""
+        """Renew until leadership is lost; returns why. Runs until cancelled while we lead.
+
+        Renewal runs on a thread of its own, with its own event loop and client: the operator's
+        loop may stall (a burst of reconciles, a slow call) for longer than the lease, and a
+        renewal queued behind that stall would give up a lease the process is fit to hold.
+        """
+        outcome: concurrent.futures.Future[str] = concurrent.futures.Future()
+        thread = threading.Thread(
+            target=asyncio.run, args=(self._renew_on_own_loop(outcome),), name="lease-renewal", daemon=True
+        )
+        thread.start()
+        try:
+            # Cancelling this await cancels `outcome`, which stops the renewal loop.
+            return await asyncio.wrap_future(outcome)
+        finally:
+            outcome.cancel()
+            # A renewal still in flight must not race release()'s write; it is bounded by the deadline.
+            await asyncio.to_thread(thread.join, self.settings.renew_deadline_s)
+
+    async def _renew_on_own_loop(self, outcome: concurrent.futures.Future[str]) -> None:
+        client = self.client.clone()
+        loop = asyncio.get_running_loop()
+        renewing = asyncio.create_task(self._renew_until_lost(client))
+
+        def stop_renewing(_: concurrent.futures.Future[str]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has already finished
+                loop.call_soon_threadsafe(renewing.cancel)
+
+        outcome.add_done_callback(stop_renewing)
+        try:
+            reason = await renewing
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                outcome.set_result(reason)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                outcome.set_exception(exc)
+        finally:
+            await client.close()
+
+    async def _renew_until_lost(self, client: LeaseClient) -> str:
         last_renewed = self._clock()
         while True:
             await asyncio.sleep(self.settings.renew_period_s)
@@ -325,7 +377,7 @@ class LeaderElector:
                 renewed = False
                 try:
                     async with asyncio.timeout(remaining):
-                        renewed = await self.try_acquire_or_renew()
+                        renewed = await self._acquire_or_renew_with(client)
                 except _TRANSIENT as exc:
                     log.warning("leader election: renewing lease %s failed: %s", self._path, exc)
                 if renewed:

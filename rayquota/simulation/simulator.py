@@ -109,8 +109,12 @@ class Simulation:
         self.driver = Driver(self.engine, self.writer)
         for flavor in scenario.flavors:
             self.driver.configure(flavor)
-        for config in (*scenario.cohorts, *scenario.cluster_queues, *scenario.local_queues):
-            self.driver.configure(config)
+        for cohort in scenario.cohorts:
+            self.driver.configure(cohort)
+        for cq in scenario.cluster_queues:
+            self.driver.configure(cq)
+        for lq in scenario.local_queues:
+            self.driver.configure(lq)
         self._cq_of_lq = {lq.key: lq.cluster_queue for lq in scenario.local_queues}
 
     def _workloads(self) -> list[tuple[int, Workload, WorkloadClass]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
@@ -67,6 +69,7 @@ def test_install_then_run_the_operator(control_plane: LocalCluster, crds_install
     assert install.returncode == 0, install.stderr
     assert "installed" in install.stderr
     health, metrics = free_port(), free_port()
+    launched_at = time.time()
     proc = subprocess.Popen(
         [*RAYQUOTA, "run", f"--health-port={health}", f"--metrics-port={metrics}"],
         env=_env(control_plane),
@@ -86,11 +89,27 @@ def test_install_then_run_the_operator(control_plane: LocalCluster, crds_install
                 time.sleep(0.2)
         assert healthy, "operator never answered /healthz"
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=2) as resp:
-            assert b"python_info" in resp.read()
+            samples = _metric_samples(resp.read().decode())
+        # The endpoint belongs to this operator process: it started after we launched it, holds
+        # memory, and has used CPU.
+        assert launched_at - 1 <= samples["process_start_time_seconds"] <= time.time()
+        assert samples["process_resident_memory_bytes"] > 20 * 2**20
+        assert samples["process_cpu_seconds_total"] > 0
+        assert samples["process_open_fds"] > 0
     finally:
         out = _stop(proc)
     assert proc.returncode == 0, out
-    assert "rayquota operator 0.1.0 starting" in out
+    assert f"rayquota operator {importlib.metadata.version('rayquota')} starting" in out
+
+
+def _metric_samples(exposition: str) -> dict[str, float]:
+    """Unlabelled samples of a Prometheus text exposition, by name."""
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if not sample.labels
+    }
 
 
 def test_run_without_kubeconfig_fails_clearly() -> None:
@@ -181,6 +200,8 @@ def _operator_under_chart_rbac_runs_a_cluster(cluster: LocalCluster, namespace: 
     )
     sample = yaml.safe_load((REPO / "samples" / "ray-cluster.complete.yaml").read_text())
     sample["metadata"]["namespace"] = namespace
+    # This checks the Ray half's RBAC: unqueued, the cluster runs without a LocalQueue.
+    sample["metadata"].get("labels", {}).pop("rayquota.io/queue-name", None)
     proc = subprocess.Popen(
         [*RAYQUOTA, "run", "-n", namespace, "--health-port=0", "--metrics-port=0"],
         env=dict(os.environ, KUBECONFIG=str(kubeconfig)),

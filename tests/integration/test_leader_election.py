@@ -3,6 +3,7 @@ other takes over when the leader dies, is stopped, or loses its Lease."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import signal
@@ -21,8 +22,9 @@ from tests.polling import wait_for
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "rayquota-operator"
 LEASE_DURATION_S = 4
-# Logged by the manager once its caches are synced and the controllers run: only a leader does.
-STARTED = "operator ready:"
+STARTED = f"rayquota operator {importlib.metadata.version('rayquota')} starting"
+# Logged once the caches have synced and the controllers run: only a leader gets there.
+RECONCILING = "operator ready:"
 
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
@@ -107,9 +109,9 @@ def leader_of(cluster: Any, namespace: str, operators: list[Operator]) -> Operat
 def await_one_leader(cluster: Any, namespace: str, a: Operator, b: Operator) -> tuple[Operator, Operator]:
     leader = wait_for("a Lease holder", lambda: leader_of(cluster, namespace, [a, b]))
     standby = b if leader is a else a
-    wait_for("the leader to start reconciling", lambda: STARTED in leader.output())
+    wait_for("the leader to start reconciling", lambda: RECONCILING in leader.output())
     wait_for("the standby to report that it waits", lambda: "waiting for leadership" in standby.output())
-    assert STARTED not in standby.output(), standby.output()
+    assert STARTED in standby.output() and RECONCILING not in standby.output(), standby.output()
     assert standby.proc.poll() is None, standby.output()
     return leader, standby
 
@@ -158,7 +160,7 @@ def test_one_leader_reconciles_and_a_standby_takes_over_when_it_dies(
     workers = wait_for("two worker pods", two_workers)
     # Renewals leave the transition count alone; only the failover below may change it.
     transitions = (lease_spec(control_plane, namespace) or {})["leaseTransitions"]
-    assert STARTED not in standby.output()
+    assert RECONCILING not in standby.output()
 
     leader.proc.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
@@ -169,7 +171,7 @@ def test_one_leader_reconciles_and_a_standby_takes_over_when_it_dies(
     assert after is not None
     assert after["leaseTransitions"] == transitions + 1
     assert after["holderIdentity"] != before["holderIdentity"]
-    wait_for("the new leader to start reconciling", lambda: STARTED in standby.output())
+    wait_for("the new leader to start reconciling", lambda: RECONCILING in standby.output())
 
     # The new leader reconciles the existing cluster: a deleted worker is replaced.
     victim = sorted(workers)[0]
@@ -204,7 +206,7 @@ def test_sigterm_releases_the_lease_to_the_standby(
     # Faster than an expiry could explain (the lease was renewed at most 1 s before SIGTERM).
     assert time.monotonic() - released_at < LEASE_DURATION_S - 1
     assert (lease_spec(control_plane, namespace) or {})["leaseTransitions"] == transitions + 1
-    wait_for("the new leader to start reconciling", lambda: STARTED in standby.output())
+    wait_for("the new leader to start reconciling", lambda: RECONCILING in standby.output())
 
 
 def test_a_leader_that_loses_its_lease_stops_and_exits_non_zero(
@@ -212,7 +214,7 @@ def test_a_leader_that_loses_its_lease_stops_and_exits_non_zero(
 ) -> None:
     leader = start_operator()
     wait_for("the Lease holder", lambda: leader_of(control_plane, namespace, [leader]))
-    wait_for("reconciling", lambda: STARTED in leader.output())
+    wait_for("reconciling", lambda: RECONCILING in leader.output())
     # Someone else writes the Lease (as a replica that judged it expired would).
     control_plane.kubectl(
         "patch",
@@ -227,5 +229,5 @@ def test_a_leader_that_loses_its_lease_stops_and_exits_non_zero(
     code = leader.proc.wait(timeout=3 * LEASE_DURATION_S)
     assert code == 1, leader.output()
     assert "lost leadership" in leader.output()
-    assert "controllers stopped" in leader.output()
+    assert "rayquota operator stopped" in leader.output()
     assert (lease_spec(control_plane, namespace) or {}).get("holderIdentity") == "intruder"

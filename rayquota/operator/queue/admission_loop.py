@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.operator.queue.workload_status import Eviction, is_evicted, is_finished
-from rayquota.queueing import Engine
+from rayquota.queueing import ClusterQueue, Cohort, Engine, LocalQueue, ResourceFlavor
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,15 @@ class AdmissionLoop:
     # --- configuration events (informer callbacks) ------------------------------------------
 
     def on_config(self, kind: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]:
-        convert = {
+        converters: dict[
+            str, Callable[[Mapping[str, Any]], ResourceFlavor | Cohort | ClusterQueue | LocalQueue]
+        ] = {
             "ResourceFlavor": converter.resource_flavor,
             "ClusterQueue": converter.cluster_queue,
             "Cohort": converter.cohort,
             "LocalQueue": converter.local_queue,
-        }[kind]
+        }
+        convert = converters[kind]
 
         def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
             meta = obj["metadata"]
@@ -113,7 +116,7 @@ class AdmissionLoop:
 
     # --- start-up and the loop ---------------------------------------------------------------
 
-    def restore(self, workloads: list[Mapping[str, Any]]) -> list[ObjectKey]:
+    def restore(self, workloads: Sequence[Mapping[str, Any]]) -> list[ObjectKey]:
         """Re-create every admission recorded in a Workload's status; returns the keys restored."""
         known_queues = set(self.driver.engine.cluster_queue_names())
         restored = []
@@ -135,7 +138,7 @@ class AdmissionLoop:
         log.info("admission engine rebuilt from %d admitted Workloads", len(restored))
         return restored
 
-    async def run(self, workloads: Callable[[], list[Mapping[str, Any]]]) -> None:
+    async def run(self, workloads: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
         for key in self.restore(workloads()):
             self.writer.enqueue(key)
         self.restored.set()

@@ -65,7 +65,15 @@ async def fetch_state(namespace: str | None = None) -> QueueState:
         )
     finally:
         await client.close()
-    return QueueState(*lists)
+    flavors, cohorts, cluster_queues, local_queues, workloads, priority_classes = lists
+    return QueueState(
+        list(flavors),
+        list(cohorts),
+        list(cluster_queues),
+        list(local_queues),
+        list(workloads),
+        list(priority_classes),
+    )
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -91,7 +91,15 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
 
     gate = QueueGate(objects)
     manager.gate = gate
-    manager.add_runnable("admission loop", lambda: loop.run(objects.workloads.store.list))
+    webhook_port = os.environ.get("RAYQUOTA_WEBHOOK_PORT")
+    if webhook_port is not None:
+        # Opt-in: the configurations point the API server at this process on 127.0.0.1.
+        from rayquota.localcluster.ports import free_port
+        from rayquota.operator.webhooks.server import WebhookServer
+
+        server = WebhookServer(manager, objects, gate, int(webhook_port) or free_port())
+        manager.add_runnable("admission webhooks", server.run)
+    manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,
         loop.driver.engine,

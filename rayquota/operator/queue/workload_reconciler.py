@@ -116,6 +116,11 @@ class WorkloadReconciler:
             stored = await self._write_status(workload)
             if stored is None:
                 return None
+            cached = self.objects.workload(key)
+            if cached is None or self.manager.status.is_stale(cached):
+                # The gate (and the validating webhook) read the cached Workload: lift nothing
+                # until the cache shows the admission; its watch event brings us back.
+                return None
             if first:
                 self._observe_wait(workload, admission.cluster_queue)
                 self.manager.recorder.post(

@@ -230,7 +230,14 @@ class RayDashboardClient:
         return str(data.get("logs", "")) if isinstance(data, dict) else str(data or "")
 
     async def stop_job(self, job_or_submission_id: str) -> bool:
-        """Ask Ray to stop the job; False when it had already finished."""
+        """Ask Ray to stop the job; False when it had already finished.
+
+        Ray answers "stopped" whenever the job's supervisor actor is alive, and the supervisor
+        writes the terminal status some time before it exits (longer on a loaded machine). So a
+        job already STOPPED/SUCCEEDED/FAILED would still "stop"; its status is read first.
+        """
+        if (await self.get_job(job_or_submission_id)).status.is_terminal:
+            return False
         data = await self._request("POST", f"/api/jobs/{job_or_submission_id}/stop")
         return bool(data.get("stopped")) if isinstance(data, dict) else False
 
@@ -252,6 +259,51 @@ class RayDashboardClient:
     async def version(self) -> dict[str, Any]:
         data = await self._request("GET", "/api/version")
         return dict(data or {})
+
+
+class DashboardClients:
+    """Clients for any number of Ray dashboards over one shared aiohttp session.
+
+    Heads come and go (each RayJob attempt may get a new cluster). A session per dashboard URL
+    would keep a connection pool for every head ever seen; one session with a bounded connector
+    keeps at most `max_connections` sockets in all, and idle keep-alive sockets close by
+    themselves. Clients hold no state of their own, so one is made per call.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 64,
+        max_connections_per_dashboard: int = 4,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._retry = retry
+        self._max_connections = max_connections
+        self._max_per_dashboard = max_connections_per_dashboard
+        self._session: aiohttp.ClientSession | None = None
+
+    def client(self, address: str) -> RayDashboardClient:
+        """A client for the dashboard at `address` ("host:port" or a URL)."""
+        url = address if address.startswith(("http://", "https://")) else f"http://{address}"
+        return RayDashboardClient(url, timeout_s=self._timeout_s, retry=self._retry, session=self._shared())
+
+    def _shared(self) -> aiohttp.ClientSession:
+        # Made on first use: an aiohttp session belongs to the event loop that is running then.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, limit_per_host=self._max_per_dashboard
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
 def _error_for(method: str, url: str, status: int, body: str) -> DashboardError:

@@ -125,3 +125,14 @@ def managed_by_other_controller(body: Mapping[str, Any]) -> str | None:
     if not manager or manager in (MANAGED_BY_KUBERAY, MANAGED_BY_RAYQUOTA):
         return None
     return str(manager)
+
+
+# RayService children. The hash annotation (HASH_ANNOTATION) on a child RayCluster records the
+# rayClusterConfig it was built from; the worker-group count lets appended groups update in place.
+NUM_WORKER_GROUPS_ANNOTATION = "ray.io/num-worker-groups"
+# The serveConfigV2 last applied to a child cluster (re-applied with a new target_capacity during
+# incremental upgrades, and compared to tell when the Serve config changed).
+SERVE_CONFIG_ANNOTATION = "rayquota.io/serve-config-v2"
+# When a RayService's leftover cluster is deleted (seconds since the epoch): kept on the cluster so
+# an operator restart does not forget or restart rayClusterDeletionDelaySeconds.
+DELETE_AFTER_ANNOTATION = "rayquota.io/delete-after"

@@ -282,14 +282,13 @@ class RayJobReconciler:
             )
             return Result()
         if state == VALIDATION_FAILED:
-            # The spec was fixed: remove what an earlier attempt left running, then start over,
-            # so a second cluster never runs beside the first.
-            if not await self._delete_cluster_and_submitter(rayjob, status):
-                return Result(0.5)
-            state = NEW
+            # The spec was fixed: start over through Retrying, which first removes what an earlier
+            # attempt left running, so a second cluster never runs beside the first.
+            await self._stop_ray_job(status)
             status.update(
-                jobDeploymentStatus=NEW, reason=None, message=None, rayClusterName=None, dashboardURL=None
+                jobDeploymentStatus=RETRYING, reason=None, message="the spec is valid again; starting over"
             )
+            return Result(0.1)
 
         if state in ACTIVE and spec.get("suspend"):
             status["jobDeploymentStatus"] = SUSPENDING

@@ -1,4 +1,4 @@
-"""The Ray half of the operator: the RayCluster and RayJob controllers on the shared manager."""
+"""The Ray half of the operator: the RayCluster, RayJob and RayService controllers on the shared manager."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager
 from rayquota.operator.ray.raycluster import RayClusterReconciler
 from rayquota.operator.ray.rayjob import RayJobReconciler
+from rayquota.operator.ray.rayservice import RayServiceReconciler
 from rayquota.operator.ray.resolver import resolver_from_settings
 
 
@@ -15,6 +16,7 @@ from rayquota.operator.ray.resolver import resolver_from_settings
 class RayControllers:
     clusters: RayClusterReconciler
     jobs: RayJobReconciler
+    services: RayServiceReconciler
 
 
 def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
@@ -24,6 +26,7 @@ def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
     controllers = RayControllers(
         clusters=RayClusterReconciler(manager, config),
         jobs=RayJobReconciler(manager, config, resolver),
+        services=RayServiceReconciler(manager, config, resolver),
     )
     manager.on_shutdown(controllers.jobs.close)
     manager.components["ray"] = controllers

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -59,9 +62,10 @@ def start_operator(
 @contextlib.contextmanager
 def running_operator(
     namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX, env: Mapping[str, str] | None = None
-) -> Iterator[None]:
-    """The operator in a thread, scoped to ``<namespace_prefix>-*``. ``env`` is set only while it
-    starts (its setup reads settings once), so operators started by other folders keep theirs."""
+) -> Iterator[Path]:
+    """The operator in a thread, scoped to ``<namespace_prefix>-*``; yields its dashboard map
+    (cluster -> URL of a real Ray head). ``env`` is set only while it starts (its setup reads
+    settings once), so operators started by other folders keep theirs."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
     os.close(fd)
     dashboard_map = Path(name)
@@ -77,7 +81,7 @@ def running_operator(
             else:
                 os.environ[key] = value
     try:
-        yield
+        yield dashboard_map
     finally:
         stop.set()
         thread.join(timeout=60)
@@ -86,9 +90,9 @@ def running_operator(
 
 
 @pytest.fixture(scope="session")
-def queue_operator(crds_installed: None) -> Iterator[None]:
-    with running_operator():
-        yield
+def queue_operator(crds_installed: None) -> Iterator[Path]:
+    with running_operator() as dashboard_map:
+        yield dashboard_map
 
 
 @pytest.fixture
@@ -154,6 +158,12 @@ class Quota:
             }
         ]
         return self.apply("ClusterQueue", short, {"spec": {"resourceGroups": groups, **spec}})
+
+    def a100_team_queue(self, gpus: int) -> str:
+        """Flavor ``a100`` and ClusterQueue ``team`` with ``gpus`` GPUs, behind LocalQueue ``team``."""
+        cq = self.cluster_queue("team", {self.flavor("a100", "a100"): gpus})
+        self.local_queue("team", cq)
+        return cq
 
     def local_queue(self, name: str, cluster_queue: str) -> None:
         import yaml
@@ -255,3 +265,46 @@ def gpus_admitted(workload: dict[str, Any]) -> int:
         int(ps.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))
         for ps in workload["status"]["admission"]["podSetAssignments"]
     )
+
+
+class OperatorProcess:
+    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces."""
+
+    def __init__(self, kubeconfig: str, prefix: str, **env: str) -> None:
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig, **env}
+        self.prefix = prefix
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rayquota.cli",
+                "run",
+                "-n",
+                f"{self.prefix}-*",
+                "--no-leader-elect",
+                "--metrics-port",
+                "0",
+                "--health-port",
+                "0",
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def operator_process(control_plane: Any, crds_installed: None) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(str(control_plane.kubeconfig))
+    try:
+        yield process
+    finally:
+        process.kill()

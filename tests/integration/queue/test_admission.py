@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.integration.queue.conftest import Quota, cluster_pods, gpu_rayjob, workload_of
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 
 
 def test_second_rayjob_waits_with_a_reason_and_no_pods(
-    queue_operator: None, kube: Kube, quota: Quota
+    queue_operator: Path, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 8})
-    quota.local_queue("team", cq)
+    cq = quota.a100_team_queue(8)
     kube.apply(gpu_rayjob("first", "team", workers=2, gpus_per_worker=4))
     admitted = wait_for(
         "first job's Workload admitted",

@@ -4,6 +4,7 @@ after the preempted pods are gone."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from tests.integration.queue.conftest import (
     Quota,
@@ -29,7 +30,7 @@ def two_teams(quota: Quota, kube: Kube) -> None:
 
 
 def test_borrowing_then_preemption_waits_for_the_borrowers_pods(
-    queue_operator: None, kube: Kube, quota: Quota
+    queue_operator: Path, kube: Kube, quota: Quota
 ) -> None:
     two_teams(quota, kube)
     kube.apply(gpu_rayjob("borrower", "b", workers=3, gpus_per_worker=4))  # 12 of b's 8: borrows 4

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from tests.integration.queue.conftest import Quota, admitted_workload, cluster_pods, gpu_rayjob, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
 
 def test_job_admitted_to_the_h100_flavor_runs_on_h100_nodes_only(
-    queue_operator: None, kube: Kube, quota: Quota, control_plane: object
+    queue_operator: Path, kube: Kube, quota: Quota, control_plane: object
 ) -> None:
     a100 = quota.flavor("a100", "a100")
     h100 = quota.flavor("h100", "h100")
@@ -43,11 +44,9 @@ def test_job_admitted_to_the_h100_flavor_runs_on_h100_nodes_only(
 
 
 def test_clearing_the_gate_by_hand_is_reasserted_and_no_pod_ever_exists(
-    queue_operator: None, kube: Kube, quota: Quota
+    queue_operator: Path, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 4})
-    quota.local_queue("team", cq)
+    quota.a100_team_queue(4)
     kube.apply(gpu_rayjob("greedy", "team", workers=2, gpus_per_worker=4))  # 8 GPUs on a queue of 4
     wait_for(
         "a pending reason",

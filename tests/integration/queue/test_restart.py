@@ -7,16 +7,19 @@ in-process operator does not watch.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.queue.conftest import Quota, gpu_rayjob, gpus_admitted, is_admitted, workload_of
+from tests.integration.queue.conftest import (
+    OperatorProcess,
+    Quota,
+    gpu_rayjob,
+    gpus_admitted,
+    is_admitted,
+    workload_of,
+)
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
 PREFIX = "qk"
@@ -25,46 +28,6 @@ PREFIX = "qk"
 @pytest.fixture
 def namespace_prefix() -> str:
     return PREFIX
-
-
-class OperatorProcess:
-    def __init__(self, kubeconfig: str) -> None:
-        self.env = {**os.environ, "KUBECONFIG": kubeconfig}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rayquota.cli",
-                "run",
-                "-n",
-                f"{PREFIX}-*",
-                "--no-leader-elect",
-                "--metrics-port",
-                "0",
-                "--health-port",
-                "0",
-            ],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-
-@pytest.fixture
-def operator_process(control_plane: Any, crds_installed: None) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(str(control_plane.kubeconfig))
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 def admitted_gpus(kube: Kube, names: list[str]) -> dict[str, int]:
@@ -76,12 +39,19 @@ def admitted_gpus(kube: Kube, names: list[str]) -> dict[str, int]:
     return out
 
 
+@pytest.fixture
+def operator_process(control_plane: Any, crds_installed: None) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(str(control_plane.kubeconfig), PREFIX)
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
 def test_sigkill_mid_admission_loses_nothing_and_admits_nothing_twice(
     operator_process: OperatorProcess, kube: Kube, quota: Quota
 ) -> None:
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 8})
-    quota.local_queue("team", cq)
+    cq = quota.a100_team_queue(8)
     names = [f"job-{i}" for i in range(6)]
     for name in names:
         kube.apply(gpu_rayjob(name, "team", workers=1, gpus_per_worker=2))  # 4 of 6 fit
@@ -113,7 +83,10 @@ def test_sigkill_mid_admission_loses_nothing_and_admits_nothing_twice(
         timeout_s=60,
     )
     usage = {
-        r["name"]: r["total"] for f in status["flavorsUsage"] for r in f["resources"] if f["name"] == flavor
+        r["name"]: r["total"]
+        for f in status["flavorsUsage"]
+        for r in f["resources"]
+        if f["name"] == quota.name("a100")
     }
     assert usage["nvidia.com/gpu"] == "8"
     for name in names:

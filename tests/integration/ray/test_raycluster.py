@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -283,15 +284,27 @@ def test_multi_host_group_replaces_whole_replicas(kube: Kube) -> None:
 
 
 def test_cluster_managed_by_another_controller_is_left_alone(kube: Kube) -> None:
-    """spec.managedBy naming another controller (MultiKueue) means hands off, as in KubeRay."""
+    """spec.managedBy naming another controller (MultiKueue) means hands off, as in KubeRay: no
+    pods, no status, and not even a finalizer or an annotation on the object."""
     foreign = sample()
     foreign["metadata"]["name"] = "managed-elsewhere"
     foreign["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
-    kube.apply(foreign)
+    # `create` (unlike `apply`) adds no annotation of kubectl's, and returns the stored version.
+    created = json.loads(
+        kube.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(foreign)).stdout
+    )
     ours = sample()
     ours["spec"]["managedBy"] = "ray.io/kuberay-operator"
     kube.apply(ours)
-    # Once our own cluster (applied second) is ready, the operator has seen both.
+    # The watch delivers events in order and the queue hands keys out in order, so by the time the
+    # cluster created second is ready, the operator has had the foreign one in hand.
     wait_ready(kube, workers=2)
+    stored = kube.get("raycluster", "managed-elsewhere")
+    assert stored is not None
     assert kube.pods("managed-elsewhere") == []
-    assert not (kube.get("raycluster", "managed-elsewhere") or {}).get("status")
+    assert not stored.get("status")
+    assert stored["metadata"].get("finalizers", []) == []
+    assert stored["metadata"].get("annotations", {}) == {}
+    # Nothing at all was written to it (a finalizer, an annotation or a status would each bump this).
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert not [s for s in kube.list("services") if s["metadata"]["name"].startswith("managed-elsewhere")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from rayquota.operator.leader import (
     observe,
     released_spec,
 )
+from tests.polling import wait_for
 
 ME = "pod-a-1-abc"
 OTHER = "pod-b-2-def"
@@ -176,9 +179,18 @@ class FakeLeaseApi:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.fail = False
+        self.gets = 0
         self.writes: list[tuple[str, dict[str, Any]]] = []
 
+    def clone(self) -> FakeLeaseApi:
+        # One store, as two clients of one API server would see.
+        return self
+
+    async def close(self) -> None:
+        pass
+
     async def get(self, path: str) -> dict[str, Any] | None:
+        self.gets += 1
         if self.fail:
             raise TimeoutError("api server unreachable")
         return copy.deepcopy(self.lease)
@@ -283,13 +295,19 @@ async def test_release_hands_over_at_once() -> None:
     assert api.holder() == OTHER
 
 
-async def test_hold_returns_when_renewal_fails_past_the_deadline() -> None:
-    api = FakeLeaseApi()
+async def leading_on_the_real_clock(api: FakeLeaseApi) -> LeaderElector:
+    """A leader of a 1 s lease, renewing every 50 ms, that gives up after 0.4 s without renewal."""
     settings = LeaseSettings(
-        namespace="ns", duration_s=1, renew_period_s=0.05, renew_deadline_s=0.3, retry_period_s=0.05
+        namespace="ns", duration_s=1.0, renew_period_s=0.05, renew_deadline_s=0.4, retry_period_s=0.05
     )
     leader = LeaderElector(api, settings, ME)
     assert await leader.try_acquire_or_renew()
+    return leader
+
+
+async def test_hold_returns_when_renewal_fails_past_the_deadline() -> None:
+    api = FakeLeaseApi()
+    leader = await leading_on_the_real_clock(api)
     api.fail = True
     reason = await asyncio.wait_for(leader.hold(), timeout=5)
     assert "could not renew" in reason
@@ -311,9 +329,30 @@ async def test_acquire_waits_until_stopped() -> None:
     a, b = elector(api, ME, clock), elector(api, OTHER, clock)
     assert await a.try_acquire_or_renew()
     stop = asyncio.Event()
+    looked = api.gets
     waiting = asyncio.create_task(b.acquire(stop))
-    await asyncio.sleep(0.1)
+    # Polled from a worker thread, so this event loop stays free to run b.
+    await asyncio.to_thread(wait_for, "b to look twice", lambda: api.gets >= looked + 2, 10, 0.01)
     assert not waiting.done()
     stop.set()
     assert await asyncio.wait_for(waiting, timeout=5) is False
     assert api.holder() == ME
+
+
+async def test_a_blocked_event_loop_does_not_starve_renewal() -> None:
+    api = FakeLeaseApi()
+    leader = await leading_on_the_real_clock(api)
+    holding = asyncio.create_task(leader.hold())
+    # Polled from a worker thread, so this event loop stays free to start the renewal.
+    await asyncio.to_thread(wait_for, "the first renewal", lambda: len(api.writes) >= 2, 10, 0.01)
+    renewed_before = len(api.writes)
+    # The stall under test: this event loop (the operator's) does nothing for longer than the lease.
+    time.sleep(leader.settings.duration_s * 1.5)
+    renewals_while_blocked = len(api.writes) - renewed_before
+    assert renewals_while_blocked >= 3, "the lease was not renewed while the event loop was blocked"
+    assert api.holder() == ME
+    assert not holding.done()
+    holding.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holding
+    assert "lease-renewal" not in {thread.name for thread in threading.enumerate()}

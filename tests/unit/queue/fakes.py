@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.queueing import (
@@ -76,3 +77,19 @@ def gpu_workload(
     """Pod set ``wN`` has pods of N GPUs each."""
     pod_sets = tuple(PodSet.of(ps, n, {GPU: int(ps[1:])}) for ps, n in sorted(counts.items()))
     return Workload(NAMESPACE, name, queue, pod_sets, priority=priority, created=created)
+
+
+class FakeStore:
+    def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:
+        self.objs = objs or []
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self.objs if o["metadata"]["name"] == name), None)
+
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+        return []
+
+
+class FakeInformer:
+    def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:
+        self.store = FakeStore(objs)

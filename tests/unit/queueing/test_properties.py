@@ -15,7 +15,12 @@ zero, and the same input gives the same decisions.
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -46,6 +51,7 @@ from rayquota.queueing import (
     Workload,
 )
 
+REPO = Path(__file__).resolve().parents[3]
 FLAVORS = ("f0", "f1")
 RESOURCES = ("gpu", "cpu")
 FR = tuple[str, str]
@@ -388,12 +394,45 @@ def test_invariants_hold_after_every_cycle_and_everything_releases_to_zero(
     drain(h)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(world_st(), st.lists(op_st, min_size=10, max_size=40))
-def test_same_input_same_decisions(world: World, ops: list[tuple]) -> None:
-    first = run(world, [*ops, ("cycle",)])
-    second = run(world, [*ops, ("cycle",)])
-    assert first.log == second.log
+# Runs in a fresh interpreter: reads pickled (world, ops) cases on stdin, writes their decisions.
+DECIDE_IN_SUBPROCESS = """
+import pickle, sys
+from tests.unit.queueing.test_properties import run
+cases = pickle.load(sys.stdin.buffer)
+sys.stdout.buffer.write(pickle.dumps([run(world, [*ops, ("cycle",)]).log for world, ops in cases]))
+"""
+
+
+def decisions_under_hash_seed(cases: list[tuple[World, list[tuple]]], hash_seed: str) -> list[list[Decision]]:
+    done = subprocess.run(
+        [sys.executable, "-c", DECIDE_IN_SUBPROCESS],
+        input=pickle.dumps(cases),
+        capture_output=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    decisions: list[list[Decision]] = pickle.loads(done.stdout)
+    return decisions
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+@given(st.lists(st.tuples(world_st(), st.lists(op_st, min_size=10, max_size=40)), min_size=20, max_size=20))
+def test_same_input_same_decisions_under_any_hash_seed(cases: list[tuple[World, list[tuple]]]) -> None:
+    """String hashing, and so the iteration order of sets and of anything built from them, is
+    fixed per process by PYTHONHASHSEED: only processes with different seeds can show that a
+    decision depends on it. Each batch of 20 random inputs is decided under two seeds."""
+    under_seed_1 = decisions_under_hash_seed(cases, "1")
+    under_seed_2 = decisions_under_hash_seed(cases, "2")
+    assert len(under_seed_1) == len(cases)
+    assert any(isinstance(d, Admit) for log in under_seed_1 for d in log), "nothing was decided"
+    for (world, ops), first, second in zip(cases, under_seed_1, under_seed_2, strict=True):
+        assert first == second, f"decisions depend on the hash seed for {world} / {ops}"
 
 
 preemption_op_st = st.one_of(

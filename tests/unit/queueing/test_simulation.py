@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from rayquota.simulation.runner import main
 
 SCENARIO = """
@@ -51,10 +53,16 @@ def test_simulator_writes_report_and_chart(tmp_path: Path) -> None:
     assert report["classes"]["wide"]["wait_s"]["p99"] <= report["classes"]["short"]["wait_s"]["p99"]
 
 
-def test_bad_scenario_is_reported(tmp_path: Path, capsys: object) -> None:
+def test_bad_scenario_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(
         "clusterQueues: [{name: a, resourceGroups: [{flavors: [{name: f, resources: "
         "[{name: cpu, nominalQuota: lots}]}]}]}]\n"
     )
     assert main(scenario, tmp_path / "out") == 2
+    captured = capsys.readouterr()
+    # The user is told which file, which queue and which value, and nothing is written.
+    assert str(scenario) in captured.err
+    assert "clusterQueue a" in captured.err and "invalid quantity 'lots'" in captured.err
+    assert captured.out == ""
+    assert not (tmp_path / "out").exists()

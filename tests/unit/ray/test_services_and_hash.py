@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from typing import Any
 
 from rayquota.operator.ray import hashing, services
 from tests.unit.ray.fixtures import cluster
@@ -67,9 +69,64 @@ def test_hash_changes_with_image_resources_or_start_params() -> None:
         assert hashing.spec_hash(changed) != original
 
 
-def test_hash_is_deterministic_regardless_of_key_order() -> None:
+# A spec and the hash every operator release must give it. Clusters carry the hash they were
+# built from; if it changed between releases (or with the process's hash seed), upgrading the
+# operator would restart every cluster under the Recreate strategy.
+PINNED_SPEC: dict[str, Any] = {
+    "rayVersion": "2.60.0",
+    "headGroupSpec": {
+        "rayStartParams": {"num-cpus": "0"},
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": "rayproject/ray:2.60.0",
+                        "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+                    }
+                ]
+            }
+        },
+    },
+    "workerGroupSpecs": [
+        {
+            "groupName": "gpu",
+            "replicas": 2,
+            "rayStartParams": {},
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "ray-worker",
+                            "image": "rayproject/ray:2.60.0",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                }
+            },
+        }
+    ],
+}
+PINNED_HASH = "cc6c748dbbd8c02b73a59560bf183467"
+
+
+def test_hash_of_a_known_spec_never_changes() -> None:
+    assert hashing.spec_hash(PINNED_SPEC) == PINNED_HASH
+
+
+def _keys_reversed(value: Any) -> Any:
+    """The same document with the keys of every mapping, at every depth, in reverse order."""
+    if isinstance(value, dict):
+        return {key: _keys_reversed(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [_keys_reversed(item) for item in value]
+    return value
+
+
+def test_hash_ignores_key_order_at_every_depth() -> None:
     spec = cluster()["spec"]
-    reordered = dict(reversed(list(copy.deepcopy(spec).items())))
+    reordered = _keys_reversed(spec)
+    assert reordered == spec and json.dumps(reordered) != json.dumps(spec)  # same content, other order
     assert hashing.spec_hash(reordered) == hashing.spec_hash(spec)
 
 

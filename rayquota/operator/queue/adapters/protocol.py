@@ -113,6 +113,17 @@ def restore_cluster(cluster_spec: MutableMapping[str, Any]) -> None:
         placement.restore(template)
 
 
+def spec_suspended(obj: Body) -> bool:
+    return bool((obj.get("spec") or {}).get("suspend"))
+
+
+def set_spec_suspend(kind: str, obj: Body) -> list[Edit]:
+    """The gate of a RayJob and of a standalone RayCluster: ``spec.suspend``."""
+    after = edited(obj)
+    after["spec"]["suspend"] = True
+    return changed(kind, obj, after)
+
+
 def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
     """Finished pods release their node's resources; any other pod (terminating too) holds them."""
     return all((p.get("status") or {}).get("phase") in FINISHED_POD_PHASES for p in pods)

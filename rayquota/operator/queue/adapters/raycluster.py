@@ -14,6 +14,8 @@ from rayquota.operator.queue.adapters.protocol import (
     no_pods_hold_quota,
     placements,
     restore_cluster,
+    set_spec_suspend,
+    spec_suspended,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, raycluster_demand
@@ -30,12 +32,10 @@ class RayClusterAdapter:
         return set() if self.is_suspended(obj) else {str(obj["metadata"]["name"])}
 
     def is_suspended(self, obj: Body) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
+        return spec_suspended(obj)
 
     def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
-        after = edited(obj)
-        after["spec"]["suspend"] = True
-        return changed(self.kind, obj, after)
+        return set_spec_suspend(self.kind, obj)
 
     def run_with(
         self,

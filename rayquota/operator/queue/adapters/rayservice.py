@@ -51,10 +51,15 @@ class RayServiceAdapter:
     def is_suspended(self, obj: Body) -> bool:
         return bool(((obj.get("spec") or {}).get("rayClusterConfig") or {}).get("suspend"))
 
-    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+    def _gate_template(self, obj: Body) -> list[Edit]:
+        """``rayClusterConfig.suspend`` stays set for good: every new child is born gated. (The
+        RayService's config hash ignores it, so setting it starts no upgrade.)"""
         after = edited(obj)
         after["spec"].setdefault("rayClusterConfig", {})["suspend"] = True
-        edits = changed(self.kind, obj, after)
+        return changed(self.kind, obj, after)
+
+    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        edits = self._gate_template(obj)
         for child in children:
             gated = edited(child)
             gated["spec"]["suspend"] = True
@@ -73,7 +78,7 @@ class RayServiceAdapter:
         start an upgrade)."""
         demand, allocation = allocation_of(self, obj, children, admission)
         by_pod_set = placements(admission, flavors)
-        edits: list[Edit] = []
+        edits = self._gate_template(obj)
         for child in children:
             part = _name(child)
             share = allocation.get(part)

@@ -1,0 +1,47 @@
+"""Checks of a RayService spec that the CRD schema cannot express; a failing one blocks the
+service (Ready=False, ValidationFailed) with a Warning event, and nothing is created or changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.api.ray_v1 import ClusterUpgradeOptions, RayServiceUpgradeType
+from rayquota.operator.ray.rayservice_plan import upgrade_type
+from rayquota.operator.ray.serve_client import InvalidServeConfig, serve_config
+
+
+def upgrade_options(service: Mapping[str, Any]) -> ClusterUpgradeOptions:
+    """clusterUpgradeOptions, parsed (with maxSurgePercent's default); validated beforehand."""
+    raw = (service["spec"].get("upgradeStrategy") or {}).get("clusterUpgradeOptions") or {}
+    return ClusterUpgradeOptions.model_validate(raw)
+
+
+def validate_rayservice(service: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    spec = service.get("spec") or {}
+    try:
+        serve_config(spec.get("serveConfigV2"))
+    except InvalidServeConfig as exc:
+        problems.append(str(exc))
+    try:
+        strategy = upgrade_type(service)
+    except ValueError:
+        return [*problems, f"unknown upgradeStrategy.type {spec['upgradeStrategy'].get('type')!r}"]
+    if strategy == RayServiceUpgradeType.NEW_CLUSTER_WITH_INCREMENTAL_UPGRADE:
+        raw = (spec.get("upgradeStrategy") or {}).get("clusterUpgradeOptions")
+        if not raw:
+            problems.append("NewClusterWithIncrementalUpgrade needs upgradeStrategy.clusterUpgradeOptions")
+        else:
+            try:
+                options = upgrade_options(service)
+            except ValueError as exc:
+                problems.append(f"clusterUpgradeOptions: {exc}")
+            else:
+                if options.step_size_percent < 1 or options.max_surge_percent < 1:
+                    problems.append(
+                        "stepSizePercent and maxSurgePercent must be at least 1 (or nothing moves)"
+                    )
+                elif options.step_size_percent > options.max_surge_percent:
+                    problems.append("stepSizePercent must be less than or equal to maxSurgePercent")
+    return problems

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.objects import QueueObjects, workload_key
+from rayquota.operator.webhooks import review
+from rayquota.operator.webhooks.server import webhook_configurations
+from tests.unit.queue import bodies
+from tests.unit.queue.fakes import FakeInformer
+
+
+def objects(workloads: list[dict[str, Any]] | None = None) -> QueueObjects:
+    kinds = {k: FakeInformer() for k in ("RayCluster", "RayJob", "RayService")}
+    return QueueObjects(naming.QueueSettings(), kinds, FakeInformer(workloads), FakeInformer())  # type: ignore[arg-type]
+
+
+def test_queued_objects_are_born_suspended_and_others_untouched() -> None:
+    job = bodies.rayjob()
+    job["spec"]["suspend"] = False
+    verdict = review.mutate("RayJob", job, objects())
+    assert verdict.patch == ({"op": "add", "path": "/spec/suspend", "value": True},)
+    service = bodies.rayservice()
+    service["metadata"]["labels"] = {naming.QUEUE_LABEL: "q"}
+    assert (
+        review.mutate("RayService", service, objects()).patch[0]["path"] == "/spec/rayClusterConfig/suspend"
+    )
+    plain = bodies.raycluster()
+    assert review.mutate("RayCluster", plain, objects()).patch == ()
+
+
+def test_clearing_the_gate_is_refused_until_the_workload_is_admitted() -> None:
+    old = bodies.rayjob()
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = False
+    store = objects()
+    verdict = review.validate_ray("RayJob", new, old, store, QueueGate(store))
+    assert not verdict.allowed and "not admitted" in verdict.message
+    admitted = {
+        "metadata": {"name": workload_key("RayJob", old).name, "namespace": "team-a"},
+        "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": []}},
+    }
+    store = objects([admitted])
+    assert review.validate_ray("RayJob", new, old, store, QueueGate(store)).allowed
+    # Setting the gate is always allowed.
+    assert review.validate_ray("RayJob", old, new, store, QueueGate(store)).allowed
+
+
+def test_cluster_queue_semantics_name_the_field() -> None:
+    cq = {
+        "metadata": {"name": "q"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]},
+                        {"name": "f", "resources": [{"name": "memory", "nominalQuota": 1}]},
+                    ],
+                },
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "g", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+                },
+            ]
+        },
+    }
+    verdict = review.validate_cluster_queue(cq)
+    assert not verdict.allowed
+    assert "spec.resourceGroups[0].flavors[1].name" in verdict.message
+    assert "spec.resourceGroups[0].flavors[1].resources" in verdict.message
+    assert "spec.resourceGroups[1].coveredResources: cpu" in verdict.message
+    good = {"metadata": {"name": "q"}, "spec": {"resourceGroups": [cq["spec"]["resourceGroups"][1]]}}
+    assert review.validate_cluster_queue(good).allowed
+
+
+def test_configurations_never_block_a_down_operator_and_select_queued_objects() -> None:
+    mutating, validating = webhook_configurations(
+        "https://127.0.0.1:1", "Q0E=", (naming.QUEUE_LABEL, naming.KUEUE_QUEUE_LABEL)
+    )
+    hooks = [*mutating["webhooks"], *validating["webhooks"]]
+    assert all(h["failurePolicy"] == "Ignore" for h in hooks)
+    selected = [h["objectSelector"]["matchExpressions"][0]["key"] for h in mutating["webhooks"]]
+    assert selected == [naming.QUEUE_LABEL, naming.KUEUE_QUEUE_LABEL]

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.workload_status import Eviction, desired_status
+from rayquota.queueing import PodSetAssignment
+
+ADMISSION = AdmittedSlice(
+    "team", (PodSetAssignment("gpu", 2, {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": 2000}),), {}
+)
+
+
+def conds(status: dict) -> dict[str, tuple[str, str]]:  # type: ignore[type-arg]
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_pending_then_admitted_then_evicted_then_requeued() -> None:
+    pending = desired_status(
+        None, admission=None, eviction=None, pending_reason="needs 2 gpu", finished=False, now="t1"
+    )
+    assert pending["pendingReason"] == "needs 2 gpu" and "admission" not in pending
+    assert conds(pending)["QuotaReserved"] == ("False", "Pending")
+
+    admitted = desired_status(
+        pending, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t2"
+    )
+    assert admitted["admission"]["clusterQueue"] == "team"
+    assert conds(admitted)["Admitted"] == ("True", "Admitted") and "pendingReason" not in admitted
+
+    eviction = Eviction("preempted to admit ns/high", "InClusterQueue", "ns/high")
+    evicted = desired_status(
+        admitted, admission=None, eviction=eviction, pending_reason=None, finished=False, now="t3"
+    )
+    assert evicted["admission"] == admitted["admission"]  # held until the pods are gone
+    assert conds(evicted)["Evicted"] == ("True", "InClusterQueue")
+    assert "ns/high" in next(c["message"] for c in evicted["conditions"] if c["type"] == "Preempted")
+
+    requeued = desired_status(
+        evicted, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t4"
+    )
+    assert "admission" not in requeued
+    assert (
+        conds(requeued)["Evicted"] == ("False", "QuotaReleased") and conds(requeued)["Requeued"][0] == "True"
+    )
+
+
+def test_transition_time_moves_only_with_the_status() -> None:
+    first = desired_status(
+        None, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t1"
+    )
+    again = desired_status(
+        first, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t9"
+    )
+    assert again == first  # nothing to write at rest
+
+
+def test_scale_up_waiting_is_reported_beside_the_admission() -> None:
+    status = desired_status(
+        None, admission=ADMISSION, eviction=None, pending_reason="needs 2 more gpu", finished=False, now="t1"
+    )
+    assert status["admission"] and status["pendingReason"] == "scale-up waiting: needs 2 more gpu"
+
+
+def test_finished_is_set_and_cleared() -> None:
+    done = desired_status(None, admission=None, eviction=None, pending_reason=None, finished=True, now="t1")
+    assert conds(done)["Finished"][0] == "True"
+    again = desired_status(done, admission=None, eviction=None, pending_reason="x", finished=False, now="t2")
+    assert "Finished" not in conds(again)
