@@ -56,22 +56,24 @@ RUNNER_SIDE_CLIENTS = frozenset({"runner", "kube-apiserver", harness.POLLER_USER
 def rayquota_kueue_mode() -> list[str]:
     """rayquota in Kueue-API mode, in minimalkueue's place (KUBECONFIG is set by the wrapper).
 
-    The mode lands with issue #11; when it does, this is the one place to name its flag.
-    """
-    return [
+    envtest holds only Kueue's CRDs; the operator also watches its ray.io kinds, so their CRDs
+    go in first, inside the controller's measured lifetime."""
+    operator = [
         str(REPO / ".venv" / "bin" / "rayquota"),
         "run",
-        "--kueue-api",
+        "--queue-api=kueue",
         "--no-leader-elect",
         f"--metrics-port={free_port()}",
         f"--health-port={free_port()}",
     ]
+    kubectl = [str(binaries.KUBERNETES.path("kubectl")), "apply", "--server-side", "-f", str(REPO / "crds")]
+    return ["sh", "-c", f"{shlex.join(kubectl)} >/dev/null && exec {shlex.join(operator)}"]
 
 
 def rayquota_kueue_mode_available() -> bool:
     cli = REPO / ".venv" / "bin" / "rayquota"
     help_text = subprocess.run([str(cli), "run", "--help"], capture_output=True, text=True).stdout
-    return "--kueue-api" in help_text
+    return "--queue-api" in help_text
 
 
 # ---- one run --------------------------------------------------------------------------------
@@ -372,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 controllers.append((spec, rayquota_kueue_mode()))
             else:
                 print(
-                    "rayquota: Kueue-API mode (`rayquota run --kueue-api`) is not built yet; skipped",
+                    "rayquota: Kueue-API mode (`rayquota run --queue-api kueue`) is not built yet; skipped",
                     file=sys.stderr,
                 )
         else:

@@ -42,6 +42,11 @@ def _run(args: argparse.Namespace) -> int:
     from rayquota.operator import main as operator_main
     from rayquota.operator.config import OperatorConfig
 
+    if args.queue_api:
+        os.environ["RAYQUOTA_QUEUE_API"] = args.queue_api
+    if os.environ.get("RAYQUOTA_QUEUE_API") == "kueue" and (refused := _kueue_refusal()):
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     try:
         config = OperatorConfig.from_env()
     except ValueError as exc:
@@ -63,6 +68,19 @@ def _run(args: argparse.Namespace) -> int:
         logging.shutdown()
         os._exit(code)
     return code
+
+
+def _kueue_refusal() -> str | None:
+    from kubernetes import config
+
+    from rayquota.operator.queue import kueue_guard
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
+    found = kueue_guard.kueue_controller_found(None)
+    return kueue_guard.refusal(found) if found else None
 
 
 def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
@@ -160,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--lease-namespace",
         help="Lease namespace (default: $RAYQUOTA_LEASE_NAMESPACE, $RAYQUOTA_OPERATOR_NAMESPACE or default)",
+    )
+    run.add_argument(
+        "--queue-api",
+        choices=("rayquota", "kueue"),
+        help="quota objects to act on: rayquota.io/v1alpha1, or Kueue's kueue.x-k8s.io/v1beta2 on a "
+        "cluster with no Kueue controller (default: $RAYQUOTA_QUEUE_API or rayquota)",
     )
     for flag, env, default in (
         ("--lease-duration", "RAYQUOTA_LEASE_DURATION", 15),

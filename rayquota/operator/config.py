@@ -39,7 +39,6 @@ class OperatorConfig:
     # the queue integration gates KubeRay's objects through spec.suspend alone.
     reconcilers_enabled: bool = True
     # Read kueue.x-k8s.io queues (ClusterQueue, LocalQueue, ...) instead of rayquota.io ones.
-    kueue_api: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -58,7 +57,6 @@ class OperatorConfig:
                 env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
             ),
             reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
-            kueue_api=_flag(env, "RAYQUOTA_KUEUE_API", defaults.kueue_api),
         )
 
 

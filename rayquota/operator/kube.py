@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 
 
 class ApiError(Exception):
@@ -271,6 +272,14 @@ class KubeClient:
 
     async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH)
+        return result
+
+    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+        """Server-side apply, taking ownership of every field in ``body`` (force)."""
+        params = {"fieldManager": field_manager, "force": "true"}
+        result: dict[str, Any] = await self.request(
+            "PATCH", path, body=dict(body), params=params, content_type=APPLY_PATCH
+        )
         return result
 
     async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:

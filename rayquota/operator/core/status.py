@@ -37,6 +37,13 @@ def _canonical(status: Any) -> str:
     return json.dumps(status, sort_keys=True, separators=(",", ":"))
 
 
+def _apply_body(resource: Resource, meta: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """An apply configuration of the status alone; the resourceVersion keeps the PUT's
+    optimistic concurrency (a stale cache still gets a 409)."""
+    identity = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if meta.get(k)}
+    return {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": identity, "status": status}
+
+
 class StatusWriter:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
@@ -60,6 +67,9 @@ class StatusWriter:
         if last is None:
             return 0.0
         return max(0.0, last + min_interval_s - time.monotonic())
+        # resource -> field manager: statuses written by server-side apply instead of PUT, for
+        # resources whose status other tools co-own by apply (Kueue's Workloads).
+        self.apply_as: dict[Resource, str] = {}
 
     def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         """Informer hook: the cache now holds this version."""
@@ -95,11 +105,14 @@ class StatusWriter:
         canonical = _canonical(wanted)
         if self._sent.get(uid) == (canonical, version):
             return dict(obj)
-        body = {**obj, "status": wanted}
+        path = resource.path(meta.get("namespace"), meta["name"], "status")
         try:
-            stored = await self.client.replace(
-                resource.path(meta.get("namespace"), meta["name"], "status"), body
-            )
+            if resource in self.apply_as:
+                stored = await self.client.apply(
+                    path, _apply_body(resource, meta, wanted), self.apply_as[resource]
+                )
+            else:
+                stored = await self.client.replace(path, {**obj, "status": wanted})
         except NotFound:
             return None
         self.writes += 1

@@ -38,6 +38,10 @@ class WorkQueue(Generic[K]):
         self.backoff = backoff or Backoff()
         self._rng = random.Random(seed)
         self._ready: deque[K] = deque()
+        # Keys to hand out before _ready (add_first). A key may sit in both; the copy found
+        # second is stale and skipped, so add_first never scans _ready.
+        self._urgent: deque[K] = deque()
+        self._waiting = 0  # keys that will be handed out: dirty and not being processed
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
@@ -46,7 +50,7 @@ class WorkQueue(Generic[K]):
         self._shutdown = False
 
     def __len__(self) -> int:
-        return len(self._ready)
+        return self._waiting
 
     @property
     def waiting_timers(self) -> int:
@@ -61,7 +65,22 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if key not in self._processing:
             self._ready.append(key)
+            self._waiting += 1
             self._notify()
+
+    def add_first(self, key: K) -> None:
+        """Like :meth:`add`, but at the front: work already decided (an admission, an eviction)
+        must not wait behind a flood of routine watch events."""
+        if self._shutdown:
+            return
+        if key in self._processing:
+            self._dirty.add(key)  # done() requeues it
+            return
+        if key not in self._dirty:
+            self._dirty.add(key)
+            self._waiting += 1
+        self._urgent.append(key)
+        self._notify()
 
     def add_after(self, key: K, delay_s: float) -> None:
         if self._shutdown:
@@ -100,19 +119,23 @@ class WorkQueue(Generic[K]):
                 return
 
     async def get(self) -> K:
-        while not self._ready:
-            if self._shutdown:
-                raise ShutDown
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                # A wake-up meant for this worker must not be lost with it.
-                if waiter.done() and not waiter.cancelled():
-                    self._notify()
-                raise
-        key = self._ready.popleft()
+        while True:
+            while not (self._urgent or self._ready):
+                if self._shutdown:
+                    raise ShutDown
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                except asyncio.CancelledError:
+                    # A wake-up meant for this worker must not be lost with it.
+                    if waiter.done() and not waiter.cancelled():
+                        self._notify()
+                    raise
+            key = (self._urgent or self._ready).popleft()
+            if key in self._dirty and key not in self._processing:
+                break  # else a stale copy: handed out already through the other deque
+        self._waiting -= 1
         self._dirty.discard(key)
         self._processing.add(key)
         return key
@@ -121,6 +144,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         if key in self._dirty:
             self._ready.append(key)
+            self._waiting += 1
             self._notify()
 
     def shut_down(self) -> None:

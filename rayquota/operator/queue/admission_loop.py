@@ -24,6 +24,8 @@ from rayquota.queueing import ClusterQueue, Cohort, Engine, LocalQueue, Resource
 
 log = logging.getLogger(__name__)
 
+MIN_CYCLE_GAP_S = 0.05
+
 
 def object_key(workload: str) -> ObjectKey:
     namespace, name = workload.split("/", 1)
@@ -36,11 +38,17 @@ class EnqueueingWriter:
     which makes it so in the safe order (Workload status, pod templates, gate)."""
 
     enqueue: Callable[[ObjectKey], None] = lambda _key: None
+    # Admissions and evictions go to the front of the queue: under a flood of new Workloads a
+    # decision must not wait for thousands of routine reconciles.
+    enqueue_first: Callable[[ObjectKey], None] | None = None
     evictions: dict[str, Eviction] = field(default_factory=dict)
+
+    def _enqueue_decision(self, key: ObjectKey) -> None:
+        (self.enqueue_first or self.enqueue)(key)
 
     def admitted(self, workload: str, admission: AdmittedSlice) -> None:
         metrics.ADMISSIONS.labels(admission.cluster_queue).inc()
-        self.enqueue(object_key(workload))
+        self._enqueue_decision(object_key(workload))
 
     def pending(self, workload: str, reason: str, admitted: bool) -> None:
         self.enqueue(object_key(workload))
@@ -48,7 +56,7 @@ class EnqueueingWriter:
     def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
         self.evictions[workload] = Eviction(reason, kind, preemptor)
         metrics.EVICTIONS.labels(kind).inc()
-        self.enqueue(object_key(workload))
+        self._enqueue_decision(object_key(workload))
 
 
 class AdmissionLoop:
@@ -141,3 +149,6 @@ class AdmissionLoop:
             started = time.perf_counter()
             decisions = self.driver.cycle(time.time())
             metrics.observe_cycle(time.perf_counter() - started, decisions)
+            # A floor between cycles: under a stream of events, one cycle takes a batch of them
+            # instead of one cycle per event (each cycle looks at every awake workload).
+            await asyncio.sleep(MIN_CYCLE_GAP_S)

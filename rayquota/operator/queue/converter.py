@@ -1,7 +1,7 @@
 """API objects -> the engine's model, and the engine's admissions -> API status.
 
-The one translation between ``rayquota.io/v1alpha1`` (or, field for field, Kueue's
-``kueue.x-k8s.io/v1beta1``) bodies and :mod:`rayquota.queueing`. Bodies are camelCase
+The one translation between ``rayquota.io/v1alpha1`` (or Kueue's ``kueue.x-k8s.io/v1beta2``,
+whose renamed fields :mod:`kueue_shapes` normalises) bodies and :mod:`rayquota.queueing`. Bodies are camelCase
 dicts as the API server returns them; the ``*_from_spec`` functions take a name and
 the spec, so the simulator's scenario files (which inline the spec) use them too.
 
@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rayquota.operator.queue import kueue_shapes
 from rayquota.operator.queue.podsets import PodSetDemand, pod_requests
 from rayquota.queueing import (
     BorrowWithinCohort,
@@ -126,6 +127,7 @@ def _weight(raw: Mapping[str, Any] | None) -> float:
 
 def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | None = None) -> ClusterQueue:
     where = f"clusterQueue {name}"
+    spec = kueue_shapes.rayquota_spec(spec)
     preemption = spec.get("preemption") or {}
     borrow = preemption.get("borrowWithinCohort") or {}
     fungibility = spec.get("flavorFungibility") or {}
@@ -158,6 +160,7 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
 
 
 def cohort_from_spec(name: str, spec: Mapping[str, Any]) -> Cohort:
+    spec = kueue_shapes.rayquota_spec(spec)
     return Cohort(
         name,
         spec.get("parent") or None,
@@ -252,7 +255,7 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
     """A Workload object as the engine sees it. ``spec.priority`` wins; else the value of
     ``spec.priorityClassName`` (a WorkloadPriorityClass); else 0."""
     meta = body["metadata"]
-    spec = body.get("spec") or {}
+    spec = kueue_shapes.rayquota_spec(body.get("spec") or {})
     where = f"workload {meta.get('namespace')}/{meta.get('name')}"
     priority = spec.get("priority")
     if priority is None and spec.get("priorityClassName"):

@@ -148,6 +148,8 @@ class Driver:
             tracked = self._tracked[spec.key] = _Tracked(spec.key, spec, pending_key=spec.key)
             self.engine.add_workload(spec)
             return
+        if tracked.admission is None and spec == tracked.spec:
+            return  # unchanged: re-routing would only wake a parked workload to fail again
         tracked.spec = spec
         if tracked.evicting or tracked.finishing:
             return  # applied when the pods are gone (pods_gone)

@@ -16,6 +16,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, RayAdapter
+from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.ray import labels
 
 PARENT_KINDS = ("RayJob", "RayService")
@@ -65,9 +66,12 @@ class QueueObjects:
     workloads: Informer
     pods: Informer
     namespaces_with_default_queue: set[str] = field(default_factory=set)
+    api: QueueApi = RAYQUOTA
 
     @classmethod
-    def register(cls, manager: Manager, settings: naming.QueueSettings) -> QueueObjects:
+    def register(
+        cls, manager: Manager, settings: naming.QueueSettings, api: QueueApi = RAYQUOTA
+    ) -> QueueObjects:
         informers = {
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
             for kind, resource in RESOURCE_OF_KIND.items()
@@ -75,13 +79,14 @@ class QueueObjects:
         objects = cls(
             settings,
             informers,
-            manager.informer(resources.WORKLOADS, indexers={OWNER_INDEX: owner_uids}),
+            manager.informer(api.workloads, indexers={OWNER_INDEX: owner_uids}),
             # The same informer the RayCluster reconciler uses (same selector): one watch.
             manager.informer(
                 resources.PODS,
                 label_selector=labels.RAY_CLUSTER,
                 indexers={CLUSTER_INDEX: _cluster_label, OWNER_INDEX: owner_uids},
             ),
+            api=api,
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))

@@ -13,8 +13,10 @@ from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, naming
 from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.release_events import enqueue_first_when_freeing
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
 
@@ -29,11 +31,13 @@ class QueueComponent:
 
 def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     settings = naming.QueueSettings.from_env(os.environ)
-    objects = QueueObjects.register(manager, settings)
+    api = QueueApi.from_env(os.environ)
+    objects = QueueObjects.register(manager, settings, api)
     loop = AdmissionLoop(fair_sharing=os.environ.get("RAYQUOTA_FAIR_SHARING", "") in ("1", "true"))
     reconciler = WorkloadReconciler(manager, objects, loop)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
+    loop.writer.enqueue_first = controller.enqueue_first
 
     def mapped(kind: str) -> Any:
         def keys(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -51,22 +55,25 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         return mapped("RayCluster")(cluster) if cluster is not None else []
 
     controller.watch(objects.workloads)
+    objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
         controller.watch(informer, mapped(kind))
     controller.watch(objects.pods, cluster_of_pod)
 
     config_informers = {
-        "ResourceFlavor": manager.informer(resources.RESOURCE_FLAVORS),
-        "ClusterQueue": manager.informer(resources.CLUSTER_QUEUES),
-        "Cohort": manager.informer(resources.COHORTS),
-        "LocalQueue": manager.informer(resources.LOCAL_QUEUES),
+        "ResourceFlavor": manager.informer(api.resource_flavors),
+        "ClusterQueue": manager.informer(api.cluster_queues),
+        "Cohort": manager.informer(api.cohorts),
+        "LocalQueue": manager.informer(api.local_queues),
     }
     for kind, informer in config_informers.items():
         informer.on_change(loop.on_config(kind))
     config_informers["ResourceFlavor"].on_change(_keep_flavors(reconciler))
     config_informers["LocalQueue"].on_change(_track_default_queues(objects))
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
-    manager.informer(resources.WORKLOAD_PRIORITY_CLASSES).on_change(loop.on_priority_class)
+    manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
+    if api.workload_status_manager is not None:
+        manager.status.apply_as[api.workloads] = api.workload_status_manager
 
     # The gate reads the cached Workloads: when one changes, the clusters it covers look again.
     ray = manager.components.get("ray")
@@ -99,6 +106,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         config_informers["ClusterQueue"],
         config_informers["LocalQueue"],
         objects.workloads,
+        api,
     )
     manager.add_runnable("queue status", status.run)
     component = QueueComponent(objects, loop, reconciler, gate)

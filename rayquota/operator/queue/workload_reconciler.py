@@ -20,19 +20,22 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import now_rfc3339
 from rayquota.operator.queue import converter, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
+from rayquota.operator.queue.pending_writes import PendingWrites
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor
 
 log = logging.getLogger(__name__)
+
+STALE_CACHE_RETRY_S = 0.5
 
 
 class WorkloadReconciler:
@@ -43,6 +46,9 @@ class WorkloadReconciler:
         self.loop = loop
         self.driver = loop.driver
         self.flavors: dict[str, ResourceFlavor] = {}
+        self.pending_writes = PendingWrites()
+        # Standalone Workloads: the (uid, generation) last submitted to the driver.
+        self._submitted: dict[str, tuple[Any, Any]] = {}
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
@@ -151,10 +157,11 @@ class WorkloadReconciler:
         }
         if class_name:
             spec["priorityClassName"] = class_name
-        path = resources.WORKLOADS.path(queued.workload.namespace)
+        spec = self.objects.api.workload_spec(spec)
+        path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
             body = {
-                "apiVersion": resources.WORKLOADS.api_version,
+                "apiVersion": self.objects.api.workloads.api_version,
                 "kind": "Workload",
                 "metadata": {
                     "name": queued.workload.name,
@@ -178,23 +185,36 @@ class WorkloadReconciler:
 
     async def _standalone(self, key: ObjectKey, workload: Obj) -> Result | None:
         engine_key = str(key)
-        if workload["metadata"].get("deletionTimestamp"):
-            self.driver.remove(engine_key)
+        meta = workload["metadata"]
+        if meta.get("deletionTimestamp") or is_finished(workload):
+            held = self.driver.admission(engine_key) is not None or self.driver.is_evicting(engine_key)
+            if self._submitted.pop(engine_key, None) is not None or held:
+                self.driver.finish(engine_key, pods_gone=True)
+                self.loop.request_cycle()
+            return None
+        # Most events of a Workload with no owner are status echoes: parse and submit the spec
+        # only when it changed (its generation), and wake the engine only then.
+        version = (meta.get("uid"), meta.get("generation"))
+        if self._submitted.get(engine_key) != version:
+            try:
+                self.driver.submit(converter.workload(workload, self.loop.priority_of))
+            except converter.ConversionError as exc:
+                log.warning("%s: %s", key, exc)
+                return None
+            self._submitted[engine_key] = version
             self.loop.request_cycle()
-            return None
-        if is_finished(workload):
-            self.driver.finish(engine_key, pods_gone=True)
-            self.loop.request_cycle()
-            return None
-        try:
-            self.driver.submit(converter.workload(workload, self.loop.priority_of))
-        except converter.ConversionError as exc:
-            log.warning("%s: %s", key, exc)
-            return None
-        self.loop.request_cycle()
         if self.driver.is_evicting(engine_key):
-            # Nothing of ours runs for it: its quota is free once the eviction is recorded.
-            await self._write_status(workload)
+            if not self.objects.api.evicted_standalone_waits_for_clear:
+                # Nothing of ours runs for it: its quota is free once the eviction is recorded.
+                await self._write_status(workload)
+            elif (workload.get("status") or {}).get("admission"):
+                # Kueue's contract: whoever runs it stops it, then clears status.admission.
+                await self._write_status(workload)
+                return None
+            elif self.manager.status.is_stale(workload):
+                # The cache may predate our own admission write: look again once it caught up
+                # (no other event may come: the runner has done its part).
+                return Result(requeue_after_s=STALE_CACHE_RETRY_S)
             self.driver.pods_gone(engine_key)
             self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
@@ -231,7 +251,11 @@ class WorkloadReconciler:
             finished=finished,
             now=now_rfc3339(),
         )
-        return await self.manager.status.write(resources.WORKLOADS, workload, status)
+        status = self.objects.api.workload_status(status)
+        evaluated = bool(self.driver.pending_reason(key))
+        if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
+            return workload
+        return await self.manager.status.write(self.objects.api.workloads, workload, status)
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
         for edit in edits:

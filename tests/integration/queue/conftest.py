@@ -3,6 +3,7 @@ per-test quota objects: cluster-scoped ones are named after the test's namespace
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ def namespace_prefix() -> str:
     return QUEUE_TEST_NAMESPACE_PREFIX
 
 
-def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Event]:
+def start_operator(
+    dashboard_map: Path, namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX
+) -> tuple[threading.Thread, threading.Event]:
     from rayquota.operator import main
 
     config = OperatorConfig(
@@ -37,7 +40,7 @@ def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Eve
     thread = threading.Thread(
         target=main.run,
         kwargs={
-            "namespaces": [f"{QUEUE_TEST_NAMESPACE_PREFIX}-*"],
+            "namespaces": [f"{namespace_prefix}-*"],
             "metrics_port": 0,
             "health_port": 0,
             "verbose": False,
@@ -56,14 +59,27 @@ def start_operator(dashboard_map: Path) -> tuple[threading.Thread, threading.Eve
     return thread, stop
 
 
-@pytest.fixture(scope="session")
-def queue_operator(crds_installed: None) -> Iterator[Path]:
-    """The operator in a thread; yields its dashboard map (cluster -> URL of a real Ray head)."""
+@contextlib.contextmanager
+def running_operator(
+    namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX, env: Mapping[str, str] | None = None
+) -> Iterator[Path]:
+    """The operator in a thread, scoped to ``<namespace_prefix>-*``; yields its dashboard map
+    (cluster -> URL of a real Ray head). ``env`` is set only while it starts (its setup reads
+    settings once), so operators started by other folders keep theirs."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
     os.close(fd)
     dashboard_map = Path(name)
     dashboard_map.write_text("{}")
-    thread, stop = start_operator(dashboard_map)
+    previous = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    try:
+        thread, stop = start_operator(dashboard_map, namespace_prefix)
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     try:
         yield dashboard_map
     finally:
@@ -73,6 +89,12 @@ def queue_operator(crds_installed: None) -> Iterator[Path]:
         assert not thread.is_alive(), "the operator did not stop within 60s"
 
 
+@pytest.fixture(scope="session")
+def queue_operator(crds_installed: None) -> Iterator[Path]:
+    with running_operator() as dashboard_map:
+        yield dashboard_map
+
+
 @pytest.fixture
 def kube(control_plane: Any, namespace: str) -> Kube:
     return Kube(control_plane, namespace)
@@ -80,6 +102,8 @@ def kube(control_plane: Any, namespace: str) -> Kube:
 
 class Quota:
     """Cluster-scoped quota objects for one test, named ``<namespace>-<name>``, deleted after it."""
+
+    api_version = "rayquota.io/v1alpha1"
 
     def __init__(self, control_plane: Any, namespace: str) -> None:
         self.cp = control_plane
@@ -93,7 +117,7 @@ class Quota:
         import yaml
 
         name = self.name(short)
-        manifest = {"apiVersion": "rayquota.io/v1alpha1", "kind": kind, "metadata": {"name": name}, **body}
+        manifest = {"apiVersion": self.api_version, "kind": kind, "metadata": {"name": name}, **body}
         self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
         if (kind, name) not in self.created:
             self.created.append((kind, name))
@@ -145,7 +169,7 @@ class Quota:
         import yaml
 
         manifest = {
-            "apiVersion": "rayquota.io/v1alpha1",
+            "apiVersion": self.api_version,
             "kind": "LocalQueue",
             "metadata": {"name": name, "namespace": self.ns},
             "spec": {"clusterQueue": cluster_queue},
@@ -154,7 +178,8 @@ class Quota:
 
     def delete_all(self) -> None:
         for kind, name in reversed(self.created):
-            self.cp.kubectl("delete", kind.lower() + ".rayquota.io", name, "--wait=false", check=False)
+            group = self.api_version.split("/")[0]
+            self.cp.kubectl("delete", f"{kind.lower()}.{group}", name, "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -72,3 +72,18 @@ async def test_shut_down_wakes_waiting_workers() -> None:
     queue.shut_down()
     with pytest.raises(ShutDown):
         await asyncio.wait_for(waiter, timeout=5)
+
+
+async def test_add_first_jumps_the_queue_without_duplicating_a_key() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add_first("c")
+    queue.add_first("d")
+    assert len(queue) == 4
+    assert [await queue.get() for _ in range(4)] == ["c", "d", "a", "b"]  # urgent ones in their order
+    assert len(queue) == 0  # the stale copy of "c" is skipped, not handed out twice
+    queue.add_first("a")  # still processing: handed out again only after done
+    assert len(queue) == 0
+    queue.done("a")
+    assert await queue.get() == "a"

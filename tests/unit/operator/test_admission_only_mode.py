@@ -37,8 +37,10 @@ def test_a_misspelt_flag_is_refused_with_its_name() -> None:
 
 
 def test_kueue_api_mode_setting() -> None:
-    assert not OperatorConfig.from_env({}).kueue_api
-    assert OperatorConfig.from_env({"RAYQUOTA_KUEUE_API": "true"}).kueue_api
+    from rayquota.operator.queue.api_group import QUEUE_API_ENV, QueueApi
+
+    assert QueueApi.from_env({}).workloads.group == "rayquota.io"
+    assert QueueApi.from_env({QUEUE_API_ENV: "kueue"}).workloads.group == "kueue.x-k8s.io"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,36 @@
+"""Watch events that free quota go to the front of the Workload queue.
+
+Under a flood of new Workloads (Kueue's baseline creates 15,000 in a minute) the Workload
+controller's queue holds thousands of routine keys. A Workload that just finished, is being
+deleted, or whose admission was cleared (Kueue's runner completing an eviction) holds quota
+the whole cohort waits for: its reconcile must not wait behind them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rayquota.operator.core import ObjectKey
+from rayquota.operator.core.informer import DELETED
+from rayquota.operator.queue.workload_status import is_finished
+
+ChangeCallback = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]
+
+
+def frees_quota(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    if old is None:
+        return False
+    if is_finished(new) and not is_finished(old):
+        return True
+    if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
+        return True
+    return bool((old.get("status") or {}).get("admission")) and not (new.get("status") or {}).get("admission")
+
+
+def enqueue_first_when_freeing(enqueue_first: Callable[[ObjectKey], None]) -> ChangeCallback:
+    def handle(event: str, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        if event != DELETED and frees_quota(new, old):
+            enqueue_first(ObjectKey.of(new))
+
+    return handle
