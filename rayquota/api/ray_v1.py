@@ -431,6 +431,10 @@ class RayJobStatus(K8sModel):
     ray_job_info: RayJobStatusInfo | None = Field(default=None, alias="rayJobInfo")
     ray_cluster_status: RayClusterStatus | None = None
     observed_generation: int | None = None
+    # Not in KubeRay's RayJob: the queue integration's QuotaReserved condition lives here.
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
 
 
 class RayJob(KubeObject):

@@ -82,6 +82,17 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
 
         ray.clusters.controller.watch(objects.workloads, clusters_of_workload, primary=False)
 
+        # The Ray objects' QuotaReserved condition repeats the Workload's verdict.
+        def owner_of_kind(kind: str) -> Any:
+            def keys(workload: Mapping[str, Any]) -> list[ObjectKey]:
+                queued = objects.owner_of_workload(ObjectKey.of(workload))
+                return [ObjectKey.of(queued.obj)] if queued is not None and queued.kind == kind else []
+
+            return keys
+
+        ray.jobs.controller.watch(objects.workloads, owner_of_kind("RayJob"), primary=False)
+        ray.services.controller.watch(objects.workloads, owner_of_kind("RayService"), primary=False)
+
     gate = QueueGate(objects)
     manager.gate = gate
     webhook_port = os.environ.get("RAYQUOTA_WEBHOOK_PORT")

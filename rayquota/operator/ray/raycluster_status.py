@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.podspec import pod_resource_totals
 from rayquota.operator.ray.raycluster_plan import (
@@ -62,8 +63,10 @@ def cluster_status(
     plan: ClusterPlan,
     failures: Sequence[str],
     now: str,
+    queue: QueueCondition | None = None,
 ) -> dict[str, Any]:
-    """The status to write, without lastUpdateTime (added only when something changed)."""
+    """The status to write, without lastUpdateTime (added only when something changed).
+    ``queue``: the queue's verdict on a queued cluster, carried as its QuotaReserved condition."""
     previous = copy.deepcopy(cluster.get("status") or {})
     generation = cluster["metadata"].get("generation")
     conds: list[dict[str, Any]] = list(previous.get("conditions") or [])
@@ -205,6 +208,7 @@ def cluster_status(
         transitions[status["state"]] = now
     if transitions:
         status["stateTransitionTimes"] = transitions
+    conds = conditions.with_queue_condition(conds, queue, now=now)
     status["conditions"] = conds
     return status
 

@@ -321,5 +321,6 @@ class RayServiceReconciler:
             upgrade_blocked=current.upgrade_blocked,
         )
         # The stored status is the "before": times carry over from it unless what they describe changed.
-        status = service_status(cached, observed, datetime.now(UTC))
+        queue = self.manager.gate.queue_condition("RayService", cached)
+        status = service_status(cached, observed, datetime.now(UTC), queue)
         await self.manager.status.write(resources.RAYSERVICES, cached, status)
