@@ -46,9 +46,14 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         return keys
 
     def cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
-        name = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
-        cluster = objects.informers["RayCluster"].store.get(str(pod["metadata"]["namespace"]), str(name))
-        return mapped("RayCluster")(cluster) if cluster is not None else []
+        namespace = str(pod["metadata"]["namespace"])
+        name = str((pod["metadata"].get("labels") or {}).get("ray.io/cluster"))
+        cluster = objects.informers["RayCluster"].store.get(namespace, name)
+        if cluster is None:
+            # A deleted cluster's pods still held quota: when the last one goes, its Workload
+            # must look again (shrink, or release) even though the cluster is no longer cached.
+            return reconciler.workloads_holding(namespace, name)
+        return mapped("RayCluster")(cluster)
 
     controller.watch(objects.workloads)
     for kind, informer in objects.informers.items():
