@@ -34,6 +34,7 @@ class QueueCondition:
     admitted: bool
     reason: str  # Admitted | Pending
     message: str
+    slice_waiting: bool = False  # admitted, and a scale-up slice waits for quota
 
 
 class AdmissionGate(Protocol):

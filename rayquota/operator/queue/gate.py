@@ -16,7 +16,7 @@ from rayquota.operator.queue import converter
 from rayquota.operator.queue.adapters.protocol import allocation_of
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.workload_status import is_evicted
+from rayquota.operator.queue.workload_status import SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 
 NOTHING = AdmittedCaps(head=False, workers={})
@@ -73,4 +73,9 @@ class QueueGate:
             return QueueCondition(admitted=False, reason=PENDING, message=message)
         admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
         message = waiting or str(admitted.get("message") or "admitted")
-        return QueueCondition(admitted=True, reason=ADMITTED, message=message)
+        return QueueCondition(
+            admitted=True,
+            reason=ADMITTED,
+            message=message,
+            slice_waiting=waiting.startswith(SCALE_UP_WAITING),
+        )

@@ -175,6 +175,7 @@ class RayServiceReconciler:
         if not await self._apply_cluster_step(current, decision.step, decision.change, decision.message):
             return
         await self.traffic.observe(current)
+        self._note_quota_wait(current)
         if current.incremental and current.active is not None:
             await self.traffic.incremental(current, self._retire)
         elif current.pending is not None and self.traffic.serves(current, current.pending):
@@ -186,6 +187,19 @@ class RayServiceReconciler:
                     wanted["metadata"]["namespace"], wanted["metadata"]["name"]
                 )
                 await self.writes.ensure_service(service, wanted, live)
+
+    def _note_quota_wait(self, current: ReconcilePass) -> None:
+        """Say why an upgrade stands still when the queue holds it: the pending cluster is still
+        gated (its slice is not admitted), or an admitted service's scale-up slice waits."""
+        pending = current.pending
+        verdict = self.manager.gate.queue_condition("RayService", current.service)
+        if pending is None or verdict is None or current.waiting_for:
+            return
+        if (pending.get("spec") or {}).get("suspend"):
+            name = pending["metadata"]["name"]
+            current.waiting_for = f"RayCluster {name} waits for quota: {verdict.message}"
+        elif verdict.slice_waiting:
+            current.waiting_for = f"the upgrade's next slice waits for quota: {verdict.message}"
 
     async def _apply_cluster_step(
         self, current: ReconcilePass, step: ClusterStep, change: ClusterChange, message: str

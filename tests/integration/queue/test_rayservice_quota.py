@@ -19,7 +19,7 @@ from rayquota.queueing import parse_quantity
 from tests.integration.queue.conftest import Quota, is_admitted, workload_of
 from tests.integration.ray import rayservice_support
 from tests.integration.ray.conftest import ray_head
-from tests.integration.ray.kubehelpers import Kube, wait_for
+from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import (
     NAME,
@@ -124,6 +124,18 @@ def upgrade_waits_for_quota(
         ),
         timeout_s=120,
     )
+    # The RayService says so: its upgrade waits for quota, and the queue's sentence is on it.
+    wait_for(
+        "the RayService saying its upgrade waits for quota",
+        lambda: (
+            f"RayCluster {pending} waits for quota: scale-up waiting"
+            in str((condition(service(kube), "UpgradeInProgress") or {}).get("message"))
+        ),
+        timeout_s=60,
+    )
+    quota_condition = condition(service(kube), "QuotaReserved") or {}
+    assert quota_condition.get("status") == "True" and quota_condition.get("reason") == "Admitted"
+    assert str(quota_condition.get("message")).startswith("scale-up waiting: ")
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
     until = time.monotonic() + 10
     while time.monotonic() < until:
@@ -143,6 +155,13 @@ def upgrade_waits_for_quota(
     wait_for("the old cluster deleted", lambda: clusters(kube) == [pending], timeout_s=180)
     # A scale-down slice: back to the new cluster's worth once the old pods are gone.
     wait_for("the Workload shrunk back", lambda: usage() == new_usage, timeout_s=180)
+    wait_for(
+        "the RayService's QuotaReserved condition without a waiting slice",
+        lambda: str((condition(service(kube), "QuotaReserved") or {}).get("message")).startswith(
+            "The workload is admitted to "
+        ),
+        timeout_s=60,
+    )
 
 
 def test_upgrade_waits_gated_for_quota_then_shrinks_back(

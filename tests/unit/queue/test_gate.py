@@ -102,7 +102,7 @@ def test_an_admitted_job_is_told_so_and_a_waiting_scale_up_is_named() -> None:
     workload = gate.objects.workloads.store.objs[0]  # type: ignore[attr-defined]
     with_status(gate, {**workload["status"], "pendingReason": "scale-up waiting: 2 more GPUs"})
     verdict = gate.queue_condition("RayJob", the_job(gate))
-    assert verdict == QueueCondition(True, "Admitted", "scale-up waiting: 2 more GPUs")
+    assert verdict == QueueCondition(True, "Admitted", "scale-up waiting: 2 more GPUs", slice_waiting=True)
 
 
 def test_a_queued_job_without_a_workload_yet_is_pending() -> None:
