@@ -8,6 +8,7 @@ helpers), so the service really becomes Ready and really upgrades.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -164,19 +165,19 @@ def upgrade_waits_for_quota(
     )
 
 
+@pytest.fixture
+def upgrade_under_quota(
+    queue_operator: Path, kube: Kube, dashboards: Dashboards, ray_head: RayHead, second_ray_head: RayHead
+) -> Callable[..., None]:
+    """The scenario, bound to this test's cluster and the two Ray heads."""
+    return functools.partial(upgrade_waits_for_quota, kube, dashboards, (ray_head, second_ray_head))
+
+
 def test_upgrade_waits_gated_for_quota_then_shrinks_back(
-    queue_operator: Path,
-    kube: Kube,
-    quota: Quota,
-    dashboards: Dashboards,
-    ray_head: RayHead,
-    second_ray_head: RayHead,
+    upgrade_under_quota: Callable[..., None], kube: Kube, quota: Quota
 ) -> None:
     cpu_queue(quota, "1500m")  # one cluster (1 CPU), not two
-    upgrade_waits_for_quota(
-        kube,
-        dashboards,
-        (ray_head, second_ray_head),
+    upgrade_under_quota(
         manifest(delay_s=3),
         NEW_IMAGE,
         raise_quota=lambda: cpu_queue(quota, "3"),
@@ -186,22 +187,14 @@ def test_upgrade_waits_gated_for_quota_then_shrinks_back(
 
 
 def test_upgrade_to_workers_of_another_shape_is_counted_per_shape(
-    queue_operator: Path,
-    kube: Kube,
-    quota: Quota,
-    dashboards: Dashboards,
-    ray_head: RayHead,
-    second_ray_head: RayHead,
+    upgrade_under_quota: Callable[..., None], kube: Kube, quota: Quota
 ) -> None:
     """1 GPU per worker in the old cluster, 2 in the new: same group name, different shapes."""
     gpu_queue(quota, 2)  # either cluster alone (1 or 2 GPUs), not both (3)
     old = manifest(delay_s=3)
     with_gpu_workers(old["spec"], 1)
     new_groups = with_gpu_workers(manifest()["spec"], 2)
-    upgrade_waits_for_quota(
-        kube,
-        dashboards,
-        (ray_head, second_ray_head),
+    upgrade_under_quota(
         old,
         {"spec": {"rayClusterConfig": {"workerGroupSpecs": new_groups}}},
         raise_quota=lambda: gpu_queue(quota, 3),
