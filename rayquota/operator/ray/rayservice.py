@@ -189,17 +189,20 @@ class RayServiceReconciler:
                 await self.writes.ensure_service(service, wanted, live)
 
     def _note_quota_wait(self, current: ReconcilePass) -> None:
-        """Say why an upgrade stands still when the queue holds it: the pending cluster is still
-        gated (its slice is not admitted), or an admitted service's scale-up slice waits."""
+        """Hold an upgrade the queue holds, and say why: the pending cluster is still gated (its
+        slice is not admitted), or an admitted service's scale-up slice waits for quota."""
         pending = current.pending
         verdict = self.manager.gate.queue_condition("RayService", current.service)
-        if pending is None or verdict is None or current.waiting_for:
+        if pending is None or verdict is None:
             return
         if (pending.get("spec") or {}).get("suspend"):
-            name = pending["metadata"]["name"]
-            current.waiting_for = f"RayCluster {name} waits for quota: {verdict.message}"
+            why = f"RayCluster {pending['metadata']['name']} waits for quota: {verdict.message}"
         elif verdict.slice_waiting:
-            current.waiting_for = f"the upgrade's next slice waits for quota: {verdict.message}"
+            why = f"the upgrade's next slice waits for quota: {verdict.message}"
+        else:
+            return
+        current.held_by_quota = True
+        current.waiting_for = current.waiting_for or why
 
     async def _apply_cluster_step(
         self, current: ReconcilePass, step: ClusterStep, change: ClusterChange, message: str
