@@ -53,7 +53,8 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
             # A deleted cluster's pods still held quota: when the last one goes, its Workload
             # must look again (shrink, or release) even though the cluster is no longer cached.
             return reconciler.workloads_holding(namespace, name)
-        return mapped("RayCluster")(cluster)
+        keys: list[ObjectKey] = mapped("RayCluster")(cluster)
+        return keys
 
     controller.watch(objects.workloads)
     for kind, informer in objects.informers.items():
