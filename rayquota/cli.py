@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -19,6 +20,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return cluster_cli.main(args)
 
 
+def _peers(args: argparse.Namespace) -> int:
+    from rayquota.localcluster import peers
+
+    return peers.main(args)
+
+
 def _crds(args: argparse.Namespace) -> int:
     from rayquota.api import crdgen
 
@@ -33,8 +40,16 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from rayquota.operator import main as operator_main
+    from rayquota.operator.config import OperatorConfig
 
+    try:
+        config = OperatorConfig.from_env()
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    if args.reconcilers is not None:
+        config = dataclasses.replace(config, reconcilers_enabled=args.reconcilers)
     code = operator_main.run(
+        config=config,
         namespaces=args.namespace or None,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
@@ -108,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
     cluster.set_defaults(func=_cluster)
 
+    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
+    psub = peers.add_subparsers(dest="peers_command", required=True)
+    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
+    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
+    peers.set_defaults(func=_peers)
+
     crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
     crds.add_argument("--out", default="crds", help="output directory (default: crds)")
     crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
@@ -128,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="reconcile only while holding the coordination.k8s.io Lease (default: on)",
+    )
+    run.add_argument(
+        "--reconcilers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the Ray reconcilers (default: $RAYQUOTA_RECONCILERS_ENABLED or on); "
+        "--no-reconcilers is admission-only mode beside KubeRay's operator",
     )
     run.add_argument(
         "--lease-namespace",

@@ -70,6 +70,18 @@ class RayClusterConditionType(StrEnum):
     SUSPENDED = "RayClusterSuspended"
 
 
+class NetworkPolicyMode(StrEnum):
+    DENY_ALL = "DenyAll"
+    DENY_ALL_INGRESS = "DenyAllIngress"
+    DENY_ALL_EGRESS = "DenyAllEgress"
+
+
+class IngressPathType(StrEnum):
+    EXACT = "Exact"
+    PREFIX = "Prefix"
+    IMPLEMENTATION_SPECIFIC = "ImplementationSpecific"
+
+
 class RayNodeType(StrEnum):
     HEAD = "head"
     WORKER = "worker"
@@ -119,8 +131,10 @@ class JobDeploymentStatus(StrEnum):
 class JobFailedReason(StrEnum):
     SUBMISSION_FAILED = "SubmissionFailed"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    PRE_RUNNING_DEADLINE_EXCEEDED = "PreRunningDeadlineExceeded"
     APP_FAILED = "AppFailed"
     TRANSITION_GRACE_PERIOD_EXCEEDED = "JobDeploymentStatusTransitionGracePeriodExceeded"
+    JOB_STATUS_CHECK_TIMEOUT_EXCEEDED = "JobStatusCheckTimeoutExceeded"
     VALIDATION_FAILED = "ValidationFailed"
 
 
@@ -188,6 +202,9 @@ class AutoscalerOptions(K8sModel):
     env_from: FreeFormList | None = None
     volume_mounts: FreeFormList | None = None
     security_context: FreeForm | None = None
+    # Replace the sidecar's command/args; $KUBERAY_GEN_AUTOSCALER_START_CMD holds the default.
+    command: list[str] | None = None
+    args: list[str] | None = None
 
 
 class RedisCredential(K8sModel):
@@ -210,6 +227,58 @@ class RayClusterUpgradeStrategy(K8sModel):
     type: RayClusterUpgradeType | None = None
 
 
+# KubeRay fields newer than some of its releases. They round-trip (the CRD keeps them) and the
+# reconciler warns that they are ignored: see rayquota.api.ray_unimplemented.
+
+
+class CollectorOptions(K8sModel):
+    """The history server's log collector sidecar."""
+
+    image: str | None = None
+    image_pull_policy: str | None = None
+    resources: ResourceRequirements | None = None
+    env: FreeFormList | None = None
+
+
+class HistoryServerOptions(K8sModel):
+    collector_options: CollectorOptions | None = None
+
+
+class NetworkPolicyRules(K8sModel):
+    ingress_rules: FreeFormList | None = None
+    egress_rules: FreeFormList | None = None
+
+
+class WorkerGroupNetworkPolicyRules(NetworkPolicyRules):
+    group_name: str
+
+
+class NetworkPolicyConfig(K8sModel):
+    """NetworkPolicies for the head and worker pods (intra-cluster traffic always allowed)."""
+
+    mode: NetworkPolicyMode | None = NetworkPolicyMode.DENY_ALL
+    head: NetworkPolicyRules | None = None
+    worker: NetworkPolicyRules | None = None
+    worker_groups: (
+        Annotated[list[WorkerGroupNetworkPolicyRules], Field(max_length=MAX_WORKER_GROUPS)] | None
+    ) = None
+
+
+class TLSOptions(K8sModel):
+    """mTLS between Ray pods with cert-manager certificates."""
+
+    enabled: bool | None = None
+
+
+class IngressOptions(K8sModel):
+    """Host, path and TLS of the Ingress made for the head's dashboard (enableIngress)."""
+
+    host: str | None = None
+    path: str | None = None
+    path_type: IngressPathType | None = None
+    tls: FreeFormList | None = None
+
+
 class HeadGroupSpec(K8sModel):
     """The head pod: its template, ``ray start`` parameters and head Service settings."""
 
@@ -218,6 +287,11 @@ class HeadGroupSpec(K8sModel):
     service_type: str | None = None
     head_service: FreeForm | None = None
     enable_ingress: bool | None = None
+    ingress_options: IngressOptions | None = None
+    # Ray's view of the node (override what the container's resources imply) and Ray node labels
+    # (also put on the pods).
+    resources: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
 
 
 class WorkerGroupSpec(K8sModel):
@@ -243,6 +317,10 @@ class WorkerGroupSpec(K8sModel):
     max_replicas: NonNegativeInt32 = 2**31 - 1
     num_of_hosts: Annotated[int, Field(ge=1, le=2**31 - 1)] = 1
     idle_timeout_seconds: NonNegativeInt32 | None = None
+    # Which group the autoscaler (v2, Ray >= 2.56) prefers when several fit a demand.
+    priority: Int32 | None = None
+    resources: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
     ray_start_params: dict[str, str] = Field(default_factory=dict)
     scale_strategy: ScaleStrategy = Field(default_factory=ScaleStrategy)
     # Not user-facing upstream: set by RayJob deletion rules (DeleteWorkers) to remove the group's pods.
@@ -274,6 +352,9 @@ class RayClusterSpec(K8sModel):
     gcs_fault_tolerance_options: GcsFaultToleranceOptions | None = None
     upgrade_strategy: RayClusterUpgradeStrategy | None = None
     auth_options: FreeForm | None = None
+    history_server_options: HistoryServerOptions | None = None
+    network_policy: NetworkPolicyConfig | None = None
+    tls_options: TLSOptions | None = Field(default=None, alias="tlsOptions")
 
 
 class HeadInfo(K8sModel):
@@ -319,6 +400,7 @@ class RayCluster(KubeObject):
             PrinterColumn("cpus", "string", ".status.desiredCPU"),
             PrinterColumn("memory", "string", ".status.desiredMemory"),
             PrinterColumn("gpus", "string", ".status.desiredGPU"),
+            PrinterColumn("tpus", "string", ".status.desiredTPU", priority=1),
             PrinterColumn("status", "string", ".status.state"),
             PrinterColumn("age", "date", ".metadata.creationTimestamp"),
             PrinterColumn("head pod IP", "string", ".status.head.podIP", priority=1),
@@ -405,6 +487,8 @@ class RayJobSpec(K8sModel):
     shutdown_after_job_finishes: bool | None = None
     ttl_seconds_after_finished: NonNegativeInt32 = Field(default=0, alias="ttlSecondsAfterFinished")
     active_deadline_seconds: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    # Fail the RayJob if it is not Running this long after it started (Initializing/Waiting).
+    pre_running_deadline_seconds: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
     backoff_limit: NonNegativeInt32 = 0
     deletion_strategy: DeletionStrategy | None = None
     suspend: bool | None = None
@@ -430,6 +514,8 @@ class RayJobStatus(K8sModel):
     failed: int | None = None
     ray_job_info: RayJobStatusInfo | None = Field(default=None, alias="rayJobInfo")
     ray_cluster_status: RayClusterStatus | None = None
+    # Since when the dashboard's job status cannot be read (cleared by a successful read).
+    job_status_check_failure_start_time: datetime | None = None
     observed_generation: int | None = None
     # Not in KubeRay's RayJob: the queue integration's QuotaReserved condition lives here.
     conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(

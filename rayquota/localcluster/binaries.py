@@ -140,7 +140,9 @@ def build(tool: ToolBuild, *, log: bool = True) -> None:
     if log:
         names = ", ".join(tool.packages)
         print(f"building {names} {tool.version} with go (cached afterwards) ...", file=sys.stderr, flush=True)
-    returncode, stderr = _run_with_progress(cmd, tool, env, started, log=log)
+    returncode, stderr = run_with_progress(
+        cmd, cwd=repo_root() / tool.module_dir, label=tool.key, env=env, started=started, log=log
+    )
     if returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"`{' '.join(cmd)}` failed in {tool.module_dir}:\n{stderr[-4000:]}")
@@ -162,15 +164,15 @@ def build(tool: ToolBuild, *, log: bool = True) -> None:
 PROGRESS_INTERVAL_S = 30.0
 
 
-def _run_with_progress(
-    cmd: list[str], tool: ToolBuild, env: dict[str, str], started: float, *, log: bool
+def run_with_progress(
+    cmd: list[str], *, cwd: Path, label: str, env: dict[str, str], started: float, log: bool
 ) -> tuple[int, str]:
-    """Run `go build`, saying every half minute that it is still going (a cold Kubernetes
-    build is silent for minutes otherwise)."""
+    """Run a `go` build command, saying every half minute that it is still going (a cold
+    Kubernetes build is silent for minutes otherwise). Returns the exit code and stderr."""
     with tempfile.TemporaryFile(mode="w+") as errors:
         proc = subprocess.Popen(
             cmd,
-            cwd=repo_root() / tool.module_dir,
+            cwd=cwd,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=errors,
@@ -183,7 +185,7 @@ def _run_with_progress(
             except subprocess.TimeoutExpired:
                 if log:
                     elapsed = time.monotonic() - started
-                    print(f"  still building {tool.key} ... {elapsed:.0f}s", file=sys.stderr, flush=True)
+                    print(f"  still building {label} ... {elapsed:.0f}s", file=sys.stderr, flush=True)
         errors.seek(0)
         return proc.returncode, errors.read()
 

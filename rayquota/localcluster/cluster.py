@@ -33,6 +33,15 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 SERVICE_CIDR = "10.96.0.0/16"
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+"""
+
+
 class ClusterError(RuntimeError):
     pass
 
@@ -92,6 +101,9 @@ class LocalCluster:
 
     name: str = "default"
     nodes_file: Path | None = None
+    # Benchmarks count API requests per client: the API server's metrics have no client
+    # label, its audit log has the user agent. Off by default (it costs the server CPU).
+    audit: bool = False
 
     @property
     def state_dir(self) -> Path:
@@ -104,6 +116,10 @@ class LocalCluster:
     @property
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.log_dir / "audit.log"
 
     @property
     def _pid_file(self) -> Path:
@@ -250,6 +266,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                *self._audit_flags(),
                 "--v=1",
             ],
             api_url,
@@ -395,6 +412,21 @@ class LocalCluster:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
         self.kubeconfig.chmod(0o600)
+
+    def _audit_flags(self) -> list[str]:
+        """One JSON line per finished request (metadata only), when `audit` is on."""
+        if not self.audit:
+            return []
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=batch",
+            "--audit-log-maxbackup=0",
+            "--audit-log-maxsize=0",
+        ]
 
     @staticmethod
     def _http_ok(url: str) -> bool:

@@ -35,6 +35,11 @@ class OperatorConfig:
     workers: int = 8
     # How long a deleted RayJob waits for its Ray job to stop before it is released anyway.
     rayjob_stop_timeout_s: float = 300.0
+    # False: admission-only mode beside KubeRay's own operator. Our Ray reconcilers stay off and
+    # the queue integration gates KubeRay's objects through spec.suspend alone.
+    reconcilers_enabled: bool = True
+    # Read kueue.x-k8s.io queues (ClusterQueue, LocalQueue, ...) instead of rayquota.io ones.
+    kueue_api: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -52,4 +57,17 @@ class OperatorConfig:
             rayjob_stop_timeout_s=float(
                 env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
             ),
+            reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
+            kueue_api=_flag(env, "RAYQUOTA_KUEUE_API", defaults.kueue_api),
         )
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={env[name]!r}: expected true or false")

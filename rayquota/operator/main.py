@@ -27,8 +27,20 @@ from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 
 log = logging.getLogger("rayquota")
 
+RAY_RECONCILERS = "rayquota.operator.ray.setup"
 # Modules with a `setup(manager, config)`; each half of the operator adds itself here.
-COMPONENTS: tuple[str, ...] = ("rayquota.operator.ray.setup", "rayquota.operator.queue.setup")
+COMPONENTS: tuple[str, ...] = (
+    RAY_RECONCILERS,
+    "rayquota.operator.queue.setup",
+    "rayquota.operator.webhooks.cert_keeper",
+    "rayquota.operator.webhooks.chart_server",  # after the queue and the certificate it serves
+)
+
+
+def enabled_components(config: OperatorConfig, modules: Iterable[str] = COMPONENTS) -> tuple[str, ...]:
+    """The components this configuration runs: admission-only mode leaves the Ray reconcilers
+    out, because KubeRay's operator reconciles the Ray objects there."""
+    return tuple(m for m in modules if config.reconcilers_enabled or m != RAY_RECONCILERS)
 
 
 def setup_components(
@@ -83,7 +95,11 @@ def run(
             print(f"error: leader election: {exc}", file=sys.stderr)
             return 2
     bind = bind or os.environ.get("RAYQUOTA_BIND_ADDRESS", "127.0.0.1")
-    config = config or OperatorConfig.from_env()
+    try:
+        config = config or OperatorConfig.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     _start_metrics(metrics_port, bind)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -92,7 +108,7 @@ def run(
             _main(
                 config=config,
                 scope=NamespaceScope.of(namespaces),
-                components=tuple(components),
+                components=enabled_components(config, components),
                 bind=bind,
                 health_port=health_port,
                 stop_flag=stop_flag,

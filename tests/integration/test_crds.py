@@ -293,6 +293,7 @@ def test_printer_columns_for_ray_kinds(control_plane: Any, crds_installed: None,
         "CPUS",
         "MEMORY",
         "GPUS",
+        "TPUS",  # -o wide only, as KubeRay's
         "STATUS",
         "AGE",
         "HEAD POD IP",

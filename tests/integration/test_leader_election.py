@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from tests.polling import wait_for
+from tests.quota import Quota, cluster_pods, pending_workload, sample_cluster, workload_of
+from tests.quota import quota as quota  # the fixture
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "rayquota-operator"
@@ -231,3 +233,59 @@ def test_a_leader_that_loses_its_lease_stops_and_exits_non_zero(
     assert "lost leadership" in leader.output()
     assert "rayquota operator stopped" in leader.output()
     assert (lease_spec(control_plane, namespace) or {}).get("holderIdentity") == "intruder"
+
+
+def admitted_at(workload: dict[str, Any] | None) -> str | None:
+    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
+    return next(
+        (c["lastTransitionTime"] for c in conditions if c["type"] == "Admitted" and c["status"] == "True"),
+        None,
+    )
+
+
+def test_only_the_leader_admits_and_a_takeover_admits_nothing_twice(
+    control_plane: Any, namespace: str, quota: Quota, start_operator: Callable[[], Operator]
+) -> None:
+    a, b = start_operator(), start_operator()
+    leader, standby = await_one_leader(control_plane, namespace, a, b)
+    first = sample_cluster(namespace)  # 4 of the queue's 8 GPUs
+    name = first["metadata"]["name"]
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(first))
+    admitted = wait_for(
+        "the leader to admit the first cluster",
+        lambda: (w := workload_of(control_plane, namespace, name)) and admitted_at(w) and w,
+        90,
+    )
+    pods = wait_for(
+        "its four pods", lambda: (p := cluster_pods(control_plane, namespace, name)) and len(p) == 4 and p
+    )
+    assert RECONCILING not in standby.output()  # the standby has not even started its controllers
+
+    leader.proc.send_signal(signal.SIGKILL)
+    wait_for("the standby to take the Lease", lambda: leader_of(control_plane, namespace, [a, b]) is standby)
+    wait_for("the new leader to start", lambda: RECONCILING in standby.output())
+    # The new leader admits, and rebuilt the quota from the admitted Workload: of the 4 GPUs
+    # left, a cluster needing 4 is admitted and one needing 2 more waits (had the new leader
+    # forgotten the first admission, both would fit).
+    second = sample_cluster(namespace, "second", gpu_workers=2)
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(second))
+    wait_for(
+        "the new leader to admit the second cluster",
+        lambda: admitted_at(workload_of(control_plane, namespace, "second")),
+        90,
+    )
+    third = sample_cluster(namespace, "third", gpu_workers=1)
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(third))
+    wait_for(
+        "the third cluster pending with a reason",
+        lambda: pending_workload(control_plane, namespace, "third", because="nvidia.com/gpu"),
+    )
+    assert not cluster_pods(control_plane, namespace, "third")
+    # Admitted once: the same admission, never re-written, and the same pods.
+    still = workload_of(control_plane, namespace, name)
+    assert admitted_at(still) == admitted_at(admitted)
+    assert (still or {})["status"]["admission"] == admitted["status"]["admission"]
+    assert {p["metadata"]["uid"] for p in cluster_pods(control_plane, namespace, name)} == {
+        p["metadata"]["uid"] for p in pods
+    }
+    assert standby.proc.poll() is None, standby.output()

@@ -17,3 +17,54 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "rayquota.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}{{ default (include "rayquota.fullname" .) .Values.serviceAccount.name }}{{- else -}}{{ default "default" .Values.serviceAccount.name }}{{- end -}}
 {{- end -}}
+
+{{/* Non-empty when the operator issues its own webhook certificate and patches the caBundle. */}}
+{{- define "rayquota.selfSignedWebhookCerts" -}}
+{{- if and .Values.webhooks.enabled (not .Values.webhooks.certManager.enabled) (not .Values.webhooks.caBundle) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "rayquota.certSecretName" -}}
+{{ include "rayquota.fullname" . }}-webhook-cert
+{{- end -}}
+
+{{- define "rayquota.webhookServiceName" -}}
+{{ include "rayquota.fullname" . }}-webhook
+{{- end -}}
+
+{{- define "rayquota.webhookAnnotations" -}}
+{{- if .Values.webhooks.certManager.enabled -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "rayquota.webhookServiceName" . }}
+{{- end -}}
+{{- end -}}
+
+{{/* (list $ path): the Service, or webhooks.url for an operator run outside the cluster. */}}
+{{- define "rayquota.webhookClientConfig" -}}
+{{- $ := index . 0 }}{{ $path := index . 1 -}}
+clientConfig:
+  {{- if $.Values.webhooks.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" $.Values.webhooks.url) $path | quote }}
+  {{- else }}
+  service:
+    name: {{ include "rayquota.webhookServiceName" $ }}
+    namespace: {{ $.Release.Namespace }}
+    path: {{ $path }}
+    port: 443
+  {{- end }}
+  {{- with $.Values.webhooks.caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end -}}
+
+{{/* (list $ objectSelector namespaceSelector) */}}
+{{- define "rayquota.webhookCommon" -}}
+{{- $ := index . 0 -}}
+sideEffects: None
+admissionReviewVersions: [v1]
+matchPolicy: Equivalent
+timeoutSeconds: {{ $.Values.webhooks.timeoutSeconds }}
+{{- with index . 1 }}
+objectSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+namespaceSelector: {{- toYaml (index . 2) | nindent 2 }}
+{{- end -}}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
@@ -21,10 +22,19 @@ ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 # Multi-host worker groups (numOfHosts > 1): the pods of one replica share a replica name.
 RAY_WORKER_REPLICA_NAME = "ray.io/worker-group-replica-name"
 RAY_REPLICA_HOST_INDEX = "ray.io/replica-host-index"
-# Set on the batch Job that submits a RayJob (K8sJobMode) and on the cluster a RayJob created.
+# Every worker pod: the replica's index in its group, the lowest free one (0 .. replicas-1).
+RAY_WORKER_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+# On the pods of a RayJob's submitter Job (ours only: the queue counts them as their own pod set).
 RAY_JOB_SUBMITTER = "ray.io/job-submitter"
+# On a RayJob's RayCluster: the RayJob's submissionMode.
+RAY_JOB_SUBMISSION_MODE = "ray.io/job-submission-mode"
+# On the headless Service of a cluster with multi-host worker groups.
+RAY_HEADLESS_WORKER_SERVICE = "ray.io/headless-worker-svc"
 
-CREATED_BY_VALUE = "rayquota-operator"
+# KubeRay's value by default, so monitoring, dashboards and network policies that select on it keep
+# working; RAYQUOTA_CREATED_BY_LABEL changes it (e.g. to run beside KubeRay in one namespace).
+KUBERAY_CREATED_BY_VALUE = "kuberay-operator"
+CREATED_BY_VALUE = os.environ.get("RAYQUOTA_CREATED_BY_LABEL") or KUBERAY_CREATED_BY_VALUE
 APP_NAME_VALUE = "kuberay"
 HEAD_NODE = "head"
 WORKER_NODE = "worker"
@@ -37,6 +47,7 @@ FT_ENABLED_ANNOTATION = "ray.io/ft-enabled"
 
 HEAD_SERVICE_SUFFIX = "-head-svc"
 SERVE_SERVICE_SUFFIX = "-serve-svc"
+HEADLESS_SERVICE_SUFFIX = "-headless"
 
 _MAX_LABEL_VALUE = 63
 _INVALID_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -78,7 +89,37 @@ def serve_service_name(cluster_name: str) -> str:
     return _truncate(cluster_name, 63 - len(SERVE_SERVICE_SUFFIX)) + SERVE_SERVICE_SUFFIX
 
 
-def _random_suffix(length: int = 5) -> str:
+def headless_service_name(cluster_name: str) -> str:
+    """The Service multi-host workers use to reach each other (`<cluster>-headless`)."""
+    return _truncate(cluster_name, 63 - len(HEADLESS_SERVICE_SUFFIX)) + HEADLESS_SERVICE_SUFFIX
+
+
+def free_replica_indices(used: Iterable[int], count: int) -> list[int]:
+    """The `count` lowest replica indices not in `used`, as KubeRay hands them out (gaps first)."""
+    taken = set(used)
+    free: list[int] = []
+    candidate = 0
+    while len(free) < count:
+        if candidate not in taken:
+            free.append(candidate)
+        candidate += 1
+    return free
+
+
+def replica_indices_in_use(pods: Iterable[Mapping[str, Any]]) -> set[int]:
+    """Replica indices carried by live worker pods (pods without a valid index are ignored)."""
+    used: set[int] = set()
+    for pod in pods:
+        value = (pod["metadata"].get("labels") or {}).get(RAY_WORKER_REPLICA_INDEX)
+        if value is not None and str(value).isdigit():
+            used.add(int(value))
+    return used
+
+
+RANDOM_SUFFIX_LENGTH = 5
+
+
+def _random_suffix(length: int = RANDOM_SUFFIX_LENGTH) -> str:
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
@@ -125,6 +166,24 @@ def managed_by_other_controller(body: Mapping[str, Any]) -> str | None:
     if not manager or manager in (MANAGED_BY_KUBERAY, MANAGED_BY_RAYQUOTA):
         return None
     return str(manager)
+
+
+def rayjob_cluster_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
+    """Labels of the RayCluster a RayJob creates: the RayJob's own labels, where it came from, and
+    its submission mode (tools select on all three, as on KubeRay's)."""
+    meta = rayjob["metadata"]
+    mode = (rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode"
+    return {
+        **(meta.get("labels") or {}),
+        ORIGINATED_FROM_CR_NAME: label_value(str(meta["name"])),
+        ORIGINATED_FROM_CRD: "RayJob",
+        RAY_JOB_SUBMISSION_MODE: str(mode),
+    }
+
+
+def rayjob_head_service_name(rayjob_name: str) -> str:
+    """`<rayjob>-head-svc`: the RayJob's stable address, whichever cluster attempt serves it."""
+    return head_service_name(rayjob_name)
 
 
 # RayService children. The hash annotation (HASH_ANNOTATION) on a child RayCluster records the

@@ -7,37 +7,28 @@ server returns it) and a few settings; the output is a pod manifest.
 from __future__ import annotations
 
 import copy
-import json
-import math
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
-from rayquota.operator.ray import labels
+from rayquota.operator.ray import autoscaler_sidecar, labels, probes
+from rayquota.operator.ray.ray_start import (
+    DEFAULT_METRICS_PORT,
+    SHELL_COMMAND,
+    ULIMIT_COMMAND,
+    ray_start_command,
+    ray_start_params,
+    to_decimal,
+)
 
 DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_CLIENT_PORT = 10001
-DEFAULT_METRICS_PORT = 8080
 DEFAULT_SERVE_PORT = 8000
-DEFAULT_DASHBOARD_AGENT_PORT = 52365
 
 SHARED_MEMORY_VOLUME = "shared-mem"
-AUTOSCALER_CONTAINER = "autoscaler"
+SHARED_MEMORY_MOUNT_PATH = "/dev/shm"
 WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
-
-# Container resources KubeRay turns into Ray custom resources (everything ending in "gpu" is num-gpus).
-ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
-
-HEAD_DEFAULT_PORTS = (
-    ("gcs-server", DEFAULT_GCS_PORT),
-    ("dashboard", DEFAULT_DASHBOARD_PORT),
-    ("client", DEFAULT_CLIENT_PORT),
-)
 
 
 @dataclass(frozen=True)
@@ -80,97 +71,6 @@ class PodContext:
         return str(cluster_labels.get(labels.ORIGINATED_FROM_CRD, "RayCluster"))
 
 
-# --- ray start ------------------------------------------------------------------------------
-
-
-def _quantity(value: Any) -> Decimal:
-    return Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
-
-
-def _limit_or_request(resources: Mapping[str, Any], name: str) -> Decimal | None:
-    for section in ("limits", "requests"):
-        value = (resources.get(section) or {}).get(name)
-        if value is not None and _quantity(value) > 0:
-            return _quantity(value)
-    return None
-
-
-def _format_number(value: Decimal) -> str:
-    return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
-
-
-def derived_start_params(resources: Mapping[str, Any]) -> dict[str, str]:
-    """num-cpus, memory, num-gpus and resources from a container's limits (else requests)."""
-    derived: dict[str, str] = {}
-    cpu = _limit_or_request(resources, "cpu")
-    if cpu is not None:
-        # Ray takes whole CPUs; a fractional limit is rounded up as KubeRay does.
-        derived["num-cpus"] = str(math.ceil(cpu))
-    memory = _limit_or_request(resources, "memory")
-    if memory is not None:
-        derived["memory"] = str(int(memory))
-    limits = resources.get("limits") or {}
-    gpu_keys = sorted(k for k in limits if k.endswith("gpu") and _quantity(limits[k]) > 0)
-    if gpu_keys:
-        derived["num-gpus"] = _format_number(_quantity(limits[gpu_keys[0]]))
-    custom = {
-        ray_name: float(_quantity(limits[k]))
-        for k, ray_name in sorted(ACCELERATOR_RESOURCES.items())
-        if k in limits and _quantity(limits[k]) > 0
-    }
-    if custom:
-        derived["resources"] = json.dumps(custom, sort_keys=True, separators=(",", ":"))
-    return derived
-
-
-def ray_start_params(
-    node_type: str,
-    group: Mapping[str, Any],
-    container: Mapping[str, Any],
-    ctx: PodContext,
-) -> dict[str, str]:
-    """The complete parameter map: defaults, then values derived from resources, then the
-    user's rayStartParams, which always win."""
-    params: dict[str, str] = {"metrics-export-port": str(DEFAULT_METRICS_PORT), "block": "true"}
-    params["dashboard-agent-listen-port"] = str(DEFAULT_DASHBOARD_AGENT_PORT)
-    if node_type == labels.HEAD_NODE:
-        params["dashboard-host"] = "0.0.0.0"
-        if ctx.autoscaling:
-            # The sidecar autoscaler replaces Ray's own monitor process.
-            params["no-monitor"] = "true"
-    else:
-        params["address"] = f"{ctx.head_service_fqdn}:{ctx.gcs_port}"
-    params.update(derived_start_params(container.get("resources") or {}))
-    for key, value in (group.get("rayStartParams") or {}).items():
-        params[str(key)] = str(value)
-    return params
-
-
-def ray_start_command(node_type: str, params: Mapping[str, str]) -> str:
-    """`ray start` with the parameters sorted, so the same spec always gives the same command."""
-    flags: list[str] = []
-    for key in sorted(params):
-        value = params[key]
-        if value.lower() == "true":
-            flags.append(f"--{key}")
-        elif value.lower() == "false" and key in PRESENCE_FLAGS:
-            continue  # a presence-only flag set to false is simply left off
-        else:
-            flags.append(f"--{key}={_shell_value(key, value)}")
-    head = " --head" if node_type == labels.HEAD_NODE else ""
-    return f"ulimit -n 65536; ray start{head} {' '.join(flags)}".rstrip()
-
-
-PRESENCE_FLAGS = frozenset({"block", "no-monitor", "disable-usage-stats"})
-
-
-def _shell_value(key: str, value: str) -> str:
-    # JSON values (resources, labels) need quoting to survive bash.
-    if key in ("resources", "labels") or any(c in value for c in " '\"{}$;&|<>"):
-        return shlex.quote(value)
-    return value
-
-
 # --- pods -----------------------------------------------------------------------------------
 
 
@@ -206,56 +106,103 @@ def _ensure_port(container: dict[str, Any], name: str, port: int) -> None:
     ports.append({"name": name, "containerPort": port, "protocol": "TCP"})
 
 
-def _ensure_shared_memory(pod_spec: dict[str, Any], container: dict[str, Any]) -> None:
+def add_empty_dir(
+    pod_spec: dict[str, Any],
+    container: dict[str, Any],
+    volume: str,
+    mount_path: str,
+    size_limit: str | None = None,
+) -> None:
+    """Mount an emptyDir named `volume` at `mount_path`, unless something is mounted there."""
     mounts = container.setdefault("volumeMounts", [])
-    if any(m.get("mountPath") == "/dev/shm" for m in mounts):
+    if any(m.get("mountPath") == mount_path for m in mounts):
         return
     volumes = pod_spec.setdefault("volumes", [])
-    if not any(v.get("name") == SHARED_MEMORY_VOLUME for v in volumes):
-        empty_dir: dict[str, Any] = {"medium": "Memory"}
-        memory = _limit_or_request(container.get("resources") or {}, "memory")
-        if memory is not None:
-            empty_dir["sizeLimit"] = str(int(memory))
-        volumes.append({"name": SHARED_MEMORY_VOLUME, "emptyDir": empty_dir})
-    mounts.append({"name": SHARED_MEMORY_VOLUME, "mountPath": "/dev/shm"})
+    if not any(v.get("name") == volume for v in volumes):
+        empty_dir: dict[str, Any] = {}
+        if mount_path == SHARED_MEMORY_MOUNT_PATH:
+            empty_dir["medium"] = "Memory"
+        if size_limit is not None:
+            empty_dir["sizeLimit"] = size_limit
+        volumes.append({"name": volume, "emptyDir": empty_dir})
+    mounts.append({"name": volume, "mountPath": mount_path})
 
 
-def _container_command_overridden(container: Mapping[str, Any]) -> bool:
+def _ensure_shared_memory(
+    pod_spec: dict[str, Any], container: dict[str, Any], params: Mapping[str, str]
+) -> None:
+    if "plasma-directory" in params:
+        return  # the user put the object store elsewhere
+    add_empty_dir(
+        pod_spec, container, SHARED_MEMORY_VOLUME, SHARED_MEMORY_MOUNT_PATH, _memory_as_written(container)
+    )
+
+
+def _memory_as_written(container: Mapping[str, Any]) -> str | None:
+    """The container's memory limit (else request) as the user wrote it ("5Gi"), for /dev/shm."""
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        value = (resources.get(section) or {}).get("memory")
+        if value is not None and to_decimal(value) > 0:
+            return str(value)
+    return None
+
+
+def _container_command_overridden(container: Mapping[str, Any], ctx: PodContext) -> bool:
+    annotations = ctx.cluster["metadata"].get("annotations") or {}
+    if str(annotations.get(OVERWRITE_CONTAINER_CMD_ANNOTATION, "")).lower() == "true":
+        return True
     text = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
     return "ray start" in text
 
 
-def _apply_ray_command(container: dict[str, Any], start_cmd: str) -> None:
-    if _container_command_overridden(container):
+def _apply_ray_command(container: dict[str, Any], start_cmd: str, ctx: PodContext) -> None:
+    if _container_command_overridden(container, ctx):
         return
     user_cmd = " ".join([*(container.get("command") or []), *(container.get("args") or [])]).strip()
-    container["command"] = ["/bin/bash", "-lc", "--"]
-    container["args"] = [f"{start_cmd} && {user_cmd}" if user_cmd else start_cmd]
+    generated = f"{ULIMIT_COMMAND}; {start_cmd}"
+    container["command"] = list(SHELL_COMMAND)
+    # The user's command runs first: `ray start --block` never returns, so nothing after it would.
+    container["args"] = [f"{user_cmd} && {generated}" if user_cmd else generated]
 
 
 def _common_env(container: dict[str, Any], ctx: PodContext, start_cmd: str) -> None:
     _set_env_default(container, "RAY_CLUSTER_NAME", **_field_ref(f"metadata.labels['{labels.RAY_CLUSTER}']"))
+    _set_env_default(container, "RAY_CLUSTER_NAMESPACE", **_field_ref("metadata.namespace"))
     _set_env_default(container, "RAY_CLOUD_INSTANCE_ID", **_field_ref("metadata.name"))
     _set_env_default(container, "RAY_NODE_TYPE_NAME", **_field_ref(f"metadata.labels['{labels.RAY_GROUP}']"))
     _set_env_default(container, "KUBERAY_GEN_RAY_START_CMD", start_cmd)
     _set_env_default(container, "RAY_PORT", str(ctx.gcs_port))
     _set_env_default(container, "RAY_USAGE_STATS_KUBERAY_IN_USE", "1")
-    _set_env_default(
-        container,
-        "RAY_USAGE_STATS_EXTRA_TAGS",
-        f"kuberay_version={ctx.operator_version};kuberay_crd={ctx.originating_crd}",
-    )
     _set_env_default(container, "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1")
 
 
+def _set_init_container_env(pod_spec: dict[str, Any], ctx: PodContext) -> None:
+    # Every init container learns the head's address (a TLS set-up script needs it, the
+    # wait-gcs-ready container waits on it).
+    for init in pod_spec.get("initContainers") or []:
+        _set_env_default(init, "FQ_RAY_IP", ctx.head_service_fqdn)
+        _set_env_default(init, "RAY_IP", labels.head_service_name(ctx.name))
+
+
 def _pod_metadata(
-    template: Mapping[str, Any], ctx: PodContext, node_type: str, group_name: str
+    template: Mapping[str, Any],
+    group: Mapping[str, Any],
+    ctx: PodContext,
+    node_type: str,
+    group_name: str,
 ) -> dict[str, Any]:
     meta = copy.deepcopy(template.get("metadata") or {})
     meta.pop("name", None)
     meta.pop("generateName", None)
-    pod_labels = dict(meta.get("labels") or {})
-    pod_labels.update(labels.pod_labels(ctx.name, node_type, group_name))
+    # KubeRay's precedence: its labels, then the template's and the group's own `labels` on top,
+    # except the ones that say which cluster and group a pod belongs to (and which operator made it,
+    # since that is how we find our pods).
+    pod_labels = labels.pod_labels(ctx.name, node_type, group_name)
+    fixed = {labels.RAY_CLUSTER, labels.RAY_NODE_TYPE, labels.RAY_GROUP, labels.CREATED_BY}
+    for key, value in {**(meta.get("labels") or {}), **(group.get("labels") or {})}.items():
+        if key not in fixed:
+            pod_labels[str(key)] = str(value)
     if (ctx.cluster["metadata"].get("annotations") or {}).get(ENABLE_SERVE_SERVICE_ANNOTATION) == "true":
         pod_labels[SERVE_LABEL] = "true"
     annotations = dict(meta.get("annotations") or {})
@@ -273,134 +220,143 @@ def _pod_metadata(
 
 
 ENABLE_SERVE_SERVICE_ANNOTATION = "ray.io/enable-serve-service"
+OVERWRITE_CONTAINER_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SERVE_LABEL = "ray.io/serve"
+
+
+def _serve_probe_port(ctx: PodContext, node_type: str, container: Mapping[str, Any]) -> int | None:
+    """The Serve port a RayService worker's readiness probe checks; None for everyone else."""
+    if ctx.originating_crd != "RayService" or node_type != labels.WORKER_NODE:
+        return None
+    for port in container.get("ports") or []:
+        if port.get("name") == "serve":
+            return int(port["containerPort"])
+    return DEFAULT_SERVE_PORT
+
+
+def _finish_ray_container(
+    pod_spec: dict[str, Any], ctx: PodContext, node_type: str, group: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Command, env, ports, /dev/shm and probes of the Ray container; returns it."""
+    container: dict[str, Any] = pod_spec["containers"][ray_container_index(pod_spec)]
+    params = ray_start_params(
+        node_type, group, container, f"{ctx.head_service_fqdn}:{ctx.gcs_port}", ctx.autoscaling
+    )
+    start_cmd = ray_start_command(node_type, params)
+    _apply_ray_command(container, start_cmd, ctx)
+    _common_env(container, ctx, start_cmd)
+    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
+    _ensure_shared_memory(pod_spec, container, params)
+    probes.add_default_probes(
+        container, node_type, params, ctx.spec.get("rayVersion"), _serve_probe_port(ctx, node_type, container)
+    )
+    return container
+
+
+def _set_name(meta: dict[str, Any], name: str) -> None:
+    # The name is chosen here (the operator tracks the pods it creates by name); generateName
+    # records the prefix as KubeRay's pods carry it.
+    meta["name"] = name
+    meta["generateName"] = name[: -labels.RANDOM_SUFFIX_LENGTH]
+
+
+def gcs_fault_tolerance_enabled(cluster: Mapping[str, Any]) -> bool:
+    """GCS fault tolerance: gcsFaultToleranceOptions, or the older ray.io/ft-enabled annotation."""
+    annotations = cluster["metadata"].get("annotations") or {}
+    if (cluster.get("spec") or {}).get("gcsFaultToleranceOptions"):
+        return True
+    return str(annotations.get(labels.FT_ENABLED_ANNOTATION, "")).lower() == "true"
 
 
 def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     head = ctx.spec.get("headGroupSpec") or {}
     template = head.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
-    meta = _pod_metadata(template, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
-    meta["name"] = labels.head_pod_name(ctx.name)
-    index = ray_container_index(pod_spec)
-    container = pod_spec["containers"][index]
-    params = ray_start_params(labels.HEAD_NODE, head, container, ctx)
-    start_cmd = ray_start_command(labels.HEAD_NODE, params)
-    _apply_ray_command(container, start_cmd)
-    _common_env(container, ctx, start_cmd)
-    _set_env_default(container, "RAY_IP", "127.0.0.1")
+    meta = _pod_metadata(template, head, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
+    _set_name(meta, labels.head_pod_name(ctx.name))
+    meta["annotations"][labels.FT_ENABLED_ANNOTATION] = str(gcs_fault_tolerance_enabled(ctx.cluster)).lower()
+    container = _finish_ray_container(pod_spec, ctx, labels.HEAD_NODE, head)
     _set_env_default(container, "RAY_ADDRESS", f"127.0.0.1:{ctx.gcs_port}")
-    for name, port in HEAD_DEFAULT_PORTS:
-        _ensure_port(container, name, port)
-    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
-    _ensure_shared_memory(pod_spec, container)
+    _set_env_default(
+        container,
+        "RAY_USAGE_STATS_EXTRA_TAGS",
+        f"kuberay_version={ctx.operator_version};kuberay_crd={ctx.originating_crd}",
+    )
     if ctx.autoscaling:
-        pod_spec["containers"].append(build_autoscaler_container(ctx, container))
+        options = ctx.spec.get("autoscalerOptions") or {}
+        autoscaler = autoscaler_sidecar.build_autoscaler_container(container.get("image"), options)
+        pod_spec["containers"].append(autoscaler)
+        for shared in (container, autoscaler):
+            add_empty_dir(
+                pod_spec, shared, autoscaler_sidecar.RAY_LOGS_VOLUME, autoscaler_sidecar.RAY_LOGS_MOUNT_PATH
+            )
         # The autoscaler patches the RayCluster: it runs as the account its Role is bound to.
         pod_spec.setdefault("serviceAccountName", ctx.name)
+    _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 
 def build_worker_pod(
-    ctx: PodContext, group: Mapping[str, Any], replica: tuple[str, int] | None = None
+    ctx: PodContext,
+    group: Mapping[str, Any],
+    replica: tuple[str, int] | None = None,
+    replica_index: int | None = None,
 ) -> dict[str, Any]:
-    """A worker pod; `replica` is (replica name, host index) for multi-host groups."""
+    """A worker pod. `replica` is (replica name, host index) for multi-host groups; `replica_index`
+    the replica's index in its group (see labels.free_replica_indices)."""
     template = group.get("template") or {}
     pod_spec = copy.deepcopy(template.get("spec") or {})
     group_name = str(group["groupName"])
-    meta = _pod_metadata(template, ctx, labels.WORKER_NODE, group_name)
-    meta["name"] = labels.worker_pod_name(ctx.name, group_name)
+    meta = _pod_metadata(template, group, ctx, labels.WORKER_NODE, group_name)
+    _set_name(meta, labels.worker_pod_name(ctx.name, group_name))
+    if replica_index is not None:
+        meta["labels"][labels.RAY_WORKER_REPLICA_INDEX] = str(replica_index)
     if replica is not None:
         meta["labels"][labels.RAY_WORKER_REPLICA_NAME] = replica[0]
         meta["labels"][labels.RAY_REPLICA_HOST_INDEX] = str(replica[1])
-    index = ray_container_index(pod_spec)
-    container = pod_spec["containers"][index]
-    params = ray_start_params(labels.WORKER_NODE, group, container, ctx)
-    start_cmd = ray_start_command(labels.WORKER_NODE, params)
-    _apply_ray_command(container, start_cmd)
-    _common_env(container, ctx, start_cmd)
+    # The init container copies the Ray container as the user wrote it (TLS settings live in its
+    # env and volumes), before the operator adds its own env.
+    user_container = copy.deepcopy(pod_spec["containers"][ray_container_index(pod_spec)])
+    container = _finish_ray_container(pod_spec, ctx, labels.WORKER_NODE, group)
     _set_env_default(container, "FQ_RAY_IP", ctx.head_service_fqdn)
     _set_env_default(container, "RAY_IP", labels.head_service_name(ctx.name))
     _set_env_default(container, "RAY_ADDRESS", f"{ctx.head_service_fqdn}:{ctx.gcs_port}")
-    _ensure_port(container, "metrics", DEFAULT_METRICS_PORT)
-    _ensure_shared_memory(pod_spec, container)
-    pod_spec.setdefault("initContainers", [])
-    if not any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in pod_spec["initContainers"]):
-        pod_spec["initContainers"].insert(0, build_wait_gcs_init_container(ctx, container))
+    init_containers = pod_spec.setdefault("initContainers", [])
+    if not any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in init_containers):
+        init_containers.append(build_wait_gcs_init_container(ctx, user_container))
+    _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 
 def build_wait_gcs_init_container(ctx: PodContext, ray_container: Mapping[str, Any]) -> dict[str, Any]:
-    """Workers wait until the head's GCS answers before `ray start` (KubeRay injects the same)."""
+    """Workers wait until the head's GCS answers before `ray start` (KubeRay injects the same).
+    Quiet for the first two minutes, then the health check's own errors are shown."""
+    address = f"{ctx.head_service_fqdn}:{ctx.gcs_port}"
     script = (
-        "SECONDS=0; until ray health-check --address $FQ_RAY_IP:$RAY_PORT > /dev/null 2>&1; "
-        'do echo "waiting for GCS at $FQ_RAY_IP:$RAY_PORT ($SECONDS s)"; sleep 5; done'
+        "SECONDS=0; "
+        f"until ray health-check --address {address} > /dev/null 2>&1; do "
+        f"if (( SECONDS > 120 )); then ray health-check --address {address}; fi; "
+        f'echo "$SECONDS s: waiting for the GCS at {address}"; sleep 5; '
+        'done; echo "GCS is ready."'
     )
     container: dict[str, Any] = {
         "name": WAIT_GCS_INIT_CONTAINER,
         "image": ray_container.get("image"),
-        "command": ["/bin/bash", "-lc", "--"],
+        "command": list(SHELL_COMMAND),
         "args": [script],
-        "env": [
-            {"name": "FQ_RAY_IP", "value": ctx.head_service_fqdn},
-            {"name": "RAY_IP", "value": labels.head_service_name(ctx.name)},
-            {"name": "RAY_PORT", "value": str(ctx.gcs_port)},
-        ],
+        "env": copy.deepcopy(ray_container.get("env") or []),
         "resources": {
             "limits": {"cpu": "200m", "memory": "256Mi"},
             "requests": {"cpu": "200m", "memory": "256Mi"},
         },
     }
-    if ray_container.get("imagePullPolicy"):
-        container["imagePullPolicy"] = ray_container["imagePullPolicy"]
+    for key in ("imagePullPolicy", "securityContext", "volumeMounts"):
+        if ray_container.get(key):
+            container[key] = copy.deepcopy(ray_container[key])
     return container
 
 
 def build_autoscaler_container(ctx: PodContext, ray_container: Mapping[str, Any]) -> dict[str, Any]:
+    """The autoscaler sidecar for this cluster (kept for the queue's pod sets, which size it)."""
     options = ctx.spec.get("autoscalerOptions") or {}
-    container: dict[str, Any] = {
-        "name": AUTOSCALER_CONTAINER,
-        "image": options.get("image") or ray_container.get("image"),
-        "imagePullPolicy": (
-            options.get("imagePullPolicy") or ray_container.get("imagePullPolicy") or "IfNotPresent"
-        ),
-        "command": ["/bin/bash", "-lc", "--"],
-        "args": [
-            "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) "
-            "--cluster-namespace $(RAY_CLUSTER_NAMESPACE)"
-        ],
-        "env": [
-            {"name": "RAY_CLUSTER_NAME", "valueFrom": _field_ref(f"metadata.labels['{labels.RAY_CLUSTER}']")},
-            {"name": "RAY_CLUSTER_NAMESPACE", "valueFrom": _field_ref("metadata.namespace")},
-            {"name": "RAY_HEAD_POD_NAME", "valueFrom": _field_ref("metadata.name")},
-            {"name": "KUBERAY_CRD_VER", "value": "v1"},
-        ],
-        "resources": options.get("resources")
-        or {
-            "limits": {"cpu": "500m", "memory": "512Mi"},
-            "requests": {"cpu": "500m", "memory": "512Mi"},
-        },
-    }
-    container["env"].extend(options.get("env") or [])
-    for key in ("envFrom", "volumeMounts", "securityContext"):
-        if options.get(key):
-            container[key] = copy.deepcopy(options[key])
-    return container
-
-
-# --- aggregate demand (status) ----------------------------------------------------------------
-
-
-def pod_resource_totals(template: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Sum of container limits (else requests) of one pod template: cpu, memory, GPUs."""
-    totals: dict[str, Decimal] = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0)}
-    for container in (template.get("spec") or {}).get("containers", []):
-        resources = container.get("resources") or {}
-        for name in ("cpu", "memory"):
-            value = _limit_or_request(resources, name)
-            if value is not None:
-                totals[name] += value
-        for key, value in (resources.get("limits") or {}).items():
-            if key.endswith("gpu"):
-                totals["gpu"] += _quantity(value)
-    return totals
+    return autoscaler_sidecar.build_autoscaler_container(ray_container.get("image"), options)

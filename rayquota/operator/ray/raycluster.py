@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rayquota.api.ray_unimplemented import UNIMPLEMENTED_FIELD_REASON, unimplemented_warning
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import (
     Expectations,
@@ -46,6 +47,17 @@ LEGACY_FINALIZER = "rayquota.io/finalizer"
 
 class ReconcileFailed(Exception):
     """Something could not be created or deleted; the status says what. Retried with backoff."""
+
+
+def warn_unimplemented_fields(manager: Manager, obj: Mapping[str, Any]) -> None:
+    """One Warning per spec generation naming the KubeRay fields set on the object that we ignore
+    (they round-trip, but nothing acts on them)."""
+    observed = (obj.get("status") or {}).get("observedGeneration")
+    if observed is not None and observed == obj["metadata"].get("generation"):
+        return
+    message = unimplemented_warning(obj)
+    if message:
+        manager.recorder.post(obj, "Warning", UNIMPLEMENTED_FIELD_REASON, message)
 
 
 def add_failure(failures: list[str], failure: str) -> None:
@@ -108,6 +120,7 @@ class RayClusterReconciler:
             return None
         if self.manager.status.is_stale(cluster):
             raise WaitForCache  # our last status write is on its way through the watch
+        warn_unimplemented_fields(self.manager, cluster)
         pods = self.pods_of(cluster)
         caps = self.manager.gate.caps_for(cluster)
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
@@ -183,6 +196,8 @@ class RayClusterReconciler:
         wanted = [services.build_head_service(cluster)]
         if services.wants_serve_service(cluster):
             wanted.append(services.build_serve_service(cluster))
+        if services.needs_headless_worker_service(cluster):
+            wanted.append(services.build_headless_worker_service(cluster))
         head_service: Mapping[str, Any] | None = None
         for manifest in wanted:
             live = self.services.store.get(namespace, manifest["metadata"]["name"])

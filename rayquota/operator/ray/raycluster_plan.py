@@ -238,8 +238,9 @@ def plan_cluster(
             else:
                 remaining.append(pod)
         missing = wanted - len(remaining)
-        for _ in range(max(0, missing)):
-            plan.create.append(build_worker_pod(ctx, group))
+        # Each new pod takes the lowest replica index its group does not use (KubeRay's labels).
+        for index in labels.free_replica_indices(labels.replica_indices_in_use(remaining), missing):
+            plan.create.append(build_worker_pod(ctx, group, replica_index=index))
         if missing < 0:
             # Remove the least useful first: pods not ready, then the newest.
             surplus = sorted(remaining, key=_age_key, reverse=True)
@@ -288,10 +289,13 @@ def _plan_multi_host_group(
             continue
         plan.delete.extend(PodDeletion(p, reason, message) for p in replica_pods)
     wanted = wanted_pods // hosts
-    for _ in range(wanted - len(complete)):
+    used = labels.replica_indices_in_use(p for replica_pods in complete for p in replica_pods)
+    for index in labels.free_replica_indices(used, wanted - len(complete)):
         replica_name = labels.replica_name(name)
         for host_index in range(hosts):
-            plan.create.append(build_worker_pod(ctx, group, replica=(replica_name, host_index)))
+            plan.create.append(
+                build_worker_pod(ctx, group, replica=(replica_name, host_index), replica_index=index)
+            )
     if len(complete) > wanted:
         # Remove replicas that are not fully ready first, then the newest.
         complete.sort(key=lambda pods: max(_age_key(p) for p in pods), reverse=True)

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from kubernetes.utils.quantity import parse_quantity
+
 from rayquota.operator.core.gate import QueueCondition
-from rayquota.operator.ray import conditions, labels
-from rayquota.operator.ray.podspec import pod_resource_totals
+from rayquota.operator.ray import conditions, labels, services
 from rayquota.operator.ray.raycluster_plan import (
     HEAD_POD_READY,
     PROVISIONED,
@@ -39,21 +40,69 @@ def _format_memory(value: Decimal) -> str:
     return str(amount)
 
 
+TPU_RESOURCE = "google.com/tpu"
+
+
+def _quantity(value: Any) -> Decimal:
+    return Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
+
+
+def pod_resource_totals(template: Mapping[str, Any]) -> dict[str, Decimal]:
+    """cpu, memory, gpu and tpu of one pod template, summed over its containers; each container
+    counts its request of a resource, else its limit (KubeRay's rule for the status columns)."""
+    totals = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0), "tpu": Decimal(0)}
+    for container in (template.get("spec") or {}).get("containers", []):
+        resources = container.get("resources") or {}
+        amounts = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in amounts.items():
+            if name in ("cpu", "memory"):
+                totals[name] += _quantity(value)
+            elif name.endswith("gpu"):
+                totals["gpu"] += _quantity(value)
+            elif name == TPU_RESOURCE:
+                totals["tpu"] += _quantity(value)
+    return totals
+
+
 def desired_resources(cluster: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What the CPUS/MEMORY/GPUS/TPUS columns show: the head plus replicas x numOfHosts of every
+    worker group that is not suspended. Like KubeRay, a suspended cluster still shows what it
+    asks for, and `replicas` is taken as written."""
     spec = cluster.get("spec") or {}
-    suspended = bool(spec.get("suspend"))
-    totals = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0)}
-    if suspended:
-        return totals
-    head_totals = pod_resource_totals((spec.get("headGroupSpec") or {}).get("template") or {})
-    for key in totals:
-        totals[key] += head_totals[key]
+    totals = pod_resource_totals((spec.get("headGroupSpec") or {}).get("template") or {})
     for group in worker_groups(cluster):
-        count = desired_pods(group)
+        if group.get("suspend"):
+            continue
+        count = int(group.get("replicas") or 0) * int(group.get("numOfHosts") or 1)
         group_totals = pod_resource_totals(group.get("template") or {})
         for key in totals:
             totals[key] += group_totals[key] * count
     return totals
+
+
+def _suspend_conditions(conds: list[dict[str, Any]], plan: ClusterPlan, now: str) -> list[dict[str, Any]]:
+    """RayClusterSuspending and RayClusterSuspended are always present, False when not (as KubeRay
+    reports them, so `kubectl wait --for=condition=RayClusterSuspended=false` works)."""
+    for condition_type, active in ((SUSPENDING, plan.suspending), (SUSPENDED, plan.suspended)):
+        conds = conditions.set_condition(conds, condition_type, active, condition_type, "", now=now)
+    return conds
+
+
+def _omit_zero_counts(status: dict[str, Any]) -> None:
+    # KubeRay writes these with omitempty: a zero count is absent, not 0.
+    for key in COUNT_FIELDS:
+        if not status.get(key):
+            status.pop(key, None)
+
+
+COUNT_FIELDS = (
+    "readyWorkerReplicas",
+    "availableWorkerReplicas",
+    "desiredWorkerReplicas",
+    "minWorkerReplicas",
+    "maxWorkerReplicas",
+    "observedGeneration",
+)
 
 
 def cluster_status(
@@ -79,20 +128,26 @@ def cluster_status(
     head = heads[0] if heads else None
     desired_workers = sum(desired_pods(g, suspended_flag) for g in groups)
     ready_workers = sum(1 for p in workers if is_ready(p))
+    # KubeRay reports the spec's worker count even while the cluster is suspended (suspended
+    # groups count 0), and min/max only over groups that are not suspended.
+    running_groups = [g for g in groups if not g.get("suspend")]
 
     status: dict[str, Any] = {
         "readyWorkerReplicas": ready_workers,
         "availableWorkerReplicas": sum(1 for p in workers if is_running(p)),
-        "desiredWorkerReplicas": desired_workers,
-        "minWorkerReplicas": sum(group_bounds(g)[1] * int(g.get("numOfHosts") or 1) for g in groups),
-        "maxWorkerReplicas": sum(group_bounds(g)[2] * int(g.get("numOfHosts") or 1) for g in groups),
+        "desiredWorkerReplicas": sum(desired_pods(g) for g in groups),
+        "minWorkerReplicas": sum(group_bounds(g)[1] * int(g.get("numOfHosts") or 1) for g in running_groups),
+        "maxWorkerReplicas": min(
+            sum(group_bounds(g)[2] * int(g.get("numOfHosts") or 1) for g in running_groups), 2**31 - 1
+        ),
         "observedGeneration": generation,
     }
+    _omit_zero_counts(status)
     resources = desired_resources(cluster)
     status["desiredCPU"] = _format_cpu(resources["cpu"])
     status["desiredMemory"] = _format_memory(resources["memory"])
     status["desiredGPU"] = _format_cpu(resources["gpu"])
-    status["desiredTPU"] = "0"
+    status["desiredTPU"] = _format_cpu(resources["tpu"])
 
     head_info: dict[str, Any] = {"serviceName": labels.head_service_name(cluster["metadata"]["name"])}
     if head is not None:
@@ -100,12 +155,10 @@ def cluster_status(
         if (head.get("status") or {}).get("podIP"):
             head_info["podIP"] = head["status"]["podIP"]
     if head_service is not None:
-        cluster_ip = (head_service.get("spec") or {}).get("clusterIP")
-        if cluster_ip and cluster_ip != "None":
-            head_info["serviceIP"] = cluster_ip
-        status["endpoints"] = {
-            str(p["name"]): str(p["port"]) for p in (head_service.get("spec") or {}).get("ports", [])
-        }
+        service_ip = services.head_service_ip(head_service, head)
+        if service_ip:
+            head_info["serviceIP"] = service_ip
+        status["endpoints"] = services.head_service_endpoints(head_service)
     status["head"] = head_info
 
     head_ready = head is not None and is_ready(head)
@@ -178,20 +231,7 @@ def cluster_status(
         status["reason"] = None
         conds = conditions.remove_condition(conds, REPLICA_FAILURE)
 
-    if plan.suspending:
-        conds = conditions.set_condition(
-            conds, SUSPENDING, True, "RayClusterSuspending", "deleting all pods", now=now
-        )
-        conds = conditions.remove_condition(conds, SUSPENDED)
-    elif plan.suspended:
-        conds = conditions.remove_condition(conds, SUSPENDING)
-        conds = conditions.set_condition(
-            conds, SUSPENDED, True, "RayClusterSuspended", "all pods are deleted", now=now
-        )
-    else:
-        conds = conditions.remove_condition(conds, SUSPENDING)
-        if conditions.find(conds, SUSPENDED) is not None:
-            conds = conditions.set_condition(conds, SUSPENDED, False, "RayClusterResumed", "", now=now)
+    conds = _suspend_conditions(conds, plan, now)
 
     if plan.suspended:
         status["state"] = "suspended"
@@ -215,9 +255,11 @@ def cluster_status(
 
 def status_changed(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     previous = previous or {}
-    for key, value in new.items():
+    for key in set(previous) | set(new):
         if key == "lastUpdateTime":
             continue
-        if previous.get(key) != value and not (value is None and key not in previous):
+        # A key that is absent and one that is null mean the same; a count dropping to zero
+        # (and so omitted) is a change.
+        if previous.get(key) != new.get(key):
             return True
     return False

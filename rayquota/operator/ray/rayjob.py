@@ -23,7 +23,7 @@ from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
-from rayquota.operator.ray import conditions, labels, submitter
+from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
@@ -34,6 +34,7 @@ from rayquota.operator.ray.dashboard import (
     RayDashboardClient,
     RetryPolicy,
 )
+from rayquota.operator.ray.raycluster import warn_unimplemented_fields
 from rayquota.operator.ray.rayjob_validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver, dashboard_port
 
@@ -165,6 +166,11 @@ class RayJobReconciler:
         self.controller.watch(self.rayjobs)
         self.controller.watch(self.clusters, parent_rayjob)
         self.controller.watch(self.submitters, parent_rayjob)
+        # `<rayjob>-head-svc` (labelled with the RayJob as origin, not with a cluster).
+        self.head_services = manager.informer(
+            resources.SERVICES, label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob"
+        )
+        self.controller.watch(self.head_services, parent_rayjob)
         # One shared session for every dashboard: heads come and go with each attempt.
         self._dashboards = DashboardClients(
             timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=2, initial_backoff_s=0.2)
@@ -196,6 +202,7 @@ class RayJobReconciler:
             return None
         if rayjob["metadata"].get("deletionTimestamp"):
             return await self._finalize(rayjob) if FINALIZER in finalizers else None
+        warn_unimplemented_fields(self.manager, rayjob)
         rayjob = copy.deepcopy(rayjob)
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
@@ -259,6 +266,19 @@ class RayJobReconciler:
     # --- the state machine ----------------------------------------------------------------------
 
     async def _step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
+        result = await self._state_step(rayjob, status)
+        # The RayJob's timers (preRunningDeadlineSeconds, the submitter and status-check
+        # timeouts) must fire even when nothing else would wake the RayJob up.
+        timer = rayjob_timeouts.seconds_until_next_timeout(
+            {"spec": rayjob.get("spec") or {}, "status": status},
+            dt.datetime.now(dt.UTC),
+            self._submitter_finished_at(rayjob, status),
+        )
+        if timer is not None and (result.requeue_after_s is None or timer < result.requeue_after_s):
+            return Result(timer + 0.1)
+        return result
+
+    async def _state_step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         spec = rayjob.get("spec") or {}
         state = status.get("jobDeploymentStatus", NEW)
         now = dt.datetime.now(dt.UTC)
@@ -293,6 +313,18 @@ class RayJobReconciler:
             self._finish(status, FAILED, "DeadlineExceeded", f"the RayJob ran longer than {deadline}s")
             self.recorder.post(rayjob, "Warning", "DeadlineExceeded", status["message"])
             return Result(0.1)
+        verdict = rayjob_timeouts.rayjob_timeout_verdict(
+            {"spec": spec, "status": status}, now, self._submitter_finished_at(rayjob, status)
+        )
+        if verdict is not None:
+            await self._stop_ray_job(status)
+            self._finish(status, verdict.deployment_status, verdict.reason, verdict.message)
+            if verdict.job_status is not None:
+                status["jobStatus"] = str(verdict.job_status)
+            self.recorder.post(rayjob, "Warning", str(verdict.reason), verdict.message)
+            return Result(0.1)
+        if state in (INITIALIZING, RUNNING) and not spec.get("clusterSelector"):
+            await self._ensure_head_service(rayjob, status)
 
         handler = {
             NEW: self._new,
@@ -358,8 +390,9 @@ class RayJobReconciler:
             if await self._ensure_submitter(rayjob, status):
                 status["jobDeploymentStatus"] = RUNNING
             return Result(0.5)
-        if mode == "HTTPMode":
-            return await self._submit_http(rayjob, status)
+        # HTTPMode as KubeRay: Running once the cluster is ready; the first status check finds no
+        # job and submits it, so a dashboard that never answers fails the RayJob after the
+        # status-check timeout instead of leaving it Initializing.
         # SidecarMode: the head pod runs the submitter; the job is under way once the cluster is ready.
         status["jobDeploymentStatus"] = RUNNING
         return Result(0.5)
@@ -382,10 +415,13 @@ class RayJobReconciler:
             return await self._job_not_found(rayjob, status)
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
+            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S)
         except DashboardError as exc:
             status["message"] = str(exc)
+            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S)
+        rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         if mode_of(rayjob) == "K8sJobMode" and not info.status.is_terminal:
             failed = await self._submitter_failed(rayjob)
             if failed:
@@ -539,7 +575,11 @@ class RayJobReconciler:
         if existing is not None:
             return True
         manifest = submitter.submitter_job(
-            rayjob, status["jobId"], status["dashboardURL"], self.config.submitter_image
+            rayjob,
+            status["jobId"],
+            status["dashboardURL"],
+            self.config.submitter_image,
+            cluster=self._cluster(namespace, status["rayClusterName"]),
         )
         try:
             await self.client.create(batch_job_path(namespace), manifest)
@@ -551,6 +591,39 @@ class RayJobReconciler:
             return False
         self.recorder.post(rayjob, "Normal", "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
         return True
+
+    def _submitter_finished_at(
+        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> dt.datetime | None:
+        """When the K8sJobMode submitter Job ended (None while it runs or for other modes)."""
+        if mode_of(rayjob) != "K8sJobMode" or status.get("jobDeploymentStatus") != RUNNING:
+            return None
+        meta = rayjob["metadata"]
+        job = self._submitter(meta["namespace"], meta["name"])
+        return None if job is None else submitter.job_finished_at(job)
+
+    async def _ensure_head_service(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """`<rayjob>-head-svc`: a stable address for the RayJob's head, whichever cluster attempt
+        serves it. Created with the cluster; a retry's new cluster only changes its selector."""
+        namespace = rayjob["metadata"]["namespace"]
+        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
+        if cluster is None or not cluster["metadata"].get("uid"):
+            return
+        manifest = services.build_rayjob_head_service(rayjob, cluster)
+        name = manifest["metadata"]["name"]
+        live = self.head_services.store.get(namespace, name)
+        try:
+            if live is None:
+                await self.client.create(resources.SERVICES.path(namespace), manifest)
+                self.recorder.post(rayjob, "Normal", "CreatedService", f"Created Service {namespace}/{name}")
+            elif (live.get("spec") or {}).get("selector") != manifest["spec"]["selector"]:
+                patch = {"spec": {"selector": manifest["spec"]["selector"]}}
+                await self.client.merge_patch(resources.SERVICES.path(namespace, name), patch)
+                self.recorder.post(rayjob, "Normal", "UpdatedService", f"Updated Service {namespace}/{name}")
+        except Conflict:
+            return  # created meanwhile; the watch brings it
+        except ApiError as exc:
+            self.recorder.post(rayjob, "Warning", "FailedToCreateService", exc.message)
 
     async def _submitter_state(self, rayjob: Mapping[str, Any]) -> tuple[bool, bool]:
         """(finished, failed) of the submitter Job; (False, False) while it runs or is absent."""
@@ -570,12 +643,13 @@ class RayJobReconciler:
             pass  # an earlier reconcile submitted it
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
+            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S)
         except DashboardError as exc:
             return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc)[:1024])
-        if status.get("jobDeploymentStatus") != RUNNING:
-            status["jobDeploymentStatus"] = RUNNING
-            self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
+        status["jobDeploymentStatus"] = RUNNING
+        rayjob_timeouts.record_status_check(status, True, now_rfc3339())
+        self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
 
     async def _delete_cluster_and_submitter(
@@ -628,11 +702,7 @@ def cluster_manifest(
         port = dashboard_port({"spec": spec})
         head_spec["containers"].append(submitter.sidecar_container(rayjob, status["jobId"], image, port))
         head_spec["restartPolicy"] = "Never"
-    cluster_labels = {
-        **(meta.get("labels") or {}),
-        labels.ORIGINATED_FROM_CR_NAME: labels.label_value(meta["name"]),
-        labels.ORIGINATED_FROM_CRD: "RayJob",
-    }
+    cluster_labels = labels.rayjob_cluster_labels(rayjob)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
     return {
         "apiVersion": "ray.io/v1",

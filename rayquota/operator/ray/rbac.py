@@ -21,6 +21,7 @@ def _meta(cluster: Mapping[str, Any], name: str) -> dict[str, Any]:
         "namespace": cluster["metadata"]["namespace"],
         "labels": {
             labels.RAY_CLUSTER: labels.label_value(cluster["metadata"]["name"]),
+            labels.APP_NAME: labels.APP_NAME_VALUE,
             labels.CREATED_BY: labels.CREATED_BY_VALUE,
         },
         "ownerReferences": [labels.owner_reference(cluster)],
@@ -49,6 +50,8 @@ def build_autoscaler_rbac(cluster: Mapping[str, Any]) -> list[tuple[str, dict[st
                 "metadata": _meta(cluster, name),
                 "rules": [
                     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+                    # In-place pod resize (Kubernetes 1.33+): the autoscaler resizes workers.
+                    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
                     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
                 ],
             },

@@ -4,6 +4,7 @@ and the SidecarMode submitter container, built like KubeRay's."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import shlex
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ import yaml
 
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.dashboard import JobSubmission
+from rayquota.operator.ray.podspec import ray_container_index
 
 SUBMITTER_CONTAINER = "ray-job-submitter"
 DEFAULT_SUBMITTER_BACKOFF_LIMIT = 2
@@ -51,12 +53,30 @@ def job_submission(rayjob: Mapping[str, Any], submission_id: str) -> JobSubmissi
     )
 
 
-def submit_script(rayjob: Mapping[str, Any]) -> str:
-    """Shell script: submit once (a restarted submitter finds the job and does not resubmit),
-    then follow the logs until the job ends, so the pod's exit tracks the job."""
+GCS_HEALTH_PATH = "api/gcs_healthz"
+GCS_HEALTH_TIMEOUT_S = 5
+# -e: stop at the first failing command, so a failed submission fails the pod (and the Job retries).
+SUBMITTER_SHELL = ["/bin/bash", "-ce", "--"]
+
+
+def wait_for_gcs(base_url: str) -> str:
+    """Shell loop that returns once the dashboard reports a healthy GCS, so `ray job submit` does
+    not fail (and burn a Job retry) while the head is still starting."""
+    url = f"{base_url}/{GCS_HEALTH_PATH}"
+    probe = (
+        'python -c "import sys, urllib.request; '
+        f"body = urllib.request.urlopen('{url}', timeout={GCS_HEALTH_TIMEOUT_S}).read(); "
+        "sys.exit(0 if b'success' in body else 1)\""
+    )
+    wait = f'echo "waiting for the Ray dashboard at {base_url}"; sleep 2'
+    return f"until {probe} >/dev/null 2>&1; do {wait}; done"
+
+
+def submit_script(rayjob: Mapping[str, Any], base_url: str = "http://$RAY_DASHBOARD_ADDRESS") -> str:
+    """Shell script: wait for the GCS, submit once (a restarted submitter finds the job and does
+    not resubmit), then follow the logs until the job ends, so the pod's exit tracks the job."""
     spec = rayjob.get("spec") or {}
-    address = "http://$RAY_DASHBOARD_ADDRESS"
-    submit = ["ray", "job", "submit", "--address", address, "--no-wait"]
+    submit = ["ray", "job", "submit", "--address", base_url, "--no-wait"]
     env = runtime_env(rayjob)
     if env:
         submit += ["--runtime-env-json", json.dumps(env, sort_keys=True)]
@@ -69,10 +89,10 @@ def submit_script(rayjob: Mapping[str, Any]) -> str:
     if spec.get("entrypointResources"):
         submit += ["--entrypoint-resources", spec["entrypointResources"]]
     submit_cmd = " ".join(shlex.quote(part) if "$" not in part else part for part in submit)
-    submit_cmd += f" --submission-id $RAY_JOB_SUBMISSION_ID -- {spec.get('entrypoint', '')}"
-    status_cmd = f"ray job status --address {address} $RAY_JOB_SUBMISSION_ID >/dev/null 2>&1"
-    logs_cmd = f"ray job logs --address {address} --follow $RAY_JOB_SUBMISSION_ID"
-    return f"if ! {status_cmd}; then {submit_cmd}; fi; {logs_cmd}"
+    submit_cmd += f" --submission-id $RAY_JOB_SUBMISSION_ID -- {str(spec.get('entrypoint', '')).strip()}"
+    status_cmd = f"ray job status --address {base_url} $RAY_JOB_SUBMISSION_ID >/dev/null 2>&1"
+    logs_cmd = f"ray job logs --address {base_url} --follow $RAY_JOB_SUBMISSION_ID"
+    return f"{wait_for_gcs(base_url)}; if ! {status_cmd}; then {submit_cmd}; fi; {logs_cmd}"
 
 
 def _set_env(container: dict[str, Any], name: str, value: str) -> None:
@@ -85,10 +105,27 @@ def _owner(rayjob: Mapping[str, Any]) -> dict[str, Any]:
     return labels.owner_reference(dict(rayjob))
 
 
+def head_image(cluster_spec: Mapping[str, Any] | None) -> str | None:
+    """The image of the head's Ray container: the submitter uses it, so the `ray` CLI that submits
+    matches the cluster's Ray version."""
+    pod_spec = (((cluster_spec or {}).get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
+    containers = pod_spec.get("containers") or []
+    if not containers:
+        return None
+    image = containers[ray_container_index(pod_spec)].get("image")
+    return str(image) if image else None
+
+
 def submitter_job(
-    rayjob: Mapping[str, Any], job_id: str, dashboard_address: str, default_image: str
+    rayjob: Mapping[str, Any],
+    job_id: str,
+    dashboard_address: str,
+    default_image: str,
+    cluster: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The K8sJobMode batch Job. `dashboard_address` is host:port, as in status.dashboardURL."""
+    """The K8sJobMode batch Job. `dashboard_address` is host:port, as in status.dashboardURL;
+    `cluster` is the RayCluster the job runs on (needed with clusterSelector, where the RayJob
+    has no cluster spec of its own)."""
     meta = rayjob["metadata"]
     spec = rayjob.get("spec") or {}
     template = copy.deepcopy(spec.get("submitterPodTemplate") or {})
@@ -97,18 +134,21 @@ def submitter_job(
     if not containers:
         containers.append({"name": SUBMITTER_CONTAINER})
     container = containers[0]
-    container.setdefault("image", default_image)
+    cluster_spec = spec.get("rayClusterSpec") or (cluster or {}).get("spec")
+    container.setdefault("image", head_image(cluster_spec) or default_image)
     if not container.get("command"):
-        container["command"] = ["/bin/bash", "-lc", "--"]
+        container["command"] = list(SUBMITTER_SHELL)
         container["args"] = [submit_script(rayjob)]
     container.setdefault(
         "resources", {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
     )
+    # Logs appear as the job writes them, not when a buffer fills.
+    _set_env(container, "PYTHONUNBUFFERED", "1")
     _set_env(container, "RAY_DASHBOARD_ADDRESS", dashboard_address)
     _set_env(container, "RAY_JOB_SUBMISSION_ID", job_id)
     pod_spec.setdefault("restartPolicy", "Never")
     template_meta = template.setdefault("metadata", {})
-    template_meta["labels"] = {**(template_meta.get("labels") or {}), **submitter_labels(meta["name"])}
+    template_meta["labels"] = {**(template_meta.get("labels") or {}), labels.RAY_JOB_SUBMITTER: "true"}
     backoff = (spec.get("submitterConfig") or {}).get("backoffLimit")
     return {
         "apiVersion": "batch/v1",
@@ -127,10 +167,10 @@ def submitter_job(
 
 
 def submitter_labels(rayjob_name: str) -> dict[str, str]:
+    """The Job's labels (KubeRay's; its pods get only the Job controller's own)."""
     return {
         labels.ORIGINATED_FROM_CR_NAME: labels.label_value(rayjob_name),
         labels.ORIGINATED_FROM_CRD: "RayJob",
-        labels.RAY_JOB_SUBMITTER: "true",
         labels.CREATED_BY: labels.CREATED_BY_VALUE,
     }
 
@@ -139,22 +179,19 @@ def sidecar_container(
     rayjob: Mapping[str, Any], job_id: str, image: str, dashboard_port: int
 ) -> dict[str, Any]:
     """SidecarMode: the submitter runs in the head pod and waits for the local dashboard first."""
-    wait = (
-        "until ray job list --address http://$RAY_DASHBOARD_ADDRESS >/dev/null 2>&1; "
-        "do echo waiting for the Ray dashboard; sleep 2; done"
-    )
     return {
         "name": SUBMITTER_CONTAINER,
         "image": image,
-        "command": ["/bin/bash", "-lc", "--"],
-        "args": [f"{wait}; {submit_script(rayjob)}"],
+        "command": list(SUBMITTER_SHELL),
+        "args": [submit_script(rayjob, f"http://127.0.0.1:{dashboard_port}")],
         "env": [
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "RAY_DASHBOARD_ADDRESS", "value": f"127.0.0.1:{dashboard_port}"},
             {"name": "RAY_JOB_SUBMISSION_ID", "value": job_id},
         ],
         "resources": {
-            "limits": {"cpu": "500m", "memory": "512Mi"},
-            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+            "requests": {"cpu": "500m", "memory": "200Mi"},
         },
     }
 
@@ -169,3 +206,16 @@ def job_finished(job: Mapping[str, Any]) -> tuple[bool, bool]:
         if condition.get("type") in ("Failed", "FailureTarget"):
             return True, True
     return False, False
+
+
+def job_finished_at(job: Mapping[str, Any]) -> dt.datetime | None:
+    """When a batch Job reached Complete or Failed (its condition's transition time), or None."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in FINISHED_CONDITIONS:
+            stamp = condition.get("lastTransitionTime") or (job.get("status") or {}).get("completionTime")
+            if stamp:
+                return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return None
+
+
+FINISHED_CONDITIONS = ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")

@@ -59,7 +59,7 @@ def test_sample_cluster_runs_with_services_status_and_events(kube: Kube, namespa
     head = head_of(kube)
     assert head["metadata"]["labels"]["ray.io/group"] == "headgroup"
     assert head["metadata"]["labels"]["ray.io/identifier"] == f"{NAME}-head"
-    assert head["metadata"]["labels"]["app.kubernetes.io/created-by"] == "rayquota-operator"
+    assert head["metadata"]["labels"]["app.kubernetes.io/created-by"] == "kuberay-operator"
     assert head["metadata"]["ownerReferences"][0]["uid"] == cluster["metadata"]["uid"]
     assert head["metadata"]["annotations"]["ray.io/kuberay-version"] == "test-1"
     assert "ray start --head" in head["spec"]["containers"][0]["args"][0]
@@ -72,15 +72,24 @@ def test_sample_cluster_runs_with_services_status_and_events(kube: Kube, namespa
     assert service is not None
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080, "serve": 8000}
-    assert service["spec"]["selector"] == {"ray.io/cluster": NAME, "ray.io/node-type": "head"}
+    assert service["spec"]["selector"] == {
+        "ray.io/cluster": NAME,
+        "ray.io/node-type": "head",
+        "ray.io/identifier": f"{NAME}-head",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+        "app.kubernetes.io/name": "kuberay",
+    }
 
     status = cluster["status"]
     assert status["desiredWorkerReplicas"] == 2 and status["availableWorkerReplicas"] == 2
-    assert (status["minWorkerReplicas"], status["maxWorkerReplicas"]) == (0, 4)
-    assert (status["desiredCPU"], status["desiredMemory"], status["desiredGPU"]) == ("10", "36Gi", "2")
+    assert (status.get("minWorkerReplicas"), status["maxWorkerReplicas"]) == (None, 4)  # 0 is omitted
+    # From requests (KubeRay's columns): head 1 CPU / 2Gi + 2 workers x 4 CPU / 16Gi.
+    assert (status["desiredCPU"], status["desiredMemory"], status["desiredGPU"]) == ("9", "34Gi", "2")
     assert status["head"]["podName"] == head["metadata"]["name"]
     assert status["head"]["podIP"] == head["status"]["podIP"]
-    assert status["head"]["serviceIP"] == service["spec"]["clusterIP"]
+    # The head Service is headless: KubeRay's HEAD SERVICE IP column shows the pod IP.
+    assert service["spec"]["clusterIP"] == "None"
+    assert status["head"]["serviceIP"] == head["status"]["podIP"]
     assert status["endpoints"]["dashboard"] == "8265"
     assert status["observedGeneration"] == cluster["metadata"]["generation"]
     assert condition(cluster, "HeadPodReady")["status"] == "True"
@@ -156,8 +165,9 @@ def test_suspend_and_resume(kube: Kube) -> None:
     )
     assert kube.pods(NAME) == [] and kube.list("pods") == []
     assert cluster["status"]["state"] == "suspended"
-    assert condition(cluster, "RayClusterSuspending") is None
-    assert cluster["status"]["desiredWorkerReplicas"] == 0
+    assert condition(cluster, "RayClusterSuspending")["status"] == "False"
+    # KubeRay reports what the spec asks for while suspended.
+    assert cluster["status"]["desiredWorkerReplicas"] == 2
     reasons = [e["reason"] for e in kube.events(NAME)]
     assert reasons.count("DeletedWorkerPod") == 2 and reasons.count("DeletedHeadPod") == 1
 

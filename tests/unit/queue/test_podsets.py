@@ -76,7 +76,8 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_and_has_no_submitter_pod() 
     http = by_name(podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode")))
     sidecar = by_name(podsets.rayjob_demand(bodies.rayjob(mode="SidecarMode")))
     assert "submitter" not in sidecar and "submitter" not in http
-    assert sidecar["head"].requests["cpu"] == http["head"].requests["cpu"] + 100
+    # The sidecar submitter requests what KubeRay's default submitter container does: 500m.
+    assert sidecar["head"].requests["cpu"] == http["head"].requests["cpu"] + 500
 
 
 def test_cluster_selector_job_asks_only_for_its_submitter() -> None:

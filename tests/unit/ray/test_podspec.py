@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from rayquota.operator.ray import labels, podspec
+from rayquota.operator.ray import labels, ray_start
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 from tests.unit.ray.fixtures import cluster
 
@@ -20,9 +20,10 @@ def env_of(container: dict) -> dict[str, object]:
 
 def start_flags(container: dict) -> dict[str, str]:
     args = container["args"][0]
-    assert args.startswith("ulimit -n 65536; ray start")
+    generated = args.rsplit("&& ", 1)[-1]
+    assert generated.startswith("ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; ray start")
     flags = {}
-    for token in shlex.split(args.split(";", 1)[1])[2:]:
+    for token in shlex.split(generated.split(";", 1)[1])[2:]:
         key, _, value = token.removeprefix("--").partition("=")
         flags[key] = value or "true"
     return flags
@@ -40,7 +41,7 @@ def test_head_pod_labels_names_and_owner() -> None:
         "ray.io/group": "headgroup",
         "ray.io/is-ray-node": "yes",
         "ray.io/identifier": "demo-head",
-        "app.kubernetes.io/created-by": "rayquota-operator",
+        "app.kubernetes.io/created-by": "kuberay-operator",
         "app.kubernetes.io/name": "kuberay",
     }
     assert meta["annotations"][labels.HASH_ANNOTATION] == "h1"
@@ -58,7 +59,7 @@ def test_head_pod_labels_names_and_owner() -> None:
 
 def test_head_ray_start_derives_resources_from_limits() -> None:
     container = build_head_pod(ctx())["spec"]["containers"][0]
-    assert container["command"] == ["/bin/bash", "-lc", "--"]
+    assert container["command"] == ["/bin/bash", "-c", "--"]
     assert "--head" in container["args"][0]
     flags = start_flags(container)
     assert flags["num-cpus"] == "2"  # limit wins over request
@@ -68,8 +69,9 @@ def test_head_ray_start_derives_resources_from_limits() -> None:
     assert flags["metrics-export-port"] == "8080"
     assert flags["block"] == "true"
     assert "no-monitor" not in flags
+    # Like KubeRay, only the metrics port is added to the container; the Service has the defaults.
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080}
+    assert ports == {"metrics": 8080}
 
 
 def test_head_env_matches_kuberay() -> None:
@@ -77,12 +79,16 @@ def test_head_env_matches_kuberay() -> None:
     env = env_of(container)
     assert env["RAY_ADDRESS"] == "127.0.0.1:6379"
     assert env["RAY_PORT"] == "6379"
-    assert env["RAY_IP"] == "127.0.0.1"
+    assert "RAY_IP" not in env  # workers only, as KubeRay
     assert env["RAY_CLUSTER_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}
     assert env["RAY_CLOUD_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["RAY_NODE_TYPE_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/group']"}}
     assert env["RAY_USAGE_STATS_EXTRA_TAGS"] == "kuberay_version=9.9.9;kuberay_crd=RayCluster"
-    assert env["KUBERAY_GEN_RAY_START_CMD"] == container["args"][0]
+    assert env["RAY_CLUSTER_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert container["args"][0] == "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + str(
+        env["KUBERAY_GEN_RAY_START_CMD"]
+    )
+    assert str(env["KUBERAY_GEN_RAY_START_CMD"]).startswith("ray start --head ")
 
 
 def test_worker_pod_uses_gpu_limit_and_head_service_address() -> None:
@@ -128,14 +134,14 @@ def test_explicit_ray_start_params_win() -> None:
 
 
 def test_tpu_limits_become_custom_resources() -> None:
-    derived = podspec.derived_start_params({"limits": {"google.com/tpu": "4", "cpu": "8"}})
+    derived = ray_start.derived_start_params({"limits": {"google.com/tpu": "4", "cpu": "8"}})
     assert json.loads(derived["resources"]) == {"TPU": 4.0}
     assert derived["num-cpus"] == "8"
     assert "num-gpus" not in derived
 
 
 def test_requests_used_when_no_limits() -> None:
-    assert podspec.derived_start_params({"requests": {"cpu": "3", "memory": "1Gi"}}) == {
+    assert ray_start.derived_start_params({"requests": {"cpu": "3", "memory": "1Gi"}}) == {
         "num-cpus": "3",
         "memory": str(1024**3),
     }
@@ -151,11 +157,12 @@ def test_user_command_with_ray_start_is_left_alone() -> None:
     assert "args" not in container
 
 
-def test_user_args_are_appended_after_ray_start() -> None:
+def test_user_command_runs_before_ray_start() -> None:
+    # `ray start --block` never returns, so KubeRay runs the user's command first.
     body = cluster()
     body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"] = ["echo ready"]
     container = build_head_pod(ctx(body))["spec"]["containers"][0]
-    assert container["args"][0].endswith("&& echo ready")
+    assert container["args"][0].startswith("echo ready && ulimit -n ")
 
 
 def test_ray_container_selected_by_env() -> None:
@@ -165,7 +172,7 @@ def test_ray_container_selected_by_env() -> None:
     spec["containers"][1]["env"] = [{"name": "RAY", "value": "true"}]
     pod = build_head_pod(ctx(body))
     assert "command" not in pod["spec"]["containers"][0]
-    assert pod["spec"]["containers"][1]["command"] == ["/bin/bash", "-lc", "--"]
+    assert pod["spec"]["containers"][1]["command"] == ["/bin/bash", "-c", "--"]
 
 
 def test_autoscaler_sidecar_and_no_monitor() -> None:

@@ -128,14 +128,16 @@ def test_suspend_deletes_everything_then_reports_suspended() -> None:
     assert plan.suspending and not plan.suspended and not plan.create
     status = cluster_status(body, full_cluster_pods(), None, plan, [], NOW)
     assert conditions.is_true(status["conditions"], "RayClusterSuspending")
-    assert status["desiredWorkerReplicas"] == 0
+    assert conditions.find(status["conditions"], "RayClusterSuspended")["status"] == "False"
+    # KubeRay keeps reporting what the spec asks for while the cluster is suspended.
+    assert status["desiredWorkerReplicas"] == 2
 
     body["status"] = status
     done = plan_cluster(body, [], VERSION)
     assert done.suspended and not done.suspending
     status = cluster_status(body, [], None, done, [], NOW)
     assert conditions.is_true(status["conditions"], "RayClusterSuspended")
-    assert conditions.find(status["conditions"], "RayClusterSuspending") is None
+    assert conditions.find(status["conditions"], "RayClusterSuspending")["status"] == "False"
     assert status["state"] == "suspended"
 
 
@@ -217,9 +219,10 @@ def test_status_of_ready_cluster() -> None:
     assert status["readyWorkerReplicas"] == 2 and status["availableWorkerReplicas"] == 2
     assert status["desiredWorkerReplicas"] == 2
     assert (status["minWorkerReplicas"], status["maxWorkerReplicas"]) == (1, 4)
-    assert status["desiredCPU"] == "5"  # head 2 + 2 workers x 1500m
+    # Requests first, limits where no request (KubeRay): head 1 + 2 workers x 1500m (limit only).
+    assert status["desiredCPU"] == "4"
     assert status["desiredGPU"] == "2"
-    assert status["desiredMemory"] == "20Gi"
+    assert status["desiredMemory"] == "18Gi"  # head request 2Gi + 2 x 8Gi
     assert status["head"] == {
         "serviceName": "demo-head-svc",
         "podName": "demo-head-aaaaa",

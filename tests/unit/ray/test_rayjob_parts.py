@@ -139,14 +139,22 @@ def test_submitter_job_like_kuberay() -> None:
     pod_spec = job["spec"]["template"]["spec"]
     assert pod_spec["restartPolicy"] == "Never"
     container = pod_spec["containers"][0]
-    assert container["image"] == "ray:img"
+    # The head's image, so the submitting `ray` CLI matches the cluster's Ray.
+    assert (
+        container["image"]
+        == body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    )
+    assert container["command"] == ["/bin/bash", "-ce", "--"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {
+        "PYTHONUNBUFFERED": "1",
         "RAY_DASHBOARD_ADDRESS": "job-head-svc.ns.svc.cluster.local:8265",
         "RAY_JOB_SUBMISSION_ID": "job-abcde",
     }
     script = container["args"][0]
-    assert script.startswith("if ! ray job status")
+    wait, _, rest = script.partition("; done; ")
+    assert wait.startswith("until python -c ") and "http://$RAY_DASHBOARD_ADDRESS/api/gcs_healthz" in wait
+    assert rest.startswith("if ! ray job status")
     assert "--no-wait" in script and "--submission-id $RAY_JOB_SUBMISSION_ID -- python main.py" in script
     assert "--runtime-env-json" in script and json.dumps({"A": "b"}) in script
     assert "--entrypoint-num-cpus 1" in script
@@ -164,7 +172,7 @@ def test_submitter_pod_template_is_respected() -> None:
     pod = job["spec"]["template"]
     assert pod["metadata"]["labels"]["x"] == "y"
     assert pod["spec"]["containers"][0]["image"] == "custom"
-    assert pod["spec"]["containers"][0]["command"] == ["/bin/bash", "-lc", "--"]
+    assert pod["spec"]["containers"][0]["command"] == ["/bin/bash", "-ce", "--"]
 
 
 def test_job_submission_payload() -> None:
@@ -208,7 +216,11 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
     sidecar = head_spec["containers"][-1]
     assert sidecar["name"] == "ray-job-submitter"
     env = {e["name"]: e["value"] for e in sidecar["env"]}
-    assert env == {"RAY_DASHBOARD_ADDRESS": "127.0.0.1:8265", "RAY_JOB_SUBMISSION_ID": "job-xyz12"}
+    assert env == {
+        "PYTHONUNBUFFERED": "1",
+        "RAY_DASHBOARD_ADDRESS": "127.0.0.1:8265",
+        "RAY_JOB_SUBMISSION_ID": "job-xyz12",
+    }
     assert "ray job submit" in sidecar["args"][0]
     # The RayJob's own spec is not modified.
     assert len(body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]) == 1

@@ -13,7 +13,13 @@ def test_head_service_ports_selector_and_owner() -> None:
     assert svc["metadata"]["name"] == "demo-head-svc"
     assert svc["metadata"]["namespace"] == "team-a"
     assert svc["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-    assert svc["spec"]["selector"] == {"ray.io/cluster": "demo", "ray.io/node-type": "head"}
+    assert svc["spec"]["selector"] == {
+        "ray.io/cluster": "demo",
+        "ray.io/node-type": "head",
+        "ray.io/identifier": "demo-head",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+        "app.kubernetes.io/name": "kuberay",
+    }
     ports = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
     assert ports == {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080, "serve": 8000}
     assert svc["spec"]["type"] == "ClusterIP"
@@ -38,6 +44,7 @@ def test_serve_service_only_when_asked() -> None:
     svc = services.build_serve_service(body)
     assert svc["metadata"]["name"] == "demo-serve-svc"
     assert svc["spec"]["ports"] == [{"name": "serve", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]
+    assert svc["spec"]["type"] == "ClusterIP"
 
 
 def test_hash_ignores_scaling_suspend_strategy_and_injected_placement() -> None:

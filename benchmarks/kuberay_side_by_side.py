@@ -1,0 +1,320 @@
+"""KubeRay's operator and ours, side by side, on the same manifests; prints the differences.
+
+    .venv/bin/python benchmarks/kuberay_side_by_side.py [--out docs/kuberay-compatibility.md] [--keep]
+
+Two local control planes (`parity-kuberay`, `parity-rayquota`): KubeRay's CRDs and its operator
+(v1.6.2, built with `go install` and cached like the other binaries) in the first, our CRDs and
+`rayquota run` in the second. The same manifests are applied to both: KubeRay's samples
+ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from the Go
+module cache) and ours under samples/parity plus samples/ray-job.http-mode.yaml. When both sides
+have settled, every Pod, Service, Job, ServiceAccount, Role, RoleBinding, RayCluster and RayJob in
+the namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
+is matched against KNOWN_DIFFERENCES, which says why it is deliberate; anything unmatched is
+reported as UNEXPLAINED and makes the script exit 1.
+
+Not part of `make test`: it builds KubeRay's operator (minutes, once) and runs two clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import PeerProcess
+from benchmarks.parity_diff import Difference, KnownDifference, compare, explain
+from rayquota.localcluster import binaries, peers
+from rayquota.localcluster.cluster import LocalCluster
+from rayquota.localcluster.install import install_crds
+from rayquota.localcluster.paths import repo_root
+from rayquota.localcluster.ports import free_port
+
+NAMESPACE = "parity"
+KUBERAY_SAMPLES = ("ray-cluster.complete.yaml", "ray-cluster.autoscaler.yaml", "ray-job.sample.yaml")
+OUR_SAMPLES = (
+    "samples/parity/ray-cluster.multi-host-gpu.yaml",
+    "samples/parity/ray-cluster.recreate.yaml",
+    "samples/ray-job.http-mode.yaml",
+)
+COLLECTED = (
+    "pods",
+    "services",
+    "jobs.batch",
+    "serviceaccounts",
+    "roles",
+    "rolebindings",
+    "rayclusters",
+    "rayjobs",
+)
+# Labels that belong to rayquota's queueing, not to KubeRay's manifests.
+STRIPPED_LABELS = ("rayquota.io/queue-name",)
+SETTLE_TIMEOUT_S = 240.0
+SETTLE_QUIET_S = 10.0
+
+# Why each remaining difference is deliberate. Matched (regex) against "Kind/name.path".
+KNOWN_DIFFERENCES = (
+    KnownDifference(
+        r"\.metadata\.annotations\.ray\.io/kuberay-version|RAY_USAGE_STATS_EXTRA_TAGS",
+        "The operator's own version; ours reports rayquota's.",
+    ),
+    KnownDifference(
+        r"Pod/.*\.metadata\.annotations(\.ray\.io/(hash-without-replicas-and-workers-to-delete|"
+        r"upgrade-strategy-recreate-hash))?$",
+        "The Recreate strategy's spec digest: KubeRay stamps `ray.io/upgrade-strategy-recreate-hash` on "
+        "the head; we stamp our own digest and version on every pod (a cluster whose head is gone still "
+        "knows which spec its workers came from). Each operator only compares its own stamps.",
+    ),
+    KnownDifference(
+        r"env\[name=KUBERAY_GEN_AUTOSCALER_START_CMD\]",
+        "From KubeRay's next release (master): the generated autoscaler command, so custom "
+        "`autoscalerOptions.args` can run it.",
+    ),
+    KnownDifference(
+        r"initContainers\[name=wait-gcs-ready\]\.args",
+        "Our own wording of the same loop: `ray health-check` against the head Service every 5 s, "
+        "quiet for two minutes, then showing the check's errors.",
+    ),
+    KnownDifference(
+        r"(Job|Pod)/.*containers\[name=ray-job-submitter\]\.args",
+        "Our submit script: the same steps (submit once with a fixed submission id unless `ray job "
+        "status` finds it, then `ray job logs --follow`) in our own wording, after waiting for the GCS "
+        "health endpoint as KubeRay master does (v1.6.2 submits at once and may burn a Job retry).",
+    ),
+    KnownDifference(
+        r"\.status\.conditions\[type=[A-Za-z]+\]\.observedGeneration",
+        "Our conditions record the generation they were computed from (the metav1.Condition "
+        "convention); KubeRay leaves it unset.",
+    ),
+    KnownDifference(
+        r"\.status\.(reason|message)$|\.status\.conditions\[type=[A-Za-z]+\]\.(message|reason)",
+        "Human-readable messages are our own words.",
+    ),
+    KnownDifference(
+        r"\.spec\..*template\.(metadata$|spec\.containers\[name=[^]]+\]\.ports\[name=[^]]+\]\.protocol)"
+        r"|\.workerGroupSpecs\[groupName=[^]]+\]\.scaleStrategy$",
+        "Defaults the API server writes into the stored object: KubeRay's CRD embeds Kubernetes' whole "
+        "PodTemplateSpec schema (so `protocol: TCP`, `metadata: {}` are filled in); ours keeps pod "
+        "templates schemaless (a far smaller CRD). The same defaults land on the pods when they are "
+        "created, so the pods are identical.",
+    ),
+    KnownDifference(
+        r"RayJob/.*\.status\.(failed|succeeded|jobStatus|rayJobInfo)$",
+        "KubeRay writes zero counters, an empty job status and empty job info before the job runs; "
+        "we leave out what is not known yet.",
+    ),
+    KnownDifference(
+        r"RayJob/.*\.status\.rayClusterStatus",
+        "A copy of the RayCluster's status taken at a different moment: KubeRay's is refreshed when the "
+        "RayJob changes state, ours on every reconcile.",
+    ),
+    KnownDifference(
+        r"RayJob/.*\.status\.jobStatusCheckFailureStartTime",
+        "From KubeRay's next release (master): when the dashboard's job status stopped answering "
+        "(JobStatusCheckTimeoutExceeded after 300 s). Neither cluster here can reach a dashboard.",
+    ),
+    KnownDifference(
+        r"(Pod/.*|Job/.*\.spec\.template)\.metadata\.labels\.ray\.io/job-submitter",
+        "The queue integration counts the submitter's pod as its own pod set and finds it by this "
+        "label; KubeRay's submitter pods carry only the Job controller's labels.",
+    ),
+    KnownDifference(
+        r"Service/.*-headless\.metadata\.labels\.ray\.io/cluster",
+        "Our Service cache selects on `ray.io/cluster`, so the multi-host headless Service carries it "
+        "besides KubeRay's `ray.io/headless-worker-svc`.",
+    ),
+    KnownDifference(
+        r"\.status\.lastUpdateTime|\.status\.observedGeneration",
+        "Written when the status changes; timing differs between operators.",
+    ),
+)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- manifests ------------------------------------------------------------------------------------
+
+
+def manifests() -> list[dict[str, Any]]:
+    kuberay_samples = (
+        peers.module_cache_path(peers.KUBERAY_MODULE, peers.KUBERAY_VERSION) / "config" / "samples"
+    )
+    paths = [kuberay_samples / name for name in KUBERAY_SAMPLES]
+    paths += [repo_root() / name for name in OUR_SAMPLES]
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            labels = doc.get("metadata", {}).get("labels") or {}
+            for key in STRIPPED_LABELS:
+                labels.pop(key, None)
+            doc["metadata"]["namespace"] = NAMESPACE
+            docs.append(doc)
+    return docs
+
+
+def apply_all(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    text = "\n---\n".join(yaml.safe_dump(d) for d in docs)
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=text)
+
+
+def snapshot(cluster: LocalCluster) -> list[dict[str, Any]]:
+    out = cluster.kubectl("get", ",".join(COLLECTED), "-n", NAMESPACE, "-o", "json").stdout
+    items = json.loads(out)["items"]
+    # The namespace's own default ServiceAccount and kube-root CA objects are Kubernetes', not ours.
+    return [i for i in items if not (i["kind"] == "ServiceAccount" and i["metadata"]["name"] == "default")]
+
+
+def settled(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """Poll until nothing the operator decides has changed for SETTLE_QUIET_S."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    last: str | None = None
+    quiet_since = time.monotonic()
+    while True:
+        items = snapshot(cluster)
+        fingerprint = json.dumps(sorted(repr(sorted(compare_view(i).items())) for i in items))
+        if fingerprint != last:
+            last, quiet_since = fingerprint, time.monotonic()
+        elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
+            return items
+        if time.monotonic() > deadline:
+            log(f"{cluster.name}: still changing after {SETTLE_TIMEOUT_S:.0f}s; comparing what is there")
+            return items
+        time.sleep(1.0)
+
+
+def compare_view(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    status = {k: v for k, v in (obj.get("status") or {}).items() if k not in ("lastUpdateTime",)}
+    return {"kind": obj["kind"], "name": meta["name"], "labels": meta.get("labels"), "status": status}
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+HEADER = """# KubeRay compatibility
+
+Generated by `benchmarks/kuberay_side_by_side.py`: KubeRay's operator {version} and rayquota were
+run side by side on two local control planes with the same manifests ({manifests}), and
+everything each created was compared field by field after normalising generated names, uids,
+timestamps and IPs, and treating `ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-65536}}` (KubeRay
+master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining difference is
+listed with the reason it is deliberate.
+
+KubeRay fields we keep but do not act on (a Warning event `UnimplementedField` says so on the
+object): `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
+`gcsFaultToleranceOptions`, `authOptions` (token mode), `headGroupSpec.enableIngress` and
+`headGroupSpec.ingressOptions`. Fields read by the Ray autoscaler itself from the RayCluster
+(`workerGroupSpecs[].priority`, `idleTimeoutSeconds`, `autoscalerOptions.upscalingMode`) work
+unchanged. Some fields and behaviours come from KubeRay's next release rather than {version}
+(`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
+`networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
+`JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`
+and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch).
+
+## Differences by design (not shown by the run below)
+
+- **Worker-group `suspend` on a `Recreate` cluster**: KubeRay's Recreate hash includes each
+  group's `suspend`, so suspending one group deletes every pod of the cluster, head included, and
+  starts it again. Ours leaves `suspend` out of the hash (like replicas and workersToDelete):
+  suspending a group removes that group's pods only and the head keeps running. Restarting the head
+  loses every running Ray job and actor for a change that only asked to remove some workers.
+- **`app.kubernetes.io/created-by`** is `kuberay-operator` (KubeRay's value) so existing selectors
+  keep working; set `RAYQUOTA_CREATED_BY_LABEL` to change it. Unlike KubeRay, a pod template cannot
+  override it, because it is how the operator finds its own pods.
+- **Finalizers, requeue timing, Events** are the operator core's business (issue 7), not compared.
+
+"""
+
+
+def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]]) -> str:
+    names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
+    lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names)]
+    unexplained = [d for d, reason in explained if not reason]
+    lines.append(
+        f"## Result of the last run\n\n{len(explained)} differences, {len(unexplained)} unexplained.\n"
+    )
+    by_reason: dict[str, list[Difference]] = {}
+    for difference, reason in explained:
+        by_reason.setdefault(reason or "UNEXPLAINED", []).append(difference)
+    for reason, members in sorted(by_reason.items(), key=lambda item: item[0] != "UNEXPLAINED"):
+        lines.append(f"### {reason}\n")
+        for d in members:
+            lines.append(f"- `{d.where}`: KubeRay `{_short(d.kuberay)}`, rayquota `{_short(d.ours)}`")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    text = text.replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def run(out: Path | None, keep: bool) -> int:
+    binaries.ensure_all()
+    peers.build_kuberay()
+    docs = manifests()
+    theirs, ours = LocalCluster(name="parity-kuberay"), LocalCluster(name="parity-rayquota")
+    with ExitStack() as stack:
+        for cluster in (theirs, ours):
+            cluster.up()
+            if not keep:
+                stack.callback(cluster.down, purge=True)
+        install_crds(theirs, peers.kuberay_crd_dir())
+        install_crds(ours)
+        kuberay_argv = peers.kuberay_command(
+            metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]
+        )
+        our_argv = [
+            str(Path(sys.executable).with_name("rayquota")),
+            "run",
+            "--no-leader-elect",
+            "--namespace",
+            NAMESPACE,
+            "--metrics-port",
+            str(free_port()),
+            "--health-port",
+            str(free_port()),
+        ]
+        for argv, cluster, name in ((kuberay_argv, theirs, "kuberay"), (our_argv, ours, "rayquota")):
+            log_path = cluster.log_dir / f"{name}-operator.log"
+            stack.enter_context(PeerProcess(argv, kubeconfig=cluster.kubeconfig, log_path=log_path))
+        for cluster in (theirs, ours):
+            apply_all(cluster, docs)
+        kuberay_objects, our_objects = settled(theirs), settled(ours)
+    explained = explain(compare(kuberay_objects, our_objects), KNOWN_DIFFERENCES)
+    text = report(explained, docs)
+    if out is None:
+        print(text)
+    else:
+        out.write_text(text)
+        log(f"wrote {out}")
+    return 1 if any(not reason for _, reason in explained) else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, help="write the Markdown report here (default: stdout)")
+    parser.add_argument("--keep", action="store_true", help="leave both clusters running afterwards")
+    args = parser.parse_args()
+    return run(args.out, args.keep)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,397 @@
+"""Kueue's own scheduler benchmark, run against minimalkueue and against rayquota.
+
+Kueue's runner (sigs.k8s.io/kueue v0.19.2, test/performance/scheduler) starts envtest (our
+etcd and kube-apiserver), installs Kueue's CRDs, starts the controller it is given, creates the
+Workloads of a generator config, finishes each one once it has been admitted for its runtime,
+and writes a summary; Kueue's checker judges the summary against the config's limits. Only the
+controller differs between the runs: same runner, generator config, checker and binaries.
+
+Run:
+    .venv/bin/python benchmarks/kueue_side_by_side.py                      # both controllers
+    .venv/bin/python benchmarks/kueue_side_by_side.py --controller minimalkueue
+    .venv/bin/python benchmarks/kueue_side_by_side.py --scale large        # 1,000 CQs, 50,000 wls
+
+Each run's artifacts (summary.yaml, wlStates.csv, the controller's logs and stats, the audit
+log) stay in --out/<controller>/. The last line printed is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import harness
+from rayquota.localcluster import binaries, peers
+from rayquota.localcluster.cluster import AUDIT_POLICY
+from rayquota.localcluster.ports import free_port
+
+SCALES = {"baseline": "baseline", "large": "large-scale"}
+# A cap on the runner's recording, not an expectation: upstream's 10 minutes is too short
+# for the baseline on a loaded 2-core machine, and a run that hits the cap writes no summary.
+RUNNER_TIMEOUT = {"baseline": "40m", "large": "120m"}
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Audit-log clients that are not the controller under test: the runner (its generator, its
+# finisher and envtest's CRD install), the API server's own loopback client, and our poller.
+RUNNER_SIDE_CLIENTS = frozenset({"runner", "kube-apiserver", harness.POLLER_USER_AGENT})
+
+
+def rayquota_kueue_mode() -> list[str]:
+    """rayquota in Kueue-API mode, in minimalkueue's place (KUBECONFIG is set by the wrapper).
+
+    The mode lands with issue #11; when it does, this is the one place to name its flag.
+    """
+    return [
+        str(REPO / ".venv" / "bin" / "rayquota"),
+        "run",
+        "--kueue-api",
+        "--no-leader-elect",
+        f"--metrics-port={free_port()}",
+        f"--health-port={free_port()}",
+    ]
+
+
+def rayquota_kueue_mode_available() -> bool:
+    cli = REPO / ".venv" / "bin" / "rayquota"
+    help_text = subprocess.run([str(cli), "run", "--help"], capture_output=True, text=True).stdout
+    return "--kueue-api" in help_text
+
+
+# ---- one run --------------------------------------------------------------------------------
+
+
+@dataclass
+class ClassFigures:
+    count: int
+    avg_admission_ms: float
+    p90_admission_ms: float
+    evictions: int
+
+
+@dataclass
+class RunResult:
+    controller: str
+    scale: str
+    wall_s: float
+    controller_cpu_s: float
+    controller_peak_rss_mb: float
+    classes: dict[str, ClassFigures]
+    cq_usage_pct: dict[str, float]
+    # ClusterQueue cpu-seconds held beyond the Workloads' runtimes: work lost to evictions plus
+    # the time between a Workload's runtime ending and the runner marking it Finished.
+    held_beyond_runtime_cpu_s: float
+    workloads: int
+    api_requests: int  # every client, from apiserver_request_total
+    api_requests_by_verb: dict[str, int]
+    controller_requests: int | None  # from the audit log, None without it
+    controller_writes: int | None
+    checker_passed: bool
+    checker_failures: list[str] = field(default_factory=list)
+
+    @property
+    def evictions(self) -> int:
+        return sum(c.evictions for c in self.classes.values())
+
+
+def admission_times(wl_csv: Path) -> dict[str, list[int]]:
+    by_class: dict[str, list[int]] = defaultdict(list)
+    with wl_csv.open() as f:
+        for row in csv.DictReader(f):
+            by_class[row["class name"]].append(int(row["ms to admitted"]))
+    return by_class
+
+
+def useful_work_cpu_s(generator: dict[str, Any]) -> float:
+    """The CPU-seconds the generated Workloads need if each runs exactly once."""
+    total_ms = 0
+    for cohort in generator["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            per_queue = sum(
+                wset["count"] * wl["request"] * wl["runtimeMs"]
+                for wset in queues["workloadsSets"]
+                for wl in wset["workloads"]
+            )
+            total_ms += cohort["count"] * queues["count"] * per_queue
+    return total_ms / 1000
+
+
+def cq_usage(summary: dict[str, Any]) -> dict[str, float]:
+    """Per ClusterQueue class, as Kueue's checker computes it: used / (quota x elapsed)."""
+    usage: dict[str, float] = {}
+    for name, cq in summary["clusterQueueClasses"].items():
+        elapsed_ms = _ms_between(cq["firstEventTime"], cq["lastEventTime"])
+        usage[name] = cq["cpuUsed"] * 100 / (cq["nominalQuota"] * elapsed_ms) if elapsed_ms else 0.0
+    return usage
+
+
+def _ms_between(first: Any, last: Any) -> float:
+    from datetime import datetime
+
+    def parse(t: Any) -> datetime:
+        return t if isinstance(t, datetime) else datetime.fromisoformat(str(t).replace("Z", "+00:00"))
+
+    return (parse(last) - parse(first)).total_seconds() * 1000
+
+
+def controller_wrapper(run_dir: Path, name: str, argv: Sequence[str]) -> Path:
+    """An executable the runner can start in minimalkueue's place.
+
+    The runner calls it as `<path> --kubeconfig FILE [minimalkueue flags]`: the wrapper keeps
+    the kubeconfig, drops the rest, and execs the controller so that the rusage the runner
+    records (wall, CPU, max RSS) is the controller's own.
+    """
+    wrapper = run_dir / name
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "# Started by Kueue's runner as: $0 --kubeconfig FILE [flags meant for minimalkueue]\n"
+        'export KUBECONFIG="$2"\n'
+        f"exec {shlex.join(argv)}\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def audited_apiserver(run_dir: Path) -> tuple[Path, Path]:
+    """A kube-apiserver wrapper for envtest that also writes an audit log (per-client counts)."""
+    policy = run_dir / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    log = run_dir / "audit.log"
+    wrapper = run_dir / "kube-apiserver"
+    flags = [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={log}",
+        "--audit-log-format=json",
+        "--audit-log-mode=batch",
+        "--audit-log-maxsize=0",
+    ]
+    apiserver = binaries.KUBERNETES.path("kube-apiserver")
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(str(apiserver))} "$@" {shlex.join(flags)}\n')
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def run_checker(run_dir: Path, stats: Path, rangespec: Path) -> tuple[bool, list[str]]:
+    checker = peers.kueue_tool("checker")
+    result = subprocess.run(
+        [
+            str(checker),
+            "-test.v",
+            f"--summary={run_dir / 'summary.yaml'}",
+            f"--cmdStats={stats}",
+            f"--range={rangespec}",
+        ],
+        cwd=peers.kueue_workdir(),  # the checker's imports panic without a Makefile above it
+        capture_output=True,
+        text=True,
+    )
+    (run_dir / "checker.out").write_text(result.stdout + result.stderr)
+    # `go test -v` prints each t.Errorf as "    checker_test.go:NN: message".
+    failures = [line.strip() for line in result.stdout.splitlines() if "checker_test.go:" in line]
+    return result.returncode == 0, failures
+
+
+def run_once(
+    name: str, argv: Sequence[str] | None, *, scale: str, out: Path, nice: int, audit: bool
+) -> RunResult:
+    """One runner invocation with one controller (argv None: Kueue's own minimalkueue)."""
+    config = peers.kueue_config(SCALES[scale])
+    run_dir = out / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("kubeconfig", "summary.yaml", "wlStates.csv", "audit.log"):
+        (run_dir / stale).unlink(missing_ok=True)
+    controller = peers.kueue_tool("minimalkueue") if argv is None else controller_wrapper(run_dir, name, argv)
+    env = dict(os.environ, KUBEBUILDER_ASSETS=str(peers.envtest_assets()))
+    audit_log = None
+    if audit:
+        apiserver, audit_log = audited_apiserver(run_dir)
+        env["TEST_ASSET_KUBE_APISERVER"] = str(apiserver)
+    cmd = [
+        "nice",
+        "-n",
+        str(nice),
+        str(peers.kueue_tool("runner")),
+        f"--o={run_dir}",
+        f"--crds={peers.kueue_crd_dir()}",
+        f"--generatorConfig={config / 'generator.yaml'}",
+        f"--minimalKueue={controller}",
+        f"--timeout={RUNNER_TIMEOUT[scale]}",
+        # Upstream's make target keeps the controller's logs in files; no metrics scraping,
+        # which would make minimalkueue listen on every interface.
+        "--withLogs=true",
+        "--logToFile=true",
+    ]
+    print(f"[{name}] {shlex.join(cmd)}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    server = harness.ApiServer(run_dir / "kubeconfig")
+    with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
+        proc = subprocess.run(cmd, cwd=peers.kueue_workdir(), env=env, stdout=runner_log, stderr=runner_log)
+    if proc.returncode != 0:
+        tail = "\n".join((run_dir / "runner.log").read_text().splitlines()[-20:])
+        raise SystemExit(f"[{name}] the runner failed ({proc.returncode}); {run_dir}/runner.log:\n{tail}")
+    print(f"[{name}] runner done in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+
+    summary = yaml.safe_load((run_dir / "summary.yaml").read_text())
+    stats_file = run_dir / f"{controller.name}.stats.yaml"
+    stats = yaml.safe_load(stats_file.read_text())
+    times = admission_times(run_dir / "wlStates.csv")
+    classes = {
+        cls: ClassFigures(
+            count=int(s["count"]),
+            avg_admission_ms=float(s["averageTimeToAdmissionMs"]),
+            p90_admission_ms=harness.percentile(times[cls], 90),
+            evictions=int(s["totalEvictions"]),
+        )
+        for cls, s in sorted(summary["workloadClasses"].items())
+    }
+    used_cpu_s = sum(cq["cpuUsed"] for cq in summary["clusterQueueClasses"].values()) / 1e6
+    generator = yaml.safe_load((config / "generator.yaml").read_text())
+    api = poller.last or harness.RequestCounts()
+    controller_requests = controller_writes = None
+    if audit_log is not None and audit_log.exists():
+        per_client = harness.read_audit_counts(audit_log)
+        mine = harness.merged(per_client, exclude=RUNNER_SIDE_CLIENTS)
+        controller_requests, controller_writes = harness.total(mine), harness.writes(mine)
+        (run_dir / "requests-by-client.json").write_text(
+            json.dumps({c: harness.format_counts(n, 30) for c, n in per_client.items()}, indent=2)
+        )
+    passed, failures = run_checker(run_dir, stats_file, config / "rangespec.yaml")
+    return RunResult(
+        controller=name,
+        scale=scale,
+        wall_s=stats["wallMs"] / 1000,
+        controller_cpu_s=(stats["userMs"] + stats["sysMs"]) / 1000,
+        controller_peak_rss_mb=stats["maxrss"] / 1024,  # Linux reports KiB
+        classes=classes,
+        cq_usage_pct=cq_usage(summary),
+        held_beyond_runtime_cpu_s=used_cpu_s - useful_work_cpu_s(generator),
+        workloads=sum(c.count for c in classes.values()),
+        api_requests=harness.total(api),
+        api_requests_by_verb=dict(harness.by_verb(api)),
+        controller_requests=controller_requests,
+        controller_writes=controller_writes,
+        checker_passed=passed,
+        checker_failures=failures,
+    )
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def describe(r: RunResult) -> list[str]:
+    lines = [
+        f"== {r.controller} ({r.scale}) ==",
+        f"wall {r.wall_s:.1f}s; controller {r.controller_cpu_s:.1f} CPU-s, "
+        f"peak RSS {r.controller_peak_rss_mb:.0f} MB",
+    ]
+    for cls, c in r.classes.items():
+        lines.append(
+            f"  {cls:<7} n={c.count:<6} time to admission avg {c.avg_admission_ms / 1000:7.1f}s "
+            f"p90 {c.p90_admission_ms / 1000:7.1f}s  evictions {c.evictions}"
+        )
+    usage = ", ".join(f"{k} {v:.1f}%" for k, v in r.cq_usage_pct.items())
+    lines.append(f"  CQ usage {usage}; CQ cpu-s held beyond the runtimes {r.held_beyond_runtime_cpu_s:.0f}")
+    per_wl = r.api_requests / r.workloads if r.workloads else 0
+    lines.append(f"  API requests (all clients) {r.api_requests} = {per_wl:.1f} per admitted Workload")
+    if r.controller_requests is not None and r.controller_writes is not None:
+        lines.append(
+            f"  controller's own requests {r.controller_requests} ({r.controller_requests / r.workloads:.2f}"
+            f"/Workload), writes {r.controller_writes} ({r.controller_writes / r.workloads:.2f}/Workload)"
+        )
+    verdict = "PASS" if r.checker_passed else "FAIL: " + "; ".join(r.checker_failures[:6])
+    lines.append(f"  Kueue's checker: {verdict}")
+    return lines
+
+
+def compare(ours: RunResult, theirs: RunResult) -> list[str]:
+    """Ratios ours / theirs (below 1 is better for times, RSS, requests)."""
+    lines = [f"== {ours.controller} / {theirs.controller} =="]
+    lines.append(f"  wall {harness.ratio(ours.wall_s, theirs.wall_s)}")
+    for cls, c in ours.classes.items():
+        t = theirs.classes.get(cls)
+        if t:
+            lines.append(
+                f"  {cls:<7} avg {harness.ratio(c.avg_admission_ms, t.avg_admission_ms)} "
+                f"p90 {harness.ratio(c.p90_admission_ms, t.p90_admission_ms)}"
+            )
+    for name, value in ours.cq_usage_pct.items():
+        lines.append(f"  CQ usage {name} {harness.ratio(value, theirs.cq_usage_pct.get(name, 0))}")
+    lines.append(f"  evictions {ours.evictions} vs {theirs.evictions}")
+    lines.append(
+        f"  CPU-s {harness.ratio(ours.controller_cpu_s, theirs.controller_cpu_s)}, "
+        f"peak RSS {harness.ratio(ours.controller_peak_rss_mb, theirs.controller_peak_rss_mb)}"
+    )
+    lines.append(f"  API requests {harness.ratio(ours.api_requests, theirs.api_requests)}")
+    if ours.controller_writes is not None and theirs.controller_writes is not None:
+        lines.append(f"  controller writes {harness.ratio(ours.controller_writes, theirs.controller_writes)}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scale", choices=sorted(SCALES), default="baseline")
+    parser.add_argument(
+        "--controller",
+        action="append",
+        help="minimalkueue, rayquota, or NAME=COMMAND (a controller reading $KUBECONFIG); "
+        "repeatable; default: minimalkueue and rayquota",
+    )
+    parser.add_argument("--out", type=Path, default=Path("/tmp/rayquota-kueue-side-by-side"))
+    parser.add_argument(
+        "--nice", type=int, default=10, help="niceness of the runner and everything it starts"
+    )
+    parser.add_argument("--no-audit", dest="audit", action="store_false", help="no per-client request counts")
+    args = parser.parse_args(argv)
+
+    peers.build_kueue_tools()
+    binaries.ensure_all()
+    controllers: list[tuple[str, list[str] | None]] = []
+    for spec in args.controller or ["minimalkueue", "rayquota"]:
+        if spec == "minimalkueue":
+            controllers.append((spec, None))
+        elif spec == "rayquota":
+            if rayquota_kueue_mode_available():
+                controllers.append((spec, rayquota_kueue_mode()))
+            else:
+                print(
+                    "rayquota: Kueue-API mode (`rayquota run --kueue-api`) is not built yet; skipped",
+                    file=sys.stderr,
+                )
+        else:
+            name, _, command = spec.partition("=")
+            controllers.append((name, shlex.split(command)))
+
+    results = harness.run_each(
+        (
+            functools.partial(
+                run_once, name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit
+            )
+            for name, command in controllers
+        ),
+        describe,
+    )
+    reference = next((r for r in results if r.controller == "minimalkueue"), None)
+    harness.print_report(results, reference=reference, describe=describe, compare=compare)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

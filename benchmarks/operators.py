@@ -1,0 +1,77 @@
+"""The operators the Ray benchmarks compare: KubeRay's (v1.6.2) and ours, each started on
+loopback without leader election against a local cluster's kubeconfig."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import harness
+from rayquota.localcluster import peers
+from rayquota.localcluster.cluster import LocalCluster
+from rayquota.localcluster.install import install_crds
+from rayquota.localcluster.ports import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    argv: list[str]
+    health_url: str
+
+
+def kuberay_operator() -> Operator:
+    health = free_port()
+    argv = peers.kuberay_command(metrics_port=free_port(), health_port=health)
+    return Operator("kuberay", argv, f"http://127.0.0.1:{health}/healthz")
+
+
+def rayquota_operator() -> Operator:
+    health = free_port()
+    argv = [
+        str(REPO / ".venv" / "bin" / "rayquota"),
+        "run",
+        "--no-leader-elect",
+        f"--metrics-port={free_port()}",
+        f"--health-port={health}",
+    ]
+    return Operator("rayquota", argv, f"http://127.0.0.1:{health}/healthz")
+
+
+OPERATORS: dict[str, Callable[[], Operator]] = {"kuberay": kuberay_operator, "rayquota": rayquota_operator}
+
+
+def install_operator_crds(name: str, cluster: LocalCluster) -> None:
+    """Each operator runs on its own CRDs: KubeRay's from its module, ours generated."""
+    if name == "kuberay":
+        # Server-side: the RayCluster CRD is too big for client-side apply's annotation.
+        crds = str(peers.kuberay_crd_dir())
+        cluster.kubectl("apply", "--server-side", "-f", crds, timeout=120)
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=300s", "-f", crds, timeout=320)
+    else:
+        install_crds(cluster)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def start_operator(name: str, cluster: LocalCluster, log_dir: Path) -> Iterator[harness.PeerProcess]:
+    """Run an operator while the block runs, from the moment its health endpoint answers."""
+    operator = OPERATORS[name]()
+    log_path = log_dir / f"{name}-operator.log"
+    with harness.PeerProcess(operator.argv, kubeconfig=cluster.kubeconfig, log_path=log_path) as proc:
+        harness.wait_until(f"{name} healthy", lambda: _healthy(operator.health_url) or not proc.alive(), 120)
+        if not proc.alive():
+            raise RuntimeError(f"{name} exited at start:\n{proc.log_tail()}")
+        yield proc

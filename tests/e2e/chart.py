@@ -1,0 +1,85 @@
+"""The Helm chart as tests use it: helm with its own state folders, rendered manifests, and a
+kubeconfig that authenticates as the chart's ServiceAccount."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rayquota.localcluster import binaries
+from rayquota.localcluster.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "rayquota"
+
+
+def helm(*args: str, cluster: LocalCluster | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ,
+        HELM_CACHE_HOME="/tmp/rayquota-helm/cache",
+        HELM_CONFIG_HOME="/tmp/rayquota-helm/config",
+        HELM_DATA_HOME="/tmp/rayquota-helm/data",
+    )
+    if cluster is not None:
+        env["KUBECONFIG"] = str(cluster.kubeconfig)
+    return subprocess.run([str(binaries.HELM.path("helm")), *args], capture_output=True, text=True, env=env)
+
+
+def render(*values: str, chart: Path = CHART, namespace: str = "rayquota-system") -> list[dict[str, Any]]:
+    """`helm template --include-crds` with `--set` values, as a list of objects."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    result = helm("template", "rq", str(chart), "-n", namespace, "--include-crds", *sets)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> Iterator[dict[str, Any]]:
+    for obj in objects:
+        if obj["kind"] == kind and (name is None or obj["metadata"]["name"] == name):
+            yield obj
+
+
+def service_account_kubeconfig(cluster: LocalCluster, namespace: str, account: str) -> Path:
+    """A kubeconfig that authenticates with a TokenRequest token of `account`."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=30m").stdout.strip()
+    ca = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["certificate-authority"]
+    kubeconfig = cluster.state_dir / f"sa-{namespace}.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": cluster.server, "certificate-authority": ca}}
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
+                "current-context": "sa",
+            }
+        )
+    )
+    return kubeconfig
+
+
+def grant_of_request(line: str) -> tuple[str, str, str]:
+    """(api group, resource[/subresource], RBAC verb) of one request-log line."""
+    method, path = line.split(" ", 1)
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]  # /namespaces/<ns>/<resource>...: a namespaced resource
+    resource, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+    verb = {
+        "GET": "get" if name else "list",
+        "WATCH": "watch",
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if name else "deletecollection",
+    }[method]
+    return group, f"{resource}/{sub}" if sub else resource, verb

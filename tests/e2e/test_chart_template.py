@@ -1,0 +1,211 @@
+"""`helm lint` and `helm template`: what the chart renders for each mode, and what it refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.chart import CHART, REPO, find, helm, render
+
+RAY_WEBHOOK_KINDS = ["rayjobs", "rayclusters", "rayservices"]
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def crd_names(objects: list[dict[str, Any]]) -> set[str]:
+    return {crd["metadata"]["name"] for crd in find(objects, "CustomResourceDefinition")}
+
+
+def test_the_chart_lints_strictly() -> None:
+    for values in ((), ("reconcilers.enabled=false",), ("webhooks.certManager.enabled=true",)):
+        sets = [arg for value in values for arg in ("--set", value)]
+        lint = helm("lint", "--strict", str(CHART), *sets)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
+    objects = render()
+    generated = {
+        p.stem.split("_", 1)[1] + "." + p.stem.split("_", 1)[0] for p in (REPO / "crds").glob("*.yaml")
+    }
+    assert crd_names(objects) == generated
+    assert {"rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"} <= crd_names(objects)
+
+    [deployment] = find(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--leader-elect" in container["args"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"] == {"cpu": "200m", "memory": "256Mi"}
+    assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook"}
+    env = env_of(deployment)
+    assert env["RAYQUOTA_WEBHOOK_LISTEN_PORT"] == "9443"
+    assert env["RAYQUOTA_RECONCILERS_ENABLED"] == "true"
+    assert env["RAYQUOTA_QUEUE_LABELS"] == "rayquota.io/queue-name,kueue.x-k8s.io/queue-name"
+    assert env["RAYQUOTA_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
+    assert env["RAYQUOTA_WEBHOOK_CERT_SECRET"] == "rq-rayquota-webhook-cert"
+    assert env["RAYQUOTA_WEBHOOK_HOSTS"] == "rq-rayquota-webhook.rayquota-system.svc"
+    assert env["RAYQUOTA_WEBHOOK_CONFIGURATIONS"] == "rq-rayquota"
+
+    services = {s["metadata"]["name"]: s for s in find(objects, "Service")}
+    assert services["rq-rayquota-webhook"]["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook"}
+    ]
+    assert services["rq-rayquota-metrics"]["spec"]["ports"][0]["port"] == 8080
+    assert not list(find(objects, "ServiceMonitor"))
+    [secret] = find(objects, "Secret", "rq-rayquota-webhook-cert")
+    assert "data" not in secret  # the operator fills it; the chart never overwrites it
+
+
+def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
+    objects = render()
+    [mutating] = find(objects, "MutatingWebhookConfiguration")
+    [validating] = find(objects, "ValidatingWebhookConfiguration")
+    ray_hooks = [*mutating["webhooks"], *validating["webhooks"][:2]]
+    assert len(mutating["webhooks"]) == 2  # one per honoured queue label
+    for hook, key in zip(ray_hooks, ["rayquota.io/queue-name", "kueue.x-k8s.io/queue-name"] * 2, strict=True):
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["objectSelector"] == {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+        assert hook["namespaceSelector"]["matchExpressions"] == [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "rayquota-system"],
+            }
+        ]
+        assert hook["rules"][0]["apiGroups"] == ["ray.io"]
+        assert hook["rules"][0]["resources"] == RAY_WEBHOOK_KINDS
+        assert hook["clientConfig"]["service"]["name"] == "rq-rayquota-webhook"
+        assert "caBundle" not in hook["clientConfig"]  # the operator patches it in
+    assert [h["rules"][0]["operations"] for h in mutating["webhooks"]] == [["CREATE"], ["CREATE"]]
+    assert [h["rules"][0]["operations"] for h in validating["webhooks"][:2]] == [["UPDATE"]] * 2
+    # The paths the queue integration's handlers serve (rayquota/operator/webhooks/server.py).
+    assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == {"/mutate-ray"}
+    assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"][:3]} == {"/validate-ray"}
+    # Children of RayJobs/RayServices without the label: checked, but never blocked when down.
+    children = validating["webhooks"][2]
+    assert children["failurePolicy"] == "Ignore"
+    assert children["objectSelector"]["matchExpressions"][0]["key"] == "ray.io/originated-from-crd"
+    queues = validating["webhooks"][3]
+    assert queues["rules"][0]["apiGroups"] == ["rayquota.io"]
+    assert queues["rules"][0]["resources"] == ["clusterqueues"]
+    assert queues["failurePolicy"] == "Fail"
+    assert queues["clientConfig"]["service"]["path"] == "/validate-clusterqueue"
+
+
+def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off() -> None:
+    objects = render("reconcilers.enabled=false")
+    # KubeRay's chart owns the ray.io CRDs there; ours are all that is installed.
+    generated = {p.stem.split("_", 1)[1] + ".rayquota.io" for p in (REPO / "crds").glob("rayquota.io_*.yaml")}
+    assert crd_names(objects) == generated
+    [deployment] = find(objects, "Deployment")
+    assert env_of(deployment)["RAYQUOTA_RECONCILERS_ENABLED"] == "false"
+    # The webhooks still gate KubeRay's objects.
+    [mutating] = find(objects, "MutatingWebhookConfiguration")
+    assert mutating["webhooks"][0]["rules"][0]["resources"] == RAY_WEBHOOK_KINDS
+    [role] = find(objects, "ClusterRole", "rq-rayquota")
+    pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
+    assert pod_verbs == {"list", "watch"}
+
+
+def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
+    objects = render("webhooks.url=https://127.0.0.1:9443/", "webhooks.caBundle=Q0E=")
+    [validating] = find(objects, "ValidatingWebhookConfiguration")
+    urls = [h["clientConfig"]["url"] for h in validating["webhooks"]]
+    assert urls == [
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-ray",
+        "https://127.0.0.1:9443/validate-clusterqueue",
+    ]
+    assert {h["clientConfig"]["caBundle"] for h in validating["webhooks"]} == {"Q0E="}
+    assert "rq-rayquota-webhook" not in {s["metadata"]["name"] for s in find(objects, "Service")}
+    # A given CA: the operator neither issues a certificate nor patches the configurations.
+    assert not list(find(objects, "Secret"))
+    assert "RAYQUOTA_WEBHOOK_CERT_SECRET" not in env_of(next(find(objects, "Deployment")))
+
+
+def test_manage_jobs_without_queue_name_sends_every_ray_object_to_the_webhooks() -> None:
+    objects = render("queue.manageJobsWithoutQueueName=true")
+    [mutating] = find(objects, "MutatingWebhookConfiguration")
+    assert len(mutating["webhooks"]) == 1
+    assert "objectSelector" not in mutating["webhooks"][0]
+
+
+def test_managed_namespaces_limit_the_webhooks() -> None:
+    objects = render("watchNamespaces={team-a,team-b}")
+    [mutating] = find(objects, "MutatingWebhookConfiguration")
+    assert mutating["webhooks"][0]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+    ]
+    [container] = next(find(objects, "Deployment"))["spec"]["template"]["spec"]["containers"]
+    assert {"--namespace=team-a", "--namespace=team-b"} <= set(container["args"])
+
+
+def test_cert_manager_issues_the_certificate_and_injects_the_ca() -> None:
+    objects = render("webhooks.certManager.enabled=true")
+    [certificate] = find(objects, "Certificate")
+    assert certificate["spec"]["secretName"] == "rq-rayquota-webhook-cert"
+    assert certificate["spec"]["issuerRef"] == {"name": "rq-rayquota-selfsigned", "kind": "Issuer"}
+    assert list(find(objects, "Issuer"))
+    for config in (
+        *find(objects, "MutatingWebhookConfiguration"),
+        *find(objects, "ValidatingWebhookConfiguration"),
+    ):
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+            "rayquota-system/rq-rayquota-webhook"
+        )
+    [deployment] = find(objects, "Deployment")
+    assert env_of(deployment)["RAYQUOTA_WEBHOOK_CERT_DIR"] == "/etc/rayquota/webhook-cert"
+    assert "RAYQUOTA_WEBHOOK_CERT_SECRET" not in env_of(deployment)
+    given = render(
+        "webhooks.certManager.enabled=true",
+        "webhooks.certManager.issuerRef.name=corp-ca",
+        "webhooks.certManager.issuerRef.kind=ClusterIssuer",
+    )
+    assert next(find(given, "Certificate"))["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+    }
+    assert not list(find(given, "Issuer"))
+
+
+def test_service_monitor_is_optional() -> None:
+    [monitor] = find(
+        render("metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom"),
+        "ServiceMonitor",
+    )
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("replicas=0", "at '/replicas': minimum: got 0, want 1"),
+        ("reconciler.enabled=false", "additional properties 'reconciler' not allowed"),
+        ("reconcilers.enabled=maybe", "at '/reconcilers/enabled'"),
+        ("logLevel=warning", "at '/logLevel': value must be one of 'info', 'debug'"),
+        ("webhooks.url=http://10.0.0.1", "at '/webhooks/url'"),
+        ("webhooks.timeoutSeconds=60", "at '/webhooks/timeoutSeconds': maximum: got 60, want 30"),
+        ("watchNamespaces={ray-*}", "at '/watchNamespaces/0'"),
+        ("queue.labelKeys=null", "at '/queue': missing property 'labelKeys'"),
+        ("queue.labelKeys={bad key}", "at '/queue/labelKeys/0'"),
+        ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+        ("replicas=2,leaderElection.enabled=false", "replicas > 1 needs leaderElection.enabled"),
+        (
+            "leaderElection.renewPeriodSeconds=20",
+            "renewPeriodSeconds must be shorter than leaseDurationSeconds",
+        ),
+    ],
+)
+def test_bad_values_are_refused_with_a_clear_message(value: str, message: str) -> None:
+    result = helm("template", "rq", str(CHART), "--set", value)
+    assert result.returncode != 0, f"{value} was accepted"
+    assert message in result.stderr, result.stderr

@@ -1,0 +1,128 @@
+"""The pure parsing helpers of benchmarks/harness.py (the rest of it needs a cluster)."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import harness
+
+
+def _sample(code: str, group: str, resource: str, scope: str, sub: str, verb: str, value: int) -> str:
+    labels = (
+        f'code="{code}",component="apiserver",dry_run="",group="{group}",resource="{resource}",'
+        f'scope="{scope}",subresource="{sub}",verb="{verb}",version="v1"'
+    )
+    return f"apiserver_request_total{{{labels}}} {value}"
+
+
+METRICS = "\n".join(
+    [
+        "# HELP apiserver_request_total [STABLE] Counter of apiserver requests.",
+        "# TYPE apiserver_request_total counter",
+        _sample("200", "ray.io", "rayclusters", "cluster", "", "LIST", 3),
+        _sample("200", "ray.io", "rayclusters", "namespace", "", "LIST", 2),
+        _sample("201", "", "pods", "resource", "", "POST", 7),
+        _sample("409", "", "pods", "resource", "", "POST", 1),
+        _sample("200", "ray.io", "rayclusters", "resource", "status", "PUT", 4),
+        'apiserver_request_total_other{verb="GET",resource="pods"} 99',
+        'apiserver_request_duration_seconds_count{verb="GET",resource="pods"} 50',
+    ]
+)
+
+
+def test_request_counts_sums_codes_and_scopes_and_keeps_subresources_apart() -> None:
+    counts = harness.request_counts(METRICS)
+    assert counts == {
+        ("LIST", "rayclusters"): 5,
+        ("POST", "pods"): 8,
+        ("PUT", "rayclusters/status"): 4,
+    }
+    assert harness.writes(counts) == 12
+    assert harness.total(counts) == 17
+    assert harness.by_verb(counts)["LIST"] == 5
+
+
+def test_parse_samples_reads_escaped_label_values() -> None:
+    text = 'm{a="x\\"y",b=""} 1.5\nm 2\n'
+    assert list(harness.parse_samples(text, "m")) == [({"a": 'x\\"y', "b": ""}, 1.5), ({}, 2.0)]
+
+
+def _audit(stage: str, verb: str, agent: str, when: str, resource: str = "pods", sub: str = "") -> str:
+    ref = {"resource": resource, "namespace": "ns"} | ({"subresource": sub} if sub else {})
+    return json.dumps(
+        {
+            "kind": "Event",
+            "stage": stage,
+            "verb": verb,
+            "userAgent": agent,
+            "objectRef": ref,
+            "requestReceivedTimestamp": when,
+        }
+    )
+
+
+def test_audit_counts_each_request_once_per_client_and_honours_since() -> None:
+    kuberay = "kuberay-operator/v1.6.2 (linux/amd64) kubernetes/$Format"
+    lines = [
+        _audit("ResponseStarted", "watch", kuberay, "2026-11-22T06:00:00.000000Z"),
+        _audit("ResponseComplete", "watch", kuberay, "2026-11-22T06:00:00.000000Z"),  # same watch
+        _audit("ResponseComplete", "create", kuberay, "2026-11-22T06:00:01.000000Z"),
+        _audit("ResponseComplete", "update", kuberay, "2026-11-22T06:00:02.000000Z", "rayclusters", "status"),
+        _audit("ResponseComplete", "list", "kwok/v0.7.0", "2026-11-22T06:00:03.500000Z"),
+        "",
+    ]
+    counts = harness.audit_request_counts(lines)
+    assert counts["kuberay-operator"] == {
+        ("WATCH", "pods"): 1,
+        ("POST", "pods"): 1,
+        ("PUT", "rayclusters/status"): 1,
+    }
+    assert counts["kwok"] == {("LIST", "pods"): 1}
+
+    since = harness._epoch("2026-11-22T06:00:01.500000Z")
+    later = harness.audit_request_counts(lines, since=since)
+    assert later["kuberay-operator"] == {("PUT", "rayclusters/status"): 1}
+    assert harness.writes(later["kuberay-operator"]) == 1
+
+    window = harness.audit_request_counts(lines, since=harness._epoch("2026-11-22T06:00:01Z"), until=since)
+    assert window == {"kuberay-operator": {("POST", "pods"): 1}}
+    assert harness.merged(counts, exclude=["kwok"]) == counts["kuberay-operator"]
+
+
+def test_audit_names_a_non_resource_request_by_its_path() -> None:
+    line = json.dumps(
+        {
+            "stage": "ResponseComplete",
+            "verb": "get",
+            "userAgent": "kubectl/v1.34.4",
+            "requestURI": "/api?timeout=32s",
+        }
+    )
+    assert harness.audit_request_counts([line]) == {"kubectl": {("GET", "/api"): 1}}
+
+
+def test_tally_events_counts_repeats_and_sources_tell_whose() -> None:
+    events = [
+        {"type": "Normal", "count": 3, "source": {"component": "kuberay-operator"}},
+        {"type": "Warning", "source": {"component": "kuberay-operator"}},
+        {"type": "Normal", "reportingComponent": "rayquota", "series": {"count": 5}},
+        {"type": "Normal", "source": {"component": "default-scheduler"}},
+    ]
+    assert harness.tally_events(events) == harness.EventTally(objects=4, occurrences=10, warnings=1)
+    kuberay = [e for e in events if harness.event_source(e) == "kuberay-operator"]
+    assert harness.tally_events(kuberay) == harness.EventTally(2, 4, 1)
+    assert harness.event_sources(events) == {"kuberay-operator": 2, "rayquota": 1, "default-scheduler": 1}
+
+
+def test_ratio_handles_a_zero_denominator() -> None:
+    assert harness.ratio(3, 2) == "1.50"
+    assert harness.ratio(0, 0) == "1.00"
+    assert harness.ratio(1, 0) == "n/a"
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert harness.percentile(values, 50) == 5.0
+    assert harness.percentile(values, 90) == 9.0
+    assert harness.percentile(values, 99) == 10.0
+    assert harness.percentile([3.0], 90) == 3.0
