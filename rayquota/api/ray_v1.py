@@ -517,6 +517,10 @@ class RayJobStatus(K8sModel):
     # Since when the dashboard's job status cannot be read (cleared by a successful read).
     job_status_check_failure_start_time: datetime | None = None
     observed_generation: int | None = None
+    # Not in KubeRay's RayJob: the queue integration's QuotaReserved condition lives here.
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
+        default_factory=list
+    )
 
 
 class RayJob(KubeObject):

@@ -4,7 +4,7 @@ from rayquota.operator.core import resources
 from rayquota.operator.core.controller import Controller, Result, WaitForCache
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.expectations import Expectations
-from rayquota.operator.core.gate import AdmissionGate, AdmittedCaps, NoGate
+from rayquota.operator.core.gate import QUOTA_RESERVED, AdmissionGate, AdmittedCaps, NoGate, QueueCondition
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED, Informer
 from rayquota.operator.core.manager import Manager
 from rayquota.operator.core.resources import ObjectKey, Resource
@@ -16,6 +16,7 @@ __all__ = [
     "ADDED",
     "DELETED",
     "MODIFIED",
+    "QUOTA_RESERVED",
     "AdmissionGate",
     "AdmittedCaps",
     "Controller",
@@ -26,6 +27,7 @@ __all__ = [
     "NamespaceScope",
     "NoGate",
     "ObjectKey",
+    "QueueCondition",
     "Resource",
     "Result",
     "StatusWriter",

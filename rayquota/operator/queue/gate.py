@@ -10,14 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.core import AdmittedCaps
+from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
+from rayquota.operator.core import AdmittedCaps, QueueCondition
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.adapters.protocol import allocation_of
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.workload_status import is_evicted
+from rayquota.operator.queue.workload_status import SCALE_UP_WAITING, is_evicted
+from rayquota.operator.ray import conditions
 
 NOTHING = AdmittedCaps(head=False, workers={})
+ADMITTED = "Admitted"
+PENDING = "Pending"
+NO_WORKLOAD_YET = "waiting for its Workload to be created"
 
 
 def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
@@ -50,3 +55,27 @@ class QueueGate:
         if share is None:
             return NOTHING
         return AdmittedCaps(head=share.head_allowed(demand), workers=share.worker_caps(demand))
+
+    def queue_condition(self, kind: str, obj: Mapping[str, Any]) -> QueueCondition | None:
+        """The recorded Workload's verdict, in the engine's words: its pending reason while it
+        waits (or while an admitted object's scale-up slice waits), else its admission."""
+        queued = self.objects.queued(kind, dict(obj))
+        if queued is None:
+            return None
+        workload = self.objects.workload(queued.workload)
+        if workload is None:
+            return QueueCondition(admitted=False, reason=PENDING, message=NO_WORKLOAD_YET)
+        status = workload.get("status") or {}
+        waiting = str(status.get("pendingReason") or "")
+        if recorded_admission(workload) is None:
+            reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
+            message = waiting or str(reserved.get("message") or "waiting for the next admission cycle")
+            return QueueCondition(admitted=False, reason=PENDING, message=message)
+        admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
+        message = waiting or str(admitted.get("message") or "admitted")
+        return QueueCondition(
+            admitted=True,
+            reason=ADMITTED,
+            message=message,
+            slice_waiting=waiting.startswith(SCALE_UP_WAITING),
+        )

@@ -50,9 +50,15 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         return keys
 
     def cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
-        name = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
-        cluster = objects.informers["RayCluster"].store.get(str(pod["metadata"]["namespace"]), str(name))
-        return mapped("RayCluster")(cluster) if cluster is not None else []
+        namespace = str(pod["metadata"]["namespace"])
+        name = str((pod["metadata"].get("labels") or {}).get("ray.io/cluster"))
+        cluster = objects.informers["RayCluster"].store.get(namespace, name)
+        if cluster is None:
+            # A deleted cluster's pods still held quota: when the last one goes, its Workload
+            # must look again (shrink, or release) even though the cluster is no longer cached.
+            return reconciler.workloads_holding(namespace, name)
+        keys: list[ObjectKey] = mapped("RayCluster")(cluster)
+        return keys
 
     controller.watch(objects.workloads)
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
@@ -88,6 +94,17 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
             return [ObjectKey.of(c) for c in objects.children(queued.kind, queued.obj)]
 
         ray.clusters.controller.watch(objects.workloads, clusters_of_workload, primary=False)
+
+        # The Ray objects' QuotaReserved condition repeats the Workload's verdict.
+        def owner_of_kind(kind: str) -> Any:
+            def keys(workload: Mapping[str, Any]) -> list[ObjectKey]:
+                queued = objects.owner_of_workload(ObjectKey.of(workload))
+                return [ObjectKey.of(queued.obj)] if queued is not None and queued.kind == kind else []
+
+            return keys
+
+        ray.jobs.controller.watch(objects.workloads, owner_of_kind("RayJob"), primary=False)
+        ray.services.controller.watch(objects.workloads, owner_of_kind("RayService"), primary=False)
 
     gate = QueueGate(objects)
     manager.gate = gate

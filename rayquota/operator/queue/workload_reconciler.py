@@ -64,6 +64,10 @@ class WorkloadReconciler:
             return None
         return await self._queued(key, queued, workload)
 
+    def workloads_holding(self, namespace: str, cluster: str) -> list[ObjectKey]:
+        """The Workloads that last saw ``cluster`` as one of their parts (its pods count there)."""
+        return [key for key, parts in self._parts.items() if key.namespace == namespace and cluster in parts]
+
     # --- a queued Ray object ---------------------------------------------------------------
 
     async def _queued(self, key: ObjectKey, queued: Queued, workload: Obj | None) -> Result | None:

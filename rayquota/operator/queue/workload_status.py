@@ -13,6 +13,9 @@ from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.ray import conditions
 
+SCALE_UP_WAITING = "scale-up waiting"
+"""How an admitted Workload's pending reason starts while its next slice waits."""
+
 
 @dataclass(frozen=True)
 class Eviction:
@@ -67,7 +70,7 @@ def desired_status(
         )
         conds = conditions.remove_condition(conds, Cond.EVICTED)
         if pending_reason:
-            status["pendingReason"] = f"scale-up waiting: {pending_reason}"
+            status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
     else:
         if conditions.is_true(conds, Cond.EVICTED):
             # The pods are gone and the quota is back: the workload queues again.

@@ -6,6 +6,8 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.gate import QUOTA_RESERVED, QueueCondition
+
 
 def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
     for condition in conditions or []:
@@ -51,3 +53,23 @@ def set_condition(
 
 def remove_condition(conditions: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
     return [copy.deepcopy(c) for c in conditions if c.get("type") != type_]
+
+
+def with_queue_condition(
+    conditions: list[dict[str, Any]], verdict: QueueCondition | None, *, now: str
+) -> list[dict[str, Any]]:
+    """Carry the queue's verdict as the ``QuotaReserved`` condition; an object that is not
+    queued (any more) carries none. Unchanged verdicts leave the list as it was."""
+    if verdict is None:
+        return remove_condition(conditions, QUOTA_RESERVED)
+    current = find(conditions, QUOTA_RESERVED)
+    status_text = "True" if verdict.admitted else "False"
+    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
+        status_text,
+        verdict.reason,
+        verdict.message,
+    ):
+        return conditions
+    return set_condition(
+        conditions, QUOTA_RESERVED, verdict.admitted, verdict.reason, verdict.message, now=now
+    )

@@ -152,7 +152,8 @@ class RayClusterReconciler:
     ) -> float:
         """Write the status; returns how long a coalesced write was deferred (0 when written)."""
         now = now_rfc3339()
-        status = cluster_status(cluster, pods, head_service, plan, failures, now)
+        queue = self.manager.gate.queue_condition("RayCluster", cluster)
+        status = cluster_status(cluster, pods, head_service, plan, failures, now, queue)
         previous = cluster.get("status") or {}
         if not status_changed(previous, status):
             return 0.0

@@ -9,6 +9,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.ray import conditions, labels, services
 from rayquota.operator.ray.raycluster_plan import (
     HEAD_POD_READY,
@@ -111,8 +112,10 @@ def cluster_status(
     plan: ClusterPlan,
     failures: Sequence[str],
     now: str,
+    queue: QueueCondition | None = None,
 ) -> dict[str, Any]:
-    """The status to write, without lastUpdateTime (added only when something changed)."""
+    """The status to write, without lastUpdateTime (added only when something changed).
+    ``queue``: the queue's verdict on a queued cluster, carried as its QuotaReserved condition."""
     previous = copy.deepcopy(cluster.get("status") or {})
     generation = cluster["metadata"].get("generation")
     conds: list[dict[str, Any]] = list(previous.get("conditions") or [])
@@ -245,6 +248,7 @@ def cluster_status(
         transitions[status["state"]] = now
     if transitions:
         status["stateTransitionTimes"] = transitions
+    conds = conditions.with_queue_condition(conds, queue, now=now)
     status["conditions"] = conds
     return status
 

@@ -23,7 +23,7 @@ from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
-from rayquota.operator.ray import labels, rayjob_timeouts, services, submitter
+from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
@@ -208,6 +208,14 @@ class RayJobReconciler:
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
         status["observedGeneration"] = rayjob["metadata"].get("generation")
+        queue = self.manager.gate.queue_condition("RayJob", rayjob)
+        queue_conditions = conditions.with_queue_condition(
+            list(status.get("conditions") or []), queue, now=now_rfc3339()
+        )
+        if queue_conditions:
+            status["conditions"] = queue_conditions
+        else:
+            status.pop("conditions", None)
         stored = await self.manager.status.write(resources.RAYJOBS, rayjob, status)
         if stored is not None and may_run_ray_job(status) != (FINALIZER in finalizers):
             # Present before any Ray job can be submitted (submission needs the next step).

@@ -175,6 +175,7 @@ class RayServiceReconciler:
         if not await self._apply_cluster_step(current, decision.step, decision.change, decision.message):
             return
         await self.traffic.observe(current)
+        self._note_quota_wait(current)
         if current.incremental and current.active is not None:
             await self.traffic.incremental(current, self._retire)
         elif current.pending is not None and self.traffic.serves(current, current.pending):
@@ -186,6 +187,22 @@ class RayServiceReconciler:
                     wanted["metadata"]["namespace"], wanted["metadata"]["name"]
                 )
                 await self.writes.ensure_service(service, wanted, live)
+
+    def _note_quota_wait(self, current: ReconcilePass) -> None:
+        """Hold an upgrade the queue holds, and say why: the pending cluster is still gated (its
+        slice is not admitted), or an admitted service's scale-up slice waits for quota."""
+        pending = current.pending
+        verdict = self.manager.gate.queue_condition("RayService", current.service)
+        if pending is None or verdict is None:
+            return
+        if (pending.get("spec") or {}).get("suspend"):
+            why = f"RayCluster {pending['metadata']['name']} waits for quota: {verdict.message}"
+        elif verdict.slice_waiting:
+            why = f"the upgrade's next slice waits for quota: {verdict.message}"
+        else:
+            return
+        current.held_by_quota = True
+        current.waiting_for = current.waiting_for or why
 
     async def _apply_cluster_step(
         self, current: ReconcilePass, step: ClusterStep, change: ClusterChange, message: str
@@ -321,5 +338,6 @@ class RayServiceReconciler:
             upgrade_blocked=current.upgrade_blocked,
         )
         # The stored status is the "before": times carry over from it unless what they describe changed.
-        status = service_status(cached, observed, datetime.now(UTC))
+        queue = self.manager.gate.queue_condition("RayService", cached)
+        status = service_status(cached, observed, datetime.now(UTC), queue)
         await self.manager.status.write(resources.RAYSERVICES, cached, status)

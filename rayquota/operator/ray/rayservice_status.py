@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceConditionType, ServiceStatus
-from rayquota.operator.ray.conditions import find, is_true, set_condition
+from rayquota.operator.core.gate import QueueCondition
+from rayquota.operator.ray.conditions import find, is_true, set_condition, with_queue_condition
 from rayquota.operator.ray.rayservice_incremental import ClusterShare, UpgradeProgress
 from rayquota.operator.ray.serve_status import ServeState, with_health_times
 
@@ -111,7 +112,10 @@ class Observed:
     upgrade_blocked: tuple[str, str] | None = None
 
 
-def service_status(service: Mapping[str, Any], observed: Observed, now: datetime) -> dict[str, Any]:
+def service_status(
+    service: Mapping[str, Any], observed: Observed, now: datetime, queue: QueueCondition | None = None
+) -> dict[str, Any]:
+    """``queue``: the queue's verdict on a queued service, carried as its QuotaReserved condition."""
     previous = service.get("status") or {}
     stamp = rfc3339(now)
     conditions = [dict(c) for c in previous.get("conditions") or []]
@@ -150,6 +154,7 @@ def service_status(service: Mapping[str, Any], observed: Observed, now: datetime
     elif find(conditions, RollbackInProgress) is not None:
         cond(RollbackInProgress, False, NO_PENDING_CLUSTER, "no rollback in progress")
 
+    conditions = with_queue_condition(conditions, queue, now=stamp)
     status: dict[str, Any] = {
         "conditions": conditions,
         "numServeEndpoints": observed.num_serve_endpoints,

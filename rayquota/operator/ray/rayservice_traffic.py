@@ -20,6 +20,7 @@ from rayquota.operator.ray.dashboard import DashboardError, DashboardUnreachable
 from rayquota.operator.ray.raycluster_plan import is_ready
 from rayquota.operator.ray.rayservice_incremental import (
     ClusterShare,
+    Step,
     UpgradeOptions,
     UpgradeProgress,
     next_step,
@@ -51,6 +52,8 @@ class ReconcilePass:
     progress: UpgradeProgress | None = None  # incremental upgrades only
     rolling_back: bool = False
     waiting_for: str = ""
+    # The queue holds the upgrade (a slice of it waits for quota): no step moves until admitted.
+    held_by_quota: bool = False
     blocked: tuple[str, str] | None = None
     upgrade_blocked: tuple[str, str] | None = None
     requeue_s: float | None = None
@@ -185,13 +188,18 @@ class ServeTraffic:
             await self.route(current)
             return
         before = stored_progress(current.status)
-        step = next_step(
-            before,
-            UpgradeOptions(options.step_size_percent, options.interval_seconds, options.max_surge_percent),
-            now=datetime.now(UTC),
-            pending_healthy=self.serves(current, pending),
-            rolling_back=current.rolling_back,
-        )
+        if current.held_by_quota and not current.rolling_back:
+            step = Step(before, waiting_for=current.waiting_for)  # a rollback needs no new quota
+        else:
+            step = next_step(
+                before,
+                UpgradeOptions(
+                    options.step_size_percent, options.interval_seconds, options.max_surge_percent
+                ),
+                now=datetime.now(UTC),
+                pending_healthy=self.serves(current, pending),
+                rolling_back=current.rolling_back,
+            )
         current.waiting_for = current.waiting_for or step.waiting_for
         current.progress = step.progress
         if step.capacity_changed and not await self._apply_capacity(current, before, step.progress):

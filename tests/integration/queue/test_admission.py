@@ -42,3 +42,16 @@ def test_second_rayjob_waits_with_a_reason_and_no_pods(
     assert second is not None and second["spec"]["suspend"] is True
     assert not (second.get("status") or {}).get("rayClusterName")
     assert kube.list("pods") and all("second" not in p["metadata"]["name"] for p in kube.list("pods"))
+
+    # The engine's sentence is also a condition on the RayJob itself, and on the admitted one.
+    def same_sentence() -> bool:
+        workload = workload_of(kube, "RayJob", "second") or {}
+        on_job = condition(kube.get("rayjob", "second"), "QuotaReserved") or {}
+        return bool(on_job) and on_job.get("message") == (workload.get("status") or {}).get("pendingReason")
+
+    wait_for("second job's QuotaReserved condition", same_sentence)
+    waiting = condition(kube.get("rayjob", "second"), "QuotaReserved") or {}
+    assert waiting["status"] == "False" and waiting["reason"] == "Pending"
+    assert "nvidia.com/gpu" in waiting["message"]
+    first = condition(kube.get("rayjob", "first"), "QuotaReserved") or {}
+    assert first.get("status") == "True" and first.get("reason") == "Admitted"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayquota.operator.core import QueueCondition
 from rayquota.operator.queue import converter, naming
 from rayquota.operator.queue.gate import NOTHING, QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
@@ -70,3 +71,54 @@ def test_a_child_is_capped_at_the_admitted_workers() -> None:
 def test_unqueued_clusters_are_not_capped() -> None:
     gate, _ = setup(admitted_workers=None)
     assert gate.caps_for(bodies.raycluster("free")) is None
+
+
+def with_status(gate: QueueGate, status: dict[str, Any]) -> None:
+    job = gate.objects.informers["RayJob"].store.get("team-a", "job")
+    assert job is not None
+    key = workload_key("RayJob", job)
+    gate.objects.workloads = FakeInformer(
+        [{"metadata": {"name": key.name, "namespace": "team-a"}, "status": status}]
+    )  # type: ignore[assignment]
+
+
+def the_job(gate: QueueGate) -> dict[str, Any]:
+    job = gate.objects.informers["RayJob"].store.get("team-a", "job")
+    assert job is not None
+    return job
+
+
+def test_a_waiting_job_is_told_the_engines_reason() -> None:
+    gate, _ = setup(admitted_workers=None)
+    reason = "insufficient unused quota for nvidia.com/gpu in flavor a100, 8 more needed"
+    with_status(gate, {"pendingReason": reason})
+    assert gate.queue_condition("RayJob", the_job(gate)) == QueueCondition(False, "Pending", reason)
+
+
+def test_an_admitted_job_is_told_so_and_a_waiting_scale_up_is_named() -> None:
+    gate, _ = setup(admitted_workers=2)
+    verdict = gate.queue_condition("RayJob", the_job(gate))
+    assert verdict is not None and verdict.admitted and verdict.reason == "Admitted"
+    workload = gate.objects.workloads.store.objs[0]  # type: ignore[attr-defined]
+    with_status(gate, {**workload["status"], "pendingReason": "scale-up waiting: 2 more GPUs"})
+    verdict = gate.queue_condition("RayJob", the_job(gate))
+    assert verdict == QueueCondition(True, "Admitted", "scale-up waiting: 2 more GPUs", slice_waiting=True)
+
+
+def test_a_queued_job_without_a_workload_yet_is_pending() -> None:
+    gate, _ = setup(admitted_workers=None)
+    verdict = gate.queue_condition("RayJob", the_job(gate))
+    assert verdict is not None and not verdict.admitted and verdict.reason == "Pending"
+
+
+def test_children_and_unqueued_objects_get_no_queue_condition() -> None:
+    gate, cluster = setup(admitted_workers=1)
+    assert gate.queue_condition("RayCluster", cluster) is None  # accounted through its RayJob
+    assert gate.queue_condition("RayCluster", bodies.raycluster("free")) is None
+
+
+def test_a_standalone_queued_cluster_gets_its_own_verdict() -> None:
+    gate, _ = setup(admitted_workers=None)
+    queued = bodies.raycluster("alone", **{"rayquota.io/queue-name": "team"})
+    verdict = gate.queue_condition("RayCluster", queued)
+    assert verdict is not None and not verdict.admitted

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps
+from rayquota.operator.core.gate import AdmittedCaps, QueueCondition
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.raycluster_plan import (
@@ -356,3 +356,15 @@ def test_multi_host_cap_admits_whole_replicas_only() -> None:
     plan = plan_cluster(body, [], VERSION, caps=AdmittedCaps(head=True, workers={"gpu": 5}))
     workers = [p for p in plan.create if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
     assert len(workers) == 4  # two whole replicas of two hosts; a fifth pod would split a replica
+
+
+def test_a_queued_cluster_carries_the_queue_verdict() -> None:
+    body = cluster(suspend=True)
+    plan = plan_cluster(body, [], VERSION)
+    verdict = QueueCondition(False, "Pending", "ClusterQueue team is stopped")
+    status = cluster_status(body, [], None, plan, [], NOW, verdict)
+    quota = conditions.find(status["conditions"], "QuotaReserved")
+    assert quota is not None and quota["status"] == "False" and quota["message"] == verdict.message
+    assert (
+        conditions.find(cluster_status(body, [], None, plan, [], NOW)["conditions"], "QuotaReserved") is None
+    )

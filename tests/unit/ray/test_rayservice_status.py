@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from rayquota.operator.core import QueueCondition
 from rayquota.operator.ray import gateway
 from rayquota.operator.ray.conditions import find
 from rayquota.operator.ray.rayservice_incremental import ClusterShare
@@ -179,3 +180,25 @@ def test_httproute_backends_are_the_two_serve_services_with_their_weights() -> N
     gw = gateway.build_gateway(svc, "istio")
     assert gateway.gateway_settings(gw) == ("istio", [("http", "HTTP", 80)])
     assert gw["metadata"]["ownerReferences"][0]["kind"] == "RayService"
+
+
+def test_the_queue_verdict_is_a_condition_kept_until_it_changes() -> None:
+    svc = service()
+    waiting = QueueCondition(
+        False, "Pending", "insufficient unused quota for cpu in flavor cpu, 1 more needed"
+    )
+    observed = Observed(active=None, pending=None, num_serve_endpoints=0)
+    first = service_status(svc, observed, T0, waiting)
+    quota = find(first["conditions"], "QuotaReserved")
+    assert quota is not None and quota["status"] == "False" and quota["message"] == waiting.message
+    svc["status"] = first
+    assert service_status(svc, observed, T0 + timedelta(minutes=1), waiting) == first
+    admitted = service_status(
+        svc, observed, T0 + timedelta(minutes=2), QueueCondition(True, "Admitted", "ok")
+    )
+    quota = find(admitted["conditions"], "QuotaReserved")
+    assert quota is not None and quota["status"] == "True" and quota["reason"] == "Admitted"
+    assert quota["lastTransitionTime"] == "2026-01-01T00:02:00Z"
+    # Not queued (the label removed): no queue condition.
+    svc["status"] = admitted
+    assert find(service_status(svc, observed, T0, None)["conditions"], "QuotaReserved") is None
