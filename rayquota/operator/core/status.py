@@ -56,6 +56,9 @@ class StatusWriter:
         self._in_flight: dict[str, tuple[str, float]] = {}
         # uid -> when this process last wrote the status (monotonic clock)
         self._last_write: OrderedDict[str, float] = OrderedDict()
+        # resource -> field manager: statuses written by server-side apply instead of PUT, for
+        # resources whose status other tools co-own by apply (Kueue's Workloads).
+        self.apply_as: dict[Resource, str] = {}
 
     def deferral(self, obj: Mapping[str, Any], status: Mapping[str, Any], min_interval_s: float) -> float:
         """Seconds to hold back a write of `status` so that one object's status is written at most
@@ -67,9 +70,6 @@ class StatusWriter:
         if last is None:
             return 0.0
         return max(0.0, last + min_interval_s - time.monotonic())
-        # resource -> field manager: statuses written by server-side apply instead of PUT, for
-        # resources whose status other tools co-own by apply (Kueue's Workloads).
-        self.apply_as: dict[Resource, str] = {}
 
     def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         """Informer hook: the cache now holds this version."""

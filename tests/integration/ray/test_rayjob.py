@@ -366,10 +366,13 @@ def test_cluster_selector_uses_an_existing_cluster(kube: Kube) -> None:
 
 
 def test_deletion_rules_delete_workers_then_self(kube: Kube) -> None:
+    SELF_TTL_S = 30
     rules = {
         "deletionRules": [
             {"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}},
-            {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 6}},
+            # Long enough that the test sees the workers go before the RayJob deletes itself,
+            # even when each kubectl call takes seconds on a loaded machine.
+            {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": SELF_TTL_S}},
         ]
     }
     kube.apply(rayjob("rules", "python -c 'print(4)'", submissionMode="HTTPMode", deletionStrategy=rules))
@@ -380,8 +383,12 @@ def test_deletion_rules_delete_workers_then_self(kube: Kube) -> None:
         "workers deleted, head kept",
         lambda: [p["metadata"]["labels"]["ray.io/node-type"] for p in kube.pods(cluster_name)] == ["head"],
     )
-    assert kube.get("rayjob", "rules") is not None  # DeleteSelf waits for its own ttl
-    wait_for("RayJob deleted itself", lambda: kube.get("rayjob", "rules") is None, timeout_s=60)
+    rayjob_now = kube.get("rayjob", "rules")
+    assert rayjob_now is not None  # DeleteSelf waits for its own ttl
+    ended = dt.datetime.fromisoformat(rayjob_now["status"]["endTime"].replace("Z", "+00:00"))
+    wait_for("RayJob deleted itself", lambda: kube.get("rayjob", "rules") is None, timeout_s=SELF_TTL_S + 60)
+    gone = dt.datetime.now(dt.UTC)
+    assert (gone - ended).total_seconds() >= SELF_TTL_S, "DeleteSelf fired before its ttl"
 
 
 def test_k8s_job_mode_submitter_failure_fails_the_rayjob(kube: Kube) -> None:
