@@ -13,7 +13,13 @@ import yaml
 
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, running, wait_for
-from tests.integration.ray.test_rayjob import CLUSTER_SPEC, job_state, ray, rayjob, wait_deployment
+from tests.integration.ray.test_rayjob import (
+    job_state,
+    ray,
+    rayjob,
+    rayjob_on_shared_cluster,
+    wait_deployment,
+)
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "quickstart" / "raycluster.yaml"
 
@@ -149,26 +155,7 @@ def test_deletion_gives_up_on_an_unreachable_dashboard_after_a_bounded_time(
 ) -> None:
     """On a shared cluster (clusterSelector) nothing else ends the Ray job: the stop is retried,
     then the RayJob is released after the bounded time."""
-    kube.apply(
-        {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
-            "metadata": {"name": "shared"},
-            "spec": CLUSTER_SPEC,
-        }
-    )
-    wait_for(
-        "shared cluster ready",
-        lambda: (kube.get("raycluster", "shared") or {}).get("status", {}).get("state") == "ready",
-    )
-    body = rayjob(
-        "orphan",
-        "python -c 'import time; time.sleep(600)'",
-        submissionMode="HTTPMode",
-        clusterSelector={"ray.io/cluster": "shared"},
-    )
-    del body["spec"]["rayClusterSpec"]
-    kube.apply(body)
+    kube.apply(rayjob_on_shared_cluster(kube, "orphan", "python -c 'import time; time.sleep(600)'"))
     status = wait_for("running", lambda: (s := job_state(kube, "orphan")).get("jobStatus") == "RUNNING" and s)
     # The dashboard recorded in the status becomes unreachable.
     kube.patch_status("rayjob", "orphan", {"status": {"dashboardURL": "127.0.0.1:9"}})

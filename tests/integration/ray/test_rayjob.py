@@ -91,6 +91,26 @@ def wait_deployment(kube: Kube, name: str, states: set[str], timeout_s: float = 
     )
 
 
+def rayjob_on_shared_cluster(kube: Kube, name: str, entrypoint: str) -> dict[str, Any]:
+    """An HTTPMode RayJob on an existing RayCluster `shared` (created here, waited for ready)."""
+    if kube.get("raycluster", "shared") is None:
+        kube.apply(
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "metadata": {"name": "shared"},
+                "spec": CLUSTER_SPEC,
+            }
+        )
+    wait_for(
+        "shared cluster ready",
+        lambda: (kube.get("raycluster", "shared") or {}).get("status", {}).get("state") == "ready",
+    )
+    body = rayjob(name, entrypoint, submissionMode="HTTPMode", clusterSelector={"ray.io/cluster": "shared"})
+    del body["spec"]["rayClusterSpec"]
+    return body
+
+
 def ray(url: str, coro_fn: Any) -> Any:
     async def run() -> Any:
         async with RayDashboardClient(url) as client:
@@ -340,26 +360,7 @@ def test_deleting_a_running_rayjob_stops_its_ray_job(kube: Kube, local_dashboard
 
 
 def test_cluster_selector_uses_an_existing_cluster(kube: Kube) -> None:
-    kube.apply(
-        {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
-            "metadata": {"name": "shared"},
-            "spec": CLUSTER_SPEC,
-        }
-    )
-    wait_for(
-        "shared cluster ready",
-        lambda: (kube.get("raycluster", "shared") or {}).get("status", {}).get("state") == "ready",
-    )
-    body = rayjob(
-        "on-shared",
-        "python -c 'print(3)'",
-        submissionMode="HTTPMode",
-        clusterSelector={"ray.io/cluster": "shared"},
-    )
-    del body["spec"]["rayClusterSpec"]
-    kube.apply(body)
+    kube.apply(rayjob_on_shared_cluster(kube, "on-shared", "python -c 'print(3)'"))
     status = wait_deployment(kube, "on-shared", {"Complete", "Failed"})
     assert (status["jobDeploymentStatus"], status["rayClusterName"]) == ("Complete", "shared")
     assert [c["metadata"]["name"] for c in kube.list("rayclusters")] == ["shared"]  # none created
