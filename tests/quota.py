@@ -53,8 +53,12 @@ class Quota:
             self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
     def delete(self) -> None:
-        self.cluster.kubectl("delete", "clusterqueue", self.cluster_queue, "--wait=false", check=False)
-        self.cluster.kubectl("delete", "resourceflavor", self.flavor, "--wait=false", check=False)
+        self.cluster.kubectl(
+            "delete", "clusterqueues.rayquota.io", self.cluster_queue, "--wait=false", check=False
+        )
+        self.cluster.kubectl(
+            "delete", "resourceflavors.rayquota.io", self.flavor, "--wait=false", check=False
+        )
 
 
 @pytest.fixture
@@ -88,7 +92,7 @@ def get_json(cluster: Any, *args: str) -> dict[str, Any] | None:
 
 
 def workload_of(cluster: Any, namespace: str, cluster_name: str) -> dict[str, Any] | None:
-    items = (get_json(cluster, "workloads", "-n", namespace) or {}).get("items") or []
+    items = (get_json(cluster, "workloads.rayquota.io", "-n", namespace) or {}).get("items") or []
     owned = [
         w for w in items if any(o["name"] == cluster_name for o in w["metadata"].get("ownerReferences") or [])
     ]

@@ -207,7 +207,7 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
             "-p",
             json.dumps(status),
         )
-        out = kubectl("get", "cq", name, "-o", "wide").stdout
+        out = kubectl("get", "clusterqueues.rayquota.io", name, "-o", "wide").stdout
         assert [h.strip() for h in _header(out)] == [
             "NAME",
             "COHORT",
@@ -228,7 +228,7 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
         "spec": {"clusterQueue": name},
     }
     assert _create(control_plane, lq).returncode == 0
-    out = kubectl("get", "lq", "-n", namespace, "-o", "wide").stdout
+    out = kubectl("get", "localqueues.rayquota.io", "-n", namespace, "-o", "wide").stdout
     assert [h.strip() for h in _header(out)] == [
         "NAME",
         "CLUSTERQUEUE",
@@ -256,7 +256,7 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
         "-p",
         json.dumps({"status": {"admission": {"clusterQueue": name, "podSetAssignments": []}}}),
     )
-    out = kubectl("get", "wl", "-n", namespace, "-o", "wide").stdout
+    out = kubectl("get", "workloads.rayquota.io", "-n", namespace, "-o", "wide").stdout
     assert [h.strip() for h in _header(out)] == ["NAME", "QUEUE", "ADMITTED BY", "AGE"]
     assert out.splitlines()[1].split()[:3] == ["wl", "lq", name]
 
