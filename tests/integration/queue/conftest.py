@@ -9,8 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
+from tests.operator_thread import operator_thread
 
 QUEUE_TEST_NAMESPACE_PREFIX = "q"
 
@@ -26,37 +25,6 @@ QUEUE_TEST_NAMESPACE_PREFIX = "q"
 @pytest.fixture
 def namespace_prefix() -> str:
     return QUEUE_TEST_NAMESPACE_PREFIX
-
-
-def start_operator(
-    dashboard_map: Path, namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX
-) -> tuple[threading.Thread, threading.Event]:
-    from rayquota.operator import main
-
-    config = OperatorConfig(
-        version="test-1", dashboard_resolver="local", dashboard_map_file=str(dashboard_map)
-    )
-    stop, ready = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=main.run,
-        kwargs={
-            "namespaces": [f"{namespace_prefix}-*"],
-            "metrics_port": 0,
-            "health_port": 0,
-            "verbose": False,
-            "stop_flag": stop,
-            "ready_flag": ready,
-            "config": config,
-        },
-        name="rayquota-operator",
-        daemon=True,
-    )
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not ready.wait(timeout=0.1):
-        assert thread.is_alive(), "the operator thread exited during start-up"
-        assert time.monotonic() < deadline, "the operator did not start in 60s"
-    return thread, stop
 
 
 @contextlib.contextmanager
@@ -72,21 +40,25 @@ def running_operator(
     dashboard_map.write_text("{}")
     previous = {key: os.environ.get(key) for key in env or {}}
     os.environ.update(env or {})
+    config = OperatorConfig(
+        version="test-1", dashboard_resolver="local", dashboard_map_file=str(dashboard_map)
+    )
     try:
-        thread, stop = start_operator(dashboard_map, namespace_prefix)
+        with operator_thread(config, [f"{namespace_prefix}-*"]):
+            # Its setup has read the settings: put the environment back for other operators.
+            _restore(previous)
+            yield dashboard_map
     finally:
-        for key, value in previous.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    try:
-        yield dashboard_map
-    finally:
-        stop.set()
-        thread.join(timeout=60)
+        _restore(previous)
         dashboard_map.unlink(missing_ok=True)
-        assert not thread.is_alive(), "the operator did not stop within 60s"
+
+
+def _restore(previous: Mapping[str, str | None]) -> None:
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.rayhead import RayHead
+from tests.operator_thread import operator_thread
 
 RAY_TEST_NAMESPACE_PREFIX = "ray"
 
@@ -51,8 +50,6 @@ def dashboard_map_file() -> Iterator[Path]:
 def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[OperatorConfig]:
     """The operator (rayquota.operator.main.run) in a background thread, watching the tests'
     namespaces, with the local dashboard resolver."""
-    from rayquota.operator import main
-
     config = OperatorConfig(
         version="test-1",
         dashboard_resolver="local",
@@ -61,33 +58,9 @@ def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[Ope
         # Short, so a test of the deletion finalizer's give-up does not wait five minutes.
         rayjob_stop_timeout_s=20.0,
     )
-    stop, ready = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=main.run,
-        kwargs={
-            # Only this folder's namespaces: other tests create Ray objects the operator must not touch.
-            "namespaces": [f"{RAY_TEST_NAMESPACE_PREFIX}-*"],
-            "metrics_port": 0,
-            "health_port": 0,
-            "verbose": False,
-            "stop_flag": stop,
-            "ready_flag": ready,
-            "config": config,
-        },
-        name="rayquota-operator",
-        daemon=True,
-    )
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not ready.wait(timeout=0.1):
-        assert thread.is_alive(), "the operator thread exited during start-up"
-        assert time.monotonic() < deadline, "the operator did not start in 60s"
-    try:
+    # Only this folder's namespaces: other tests create Ray objects the operator must not touch.
+    with operator_thread(config, [f"{RAY_TEST_NAMESPACE_PREFIX}-*"]):
         yield config
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the operator did not stop within 60s"
 
 
 @pytest.fixture

@@ -127,3 +127,19 @@ def set_spec_suspend(kind: str, obj: Body) -> list[Edit]:
 def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
     """Finished pods release their node's resources; any other pod (terminating too) holds them."""
     return all((p.get("status") or {}).get("phase") in FINISHED_POD_PHASES for p in pods)
+
+
+class SpecSuspendGate:
+    """The gate of a kind held by its own top-level ``spec.suspend`` (RayJob, RayCluster): whose
+    quota is free once none of its pods hold any."""
+
+    kind: str
+
+    def is_suspended(self, obj: Body) -> bool:
+        return spec_suspended(obj)
+
+    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        return set_spec_suspend(self.kind, obj)
+
+    def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
+        return no_pods_hold_quota(pods)

@@ -7,22 +7,20 @@ from collections.abc import Mapping, Sequence
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
+    SpecSuspendGate,
     allocation_of,
     changed,
     edited,
     inject_cluster,
-    no_pods_hold_quota,
     placements,
     restore_cluster,
-    set_spec_suspend,
-    spec_suspended,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, raycluster_demand
 from rayquota.queueing import ResourceFlavor
 
 
-class RayClusterAdapter:
+class RayClusterAdapter(SpecSuspendGate):
     kind = "RayCluster"
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
@@ -30,12 +28,6 @@ class RayClusterAdapter:
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else {str(obj["metadata"]["name"])}
-
-    def is_suspended(self, obj: Body) -> bool:
-        return spec_suspended(obj)
-
-    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
-        return set_spec_suspend(self.kind, obj)
 
     def run_with(
         self,
@@ -59,6 +51,3 @@ class RayClusterAdapter:
 
     def finished(self, obj: Body) -> bool:
         return False
-
-    def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
-        return no_pods_hold_quota(pods)

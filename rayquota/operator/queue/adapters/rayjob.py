@@ -9,15 +9,13 @@ from rayquota.operator.queue import placement
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
+    SpecSuspendGate,
     allocation_of,
     changed,
     edited,
     inject_cluster,
-    no_pods_hold_quota,
     placements,
     restore_cluster,
-    set_spec_suspend,
-    spec_suspended,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, Role, rayjob_demand
@@ -32,7 +30,7 @@ def cluster_name(rayjob: Body) -> str | None:
     return str(name) if name else None
 
 
-class RayJobAdapter:
+class RayJobAdapter(SpecSuspendGate):
     kind = "RayJob"
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
@@ -41,12 +39,6 @@ class RayJobAdapter:
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
-
-    def is_suspended(self, obj: Body) -> bool:
-        return spec_suspended(obj)
-
-    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
-        return set_spec_suspend(self.kind, obj)
 
     def run_with(
         self,
@@ -82,6 +74,3 @@ class RayJobAdapter:
 
     def finished(self, obj: Body) -> bool:
         return (obj.get("status") or {}).get("jobDeploymentStatus") in FINISHED_STATES
-
-    def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
-        return no_pods_hold_quota(pods)
