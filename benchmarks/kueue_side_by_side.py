@@ -220,6 +220,8 @@ def run_once(
         (run_dir / stale).unlink(missing_ok=True)
     controller = peers.kueue_tool("minimalkueue") if argv is None else controller_wrapper(run_dir, name, argv)
     env = dict(os.environ, KUBEBUILDER_ASSETS=str(peers.envtest_assets()))
+    # envtest gives kube-apiserver 20 s to come up; on a loaded 2-core machine that is too short.
+    env.setdefault("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "180s")
     audit_log = None
     if audit:
         apiserver, audit_log = audited_apiserver(run_dir)

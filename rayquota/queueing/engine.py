@@ -14,6 +14,14 @@ that fits. Rules that keep this single pass honest:
   quota reaches the preemptor (which goes first once the victims are gone).
 - Within a cycle usage only grows, so a shape that did not fit in a queue is
   not evaluated again in that cycle.
+- Parked workloads of one queue that admission cannot tell apart (same shape,
+  priority, namespace and LocalQueue) form one group: a wake-up makes a cycle
+  look at the group's members in line only until one does not fit, and the
+  rest stay parked with that verdict without being judged one by one; a new
+  look-alike of a parked group joins it unjudged (nothing that could make it
+  fit has changed since). So a cycle's work follows what changed, not how
+  many workloads wait. A Pending decision goes only to a workload a cycle
+  judged, so a parked workload's reason is the one it was last told.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .cohorts import QuotaNode, QuotaTree, add_usage, available
+from .cycle_line import CycleLine, Verdict
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .fairsharing import dominant_share
 from .flavors import FitMode, assign_flavors
@@ -41,7 +50,7 @@ from .model import (
     Workload,
 )
 from .preemption import find_victims
-from .state import ClusterQueueState, Phase, Shape, WorkloadState
+from .state import ClusterQueueState, PendingGroup, Phase, Shape, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -77,6 +86,13 @@ class ClusterQueueStatus:
     usage: Mapping[FlavorResource, int]
     borrowed: Mapping[FlavorResource, int]
     disabled_reason: str | None
+    pending_inadmissible: int = 0
+    """Of ``pending``, parked after not fitting (Kueue's ``status="inadmissible"``); the rest is
+    awake for the next cycle (``status="active"``)."""
+
+    @property
+    def pending_active(self) -> int:
+        return self.pending - self.pending_inadmissible
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +139,12 @@ class Engine:
         # Workloads that preempted and wait for their victims to be released.
         self._preemptors: dict[str, WorkloadState] = {}
         self._reclaiming: set[QuotaNode] = set()
+        self._cache_generation = 0
+        """Bumped whenever the fit caches are cleared: verdicts taken from them expire then."""
+        self._usage_epochs: dict[QuotaNode, int] = {}
+        """Per cohort-tree root, bumped on every usage change in the tree."""
+        self._verdict: Verdict | None = None
+        """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
         self._seq = 0
         self._admission_seq = 0
         self._cycle = 0
@@ -130,7 +152,13 @@ class Engine:
 
     # ----------------------------------------------------------- configuration
 
+    # An upsert that changes nothing is a no-op: the operator re-sends a queue on every status
+    # write of its own, and waking every parked workload each time would undo the parking.
+    # A draining spec is the exception: it drains what was admitted (or restored) since.
+
     def upsert_flavor(self, flavor: ResourceFlavor) -> None:
+        if self._flavors.get(flavor.name) == flavor:
+            return
         self._flavors[flavor.name] = flavor
         self._unpark_everything()
 
@@ -139,6 +167,8 @@ class Engine:
         self._unpark_everything()
 
     def upsert_cohort(self, cohort: Cohort) -> None:
+        if self._cohort_specs.get(cohort.name) == cohort:
+            return
         self._cohort_specs[cohort.name] = cohort
         self._rebuild()
 
@@ -147,6 +177,12 @@ class Engine:
         self._rebuild()
 
     def upsert_cluster_queue(self, cluster_queue: ClusterQueue) -> None:
+        if (
+            self._cluster_queue_specs.get(cluster_queue.name) == cluster_queue
+            and cluster_queue.name not in self._deleting
+            and cluster_queue.stop_policy is not StopPolicy.HOLD_AND_DRAIN
+        ):
+            return
         self._deleting.discard(cluster_queue.name)
         self._cluster_queue_specs[cluster_queue.name] = cluster_queue
         self._rebuild()
@@ -160,8 +196,8 @@ class Engine:
         state = self._queues.get(name)
         if state is None:
             return
-        for wl in [*state.active.values(), *state.parked.values()]:
-            state.remove_pending(wl.key)
+        for wl in state.pending_workloads():
+            state.remove_pending(wl)
             self._make_unrouted(wl)
         if state.admitted:
             self._deleting.add(name)
@@ -171,6 +207,8 @@ class Engine:
 
     def upsert_local_queue(self, local_queue: LocalQueue) -> None:
         old = self._local_queues.get(local_queue.key)
+        if old == local_queue and local_queue.stop_policy is not StopPolicy.HOLD_AND_DRAIN:
+            return
         self._local_queues[local_queue.key] = local_queue
         if old is not None and old.cluster_queue != local_queue.cluster_queue:
             for wl in self._pending_of_local_queue(local_queue.key):
@@ -196,6 +234,8 @@ class Engine:
 
     def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         """Namespace labels, for ClusterQueue namespace selectors."""
+        if self._namespaces.get(name) == labels:
+            return
         self._namespaces[name] = dict(labels)
         self._unpark_everything()
 
@@ -314,8 +354,7 @@ class Engine:
         self._now = now
         out = self._outbox
         self._outbox = []
-        self._no_fit.clear()
-        self._no_victims.clear()
+        self._clear_fit_caches()
         # A preemptor whose victims are gone goes first: the quota was freed for it.
         done: set[str] = set()
         held: dict[str, tuple[tuple[int, float, int], str]] = {}
@@ -330,9 +369,7 @@ class Engine:
             cq = self._queues.get(wl.cluster_queue or "")
             if cq is None or wl.phase is not Phase.PENDING or wl.key not in cq.active:
                 continue
-            if cq.spec.queueing_strategy is QueueingStrategy.STRICT_FIFO and wl is not min(
-                cq.active.values(), key=_order
-            ):
+            if cq.spec.queueing_strategy is QueueingStrategy.STRICT_FIFO and wl is not cq.first_awake():
                 continue  # a newer head came first; StrictFIFO order decides
             if self._queue_block_reason(cq) is None:
                 done.add(wl.key)
@@ -345,34 +382,36 @@ class Engine:
                 elif outcome is _Outcome.BLOCKED and cq.spec.queueing_strategy is STRICT:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
                     held[cq.name] = (wl.order, reason)
-        heap: list[tuple[int, tuple[int, float, int], int, int, list[WorkloadState], ClusterQueueState]] = []
+        heap: list[tuple[int, tuple[int, float, int], int, CycleLine]] = []
         for index, cq in enumerate(self._queues.values()):
-            if not cq.active:
+            if not cq.has_awake():
                 continue
             blocked = self._queue_block_reason(cq)
             if blocked is not None:
-                for wl in list(cq.active.values()):
-                    self._pend(out, wl, blocked)
-                    cq.park(wl)
+                self._park_blocked_queue(out, cq, blocked)
                 continue
-            items = sorted(cq.active.values(), key=_order)
-            if done:
-                items = [wl for wl in items if wl.key not in done]
-                if not items:
-                    continue
-            share = dominant_share(cq) if self.fair_sharing else 0
-            heap.append((share, items[0].order, index, 0, items, cq))
+            self._push_line(heap, index, CycleLine(cq, done))
         heapq.heapify(heap)
         while heap:
-            _, _, index, pos, items, cq = heapq.heappop(heap)
-            wl = items[pos]
+            _, _, index, line = heapq.heappop(heap)
+            cq = line.cq
+            wl, group, verdict = line.pop()
             hold = held.get(cq.name)
             if hold is not None and wl.order > hold[0]:
-                for behind in items[pos:]:
-                    self._pend(out, behind, hold[1])
+                self._hold_back(out, line, wl, group, hold[1])
                 continue
+            if group is not None:
+                if verdict is not None and self._verdict_stands(verdict):
+                    # Its look-alike just failed and nothing that decided that has changed.
+                    cq.park_group(group)
+                    self._push_line(heap, index, line)
+                    continue
+                cq.wake(wl)
+            self._verdict = None
             outcome = self._schedule(wl, cq, out)
-            pos += 1
+            if group is not None and group.members:
+                failed = outcome is _Outcome.BLOCKED or outcome is _Outcome.SKIPPED
+                line.push_group(group, self._verdict if failed else None)
             if outcome is _Outcome.PREEMPTING or (
                 outcome is _Outcome.BLOCKED and cq.spec.queueing_strategy is QueueingStrategy.STRICT_FIFO
             ):
@@ -380,13 +419,63 @@ class Engine:
                     reason = f"waiting behind {wl.key}, which is preempting in ClusterQueue {cq.name}"
                 else:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
-                for behind in items[pos:]:
-                    self._pend(out, behind, reason)
+                for behind, behind_group in line.drain():
+                    self._hold_one(out, behind, behind_group, reason)
                 continue
-            if pos < len(items):
-                share = dominant_share(cq) if self.fair_sharing else 0
-                heapq.heappush(heap, (share, items[pos].order, index, pos, items, cq))
+            self._push_line(heap, index, line)
         return out
+
+    def _push_line(
+        self, heap: list[tuple[int, tuple[int, float, int], int, CycleLine]], index: int, line: CycleLine
+    ) -> None:
+        first = line.first_order()
+        if first is not None:
+            share = dominant_share(line.cq) if self.fair_sharing else 0
+            heapq.heappush(heap, (share, first, index, line))
+
+    def _hold_back(
+        self, out: list[Decision], line: CycleLine, wl: WorkloadState, group: PendingGroup | None, reason: str
+    ) -> None:
+        self._hold_one(out, wl, group, reason)
+        for behind, behind_group in line.drain():
+            self._hold_one(out, behind, behind_group, reason)
+
+    def _hold_one(
+        self, out: list[Decision], wl: WorkloadState, group: PendingGroup | None, reason: str
+    ) -> None:
+        """Behind a blocked head or a preemptor: stays awake for the next cycle."""
+        if group is None:
+            self._pend(out, wl, reason)
+        else:
+            group.reason = reason
+
+    def _park_blocked_queue(self, out: list[Decision], cq: ClusterQueueState, reason: str) -> None:
+        # Rare (a stopped, inactive or deleted queue), so every awake workload is told why.
+        for wl in list(cq.awake_workloads()):
+            self._pend(out, wl, reason)
+        for wl in list(cq.active.values()):
+            cq.park(wl)
+        for group in list(cq.awake_groups.values()):
+            group.reason = reason
+            cq.park_group(group)
+
+    def _verdict_stands(self, verdict: Verdict) -> bool:
+        kind, generation, root = verdict
+        if kind == "cache":
+            return generation == self._cache_generation
+        if kind == "usage":
+            assert isinstance(root, QuotaNode)
+            return generation == self._usage_epochs.get(root, 0)
+        return True
+
+    def _clear_fit_caches(self) -> None:
+        self._no_fit.clear()
+        self._no_victims.clear()
+        self._cache_generation += 1
+
+    def _usage_changed(self, cq: ClusterQueueState) -> None:
+        root = cq.node.root()
+        self._usage_epochs[root] = self._usage_epochs.get(root, 0) + 1
 
     def _queue_block_reason(self, cq: ClusterQueueState) -> str | None:
         if cq.name in self._deleting:
@@ -403,11 +492,13 @@ class Engine:
         if selector is not None and not selector.matches(self._namespaces.get(spec.namespace, {})):
             self._pend(out, wl, f"namespace {spec.namespace} is not selected by ClusterQueue {cq.name}")
             cq.park(wl)
+            self._verdict = _STATIC
             return _Outcome.SKIPPED
         local_queue = self._local_queues.get(self._local_queue_key(spec))
         if local_queue is not None and local_queue.stop_policy is not StopPolicy.NONE:
             self._pend(out, wl, f"LocalQueue {local_queue.key} is stopped")
             cq.park(wl)
+            self._verdict = _STATIC
             return _Outcome.SKIPPED
         if wl.awaiting:
             still = self._awaited(wl)
@@ -420,7 +511,13 @@ class Engine:
         )
         victims_key = (cq.name, wl.shape, spec.priority, spec.created if newer_matters else 0.0)
         if not spec.replaces:
-            cached = self._no_fit.get((cq.name, wl.shape)) or self._no_victims.get(victims_key)
+            cached = self._no_fit.get((cq.name, wl.shape))
+            if cached is None:
+                cached = self._no_victims.get(victims_key)
+                if cached is not None and not newer_matters:
+                    self._verdict = ("cache", self._cache_generation, None)
+            else:
+                self._verdict = ("cache", self._cache_generation, None)
             if cached is not None:
                 return self._not_admitted(wl, cq, out, cached)
 
@@ -437,6 +534,8 @@ class Engine:
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
             # Like Kueue: while quota in a cohort is being reclaimed by preemption, nobody
             # borrows there, or the freed quota would be taken before the preemptor gets it.
+            root = cq.node.root()
+            self._verdict = ("usage", self._usage_epochs.get(root, 0), root)
             return self._not_admitted(
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
@@ -487,8 +586,11 @@ class Engine:
                 return _Outcome.PREEMPTING
             if not spec.replaces:
                 self._no_victims[victims_key] = reason
+                if not newer_matters:
+                    self._verdict = ("cache", self._cache_generation, None)
         elif not spec.replaces:
             self._no_fit[(cq.name, wl.shape)] = reason
+            self._verdict = ("cache", self._cache_generation, None)
         return self._not_admitted(wl, cq, out, reason)
 
     def _not_admitted(
@@ -540,13 +642,15 @@ class Engine:
             for fr, used in node.usage.items()
             if used > node.subtree.get(fr, 0)
         }
+        awake, parked = cq.pending_counts()
         return ClusterQueueStatus(
             name,
-            len(cq.active) + len(cq.parked),
+            awake + parked,
             len(cq.admitted),
             dict(node.usage),
             borrowed,
             node.disabled_reason,
+            parked,
         )
 
     def cluster_queue_names(self) -> list[str]:
@@ -596,7 +700,12 @@ class Engine:
             return
         self._unrouted.pop(wl.key, None)
         wl.cluster_queue = cq.name
-        cq.add_pending(wl)
+        # With LowerOrNewerEqualPriority a workload's age decides what it may preempt, so it
+        # is not quite like its parked look-alikes: it is judged on its own.
+        newer_matters = (
+            cq.spec.preemption.within_cluster_queue is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        )
+        cq.add_pending(wl, join_parked=not newer_matters)
 
     def _make_unrouted(self, wl: WorkloadState, reason: str | None = None) -> None:
         wl.cluster_queue = None
@@ -625,7 +734,7 @@ class Engine:
         if wl.cluster_queue is not None and wl.phase is Phase.PENDING:
             cq = self._queues.get(wl.cluster_queue)
             if cq is not None:
-                cq.remove_pending(wl.key)
+                cq.remove_pending(wl)
 
     def _admit(
         self,
@@ -652,6 +761,7 @@ class Engine:
         cq = self._queues[cluster_queue]
         for fr, amount in usage.items():
             add_usage(cq.node, fr, amount)
+        self._usage_changed(cq)
         self._admission_seq += 1
         wl.phase = Phase.ADMITTED
         wl.cluster_queue = cluster_queue
@@ -672,6 +782,7 @@ class Engine:
             return
         for fr, amount in wl.usage.items():
             add_usage(cq.node, fr, -amount)
+        self._usage_changed(cq)
         cq.admitted.pop(wl.key, None)
         wl.usage = {}
         wl.pod_sets = ()
@@ -721,6 +832,7 @@ class Engine:
             delta = usage.get(fr, 0) - wl.usage.get(fr, 0)
             if delta:
                 add_usage(cq.node, fr, delta)
+        self._usage_changed(cq)
         wl.usage = usage
         wl.pod_sets = tuple(assignments)
         self._capacity_changed(cq)
@@ -741,8 +853,7 @@ class Engine:
 
     def _capacity_changed(self, cq: ClusterQueueState) -> None:
         """Quota was freed: parked workloads that might now fit go back to the active queue."""
-        self._no_fit.clear()
-        self._no_victims.clear()
+        self._clear_fit_caches()
         for member in self._members.get(cq.node.root(), (cq,)):
             member.unpark()
 
@@ -751,7 +862,7 @@ class Engine:
         priority = wl.spec.priority
         borrowing = any(cq.node.usage.get(fr, 0) > q.nominal for fr, q in cq.node.quota.items())
         for member in self._members.get(cq.node.root(), (cq,)):
-            if not member.parked:
+            if not member.has_parked:
                 continue
             policy = member.spec.preemption
             if member is cq:
@@ -787,14 +898,22 @@ class Engine:
             queues[name] = state
         for name, state in self._queues.items():
             if name not in queues:
-                for wl in [*state.active.values(), *state.parked.values()]:
+                for wl in state.pending_workloads():
+                    if wl.group is not None:
+                        wl.group.remove(wl)
                     self._make_unrouted(wl)
         self._queues = queues
         self._members = {}
+        # Verdicts naming an old root must not stand: the tree and its usage were rebuilt.
+        self._usage_epochs = {root: epoch + 1 for root, epoch in self._usage_epochs.items()}
         for state in queues.values():
             self._members.setdefault(state.node.root(), []).append(state)
         self._unpark_everything()
         self._reroute_unrouted()
+
+
+_STATIC: Verdict = ("static", 0, None)
+"""A verdict no usage change can alter within a cycle (namespace selector, stopped LocalQueue)."""
 
 
 def _order(wl: WorkloadState) -> tuple[int, float, int]:

@@ -130,7 +130,9 @@ def find_victims(
     if cq.node.parent is not None:
         threshold = policy.borrow_within_cohort.max_priority_threshold
         for other in tree_members:
-            if other is cq or not other.admitted:
+            # Only what another queue borrows can be taken from it (see _greedy), and removals
+            # only lower its usage: a queue not borrowing now offers no victim at all.
+            if other is cq or not other.admitted or not _borrowing(other, need):
                 continue
             for v in other.admitted.values():
                 if not eligible(v):

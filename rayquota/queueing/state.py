@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from enum import Enum
 
 from .cohorts import QuotaNode
@@ -24,7 +26,9 @@ class WorkloadState:
         "awaiting",
         "cluster_queue",
         "drop_on_release",
+        "group",
         "key",
+        "likeness",
         "order",
         "phase",
         "pod_sets",
@@ -42,6 +46,9 @@ class WorkloadState:
         self.seq = seq
         self.order = (-spec.priority, spec.created, seq)
         self.shape = _shape(spec)
+        self.likeness = _likeness(spec, self.shape)
+        self.group: PendingGroup | None = None
+        """The parked or woken group holding this pending workload (``None``: awake on its own)."""
         self.phase = Phase.PENDING
         self.cluster_queue: str | None = None
         self.usage: dict[FlavorResource, int] = {}
@@ -58,6 +65,7 @@ class WorkloadState:
         self.spec = spec
         self.order = (-spec.priority, spec.created, self.seq)
         self.shape = _shape(spec)
+        self.likeness = _likeness(spec, self.shape)
 
 
 Shape = tuple[object, ...]
@@ -77,16 +85,86 @@ def _shape(spec: Workload) -> Shape:
     )
 
 
+def _likeness(spec: Workload, shape: Shape) -> Shape:
+    """Everything a cycle looks at besides the workload's place in line: two pending workloads
+    of one ClusterQueue with the same likeness get the same verdict while usage stays put.
+    A replacement slice is judged against its own predecessor, so it is like no other."""
+    return (shape, spec.priority, spec.namespace, spec.queue_name, spec.key if spec.replaces else None)
+
+
+class PendingGroup:
+    """Pending workloads of one ClusterQueue that admission cannot tell apart (same likeness).
+
+    When one of them does not fit, none of the others would in the same state, so they are
+    parked, woken and judged as one: a cycle looks at the first in line and stops at the first
+    that does not fit, instead of re-judging every member (Kueue keeps such workloads in its
+    inadmissible set for the same reason). ``reason`` is the verdict the last judged member got.
+    """
+
+    __slots__ = ("_heap", "awake", "key", "members", "reason")
+
+    def __init__(self, key: Shape, awake: bool) -> None:
+        self.key = key
+        self.awake = awake
+        self.members: dict[str, WorkloadState] = {}
+        self._heap: list[tuple[tuple[int, float, int], str]] = []
+        self.reason = ""
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def add(self, wl: WorkloadState) -> None:
+        self.members[wl.key] = wl
+        heapq.heappush(self._heap, (wl.order, wl.key))
+        wl.group = self
+
+    def remove(self, wl: WorkloadState) -> None:
+        if self.members.pop(wl.key, None) is not None:
+            wl.group = None
+            # Entries of removed members are dropped lazily; rebuild when they dominate.
+            if len(self._heap) > 2 * len(self.members) + 16:
+                self._heap = [(m.order, m.key) for m in self.members.values()]
+                heapq.heapify(self._heap)
+
+    def head(self) -> WorkloadState | None:
+        """The member first in line (priority, then creation, then arrival)."""
+        heap = self._heap
+        while heap:
+            order, key = heap[0]
+            wl = self.members.get(key)
+            if wl is not None and wl.order == order:
+                return wl
+            heapq.heappop(heap)
+        return None
+
+    def absorb(self, other: PendingGroup) -> PendingGroup:
+        """Merge ``other`` (the more recently judged) into this group of the same likeness;
+        returns the one that holds everybody now."""
+        big, small = (self, other) if len(self) >= len(other) else (other, self)
+        for wl in small.members.values():
+            big.add(wl)
+        small.members.clear()
+        small._heap.clear()
+        big.reason = other.reason
+        return big
+
+
 class ClusterQueueState:
-    """A ClusterQueue's spec plus its pending queue (active and parked) and admitted set."""
+    """A ClusterQueue's spec plus its pending queue and admitted set.
+
+    Pending workloads are *awake* (looked at by the next cycle: one by one in ``active``, or
+    as woken groups in ``awake_groups``) or *parked* (``parked_groups``: they did not fit and
+    wait for something in this queue's cohort tree to change; no cycle looks at them).
+    """
 
     def __init__(self, spec: ClusterQueue, node: QuotaNode) -> None:
         self.spec = spec
         self.node = node
         self.active: dict[str, WorkloadState] = {}
-        # Parked workloads did not fit; they wait for capacity in this queue's
-        # cohort tree to change and are never looked at by a cycle meanwhile.
-        self.parked: dict[str, WorkloadState] = {}
+        # Keyed by identity: a group woken while a cycle holds another of the same likeness
+        # stays apart, so a cycle only ever judges what was awake when it started.
+        self.awake_groups: dict[int, PendingGroup] = {}
+        self.parked_groups: dict[Shape, PendingGroup] = {}
         self.admitted: dict[str, WorkloadState] = {}
         self.parked_top = -(1 << 62)
         """The highest priority among parked workloads (an upper bound until the next unpark)."""
@@ -116,20 +194,92 @@ class ClusterQueueState:
     def stopped(self) -> bool:
         return self.spec.stop_policy is not StopPolicy.NONE
 
-    def unpark(self) -> None:
-        if self.parked:
-            self.active.update(self.parked)
-            self.parked.clear()
-        self.parked_top = -(1 << 62)
+    # ------------------------------------------------------------ the pending queue
 
-    def park(self, wl: WorkloadState) -> None:
-        if self.active.pop(wl.key, None) is not None:
-            self.parked[wl.key] = wl
-            self.parked_top = max(self.parked_top, wl.spec.priority)
-
-    def add_pending(self, wl: WorkloadState) -> None:
+    def add_pending(self, wl: WorkloadState, *, join_parked: bool) -> None:
+        """A workload joins the queue: awake, or (``join_parked``) parked with its look-alikes
+        if some are parked, since it would fail as they did."""
+        if join_parked:
+            group = self.parked_groups.get(wl.likeness)
+            if group is not None:
+                group.add(wl)
+                self.parked_top = max(self.parked_top, wl.spec.priority)
+                return
         self.active[wl.key] = wl
 
-    def remove_pending(self, key: str) -> None:
-        self.active.pop(key, None)
-        self.parked.pop(key, None)
+    def remove_pending(self, wl: WorkloadState) -> None:
+        if self.active.pop(wl.key, None) is not None:
+            return
+        group = wl.group
+        if group is not None:
+            group.remove(wl)
+            if not group.members:
+                if group.awake:
+                    self.awake_groups.pop(id(group), None)
+                elif self.parked_groups.get(group.key) is group:
+                    del self.parked_groups[group.key]
+
+    def park(self, wl: WorkloadState) -> None:
+        """An awake workload did not fit (its ``reason`` says why): park it with its likes."""
+        if self.active.pop(wl.key, None) is None:
+            return
+        group = self.parked_groups.get(wl.likeness)
+        if group is None:
+            group = self.parked_groups[wl.likeness] = PendingGroup(wl.likeness, awake=False)
+        group.add(wl)
+        group.reason = wl.reason
+        self.parked_top = max(self.parked_top, wl.spec.priority)
+
+    def park_group(self, group: PendingGroup) -> None:
+        """The rest of a woken group would fail as its last judged member did: park it whole."""
+        self.awake_groups.pop(id(group), None)
+        if not group.members:
+            return
+        group.awake = False
+        parked = self.parked_groups.get(group.key)
+        if parked is not None:
+            group = parked.absorb(group)
+            group.awake = False
+        self.parked_groups[group.key] = group
+        head = group.head()
+        if head is not None:
+            self.parked_top = max(self.parked_top, head.spec.priority)
+
+    def wake(self, wl: WorkloadState) -> None:
+        """Take a woken group's member out of its group, to be judged on its own."""
+        assert wl.group is not None and wl.group.awake
+        self.remove_pending(wl)
+        self.active[wl.key] = wl
+
+    def unpark(self) -> None:
+        for group in self.parked_groups.values():
+            group.awake = True
+            self.awake_groups[id(group)] = group
+        self.parked_groups.clear()
+        self.parked_top = -(1 << 62)
+
+    @property
+    def has_parked(self) -> bool:
+        return bool(self.parked_groups)
+
+    def has_awake(self) -> bool:
+        return bool(self.active) or bool(self.awake_groups)
+
+    def awake_workloads(self) -> Iterator[WorkloadState]:
+        yield from self.active.values()
+        for group in self.awake_groups.values():
+            yield from group.members.values()
+
+    def pending_workloads(self) -> list[WorkloadState]:
+        parked = [wl for group in self.parked_groups.values() for wl in group.members.values()]
+        return [*self.awake_workloads(), *parked]
+
+    def pending_counts(self) -> tuple[int, int]:
+        """(awake, parked): Kueue's active and inadmissible pending workloads."""
+        awake = len(self.active) + sum(len(g) for g in self.awake_groups.values())
+        return awake, sum(len(g) for g in self.parked_groups.values())
+
+    def first_awake(self) -> WorkloadState | None:
+        heads = [g.head() for g in self.awake_groups.values()]
+        candidates = [*self.active.values(), *(h for h in heads if h is not None)]
+        return min(candidates, key=lambda wl: wl.order) if candidates else None

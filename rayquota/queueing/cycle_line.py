@@ -1,0 +1,51 @@
+"""One ClusterQueue's awake pending workloads, in line, as one admission cycle takes them.
+
+Workloads awake on their own come one by one; a woken group of look-alikes shows only the
+member first in line, and comes back with its next member once that one has been judged,
+carrying the verdict its predecessor got (so the cycle can tell whether the rest of the group
+would be judged the same and park it whole).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from .state import ClusterQueueState, PendingGroup, WorkloadState
+
+Verdict = tuple[str, int, object]
+"""Why a judged group member did not fit, and what must stay unchanged for its look-alikes to
+fail the same way: ("static", 0, None), ("cache", generation, None) or ("usage", epoch, root)."""
+
+_Entry = tuple[tuple[int, float, int], WorkloadState, PendingGroup | None, Verdict | None]
+
+
+class CycleLine:
+    def __init__(self, cq: ClusterQueueState, skip: set[str]) -> None:
+        self.cq = cq
+        # Orders are unique (they end with the arrival number), so entries never compare further.
+        self._heap: list[_Entry] = [
+            (wl.order, wl, None, None) for wl in cq.active.values() if wl.key not in skip
+        ]
+        for group in cq.awake_groups.values():
+            head = group.head()
+            if head is not None:
+                self._heap.append((head.order, head, group, None))
+        heapq.heapify(self._heap)
+
+    def first_order(self) -> tuple[int, float, int] | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop(self) -> tuple[WorkloadState, PendingGroup | None, Verdict | None]:
+        _, wl, group, verdict = heapq.heappop(self._heap)
+        return wl, group, verdict
+
+    def push_group(self, group: PendingGroup, verdict: Verdict | None) -> None:
+        head = group.head()
+        if head is not None:
+            heapq.heappush(self._heap, (head.order, head, group, verdict))
+
+    def drain(self) -> Iterator[tuple[WorkloadState, PendingGroup | None]]:
+        while self._heap:
+            wl, group, _ = self.pop()
+            yield wl, group
