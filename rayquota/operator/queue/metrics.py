@@ -12,8 +12,9 @@ _WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200,
 
 PENDING = Gauge(
     "rayquota_pending_workloads",
-    "Workloads waiting for quota, per ClusterQueue (the engine does not yet tell active from parked)",
-    ["cluster_queue"],
+    "Workloads waiting for quota, per ClusterQueue and status: active (the next admission cycle "
+    "looks at them) or inadmissible (parked until something that could let them fit changes)",
+    ["cluster_queue", "status"],
 )
 ADMITTED_ACTIVE = Gauge(
     "rayquota_admitted_active_workloads",
@@ -71,7 +72,8 @@ def observe_queues(engine: Engine) -> None:
         if not node.is_cluster_queue:
             continue
         status = engine.cluster_queue_status(node.name)
-        PENDING.labels(node.name).set(status.pending)
+        PENDING.labels(node.name, "active").set(status.pending_active)
+        PENDING.labels(node.name, "inadmissible").set(status.pending_inadmissible)
         ADMITTED_ACTIVE.labels(node.name).set(status.admitted)
         for (flavor, resource), (nominal, _, _) in node.quota.items():
             NOMINAL.labels(node.name, flavor, resource).set(nominal / 1000)

@@ -25,4 +25,9 @@ def test_queue_gauges_and_cycle_counters_follow_the_engine() -> None:
     assert sample("rayquota_cluster_queue_nominal_quota", **labels) == 8
     assert sample("rayquota_cluster_queue_borrowing", **labels) == 4
     assert sample("rayquota_admitted_active_workloads", cluster_queue="a") == 1
-    assert sample("rayquota_pending_workloads", cluster_queue="a") == 1
+    # "late" did not fit: parked until something in the cohort changes (Kueue's inadmissible).
+    assert sample("rayquota_pending_workloads", cluster_queue="a", status="inadmissible") == 1
+    assert sample("rayquota_pending_workloads", cluster_queue="a", status="active") == 0
+    driver.submit(gpu_workload("new", "a", {"w1": 1}))
+    metrics.observe_queues(driver.engine)
+    assert sample("rayquota_pending_workloads", cluster_queue="a", status="active") == 1
