@@ -5,11 +5,15 @@ simulated Kueue baseline). The last line printed is one JSON object with the num
 Targets: >= 20,000 decisions/s, cycle < 2 s, peak RSS < 500 MB, baseline makespan within
 10 % of its capacity bound. ``distinct_shapes_*`` repeat the cycle with every workload of a
 different shape, so that no fit result can be reused within the cycle (the worst case).
+``steady_*`` replay the live shape of Kueue's baseline (all 15,000 workloads pending at once in
+5 cohorts x 6 queues, then a few finishing before each cycle until all ran): the cost of a
+cycle must follow what changed, not how many workloads wait.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import json
 import platform
@@ -29,6 +33,7 @@ from rayquota.queueing import (
     LocalQueue,
     Pending,
     PodSet,
+    Preempt,
     Preemption,
     ReclaimWithinCohort,
     ResourceFlavor,
@@ -41,9 +46,16 @@ from rayquota.queueing import (
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 # The baseline's mix per queue, scaled to 50 workloads: (name, count, cpu, priority)
 MIX = (("small", 35, 1, 50), ("medium", 10, 5, 100), ("large", 5, 20, 200))
+# The baseline's own mix per queue (configs/baseline/generator.yaml).
+BASELINE_MIX = (("small", 350, 1, 50), ("medium", 100, 5, 100), ("large", 50, 20, 200))
 
 
-def build(cohorts: int, queues_per_cohort: int, distinct: bool = False) -> tuple[Engine, list[Workload]]:
+Mix = tuple[tuple[str, int, int, int], ...]
+
+
+def build(
+    cohorts: int, queues_per_cohort: int, distinct: bool = False, mix: Mix = MIX
+) -> tuple[Engine, list[Workload]]:
     engine = Engine()
     engine.upsert_flavor(ResourceFlavor("default"))
     quota = {"cpu": ResourceQuota.of(20, borrowing_limit=100)}
@@ -59,7 +71,7 @@ def build(cohorts: int, queues_per_cohort: int, distinct: bool = False) -> tuple
             spec = ClusterQueue(name, group, cohort=f"cohort-{c}", preemption=preemption)
             engine.upsert_cluster_queue(spec)
             engine.upsert_local_queue(LocalQueue(name, "default", name))
-            for kind, count, cpu, priority in MIX:
+            for kind, count, cpu, priority in mix:
                 pod_set = PodSet("main", 1, {"cpu": cpu * 1000})
                 for i in range(count):
                     created += 0.001
@@ -99,6 +111,45 @@ def cycle_benchmark(cohorts: int, queues_per_cohort: int, distinct: bool = False
     }
 
 
+def steady_benchmark(finished_per_cycle: int) -> dict[str, float | int]:
+    """Kueue's baseline as the operator lives it: everything queued, then a trickle of releases."""
+    engine, workloads = build(5, 6, mix=BASELINE_MIX)
+    for wl in workloads:
+        engine.add_workload(wl)
+    running: collections.deque[str] = collections.deque()
+    cycles = decisions = pending = admitted = 0
+    engine_seconds = 0.0
+    while True:
+        started = time.perf_counter()
+        out = engine.run_cycle(float(cycles))
+        engine_seconds += time.perf_counter() - started
+        cycles += 1
+        decisions += len(out)
+        for d in out:
+            if isinstance(d, Admit):
+                running.append(d.workload)
+                admitted += 1
+            elif isinstance(d, Pending):
+                pending += 1
+            elif isinstance(d, Preempt):
+                for victim in d.victims:
+                    engine.release(victim)  # a preempted workload queues again
+        if not running and not out:
+            break
+        for _ in range(min(finished_per_cycle, len(running))):
+            key = running.popleft()
+            status = engine.workload(key)
+            if status is not None and status.phase == "Admitted":
+                engine.finish_workload(key)
+    return {
+        f"steady_{finished_per_cycle}_cycles": cycles,
+        f"steady_{finished_per_cycle}_engine_seconds": round(engine_seconds, 2),
+        f"steady_{finished_per_cycle}_ms_per_cycle": round(1000 * engine_seconds / cycles, 2),
+        f"steady_{finished_per_cycle}_admissions": admitted,
+        f"steady_{finished_per_cycle}_pending_decisions": pending,
+    }
+
+
 def baseline() -> dict[str, float | int | None]:
     from rayquota.simulation.report import build_report
     from rayquota.simulation.scenario import load_scenario
@@ -122,8 +173,14 @@ def main() -> int:
     parser.add_argument("--cohorts", type=int, default=10)
     parser.add_argument("--queues-per-cohort", type=int, default=100)
     parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--steady-only", action="store_true", help="only the steady-state replays")
     args = parser.parse_args()
     result: dict[str, object] = {"python": platform.python_version()}
+    for finished_per_cycle in (3, 20):
+        result.update(steady_benchmark(finished_per_cycle))
+    if args.steady_only:
+        print(json.dumps(result))
+        return 0
     result.update(cycle_benchmark(args.cohorts, args.queues_per_cohort))
     # Worst case for the per-cycle fit cache: every workload has a different shape.
     worst = cycle_benchmark(args.cohorts, args.queues_per_cohort, distinct=True)

@@ -446,6 +446,9 @@ class Engine:
         """Behind a blocked head or a preemptor: stays awake for the next cycle."""
         if group is None:
             self._pend(out, wl, reason)
+            line_cq = self._queues.get(wl.cluster_queue or "")
+            if line_cq is not None:
+                line_cq.hold_with_look_alikes(wl)
         else:
             group.reason = reason
 

@@ -197,8 +197,13 @@ class ClusterQueueState:
     # ------------------------------------------------------------ the pending queue
 
     def add_pending(self, wl: WorkloadState, *, join_parked: bool) -> None:
-        """A workload joins the queue: awake, or (``join_parked``) parked with its look-alikes
-        if some are parked, since it would fail as they did."""
+        """A workload joins the queue, with its look-alikes if some wait: awake ones (the next
+        cycle judges it in line with them) or, if ``join_parked``, parked ones (it would fail
+        as they did); otherwise awake on its own."""
+        awake = self._awake_group_like(wl)
+        if awake is not None:
+            awake.add(wl)
+            return
         if join_parked:
             group = self.parked_groups.get(wl.likeness)
             if group is not None:
@@ -206,6 +211,12 @@ class ClusterQueueState:
                 self.parked_top = max(self.parked_top, wl.spec.priority)
                 return
         self.active[wl.key] = wl
+
+    def _awake_group_like(self, wl: WorkloadState) -> PendingGroup | None:
+        for group in self.awake_groups.values():  # a handful: one per likeness, rarely two
+            if group.key == wl.likeness:
+                return group
+        return None
 
     def remove_pending(self, wl: WorkloadState) -> None:
         if self.active.pop(wl.key, None) is not None:
@@ -244,6 +255,18 @@ class ClusterQueueState:
         head = group.head()
         if head is not None:
             self.parked_top = max(self.parked_top, head.spec.priority)
+
+    def hold_with_look_alikes(self, wl: WorkloadState) -> None:
+        """An awake workload waits behind a preemptor or a blocked head: it stays awake, in a
+        group with its look-alikes, so the next cycle does not walk it one by one again."""
+        if wl.awaiting or self.active.pop(wl.key, None) is None:
+            return  # a preemptor waiting for its victims is looked at first, on its own
+        group = self._awake_group_like(wl)
+        if group is None:
+            group = PendingGroup(wl.likeness, awake=True)
+            self.awake_groups[id(group)] = group
+        group.add(wl)
+        group.reason = wl.reason
 
     def wake(self, wl: WorkloadState) -> None:
         """Take a woken group's member out of its group, to be judged on its own."""
