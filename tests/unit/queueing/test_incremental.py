@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-from rayquota.queueing import (
-    Admit,
-    ClusterQueue,
-    Decision,
-    Engine,
-    Pending,
-    Preemption,
-    WithinClusterQueue,
-)
+from rayquota.queueing import ClusterQueue, Engine, Preemption, WithinClusterQueue
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue
-
-
-def admitted(decisions: list[Decision]) -> list[str]:
-    return [d.workload for d in decisions if isinstance(d, Admit)]
-
-
-def pending(decisions: list[Decision]) -> dict[str, str]:
-    return {d.workload: d.reason for d in decisions if isinstance(d, Pending)}
+from .test_examples import admitted, pending
 
 
 def counts(e: Engine, cq: str) -> tuple[int, int]:
