@@ -569,22 +569,19 @@ class Engine:
             )
             if victims is not None:
                 keys = tuple(v.key for v in victims.workloads)
-                for victim in victims.workloads:
+                # Victims already being evicted free their quota anyway: only the rest are new.
+                fresh = tuple(v for v in victims.workloads if v.phase is Phase.ADMITTED)
+                for victim in fresh:
                     victim.phase = Phase.EVICTING
                 wl.awaiting = set(keys)
                 self._preemptors[wl.key] = wl
                 self._reclaiming.add(cq.node.root())
-                kinds = set(victims.kinds.values())
-                kind = kinds.pop() if len(kinds) == 1 else PreemptionReason.RECLAIM_WITHIN_COHORT
-                out.append(
-                    Preempt(
-                        keys,
-                        f"preempted to admit {wl.key} (priority {spec.priority}) in ClusterQueue {cq.name}",
-                        wl.key,
-                        kind,
-                        victims.kinds,
-                    )
-                )
+                if fresh:
+                    fresh_kinds = {v.key: victims.kinds[v.key] for v in fresh}
+                    kinds = set(fresh_kinds.values())
+                    kind = kinds.pop() if len(kinds) == 1 else PreemptionReason.RECLAIM_WITHIN_COHORT
+                    why = f"preempted to admit {wl.key} (priority {spec.priority}) in ClusterQueue {cq.name}"
+                    out.append(Preempt(tuple(v.key for v in fresh), why, wl.key, kind, fresh_kinds))
                 self._pend(out, wl, f"waiting for {len(keys)} preempted workload(s) to release quota")
                 return _Outcome.PREEMPTING
             if not spec.replaces:

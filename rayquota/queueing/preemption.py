@@ -112,8 +112,10 @@ def find_victims(
     priority = preemptor.spec.priority
 
     def eligible(victim: WorkloadState) -> bool:
+        # A workload already being evicted counts (first, see below): its quota is leaving
+        # anyway, and taking it evicts nobody new (Kueue orders evicted candidates first too).
         return (
-            victim.phase is Phase.ADMITTED
+            victim.phase is not Phase.PENDING
             and victim.admitted_cycle != cycle  # never undo an admission of this same cycle
             and victim.key != preemptor.key
             and victim.key != preemptor.spec.replaces
@@ -160,7 +162,14 @@ def find_victims(
     for candidates, allow_borrowing, cohort_kind in attempts:
         if not _could_fit(cq, need, candidates, allow_borrowing):
             continue
-        candidates.sort(key=lambda v: (v.cluster_queue == cq.name, v.spec.priority, -v.admitted_seq))
+        candidates.sort(
+            key=lambda v: (
+                v.phase is not Phase.EVICTING,
+                v.cluster_queue == cq.name,
+                v.spec.priority,
+                -v.admitted_seq,
+            )
+        )
         chosen = _greedy(cq, need, candidates, allow_borrowing, queue_of, fair_sharing, my_share, priority)
         if chosen is not None:
             kinds = {
