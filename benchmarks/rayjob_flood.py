@@ -40,6 +40,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -175,6 +177,7 @@ class FloodResult:
     operator_writes: int
     requests_per_running_job: float
     operator_top: str
+    reconciles: dict[str, int]  # rayquota's reconciles per controller, to the end of the run
 
 
 def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
@@ -186,6 +189,22 @@ def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
         if job:
             mapping[str(item["metadata"]["name"])] = str(job)
     return mapping
+
+
+def reconciles_by_controller(proc: harness.PeerProcess) -> dict[str, int]:
+    """rayquota's own counter of reconciles per controller (empty for an operator without it)."""
+    port = next((a.split("=", 1)[1] for a in proc.argv if a.startswith("--metrics-port=")), None)
+    if port is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    counts: dict[str, int] = defaultdict(int)
+    for labels, value in harness.parse_samples(text, "rayquota_controller_reconciles_total"):
+        counts[labels.get("controller", "?")] += int(value)
+    return dict(counts)
 
 
 def install_queues(cluster: LocalCluster) -> None:
@@ -316,6 +335,7 @@ def run_operator(
                 progress.wait(expected=expected, settle_s=settle_s, timeout_s=timeout_s)
             say(f"{progress.count} jobs with every pod Running; measuring")
             peak_rss = proc.sample().peak_rss_mb
+            reconciles = reconciles_by_controller(proc)
             running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
             created_at, admitted_by_workload = created.met(), admitted.met()
             workload_owner = {
@@ -351,6 +371,7 @@ def run_operator(
         operator_writes=harness.writes(mine),
         requests_per_running_job=harness.total(mine) / max(1, len(running_at)),
         operator_top=harness.format_counts(mine),
+        reconciles=reconciles,
     )
 
 
@@ -372,6 +393,8 @@ def describe(r: FloodResult) -> list[str]:
         f"  operator requests {r.operator_requests} ({r.operator_writes} writes), "
         f"{r.requests_per_running_job:.1f} per job Running: {r.operator_top}",
     ]
+    if r.reconciles:
+        lines.append(f"  reconciles: {r.reconciles}")
     return lines
 
 
