@@ -16,13 +16,12 @@ from rayquota.operator.queue import converter
 from rayquota.operator.queue.adapters.protocol import allocation_of
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.workload_status import SCALE_UP_WAITING, is_evicted
+from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 
 NOTHING = AdmittedCaps(head=False, workers={})
 ADMITTED = "Admitted"
 PENDING = "Pending"
-NO_WORKLOAD_YET = "waiting for its Workload to be created"
 
 
 def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
@@ -36,15 +35,35 @@ def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | No
     return AdmittedSlice(cluster_queue, pod_sets, {})
 
 
+# Admissions remembered per Workload version; the oldest are dropped beyond this many.
+ADMISSION_MEMO_SIZE = 20_000
+
+
 class QueueGate:
     def __init__(self, objects: QueueObjects) -> None:
         self.objects = objects
+        # The planner and the Ray reconcilers ask on every event of every queued cluster; a
+        # Workload's admission only changes with its resourceVersion, so parse it once per version.
+        self._admissions: dict[tuple[object, object], AdmittedSlice | None] = {}
+
+    def _recorded_admission(self, workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
+        if workload is None:
+            return None
+        meta = workload["metadata"]
+        version = (meta.get("uid"), meta.get("resourceVersion"))
+        if version[0] is None or version[1] is None:
+            return recorded_admission(workload)
+        if version not in self._admissions:
+            self._admissions[version] = recorded_admission(workload)
+            if len(self._admissions) > ADMISSION_MEMO_SIZE:
+                del self._admissions[next(iter(self._admissions))]
+        return self._admissions[version]
 
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
         if queued is None:
             return None
-        admission = recorded_admission(self.objects.workload(queued.workload))
+        admission = self._recorded_admission(self.objects.workload(queued.workload))
         if admission is None:
             return NOTHING
         children = self.objects.children(queued.kind, queued.obj)
@@ -64,12 +83,14 @@ class QueueGate:
             return None
         workload = self.objects.workload(queued.workload)
         if workload is None:
-            return QueueCondition(admitted=False, reason=PENDING, message=NO_WORKLOAD_YET)
+            # The same words as before the first verdict: the Workload's creation alone does not
+            # cost the Ray object a status write.
+            return QueueCondition(admitted=False, reason=PENDING, message=NOT_YET_EVALUATED)
         status = workload.get("status") or {}
         waiting = str(status.get("pendingReason") or "")
-        if recorded_admission(workload) is None:
+        if self._recorded_admission(workload) is None:
             reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
-            message = waiting or str(reserved.get("message") or "waiting for the next admission cycle")
+            message = waiting or str(reserved.get("message") or NOT_YET_EVALUATED)
             return QueueCondition(admitted=False, reason=PENDING, message=message)
         admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
         message = waiting or str(admitted.get("message") or "admitted")
