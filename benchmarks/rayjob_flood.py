@@ -312,8 +312,12 @@ def run_operator(
         with (
             start_operator(name, cluster, workdir) as proc,
             watch(group="ray.io", plural="rayjobs") as created,
-            watch(
-                group="rayquota.io", version="v1alpha1", plural="workloads", condition=workload_admitted
+            (
+                watch(
+                    group="rayquota.io", version="v1alpha1", plural="workloads", condition=workload_admitted
+                )
+                if queued
+                else contextlib.nullcontext(None)
             ) as admitted,
             watch(plural="pods", condition=pod_running, label_selector=CLUSTER_LABEL) as pods,
         ):
@@ -337,7 +341,7 @@ def run_operator(
             peak_rss = proc.sample().peak_rss_mb
             reconciles = reconciles_by_controller(proc)
             running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
-            created_at, admitted_by_workload = created.met(), admitted.met()
+            created_at, admitted_by_workload = created.met(), admitted.met() if admitted else {}
             workload_owner = {
                 w: admitted.labels.get(w, {}).get(WORKLOAD_OWNER_LABEL, "") for w in admitted_by_workload
             }
