@@ -14,6 +14,7 @@ from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import AdmittedCaps, QueueCondition
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.adapters.protocol import allocation_of
+from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
@@ -35,29 +36,18 @@ def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | No
     return AdmittedSlice(cluster_queue, pod_sets, {})
 
 
-# Admissions remembered per Workload version; the oldest are dropped beyond this many.
-ADMISSION_MEMO_SIZE = 20_000
-
-
 class QueueGate:
     def __init__(self, objects: QueueObjects) -> None:
         self.objects = objects
-        # The planner and the Ray reconcilers ask on every event of every queued cluster; a
-        # Workload's admission only changes with its resourceVersion, so parse it once per version.
-        self._admissions: dict[tuple[object, object], AdmittedSlice | None] = {}
+        # Asked on every event of every queued cluster: parse each Workload version once.
+        self.admissions = AdmissionMemo()
 
     def _recorded_admission(self, workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
-        if workload is None:
+        """:func:`recorded_admission`, through the memo."""
+        if workload is None or is_evicted(workload):
             return None
-        meta = workload["metadata"]
-        version = (meta.get("uid"), meta.get("resourceVersion"))
-        if version[0] is None or version[1] is None:
-            return recorded_admission(workload)
-        if version not in self._admissions:
-            self._admissions[version] = recorded_admission(workload)
-            if len(self._admissions) > ADMISSION_MEMO_SIZE:
-                del self._admissions[next(iter(self._admissions))]
-        return self._admissions[version]
+        parsed = self.admissions.parsed(workload)
+        return AdmittedSlice(parsed[0], parsed[1], {}) if parsed is not None else None
 
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
