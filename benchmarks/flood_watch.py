@@ -52,6 +52,7 @@ class FirstSeen(harness.Periodic):
         self.group, self.version, self.plural = group, version, plural
         self.condition = condition
         self.label_selector = label_selector
+        self.first_seen: dict[str, float] = {}  # name -> when first seen at all (its creation)
         self.first_met: dict[str, float] = {}
         self.labels: dict[str, dict[str, str]] = {}
         self._list: Callable[..., Any] | None = None
@@ -92,6 +93,7 @@ class FirstSeen(harness.Periodic):
             meta = obj.get("metadata") or {}
             name = str(meta.get("name"))
             self.labels[name] = dict(meta.get("labels") or {})
+            self.first_seen.setdefault(name, time.time())
             if name not in self.first_met and self.condition(obj):
                 self.first_met[name] = time.time()
             if self.stopping:

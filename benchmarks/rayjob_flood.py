@@ -166,6 +166,7 @@ class FloodResult:
     jobs_with_pods_running: int
     creation_to_running: Latency
     creation_to_admission: Latency  # rayquota only (n=0 for KubeRay)
+    creation_to_workload: Latency  # rayquota only: the RayJob's Workload first seen (admitted ones)
     admission_to_running: Latency  # rayquota only
     admissions_per_s: float  # over the wave: first to last admission
     admission_window_s: float
@@ -342,6 +343,7 @@ def run_operator(
             reconciles = reconciles_by_controller(proc)
             running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
             created_at, admitted_by_workload = created.met(), admitted.met() if admitted else {}
+            workload_seen = dict(admitted.first_seen) if admitted else {}
             workload_owner = {
                 w: admitted.labels.get(w, {}).get(WORKLOAD_OWNER_LABEL, "") for w in admitted_by_workload
             }
@@ -354,6 +356,7 @@ def run_operator(
 
     running_at = {job_of_cluster.get(c, c): t for c, t in running_by_cluster.items()}
     admitted_at = {workload_owner[w]: t for w, t in admitted_by_workload.items() if workload_owner[w]}
+    workload_at = {workload_owner[w]: workload_seen[w] for w in admitted_by_workload if workload_owner[w]}
     admission_times = sorted(admitted_at.values())
     window = admission_times[-1] - admission_times[0] if len(admission_times) > 1 else 0.0
     return FloodResult(
@@ -362,6 +365,7 @@ def run_operator(
         jobs_with_pods_running=len(running_at),
         creation_to_running=Latency.of([t - created_at.get(j, t0) for j, t in running_at.items()]),
         creation_to_admission=Latency.of([t - created_at.get(j, t0) for j, t in admitted_at.items()]),
+        creation_to_workload=Latency.of([t - created_at.get(j, t0) for j, t in workload_at.items()]),
         admission_to_running=Latency.of(
             [t - admitted_at[j] for j, t in running_at.items() if j in admitted_at]
         ),
@@ -388,6 +392,7 @@ def describe(r: FloodResult) -> list[str]:
     if r.creation_to_admission.count:
         lines += [
             f"  creation to admission {r.creation_to_admission}",
+            f"  creation to its Workload {r.creation_to_workload}",
             f"  admission to pods Running {r.admission_to_running}",
             f"  {r.admissions_per_s:.1f} admissions/s "
             f"({r.creation_to_admission.count} over {r.admission_window_s:.1f}s)",
