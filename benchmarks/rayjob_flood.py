@@ -1,10 +1,10 @@
 """A flood of RayJobs: creation to pods Running, queued by rayquota against KubeRay unqueued
 (issue #11, part 3).
 
-N RayJobs (default 1,000; a head and 2 workers with 1 GPU each) are created with one
-`kubectl create` on a local cluster of 64 fake GPU nodes with 8 GPUs each (512 GPUs; 1,000
-jobs want 2,000). Each operator runs on a fresh cluster of its own, one after the other, in
-the same invocation (default: KubeRay, then rayquota):
+N RayJobs (default 1,000; a head and 2 workers with 1 GPU each; benchmarks/flood_objects.py)
+are created at once, 16 POSTs in flight, on a local cluster of 64 fake GPU nodes with 8 GPUs
+each (512 GPUs; 1,000 jobs want 2,000). Each operator runs on a fresh cluster of its own,
+one after the other, in the same invocation (default: KubeRay, then rayquota):
 
 - `kuberay`: KubeRay's operator v1.6.2, the RayJobs without queue labels. Every job gets its
   pods created at once; the scheduler places as many GPU workers as fit.
@@ -36,110 +36,33 @@ import contextlib
 import functools
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import flood_queues, harness
+from benchmarks.flood_objects import GPU_NODES, GPUS_PER_NODE, NAMESPACE, create_all, nodes_file, rayjob
 from benchmarks.flood_watch import FirstSeen, pod_running, workload_admitted
-from benchmarks.operators import OPERATORS, install_operator_crds, start_operator
+from benchmarks.operators import (
+    OPERATORS,
+    install_operator_crds,
+    profiled,
+    reconciles_by_controller,
+    start_operator,
+)
 from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.nodes import GPU_TAINT, MANUAL_COMPLETION_LABEL
 
-NAMESPACE = "flood"
-GPU_NODES = 64
-GPUS_PER_NODE = 8
 PODS_PER_JOB = 3
 QUEUES = 10
 COHORTS = 2
 CLUSTER_LABEL = "ray.io/cluster"
 JOB_OF_CLUSTER_LABEL = "ray.io/originated-from-cr-name"
 WORKLOAD_OWNER_LABEL = "rayquota.io/owner-name"
-
-
-def rayjob(name: str, queue: str | None = None) -> dict[str, Any]:
-    """A RayJob whose cluster is a head (CPU) and 2 workers with 1 GPU each; with a queue, it
-    carries the queue label and is created suspended (a suspended RayJob must shut its
-    cluster down when done, so both sides set shutdownAfterJobFinishes). The submitter asks
-    for 500m CPU and lives on the CPU nodes."""
-
-    def container(kind: str, gpus: int) -> dict[str, Any]:
-        limits = {"cpu": "1", "memory": "2Gi"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
-        return {
-            "name": f"ray-{kind}",
-            "image": "rayproject/ray:2.46.0",
-            "resources": {"requests": dict(limits), "limits": limits},
-        }
-
-    toleration = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}
-    labels = {flood_queues.QUEUE_LABEL: queue} if queue else {}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "entrypoint": "python -c 'print(1)'",
-            "shutdownAfterJobFinishes": True,
-            **({"suspend": True} if queue else {}),
-            # The fake submitter never completes (kwok completes Job pods unless told not to):
-            # a finished job would shut its cluster down and free its GPUs mid-measurement.
-            "submitterPodTemplate": {
-                "metadata": {"labels": {MANUAL_COMPLETION_LABEL: "true"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "ray-job-submitter",
-                            "image": "rayproject/ray:2.46.0",
-                            "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}},
-                        }
-                    ],
-                },
-            },
-            "rayClusterSpec": {
-                "headGroupSpec": {
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [container("head", 0)]}},
-                },
-                "workerGroupSpecs": [
-                    {
-                        "groupName": "gpu",
-                        "replicas": 2,
-                        "minReplicas": 2,
-                        "maxReplicas": 2,
-                        "rayStartParams": {},
-                        "template": {
-                            "spec": {"containers": [container("worker", 1)], "tolerations": [toleration]}
-                        },
-                    }
-                ],
-            },
-        },
-    }
-
-
-def nodes_file(directory: Path) -> Path:
-    path = directory / "flood-nodes.yaml"
-    pools = [
-        {"name": "gpu", "count": GPU_NODES, "cpu": "64", "memory": "512Gi", "gpus": GPUS_PER_NODE,
-         "gpu_product": "NVIDIA-H100-80GB-HBM3"},
-        {"name": "cpu", "count": 8, "cpu": "256", "memory": "1Ti", "pods": 250},
-    ]  # fmt: skip
-    path.write_text(yaml.safe_dump(pools))
-    return path
 
 
 @dataclass
@@ -192,22 +115,6 @@ def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
     return mapping
 
 
-def reconciles_by_controller(proc: harness.PeerProcess) -> dict[str, int]:
-    """rayquota's own counter of reconciles per controller (empty for an operator without it)."""
-    port = next((a.split("=", 1)[1] for a in proc.argv if a.startswith("--metrics-port=")), None)
-    if port is None:
-        return {}
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-    except OSError:
-        return {}
-    counts: dict[str, int] = defaultdict(int)
-    for labels, value in harness.parse_samples(text, "rayquota_controller_reconciles_total"):
-        counts[labels.get("controller", "?")] += int(value)
-    return dict(counts)
-
-
 def install_queues(cluster: LocalCluster) -> None:
     manifests = flood_queues.queue_manifests(
         NAMESPACE, total_gpus=GPU_NODES * GPUS_PER_NODE, queues=QUEUES, cohorts=COHORTS
@@ -248,44 +155,6 @@ class Progress:
             now_running = len(self.pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB))
             if now_running != self.count:
                 self.count, self.changed_at, self.cpu_s = now_running, time.time(), self.proc.sample().cpu_s
-
-
-def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: int) -> None:
-    """POST every RayJob, `concurrency` at a time (many users submitting at once; one
-    `kubectl create` sends them one by one, which on a loaded machine takes longer than
-    admitting them)."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    configuration.connection_pool_maxsize = concurrency
-    api = client.CustomObjectsApi(client.ApiClient(configuration))
-    api.api_client.user_agent = f"{harness.POLLER_USER_AGENT}/0"
-
-    def create(body: dict[str, Any]) -> None:
-        api.create_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", body)
-
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(create, items))
-
-
-@contextlib.contextmanager
-def profiled(proc: harness.PeerProcess, output: Path | None) -> Iterator[None]:
-    """py-spy (from .venv) sampling the operator while the block runs: collapsed stacks, one
-    line per stack with its sample count, for `sort -t' ' -k2 -n` or a flame graph tool."""
-    if output is None or proc.proc is None:
-        yield
-        return
-    spy = subprocess.Popen(
-        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(proc.proc.pid), "--subprocesses",
-         "--rate", "50", "--nonblocking", "--format", "raw", "--output", str(output)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-        spy.wait(timeout=60)
 
 
 def run_operator(
