@@ -4,6 +4,7 @@ submitted."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,10 +92,11 @@ def nodes_file(directory: Path) -> Path:
     return path
 
 
-def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: int) -> None:
+def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: int) -> dict[str, float]:
     """POST every RayJob, `concurrency` at a time (many users submitting at once; one
     `kubectl create` sends them one by one, which on a loaded machine takes longer than
-    admitting them)."""
+    admitting them). Returns when each POST was answered: the job exists from then on (a watch
+    on a loaded API server can drop and miss it)."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
@@ -103,8 +105,9 @@ def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: i
     api = client.CustomObjectsApi(client.ApiClient(configuration))
     api.api_client.user_agent = f"{harness.POLLER_USER_AGENT}/0"
 
-    def create(body: dict[str, Any]) -> None:
+    def create(body: dict[str, Any]) -> tuple[str, float]:
         api.create_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", body)
+        return str(body["metadata"]["name"]), time.time()
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(create, items))
+        return dict(pool.map(create, items))

@@ -15,10 +15,11 @@ one after the other, in the same invocation (default: KubeRay, then rayquota):
 
 Nothing ever finishes (the fake pods run no Ray), so no quota is ever released: what is
 measured is the first wave, the jobs that can run on these GPUs, on both sides. A job counts
-when its head and both workers are Running. Times are when this script saw each watch event:
-a RayJob first seen (creation), its Workload first seen admitted, its last pod first seen
-Running. A run ends when every admissible job runs (rayquota), or when no more jobs got their
-pods Running for `--settle` seconds (KubeRay, whose count is not known in advance).
+when its head and both workers are Running. Times are taken by this script: a RayJob's
+creation when its POST was answered; its Workload first seen, and first seen admitted, and its
+last pod first seen Running, as the watch events arrived. A run ends when every admissible
+job runs (rayquota), or when no more jobs got their pods Running for `--settle` seconds
+(KubeRay, whose count is not known in advance).
 
 Figures: creation-to-admission, admission-to-pods-Running and creation-to-pods-Running
 (p50/p90/p99), admissions per second between the first and the last admission of the wave
@@ -145,9 +146,13 @@ class Progress:
         self.count, self.changed_at, self.cpu_s = 0, time.time(), proc.sample().cpu_s
 
     def wait(self, *, expected: int | None, settle_s: float, timeout_s: float) -> None:
+        """Until `expected` jobs run; without an expected count, until none got there for
+        `settle_s` seconds; at most `timeout_s`."""
         deadline, since = time.monotonic() + timeout_s, time.time()
-        while time.monotonic() < deadline and time.time() - max(since, self.changed_at) < settle_s:
+        while time.monotonic() < deadline:
             if expected is not None and self.count >= expected:
+                return
+            if expected is None and time.time() - max(since, self.changed_at) >= settle_s:
                 return
             if not self.proc.alive():
                 raise SystemExit(f"operator exited:\n{self.proc.log_tail()}")
@@ -181,7 +186,6 @@ def run_operator(
         watch = functools.partial(FirstSeen, cluster.kubeconfig, NAMESPACE)
         with (
             start_operator(name, cluster, workdir) as proc,
-            watch(group="ray.io", plural="rayjobs") as created,
             (
                 watch(
                     group="rayquota.io", version="v1alpha1", plural="workloads", condition=workload_admitted
@@ -201,7 +205,7 @@ def run_operator(
             progress = Progress(pods, proc)
             cpu_at_start, t0 = progress.cpu_s, time.time()
             with profiled(proc, workdir / f"{name}-profile.txt" if profile else None):
-                create_all(cluster.kubeconfig, items, concurrency)
+                created_at = create_all(cluster.kubeconfig, items, concurrency)
                 create_call_s = time.time() - t0
                 expected = (
                     flood_queues.jobs_admissible(GPU_NODES * GPUS_PER_NODE, QUEUES, jobs) if queued else None
@@ -211,7 +215,7 @@ def run_operator(
             peak_rss = proc.sample().peak_rss_mb
             reconciles = reconciles_by_controller(proc)
             running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
-            created_at, admitted_by_workload = created.met(), admitted.met() if admitted else {}
+            admitted_by_workload = admitted.met() if admitted else {}
             workload_seen = dict(admitted.first_seen) if admitted else {}
             workload_owner = {
                 w: admitted.labels.get(w, {}).get(WORKLOAD_OWNER_LABEL, "") for w in admitted_by_workload
