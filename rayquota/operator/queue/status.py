@@ -68,7 +68,7 @@ def local_queue_status(
     admissions: AdmissionMemo | None = None,
 ) -> dict[str, Any]:
     """Counts and usage of one LocalQueue, from the Workloads the API server holds."""
-    memo = admissions or AdmissionMemo()
+    memo = admissions if admissions is not None else AdmissionMemo()
     pending = admitted = 0
     usage: dict[tuple[str, str], int] = {}
     for wl in workloads:

@@ -6,6 +6,7 @@ from typing import Any
 
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.admission_memo import AdmissionMemo
+from rayquota.operator.queue.status import local_queue_status
 from rayquota.queueing import PodSetAssignment
 
 
@@ -34,3 +35,16 @@ def test_the_memo_stays_bounded() -> None:
     for version in range(5):
         memo.parsed(workload(str(version), 1))
     assert len(memo) == 2
+
+
+def test_the_local_queue_pass_fills_the_memo_it_is_given() -> None:
+    memo = AdmissionMemo()  # empty, hence falsy by its length: it must still be the one used
+    admitted = workload("1", 2)
+    admitted["metadata"] |= {"namespace": "team-a"}
+    admitted["spec"] = {"queueName": "lq"}
+    status = local_queue_status(None, "team-a", "lq", [admitted], "2026-11-22T10:00:00Z", memo)
+    assert status["admittedWorkloads"] == 1
+    assert status["flavorUsage"] == [
+        {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "2"}]}
+    ]
+    assert len(memo) == 1
