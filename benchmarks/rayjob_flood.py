@@ -146,13 +146,13 @@ class Progress:
         self.count, self.changed_at, self.cpu_s = 0, time.time(), proc.sample().cpu_s
 
     def wait(self, *, expected: int | None, settle_s: float, timeout_s: float) -> None:
-        """Until `expected` jobs run; without an expected count, until none got there for
-        `settle_s` seconds; at most `timeout_s`."""
+        """Until `expected` jobs run; without an expected count, until, after the first one,
+        none got there for `settle_s` seconds; at most `timeout_s`."""
         deadline, since = time.monotonic() + timeout_s, time.time()
         while time.monotonic() < deadline:
             if expected is not None and self.count >= expected:
                 return
-            if expected is None and time.time() - max(since, self.changed_at) >= settle_s:
+            if expected is None and self.count and time.time() - max(since, self.changed_at) >= settle_s:
                 return
             if not self.proc.alive():
                 raise SystemExit(f"operator exited:\n{self.proc.log_tail()}")
