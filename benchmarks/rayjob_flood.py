@@ -245,7 +245,7 @@ def run_operator(
         admissions_per_s=(len(admission_times) - 1) / window if window else 0.0,
         admission_window_s=window,
         create_call_s=create_call_s,
-        last_running_after_s=progress.changed_at - t0,
+        last_running_after_s=progress.changed_at - t0 if running_at else float("nan"),
         cpu_s=progress.cpu_s - cpu_at_start,
         peak_rss_mb=peak_rss,
         operator_requests=harness.total(mine),
