@@ -115,6 +115,7 @@ class Engine:
         self._workloads: dict[str, WorkloadState] = {}
         self._unrouted: dict[str, WorkloadState] = {}
         self._deleting: set[str] = set()
+        self._terminating: set[str] = set()
         self._outbox: list[Decision] = []
         # Within one cycle usage only grows, so a shape that did not fit in a
         # queue (or found no victims) will not fit later in the same cycle.
@@ -155,8 +156,18 @@ class Engine:
             self._drain(list(state.admitted.values()), f"ClusterQueue {cluster_queue.name} is stopped")
         self._reroute_unrouted()
 
+    def terminate_cluster_queue(self, name: str) -> None:
+        """The ClusterQueue is being deleted but still exists (a finalizer holds it while it has
+        admitted workloads): it admits nothing more, its pending workloads stay queued with that
+        reason, and its admitted ones keep their quota until :meth:`delete_cluster_queue`."""
+        state = self._queues.get(name)
+        if state is not None and name not in self._terminating:
+            self._terminating.add(name)
+            state.unpark()  # parked workloads learn the new reason in the next cycle
+
     def delete_cluster_queue(self, name: str) -> None:
         """Stop admitting to ``name``; it disappears once its admitted workloads are released."""
+        self._terminating.discard(name)
         state = self._queues.get(name)
         if state is None:
             return
@@ -389,8 +400,8 @@ class Engine:
         return out
 
     def _queue_block_reason(self, cq: ClusterQueueState) -> str | None:
-        if cq.name in self._deleting:
-            return f"ClusterQueue {cq.name} is being deleted"
+        if cq.name in self._deleting or cq.name in self._terminating:
+            return f"ClusterQueue {cq.name} is being deleted (Terminating): it admits no new workloads"
         if cq.stopped:
             return f"ClusterQueue {cq.name} is stopped ({cq.spec.stop_policy.value})"
         if cq.node.disabled_reason is not None:

@@ -14,6 +14,7 @@ from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, naming
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing
@@ -76,6 +77,9 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         informer.on_change(loop.on_config(kind))
     config_informers["ResourceFlavor"].on_change(_keep_flavors(reconciler))
     config_informers["LocalQueue"].on_change(_track_default_queues(objects))
+    InUseFinalizers(
+        manager, api, loop, config_informers["ClusterQueue"], config_informers["ResourceFlavor"]
+    ).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
     if api.workload_status_manager is not None:

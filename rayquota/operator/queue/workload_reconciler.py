@@ -144,7 +144,7 @@ class WorkloadReconciler:
         reason = self.driver.pending_reason(engine_key)
         if reason:
             self.manager.recorder.post(obj, "Normal", "Pending", reason)
-        return None
+        return self._deferred_words(engine_key)
 
     async def _ensure_workload(
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]]
@@ -224,7 +224,12 @@ class WorkloadReconciler:
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
-        return None
+        return self._deferred_words(engine_key)
+
+    def _deferred_words(self, engine_key: str) -> Result | None:
+        """A pending sentence held back by the write rate bound is written when it allows."""
+        retry = self.pending_writes.retry_after(engine_key)
+        return Result(requeue_after_s=retry) if retry is not None else None
 
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters
