@@ -28,7 +28,7 @@ from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
-from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set
+from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor
@@ -36,6 +36,7 @@ from rayquota.queueing import ResourceFlavor
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
+TOO_MANY_POD_SETS = "TooManyPodSets"
 
 
 class WorkloadReconciler:
@@ -85,10 +86,20 @@ class WorkloadReconciler:
             self.loop.request_cycle()
             return None
         demand = adapter.pod_sets(obj, children)
-        held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
-        workload = await self._ensure_workload(queued, workload, [converter.api_pod_set(ps) for ps in held])
-        if workload is None:
-            return None
+        refused = too_many_pod_sets(queued.kind, obj, demand)
+        if refused is not None:
+            # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
+            # stays shut on everything it does not cover.
+            self.manager.recorder.post(obj, "Warning", TOO_MANY_POD_SETS, refused)
+            if workload is None:
+                await self._apply(adapter.suspend(obj, children))
+                return None
+        else:
+            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
+            api_pod_sets = [converter.api_pod_set(ps) for ps in held]
+            workload = await self._ensure_workload(queued, workload, api_pod_sets)
+            if workload is None:
+                return None
         engine_key = str(key)
         if adapter.finished(obj):
             self.driver.finish(engine_key, pods_gone=adapter.pods_gone(obj, pods))
@@ -96,7 +107,7 @@ class WorkloadReconciler:
             await self._write_status(workload, finished=True)
             return None
         lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
-        if not (lingering and self.driver.admission(engine_key) is not None):
+        if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             self.driver.submit(converter.workload(workload, self.loop.priority_of))
             self.loop.request_cycle()
