@@ -41,7 +41,7 @@ from .model import (
     Workload,
 )
 from .preemption import find_victims
-from .state import ClusterQueueState, Phase, Shape, WorkloadState
+from .state import ClusterQueueState, Order, Phase, Shape, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -329,7 +329,7 @@ class Engine:
         self._no_victims.clear()
         # A preemptor whose victims are gone goes first: the quota was freed for it.
         done: set[str] = set()
-        held: dict[str, tuple[tuple[int, float, int], str]] = {}
+        held: dict[str, tuple[Order, str]] = {}
         ready = [wl for wl in self._preemptors.values() if not self._awaited(wl)]
         self._reclaiming = set()
         for wl in self._preemptors.values():
@@ -356,7 +356,7 @@ class Engine:
                 elif outcome is _Outcome.BLOCKED and cq.spec.queueing_strategy is STRICT:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
                     held[cq.name] = (wl.order, reason)
-        heap: list[tuple[int, tuple[int, float, int], int, int, list[WorkloadState], ClusterQueueState]] = []
+        heap: list[tuple[int, Order, int, int, list[WorkloadState], ClusterQueueState]] = []
         for index, cq in enumerate(self._queues.values()):
             if not cq.active:
                 continue
@@ -808,5 +808,5 @@ class Engine:
         self._reroute_unrouted()
 
 
-def _order(wl: WorkloadState) -> tuple[int, float, int]:
+def _order(wl: WorkloadState) -> Order:
     return wl.order

@@ -8,6 +8,9 @@ from .cohorts import QuotaNode
 from .decisions import PodSetAssignment
 from .model import ClusterQueue, FlavorResource, ResourceGroup, StopPolicy, Workload
 
+Order = tuple[int, float, int, int]
+"""Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""
+
 
 class Phase(Enum):
     PENDING = "Pending"
@@ -40,7 +43,7 @@ class WorkloadState:
         self.spec = spec
         self.key = spec.key
         self.seq = seq
-        self.order = (-spec.priority, spec.created, seq)
+        self.order: Order = (-spec.priority, spec.created, spec.sequence, seq)
         self.shape = _shape(spec)
         self.phase = Phase.PENDING
         self.cluster_queue: str | None = None
@@ -56,7 +59,7 @@ class WorkloadState:
 
     def set_spec(self, spec: Workload) -> None:
         self.spec = spec
-        self.order = (-spec.priority, spec.created, self.seq)
+        self.order = (-spec.priority, spec.created, spec.sequence, self.seq)
         self.shape = _shape(spec)
 
 

@@ -23,6 +23,9 @@ WORKLOAD_OWNER_NAME_LABEL = "rayquota.io/owner-name"
 INJECTED_ANNOTATION = "rayquota.io/injected-flavor"
 # On a queued object: a human-readable copy of why it waits.
 QUEUE_CONDITION = "QuotaReserved"
+# On a Workload we create: its owner's creationTimestamp and creation resourceVersion, the queue
+# order among objects created in the same second (see creation_order.py).
+CREATION_ORDER_ANNOTATION = "rayquota.io/creation-order"
 # On ClusterQueues (while workloads hold their quota) and ResourceFlavors (while a ClusterQueue
 # names them): deletion waits until nothing uses them. Kueue's semantics, our group's name.
 RESOURCE_IN_USE_FINALIZER = "rayquota.io/resource-in-use"

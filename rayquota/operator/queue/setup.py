@@ -64,6 +64,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     controller.watch(objects.workloads)
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
+        informer.on_change(reconciler.creation_versions.on_change)
         controller.watch(informer, mapped(kind))
     controller.watch(objects.pods, cluster_of_pod)
 

@@ -23,9 +23,10 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import now_rfc3339
-from rayquota.operator.queue import converter, metrics, naming
+from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
@@ -48,6 +49,8 @@ class WorkloadReconciler:
         self.driver = loop.driver
         self.flavors: dict[str, ResourceFlavor] = {}
         self.pending_writes = PendingWrites()
+        # Fed by the queued kinds' informers (setup.py): creation order within one second.
+        self.creation_versions = CreationVersions()
         # Standalone Workloads: the (uid, generation) last submitted to the driver.
         self._submitted: dict[str, tuple[Any, Any]] = {}
         # The clusters each queued object had, so quota is held until their pods are gone
@@ -184,6 +187,11 @@ class WorkloadReconciler:
                     "labels": {
                         naming.WORKLOAD_OWNER_KIND_LABEL: queued.kind.lower(),
                         naming.WORKLOAD_OWNER_NAME_LABEL: labels.label_value(str(meta["name"])),
+                    },
+                    "annotations": {
+                        naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
+                            obj, self.creation_versions.of(obj)
+                        )
                     },
                     "ownerReferences": [labels.owner_reference(obj)],
                 },
