@@ -86,13 +86,7 @@ class InUseFinalizers:
         if cq is None:
             self._announced.pop(key.name, None)
             return None
-        meta = cq["metadata"]
-        present = self.finalizer in (meta.get("finalizers") or [])
-        if not meta.get("deletionTimestamp"):
-            if not present:
-                await self._set_finalizer(self.api.cluster_queues, cq, present=True)
-            return None
-        if not present:
+        if not await self._held_in_deletion(self.api.cluster_queues, cq):
             return None
         holding = self.admitted_in(key.name)
         if holding:
@@ -111,23 +105,23 @@ class InUseFinalizers:
         flavor = self.flavors.store.get("", key.name)
         if flavor is None:
             return None
-        meta = flavor["metadata"]
-        present = self.finalizer in (meta.get("finalizers") or [])
-        if not meta.get("deletionTimestamp"):
-            if not present:
-                await self._set_finalizer(self.api.resource_flavors, flavor, present=True)
+        if not await self._held_in_deletion(self.api.resource_flavors, flavor):
             return None
-        if not present:
-            return None
-        users = sorted(
-            str(cq["metadata"]["name"])
-            for cq in self.cluster_queues.store.list()
-            if key.name in flavors_named_by(cq)
-        )
-        if users:
-            return None  # the ClusterQueues' events bring us back
+        if any(key.name in flavors_named_by(cq) for cq in self.cluster_queues.store.list()):
+            return None  # still named by a ClusterQueue, whose changes bring us back
         await self._set_finalizer(self.api.resource_flavors, flavor, present=False)
         return None
+
+    async def _held_in_deletion(self, resource: Resource, obj: Mapping[str, Any]) -> bool:
+        """Puts the finalizer on a live object; True when the object is being deleted and our
+        finalizer still holds it (the caller decides whether to let it go)."""
+        meta = obj["metadata"]
+        present = self.finalizer in (meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp"):
+            return present
+        if not present:
+            await self._set_finalizer(resource, obj, present=True)
+        return False
 
     async def _set_finalizer(self, resource: Resource, obj: Mapping[str, Any], *, present: bool) -> None:
         meta = obj["metadata"]
