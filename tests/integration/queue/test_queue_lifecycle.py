@@ -172,6 +172,8 @@ def hold_keeps_pending_and_admitted(
 
 def drain_evicts_then_readmits(kube: Kube, cq: str, stop: Callable[[str | None], None]) -> None:
     running_job(kube, "drained")
+    # The ClusterQueue's status is written every few seconds: see the admission there first.
+    wait_for("the ClusterQueue's usage", lambda: gpus_used(kube, cq) == 4)
     stop("HoldAndDrain")
     drained_releasing_only_after_pods(kube, "drained", cq)
     stop(None)
