@@ -94,20 +94,29 @@ def explicit_queue_name(obj: Mapping[str, Any], settings: QueueSettings) -> str 
 
 
 def queue_name_of(
-    obj: Mapping[str, Any], settings: QueueSettings, namespaces_with_default: frozenset[str] = frozenset()
+    obj: Mapping[str, Any], settings: QueueSettings, default_queues_since: Mapping[str, str] | None = None
 ) -> str | None:
     """The LocalQueue an object is submitted to, or None when it is not queued.
 
-    With ``manage_jobs_without_queue_name`` an unlabelled object goes to its
-    namespace's LocalQueue ``default`` when that queue exists.
+    With ``manage_jobs_without_queue_name`` an unlabelled object goes to its namespace's
+    LocalQueue ``default`` when that queue exists and the object was not created before it
+    (``default_queues_since``: namespace -> the queue's creationTimestamp). An object that was
+    already there keeps running unqueued, as Kueue, which names the default queue only at
+    creation: otherwise the next update of a running object would suspend it.
     """
     explicit = explicit_queue_name(obj, settings)
     if explicit is not None:
         return explicit
-    namespace = (obj.get("metadata") or {}).get("namespace", "")
-    if settings.manage_jobs_without_queue_name and namespace in namespaces_with_default:
-        return DEFAULT_LOCAL_QUEUE
-    return None
+    if not settings.manage_jobs_without_queue_name:
+        return None
+    meta = obj.get("metadata") or {}
+    since = (default_queues_since or {}).get(str(meta.get("namespace", "")))
+    if since is None:
+        return None
+    # RFC 3339 in UTC with whole seconds, as the API server writes them, compare as strings. No
+    # timestamp yet: the object is being created (an admission review).
+    created = str(meta.get("creationTimestamp") or "")
+    return DEFAULT_LOCAL_QUEUE if not created or created >= since else None
 
 
 def priority_class_of(obj: Mapping[str, Any], settings: QueueSettings) -> str | None:

@@ -149,15 +149,15 @@ def _keep_flavors(reconciler: WorkloadReconciler) -> Any:
 
 def _track_default_queues(objects: QueueObjects) -> Any:
     """manageJobsWithoutQueueName: a namespace with a LocalQueue named ``default`` queues
-    unlabelled objects there."""
+    unlabelled objects created since it exists there."""
 
     def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         if obj["metadata"]["name"] != naming.DEFAULT_LOCAL_QUEUE:
             return
         namespace = str(obj["metadata"]["namespace"])
         if event == DELETED:
-            objects.namespaces_with_default_queue.discard(namespace)
+            objects.default_queues_since.pop(namespace, None)
         else:
-            objects.namespaces_with_default_queue.add(namespace)
+            objects.default_queues_since[namespace] = str(obj["metadata"].get("creationTimestamp") or "")
 
     return handle

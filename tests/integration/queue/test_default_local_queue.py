@@ -6,6 +6,7 @@ the session's queue operator never sees their Ray objects."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,29 @@ def test_unlabelled_rayjob_without_a_default_queue_runs_as_before(
     assert workload_of(kube, "RayJob", "free") is None
     job = kube.get("rayjob", "free")
     assert job is not None and job["spec"]["suspend"] is False
+
+
+def test_unlabelled_rayjob_running_before_the_default_queue_keeps_running(
+    default_queue_operator: Path, kube: Kube, quota: Quota
+) -> None:
+    kube.apply(unlabelled_rayjob("before", gpus=4))
+    wait_for("before's 2 pods", lambda: len(cluster_pods(kube, "before")) == 2)
+    # Creation timestamps have whole seconds: the queue must come in a later second to be later.
+    before = kube.get("rayjob", "before")
+    assert before is not None
+    created = dt.datetime.fromisoformat(before["metadata"]["creationTimestamp"])
+    wait_for("the next second", lambda: dt.datetime.now(dt.UTC) >= created + dt.timedelta(seconds=1))
+    cq = quota.cluster_queue("team", {quota.flavor("a100", "a100"): 4})
+    quota.local_queue("default", cq)
+    wait_for(
+        "the default LocalQueue seen",
+        lambda: (kube.get("localqueue.rayquota.io", "default") or {}).get("status"),
+    )
+    # An update of the running job (any update: here a label) must not put it under quota.
+    kube.patch("rayjob", "before", {"metadata": {"labels": {"touched": "yes"}}})
+    kube.apply(unlabelled_rayjob("after", gpus=4))  # created since: queued, and admitted
+    admitted_workload(kube, "RayJob", "after")
+    assert workload_of(kube, "RayJob", "before") is None
+    job = kube.get("rayjob", "before")
+    assert job is not None and job["spec"]["suspend"] is False
+    assert len(cluster_pods(kube, "before")) == 2
