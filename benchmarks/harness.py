@@ -170,6 +170,12 @@ def read_audit_counts(
 # Our own scrapes show up in the audit log under this name, apart from any client measured.
 POLLER_USER_AGENT = "rayquota-benchmark"
 
+# Clients of the local control plane itself (and of the benchmark scripts) in the audit log;
+# whatever else sent requests is the operator under test.
+INFRA_CLIENTS = frozenset(
+    {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", POLLER_USER_AGENT}
+)
+
 
 @dataclass
 class ApiServer:

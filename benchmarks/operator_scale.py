@@ -48,18 +48,6 @@ NAMESPACE = "scale"
 PODS_PER_CLUSTER = 3
 PODS_PER_NODE = 200
 
-# Clients of the local control plane itself (and of this script) in the audit log; whatever
-# else sent requests is the operator under test.
-INFRA_CLIENTS = frozenset(
-    {
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kube-scheduler",
-        "kwok",
-        "kubectl",
-        harness.POLLER_USER_AGENT,
-    }
-)
 # Event sources that are the control plane's, not the operator's.
 INFRA_EVENT_SOURCES = frozenset(
     {
@@ -144,7 +132,7 @@ class Phase:
         after: harness.RequestCounts,
     ) -> Phase:
         per_client = harness.read_audit_counts(audit, since=start, until=end)
-        mine = harness.merged(per_client, exclude=INFRA_CLIENTS)
+        mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
         return cls(
             seconds=end - start,
             operator_total=harness.total(mine),

@@ -1,10 +1,15 @@
 """The operators the Ray benchmarks compare: KubeRay's (v1.6.2) and ours, each started on
-loopback without leader election against a local cluster's kubeconfig."""
+loopback without leader election against a local cluster's kubeconfig; and two probes of a
+running operator (py-spy stacks, rayquota's reconcile counters)."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
 import urllib.request
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,3 +80,38 @@ def start_operator(name: str, cluster: LocalCluster, log_dir: Path) -> Iterator[
         if not proc.alive():
             raise RuntimeError(f"{name} exited at start:\n{proc.log_tail()}")
         yield proc
+
+
+@contextlib.contextmanager
+def profiled(proc: harness.PeerProcess, output: Path | None) -> Iterator[None]:
+    """py-spy (from .venv) sampling the operator while the block runs: collapsed stacks, one
+    line per stack with its sample count, for `sort -t' ' -k2 -n` or a flame graph tool."""
+    if output is None or proc.proc is None:
+        yield
+        return
+    spy = subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(proc.proc.pid), "--subprocesses",
+         "--rate", "50", "--nonblocking", "--format", "raw", "--output", str(output)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        spy.wait(timeout=60)
+
+
+def reconciles_by_controller(proc: harness.PeerProcess) -> dict[str, int]:
+    """rayquota's own counter of reconciles per controller (empty for an operator without it)."""
+    port = next((a.split("=", 1)[1] for a in proc.argv if a.startswith("--metrics-port=")), None)
+    if port is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    counts: dict[str, int] = defaultdict(int)
+    for labels, value in harness.parse_samples(text, "rayquota_controller_reconciles_total"):
+        counts[labels.get("controller", "?")] += int(value)
+    return dict(counts)

@@ -1,136 +1,86 @@
 """A flood of RayJobs: creation to pods Running, queued by rayquota against KubeRay unqueued
 (issue #11, part 3).
 
-N RayJobs (default 1,000; a head and 2 workers with 1 GPU each) are created at once on a local
-cluster of 64 fake GPU nodes with 8 GPUs each. A pod watch records when each pod is first seen
-Running; a RayJob's pods are Running when its head and both workers are.
+N RayJobs (default 1,000; a head and 2 workers with 1 GPU each; benchmarks/flood_objects.py)
+are created at once, 16 POSTs in flight, on a local cluster of 64 fake GPU nodes with 8 GPUs
+each (512 GPUs; 1,000 jobs want 2,000). Each operator runs on a fresh cluster of its own,
+one after the other, in the same invocation (default: KubeRay, then rayquota):
 
-- `--operator kuberay`: KubeRay's operator (v1.6.2), the RayJobs without queue labels.
-  1,000 jobs want 2,000 GPUs and the nodes have 512, and nothing finishes (the fake pods run no
-  Ray, so no job ever completes): about a quarter get all their pods Running, the rest wait.
-  The figures are over the jobs that got there; the count of those that did not is reported.
-- `--operator rayquota`: the same RayJobs labelled with 10 LocalQueues in two cohorts. Needs
-  the queue integration; the queued side (creation to admission, admission to pods Running,
-  admissions/s) is the slot `queued_flood` below and is not written yet.
+- `kuberay`: KubeRay's operator v1.6.2, the RayJobs without queue labels. Every job gets its
+  pods created at once; the scheduler places as many GPU workers as fit.
+- `rayquota`: our operator, the same RayJobs labelled with 10 LocalQueues (one ClusterQueue
+  each, two cohorts; see benchmarks/flood_queues.py) and created suspended, as a Kueue user
+  submits them. The ClusterQueues' GPU quotas add up to the 512 GPUs, so 256 jobs are admitted
+  at once and the other 744 wait in their queues.
 
-Run: .venv/bin/python benchmarks/rayjob_flood.py --operator kuberay [--jobs 1000]
+Nothing ever finishes (the fake pods run no Ray), so no quota is ever released: what is
+measured is the first wave, the jobs that can run on these GPUs, on both sides. A job counts
+when its head and both workers are Running. Times are taken by this script: a RayJob's
+creation when its POST was answered; its Workload first seen, and first seen admitted, and its
+last pod first seen Running, as the watch events arrived. A run ends when every admissible
+job runs (rayquota), or when no more jobs got their pods Running for `--settle` seconds
+(KubeRay, whose count is not known in advance).
+
+Figures: creation-to-admission, admission-to-pods-Running and creation-to-pods-Running
+(p50/p90/p99), admissions per second between the first and the last admission of the wave
+(quota is free throughout it), operator CPU-seconds and peak RSS (process tree) up to the
+last job Running, and the operator's API requests (audit log, by user agent) per job Running.
+
+Run: flock /tmp/rq-bench.lock .venv/bin/python benchmarks/rayjob_flood.py [--jobs 1000]
+The last line printed is one JSON list with every figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import harness
-from benchmarks.operators import OPERATORS, install_operator_crds, start_operator
+from benchmarks import flood_queues, harness
+from benchmarks.flood_objects import GPU_NODES, GPUS_PER_NODE, NAMESPACE, create_all, nodes_file, rayjob
+from benchmarks.flood_watch import FirstSeen, pod_running, workload_admitted
+from benchmarks.operators import (
+    OPERATORS,
+    install_operator_crds,
+    profiled,
+    reconciles_by_controller,
+    start_operator,
+)
 from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.nodes import GPU_TAINT
 
-NAMESPACE = "flood"
-GPU_NODES = 64
-GPUS_PER_NODE = 8
 PODS_PER_JOB = 3
+QUEUES = 10
+COHORTS = 2
+CLUSTER_LABEL = "ray.io/cluster"
+JOB_OF_CLUSTER_LABEL = "ray.io/originated-from-cr-name"
+WORKLOAD_OWNER_LABEL = "rayquota.io/owner-name"
 
 
-def rayjob(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A RayJob whose cluster is a head (CPU) and 2 workers with 1 GPU each."""
+@dataclass
+class Latency:
+    count: int
+    p50_s: float
+    p90_s: float
+    p99_s: float
 
-    def container(kind: str, gpus: int) -> dict[str, Any]:
-        limits = {"cpu": "1", "memory": "2Gi"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
-        return {
-            "name": f"ray-{kind}",
-            "image": "rayproject/ray:2.46.0",
-            "resources": {"requests": dict(limits), "limits": limits},
-        }
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Latency:
+        if not values:
+            return cls(0, float("nan"), float("nan"), float("nan"))
+        return cls(len(values), *(harness.percentile(values, q) for q in (50, 90, 99)))
 
-    toleration = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels or {}},
-        "spec": {
-            "entrypoint": "python -c 'print(1)'",
-            "rayClusterSpec": {
-                "headGroupSpec": {
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [container("head", 0)]}},
-                },
-                "workerGroupSpecs": [
-                    {
-                        "groupName": "gpu",
-                        "replicas": 2,
-                        "minReplicas": 2,
-                        "maxReplicas": 2,
-                        "rayStartParams": {},
-                        "template": {
-                            "spec": {"containers": [container("worker", 1)], "tolerations": [toleration]}
-                        },
-                    }
-                ],
-            },
-        },
-    }
-
-
-def nodes_file(directory: Path) -> Path:
-    path = directory / "flood-nodes.yaml"
-    pools = [
-        {"name": "gpu", "count": GPU_NODES, "cpu": "64", "memory": "512Gi", "gpus": GPUS_PER_NODE,
-         "gpu_product": "NVIDIA-H100-80GB-HBM3"},
-        {"name": "cpu", "count": 8, "cpu": "256", "memory": "1Ti", "pods": 250},
-    ]  # fmt: skip
-    path.write_text(yaml.safe_dump(pools))
-    return path
-
-
-class PodsRunning(harness.Periodic):
-    """Watches pods of one namespace and records when each Ray cluster's pods are all Running."""
-
-    def __init__(self, kubeconfig: Path, pods_per_cluster: int) -> None:
-        super().__init__(0, "pod-watch")
-        self.kubeconfig = kubeconfig
-        self.pods_per_cluster = pods_per_cluster
-        self.first_running: dict[str, float] = {}  # pod name -> when first seen Running
-        self.cluster_of: dict[str, str] = {}  # pod name -> ray.io/cluster
-        self._api: Any = None
-
-    def tick(self) -> None:
-        """One watch of up to 30 s (the loop starts the next one)."""
-        from kubernetes import client, config, watch
-
-        if self._api is None:
-            self._api = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
-        stream = watch.Watch().stream(
-            self._api.list_namespaced_pod, NAMESPACE, label_selector="ray.io/cluster", timeout_seconds=30
-        )
-        for event in stream:
-            pod = event["object"]
-            name = pod.metadata.name
-            self.cluster_of[name] = pod.metadata.labels.get("ray.io/cluster", "")
-            if pod.status.phase == "Running" and name not in self.first_running:
-                self.first_running[name] = time.time()
-            if self.stopping:
-                return
-
-    def clusters_running(self) -> dict[str, float]:
-        """Ray cluster -> when its last pod became Running (only clusters with all pods so)."""
-        times: dict[str, list[float]] = defaultdict(list)
-        for pod, when in list(self.first_running.items()):
-            times[self.cluster_of.get(pod, "")].append(when)
-        return {c: max(t) for c, t in times.items() if c and len(t) >= self.pods_per_cluster}
+    def __str__(self) -> str:
+        return f"p50 {self.p50_s:.2f}s p90 {self.p90_s:.2f}s p99 {self.p99_s:.2f}s (n={self.count})"
 
 
 @dataclass
@@ -138,91 +88,246 @@ class FloodResult:
     operator: str
     jobs: int
     jobs_with_pods_running: int
-    p50_s: float
-    p90_s: float
-    p99_s: float
+    creation_to_running: Latency
+    creation_to_admission: Latency  # rayquota only (n=0 for KubeRay)
+    creation_to_workload: Latency  # rayquota only: the RayJob's Workload first seen (admitted ones)
+    admission_to_running: Latency  # rayquota only
+    admissions_per_s: float  # over the wave: first to last admission
+    admission_window_s: float
+    create_call_s: float  # creating every RayJob
+    last_running_after_s: float  # from the start of that call to the last job Running
     cpu_s: float
     peak_rss_mb: float
+    operator_requests: int
+    operator_writes: int
+    requests_per_running_job: float
+    operator_top: str
+    reconciles: dict[str, int]  # rayquota's reconciles per controller, to the end of the run
 
 
-def unqueued_flood(
-    name: str, cluster: LocalCluster, *, jobs: int, settle_s: float, timeout_s: float, log_dir: Path
-) -> FloodResult:
-    """Create every RayJob at once; wait until no more jobs' pods become Running."""
-    with (
-        start_operator(name, cluster, log_dir) as proc,
-        PodsRunning(cluster.kubeconfig, PODS_PER_JOB) as pods,
-    ):
-        manifests = {
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [rayjob(f"job-{i:05d}") for i in range(jobs)],
-        }
-        created = time.time()
-        cluster.kubectl("create", "-f", "-", input=json.dumps(manifests), timeout=600)
-        deadline, last_change, seen = time.monotonic() + timeout_s, time.monotonic(), 0
-        while time.monotonic() < deadline and time.monotonic() - last_change < settle_s and seen < jobs:
-            time.sleep(2)
-            now_seen = len(pods.clusters_running())
-            if now_seen != seen:
-                seen, last_change = now_seen, time.monotonic()
-        usage = proc.sample()
-        latencies = [when - created for when in pods.clusters_running().values()]
-    return FloodResult(
-        operator=name,
-        jobs=jobs,
-        jobs_with_pods_running=len(latencies),
-        p50_s=harness.percentile(latencies, 50) if latencies else float("nan"),
-        p90_s=harness.percentile(latencies, 90) if latencies else float("nan"),
-        p99_s=harness.percentile(latencies, 99) if latencies else float("nan"),
-        cpu_s=usage.cpu_s,
-        peak_rss_mb=usage.peak_rss_mb,
+def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
+    """Ray cluster name -> the RayJob it was created for."""
+    out = cluster.kubectl("get", "rayclusters", "-n", NAMESPACE, "-o", "json", timeout=300).stdout
+    mapping = {}
+    for item in json.loads(out)["items"]:
+        job = (item["metadata"].get("labels") or {}).get(JOB_OF_CLUSTER_LABEL)
+        if job:
+            mapping[str(item["metadata"]["name"])] = str(job)
+    return mapping
+
+
+def install_queues(cluster: LocalCluster) -> None:
+    manifests = flood_queues.queue_manifests(
+        NAMESPACE, total_gpus=GPU_NODES * GPUS_PER_NODE, queues=QUEUES, cohorts=COHORTS
+    )
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
     )
 
 
-def queued_flood(cluster: LocalCluster, *, jobs: int, log_dir: Path) -> FloodResult:
-    """rayquota with 10 LocalQueues in two cohorts: creation to admission, admission to pods
-    Running, admissions/s, API requests per admission. Needs the queue integration."""
-    raise SystemExit("the queued side of the flood needs rayquota's queue integration (issue #11)")
+def queues_seen(cluster: LocalCluster) -> bool:
+    """Every ClusterQueue has a status: the operator has read the queue configuration."""
+    out = cluster.kubectl(
+        "get",
+        "clusterqueues.rayquota.io",
+        "-o",
+        'jsonpath={range .items[*]}{.status}{"\\n"}{end}',
+        check=False,
+    ).stdout
+    return len([line for line in out.splitlines() if line.strip() not in ("", "{}")]) >= QUEUES
+
+
+class Progress:
+    """Polls the pod watch until no more jobs get their pods Running (or all expected do),
+    remembering when the count last grew and the operator's CPU time then."""
+
+    def __init__(self, pods: FirstSeen, proc: harness.PeerProcess) -> None:
+        self.pods, self.proc = pods, proc
+        self.count, self.changed_at, self.cpu_s = 0, time.time(), proc.sample().cpu_s
+
+    def wait(self, *, expected: int | None, settle_s: float, timeout_s: float) -> None:
+        """Until `expected` jobs run; without an expected count, until, after the first one,
+        none got there for `settle_s` seconds; at most `timeout_s`."""
+        deadline, since = time.monotonic() + timeout_s, time.time()
+        while time.monotonic() < deadline:
+            if expected is not None and self.count >= expected:
+                return
+            if expected is None and self.count and time.time() - max(since, self.changed_at) >= settle_s:
+                return
+            if not self.proc.alive():
+                raise SystemExit(f"operator exited:\n{self.proc.log_tail()}")
+            time.sleep(1)  # a poll of the watch's record, not a wait for an event
+            now_running = len(self.pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB))
+            if now_running != self.count:
+                self.count, self.changed_at, self.cpu_s = now_running, time.time(), self.proc.sample().cpu_s
+
+
+def run_operator(
+    name: str,
+    *,
+    jobs: int,
+    concurrency: int,
+    settle_s: float,
+    timeout_s: float,
+    workdir: Path,
+    profile: bool = False,
+) -> FloodResult:
+    def say(message: str) -> None:
+        print(f"[{name}] {message}", file=sys.stderr, flush=True)
+
+    queued = name == "rayquota"
+    cluster = LocalCluster(name=f"fl-{name}-{os.getpid()}", nodes_file=nodes_file(workdir), audit=True)
+    cluster.up(log=say)
+    try:
+        install_operator_crds(name, cluster)
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        if queued:
+            install_queues(cluster)
+        watch = functools.partial(FirstSeen, cluster.kubeconfig, NAMESPACE)
+        with (
+            start_operator(name, cluster, workdir) as proc,
+            (
+                watch(
+                    group="rayquota.io", version="v1alpha1", plural="workloads", condition=workload_admitted
+                )
+                if queued
+                else contextlib.nullcontext(None)
+            ) as admitted,
+            watch(plural="pods", condition=pod_running, label_selector=CLUSTER_LABEL) as pods,
+        ):
+            if queued:
+                harness.wait_until("the operator to read the queues", lambda: queues_seen(cluster), 120)
+            items = [
+                rayjob(f"job-{i:05d}", flood_queues.queue_of_job(i, QUEUES) if queued else None)
+                for i in range(jobs)
+            ]
+            say(f"creating {jobs} RayJobs")
+            progress = Progress(pods, proc)
+            cpu_at_start, t0 = progress.cpu_s, time.time()
+            with profiled(proc, workdir / f"{name}-profile.txt" if profile else None):
+                created_at = create_all(cluster.kubeconfig, items, concurrency)
+                create_call_s = time.time() - t0
+                expected = (
+                    flood_queues.jobs_admissible(GPU_NODES * GPUS_PER_NODE, QUEUES, jobs) if queued else None
+                )
+                progress.wait(expected=expected, settle_s=settle_s, timeout_s=timeout_s)
+            say(f"{progress.count} jobs with every pod Running; measuring")
+            peak_rss = proc.sample().peak_rss_mb
+            reconciles = reconciles_by_controller(proc)
+            running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
+            admitted_by_workload = admitted.met() if admitted else {}
+            workload_seen = dict(admitted.first_seen) if admitted else {}
+            workload_owner = {
+                w: admitted.labels.get(w, {}).get(WORKLOAD_OWNER_LABEL, "") for w in admitted_by_workload
+            }
+        time.sleep(2)  # the audit backend writes in batches; let the last one land
+        per_client = harness.read_audit_counts(cluster.audit_log, since=t0, until=progress.changed_at + 0.001)
+        mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
+        job_of_cluster = jobs_of_clusters(cluster)
+    finally:
+        cluster.down(quiet=True, purge=True)
+
+    running_at = {job_of_cluster.get(c, c): t for c, t in running_by_cluster.items()}
+    admitted_at = {workload_owner[w]: t for w, t in admitted_by_workload.items() if workload_owner[w]}
+    workload_at = {workload_owner[w]: workload_seen[w] for w in admitted_by_workload if workload_owner[w]}
+    admission_times = sorted(admitted_at.values())
+    window = admission_times[-1] - admission_times[0] if len(admission_times) > 1 else 0.0
+    return FloodResult(
+        operator=name,
+        jobs=jobs,
+        jobs_with_pods_running=len(running_at),
+        creation_to_running=Latency.of([t - created_at.get(j, t0) for j, t in running_at.items()]),
+        creation_to_admission=Latency.of([t - created_at.get(j, t0) for j, t in admitted_at.items()]),
+        creation_to_workload=Latency.of([t - created_at.get(j, t0) for j, t in workload_at.items()]),
+        admission_to_running=Latency.of(
+            [t - admitted_at[j] for j, t in running_at.items() if j in admitted_at]
+        ),
+        admissions_per_s=(len(admission_times) - 1) / window if window else 0.0,
+        admission_window_s=window,
+        create_call_s=create_call_s,
+        last_running_after_s=progress.changed_at - t0 if running_at else float("nan"),
+        cpu_s=progress.cpu_s - cpu_at_start,
+        peak_rss_mb=peak_rss,
+        operator_requests=harness.total(mine),
+        operator_writes=harness.writes(mine),
+        requests_per_running_job=harness.total(mine) / max(1, len(running_at)),
+        operator_top=harness.format_counts(mine),
+        reconciles=reconciles,
+    )
+
+
+def describe(r: FloodResult) -> list[str]:
+    lines = [
+        f"== {r.operator}: {r.jobs_with_pods_running}/{r.jobs} RayJobs got every pod Running ==",
+        f"  creation to pods Running {r.creation_to_running}; last one {r.last_running_after_s:.1f}s "
+        f"after creation began (creating took {r.create_call_s:.1f}s)",
+    ]
+    if r.creation_to_admission.count:
+        lines += [
+            f"  creation to admission {r.creation_to_admission}",
+            f"  creation to its Workload {r.creation_to_workload}",
+            f"  admission to pods Running {r.admission_to_running}",
+            f"  {r.admissions_per_s:.1f} admissions/s "
+            f"({r.creation_to_admission.count} over {r.admission_window_s:.1f}s)",
+        ]
+    lines += [
+        f"  operator {r.cpu_s:.1f} CPU-s, peak RSS {r.peak_rss_mb:.0f} MB",
+        f"  operator requests {r.operator_requests} ({r.operator_writes} writes), "
+        f"{r.requests_per_running_job:.1f} per job Running: {r.operator_top}",
+    ]
+    if r.reconciles:
+        lines.append(f"  reconciles: {r.reconciles}")
+    return lines
+
+
+def compare(ours: FloodResult, kuberay: FloodResult) -> list[str]:
+    ratio = harness.ratio
+    a, b = ours.creation_to_running, kuberay.creation_to_running
+    return [
+        f"== {ours.operator} queued / kuberay unqueued ==",
+        f"  creation to pods Running: p50 {ratio(a.p50_s, b.p50_s)}, p90 {ratio(a.p90_s, b.p90_s)}, "
+        f"p99 {ratio(a.p99_s, b.p99_s)} (target <= 1.5)",
+        f"  last job Running {ratio(ours.last_running_after_s, kuberay.last_running_after_s)}; "
+        f"jobs Running {ours.jobs_with_pods_running} vs {kuberay.jobs_with_pods_running}",
+        f"  CPU-s {ratio(ours.cpu_s, kuberay.cpu_s)}, "
+        f"peak RSS {ratio(ours.peak_rss_mb, kuberay.peak_rss_mb)}, "
+        f"requests per job Running {ratio(ours.requests_per_running_job, kuberay.requests_per_running_job)}",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--operator", choices=sorted(OPERATORS), default="kuberay")
+    parser.add_argument(
+        "--operator",
+        action="append",
+        choices=sorted(OPERATORS),
+        help="repeatable; default: kuberay then rayquota",
+    )
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=16, help="RayJob creations in flight")
+    parser.add_argument("--profile", action="store_true", help="py-spy the operator: OUT/NAME-profile.txt")
     parser.add_argument("--settle", type=float, default=60, help="stop after this long without progress")
     parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/rayquota-rayjob-flood"))
+    parser.add_argument("--out", type=Path, default=Path("/tmp/rayquota-rayjob-flood"), help="operator logs")
     args = parser.parse_args(argv)
+    operators = args.operator or ["kuberay", "rayquota"]
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.operator == "kuberay":
+    if "kuberay" in operators:
         peers.build_kuberay()
-    cluster = LocalCluster(name=f"flood-{args.operator}-{os.getpid()}", nodes_file=nodes_file(args.out))
-    cluster.up()
-    try:
-        install_operator_crds(args.operator, cluster)
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        if args.operator == "kuberay":
-            result = unqueued_flood(
-                "kuberay",
-                cluster,
-                jobs=args.jobs,
-                settle_s=args.settle,
-                timeout_s=args.timeout,
-                log_dir=args.out,
-            )
-        else:
-            result = queued_flood(cluster, jobs=args.jobs, log_dir=args.out)
-    finally:
-        cluster.down(quiet=True, purge=True)
-    print(
-        f"{result.operator}: {result.jobs_with_pods_running}/{result.jobs} RayJobs got all pods Running; "
-        f"creation to pods Running p50 {result.p50_s:.1f}s p90 {result.p90_s:.1f}s p99 {result.p99_s:.1f}s; "
-        f"operator {result.cpu_s:.1f} CPU-s, peak RSS {result.peak_rss_mb:.0f} MB"
+    run = functools.partial(
+        run_operator,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        profile=args.profile,
+        settle_s=args.settle,
+        timeout_s=args.timeout,
+        workdir=args.out,
     )
-    print(json.dumps(asdict(result)))
+    results = harness.run_each((functools.partial(run, name) for name in operators), describe)
+    reference = next((r for r in results if r.operator == "kuberay"), None)
+    harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
 
 

@@ -16,7 +16,6 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
-from urllib.parse import quote
 
 import aiohttp
 import kubernetes
@@ -304,49 +303,3 @@ class KubeClient:
             return True
         except NotFound:
             return False
-
-    async def emit_event(
-        self,
-        involved: Mapping[str, Any],
-        reason: str,
-        message: str,
-        *,
-        type_: str = "Normal",
-        component: str = "rayquota-operator",
-    ) -> None:
-        """Record a core/v1 Event on an object; failures are logged, never raised."""
-        meta = involved["metadata"]
-        namespace = meta.get("namespace") or "default"
-        timestamp = now_rfc3339()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion"),
-                "kind": involved.get("kind"),
-                "name": meta["name"],
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": type_,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "firstTimestamp": timestamp,
-            "lastTimestamp": timestamp,
-            "count": 1,
-        }
-        try:
-            await self.create(core_path(namespace, "events"), event)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("could not record event %s on %s/%s: %s", reason, namespace, meta["name"], exc)
-
-
-def selector_param(selector: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-
-
-def quote_name(name: str) -> str:
-    return quote(name, safe="")

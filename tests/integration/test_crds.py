@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import ssl
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 import yaml
 
 from rayquota.api.crdgen import ALL_KINDS
+from tests.polling import wait_for
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -173,6 +176,23 @@ def _header(output: str) -> list[str]:
     return [h for h in output.splitlines()[0].split("  ") if h.strip()]
 
 
+def _server_table(control_plane: Any, path: str) -> dict[str, Any]:
+    """The API server's Table for `path` (what `kubectl get -o wide` prints), each row with the
+    object it was computed from: cells and object come from one read, so they always agree."""
+    config = yaml.safe_load(Path(control_plane.kubeconfig).read_text())
+    server = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
+    context = ssl.create_default_context(cafile=server["certificate-authority"])
+    context.load_cert_chain(user["client-certificate"], user["client-key"])
+    request = urllib.request.Request(
+        f"{server['server']}{path}?includeObject=Object",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        table: dict[str, Any] = json.load(response)
+    return table
+
+
 def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, namespace: str) -> None:
     kubectl = control_plane.kubectl
     name = f"cols-{namespace}"[:63]
@@ -182,22 +202,25 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
         ).returncode
         == 0
     )
-    try:
-        status = {
-            "status": {
-                "pendingWorkloads": 3,
-                "admittedWorkloads": 2,
-                "conditions": [
-                    {
-                        "type": "Active",
-                        "status": "True",
-                        "reason": "Ready",
-                        "message": "ok",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ],
-            }
+    status = {
+        "status": {
+            "pendingWorkloads": 3,
+            "admittedWorkloads": 2,
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "ok",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
         }
+    }
+
+    def row_with_our_status() -> dict[str, Any] | None:
+        # A ClusterQueue is cluster-scoped, so a queue operator running in this session owns its
+        # status and rewrites it; write ours and read the table until one read shows it.
         kubectl(
             "patch",
             "clusterqueue.rayquota.io",
@@ -207,6 +230,25 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
             "-p",
             json.dumps(status),
         )
+        table = _server_table(control_plane, f"/apis/rayquota.io/v1alpha1/clusterqueues/{name}")
+        row: dict[str, Any] = table["rows"][0]
+        shown = row["object"].get("status") or {}
+        if (shown.get("pendingWorkloads"), shown.get("admittedWorkloads")) != (3, 2):
+            return None
+        return {"columns": [c["name"] for c in table["columnDefinitions"]], **row}
+
+    try:
+        row = wait_for("the ClusterQueue's table row with the status we wrote", row_with_our_status)
+        assert row["columns"] == [
+            "Name",
+            "Cohort",
+            "Strategy",
+            "Pending Workloads",
+            "Admitted Workloads",
+            "Active",
+            "Age",
+        ]
+        assert row["cells"][:6] == [name, "research", "BestEffortFIFO", 3, 2, "True"]
         out = kubectl("get", "clusterqueues.rayquota.io", name, "-o", "wide").stdout
         assert [h.strip() for h in _header(out)] == [
             "NAME",
@@ -217,7 +259,6 @@ def test_printer_columns_for_queues(control_plane: Any, crds_installed: None, na
             "ACTIVE",
             "AGE",
         ]
-        assert out.splitlines()[1].split()[:6] == [name, "research", "BestEffortFIFO", "3", "2", "True"]
     finally:
         kubectl("delete", "clusterqueue.rayquota.io", name, "--wait=false", check=False)
 

@@ -53,6 +53,7 @@ class Result:
 
 Reconcile = Callable[[ObjectKey], Awaitable["Result | None"]]
 Mapper = Callable[[Obj], Iterable[ObjectKey]]
+ChangeFilter = Callable[[str, Obj, "Obj | None"], bool]  # (event, new, old) -> enqueue?
 
 
 def own_key(obj: Obj) -> list[ObjectKey]:
@@ -68,15 +69,26 @@ class Controller:
         self._primary: list[Informer] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    def watch(self, informer: Informer, mapper: Mapper = own_key, *, primary: bool | None = None) -> None:
-        """Enqueue the keys `mapper` names for every change of the informer's objects.
+    def watch(
+        self,
+        informer: Informer,
+        mapper: Mapper = own_key,
+        *,
+        primary: bool | None = None,
+        when: ChangeFilter | None = None,
+    ) -> None:
+        """Enqueue the keys `mapper` names for every change of the informer's objects (only
+        the changes `when(event, new, old)` accepts, if given: controller-runtime's
+        predicates, for informers whose most events cannot change what the reconcile does).
 
         The first informer watched with the default mapper is the primary one: the long
         resync re-enqueues its objects."""
         if primary or (primary is None and mapper is own_key):
             self._primary.append(informer)
 
-        def on_change(_kind: str, obj: Obj, old: Obj | None) -> None:
+        def on_change(kind: str, obj: Obj, old: Obj | None) -> None:
+            if when is not None and not when(kind, obj, old):
+                return
             keys = set(mapper(obj))
             if old is not None:
                 keys.update(mapper(old))

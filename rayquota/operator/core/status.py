@@ -13,6 +13,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.core.resources import Resource
@@ -44,18 +45,25 @@ def _apply_body(resource: Resource, meta: Mapping[str, Any], status: Mapping[str
     return {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": identity, "status": status}
 
 
+@dataclass
+class _Written:
+    """What this process last wrote to one object's status."""
+
+    canonical: str  # the status we sent, canonical JSON
+    version: str  # the resourceVersion the server answered
+    at: float  # when (monotonic clock)
+    # Until when a reconcile must wait for the cache to show `version`; None once it has.
+    wait_until: float | None
+
+
 class StatusWriter:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
         self.writes = 0
-        # uid -> (status we sent, resourceVersion the server answered): when the server
-        # normalises what we sent (schema pruning, defaulting), the next identical computation
-        # must not write again.
-        self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        # uid -> (resourceVersion we wrote, until when to wait for the cache to show it)
-        self._in_flight: dict[str, tuple[str, float]] = {}
-        # uid -> when this process last wrote the status (monotonic clock)
-        self._last_write: OrderedDict[str, float] = OrderedDict()
+        # uid -> our last write, least recently written first. When the server normalises what
+        # we sent (schema pruning, defaulting), the next identical computation must not write
+        # again; a reconcile acting on a cache older than our write must wait for the watch.
+        self._written: OrderedDict[str, _Written] = OrderedDict()
         # resource -> field manager: statuses written by server-side apply instead of PUT, for
         # resources whose status other tools co-own by apply (Kueue's Workloads).
         self.apply_as: dict[Resource, str] = {}
@@ -66,29 +74,26 @@ class StatusWriter:
         Callers write transitions that matter (a new `state`) at once and coalesce the rest."""
         if without_nulls(status) == without_nulls(obj.get("status") or {}):
             return 0.0
-        last = self._last_write.get(str(obj["metadata"].get("uid")))
-        if last is None:
+        written = self._written.get(str(obj["metadata"].get("uid")))
+        if written is None:
             return 0.0
-        return max(0.0, last + min_interval_s - time.monotonic())
+        return max(0.0, written.at + min_interval_s - time.monotonic())
 
     def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         """Informer hook: the cache now holds this version."""
         meta = obj["metadata"]
-        uid = str(meta.get("uid"))
-        in_flight = self._in_flight.get(uid)
-        if in_flight is not None and in_flight[0] == str(meta.get("resourceVersion")):
-            del self._in_flight[uid]
+        written = self._written.get(str(meta.get("uid")))
+        if written is not None and written.version == str(meta.get("resourceVersion")):
+            written.wait_until = None
 
     def is_stale(self, obj: Mapping[str, Any]) -> bool:
         """True while the cached `obj` predates a status we wrote: a reconcile must not act on it."""
         meta = obj["metadata"]
-        uid = str(meta.get("uid"))
-        in_flight = self._in_flight.get(uid)
-        if in_flight is None:
+        written = self._written.get(str(meta.get("uid")))
+        if written is None or written.wait_until is None:
             return False
-        version, until = in_flight
-        if version == str(meta.get("resourceVersion")) or time.monotonic() > until:
-            del self._in_flight[uid]
+        if written.version == str(meta.get("resourceVersion")) or time.monotonic() > written.wait_until:
+            written.wait_until = None
             return False
         return True
 
@@ -103,7 +108,8 @@ class StatusWriter:
         meta = obj["metadata"]
         uid, version = str(meta.get("uid")), str(meta.get("resourceVersion"))
         canonical = _canonical(wanted)
-        if self._sent.get(uid) == (canonical, version):
+        previous = self._written.get(uid)
+        if previous is not None and (previous.canonical, previous.version) == (canonical, version):
             return dict(obj)
         path = resource.path(meta.get("namespace"), meta["name"], "status")
         try:
@@ -116,19 +122,13 @@ class StatusWriter:
         except NotFound:
             return None
         self.writes += 1
+        now = time.monotonic()
         stored_version = str(stored["metadata"].get("resourceVersion"))
-        self._sent[uid] = (canonical, stored_version)
-        self._in_flight[uid] = (stored_version, time.monotonic() + _OWN_WRITE_WAIT_S)
-        self._last_write[uid] = time.monotonic()
-        self._last_write.move_to_end(uid)
-        while len(self._last_write) > _REMEMBERED:
-            self._last_write.popitem(last=False)
-        self._sent.move_to_end(uid)
-        while len(self._sent) > _REMEMBERED:
-            self._sent.popitem(last=False)
+        self._written[uid] = _Written(canonical, stored_version, now, now + _OWN_WRITE_WAIT_S)
+        self._written.move_to_end(uid)
+        while len(self._written) > _REMEMBERED:
+            self._written.popitem(last=False)
         return stored
 
     def forget(self, uid: str) -> None:
-        self._sent.pop(uid, None)
-        self._in_flight.pop(uid, None)
-        self._last_write.pop(uid, None)
+        self._written.pop(uid, None)

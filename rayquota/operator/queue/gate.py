@@ -14,15 +14,15 @@ from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import AdmittedCaps, QueueCondition
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.adapters.protocol import allocation_of
+from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.workload_status import SCALE_UP_WAITING, is_evicted
+from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 
 NOTHING = AdmittedCaps(head=False, workers={})
 ADMITTED = "Admitted"
 PENDING = "Pending"
-NO_WORKLOAD_YET = "waiting for its Workload to be created"
 
 
 def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
@@ -39,12 +39,21 @@ def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | No
 class QueueGate:
     def __init__(self, objects: QueueObjects) -> None:
         self.objects = objects
+        # Asked on every event of every queued cluster: parse each Workload version once.
+        self.admissions = AdmissionMemo()
+
+    def _recorded_admission(self, workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
+        """:func:`recorded_admission`, through the memo."""
+        if workload is None or is_evicted(workload):
+            return None
+        parsed = self.admissions.parsed(workload)
+        return AdmittedSlice(parsed[0], parsed[1], {}) if parsed is not None else None
 
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
         if queued is None:
             return None
-        admission = recorded_admission(self.objects.workload(queued.workload))
+        admission = self._recorded_admission(self.objects.workload(queued.workload))
         if admission is None:
             return NOTHING
         children = self.objects.children(queued.kind, queued.obj)
@@ -64,12 +73,14 @@ class QueueGate:
             return None
         workload = self.objects.workload(queued.workload)
         if workload is None:
-            return QueueCondition(admitted=False, reason=PENDING, message=NO_WORKLOAD_YET)
+            # The same words as before the first verdict: the Workload's creation alone does not
+            # cost the Ray object a status write.
+            return QueueCondition(admitted=False, reason=PENDING, message=NOT_YET_EVALUATED)
         status = workload.get("status") or {}
         waiting = str(status.get("pendingReason") or "")
-        if recorded_admission(workload) is None:
+        if self._recorded_admission(workload) is None:
             reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
-            message = waiting or str(reserved.get("message") or "waiting for the next admission cycle")
+            message = waiting or str(reserved.get("message") or NOT_YET_EVALUATED)
             return QueueCondition(admitted=False, reason=PENDING, message=message)
         admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
         message = waiting or str(admitted.get("message") or "admitted")

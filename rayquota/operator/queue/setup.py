@@ -11,7 +11,7 @@ from typing import Any
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import converter, naming
+from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
@@ -65,8 +65,8 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
         informer.on_change(reconciler.creation_versions.on_change)
-        controller.watch(informer, mapped(kind))
-    controller.watch(objects.pods, cluster_of_pod)
+        controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
+    controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),

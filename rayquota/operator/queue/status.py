@@ -10,7 +10,8 @@ from typing import Any
 
 from rayquota.operator.core import Informer, Manager
 from rayquota.operator.kube import ApiError, now_rfc3339
-from rayquota.operator.queue import converter, metrics
+from rayquota.operator.queue import metrics
+from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.workload_status import is_finished
@@ -74,8 +75,10 @@ def local_queue_status(
     name: str,
     workloads: Iterable[Mapping[str, Any]],
     now: str,
+    admissions: AdmissionMemo | None = None,
 ) -> dict[str, Any]:
     """Counts and usage of one LocalQueue, from the Workloads the API server holds."""
+    memo = admissions if admissions is not None else AdmissionMemo()
     pending = admitted = 0
     usage: dict[tuple[str, str], int] = {}
     for wl in workloads:
@@ -88,7 +91,7 @@ def local_queue_status(
             pending += 1
             continue
         admitted += 1
-        _, pod_sets = converter.admission_from_api(admission)
+        _, pod_sets = memo.parsed(wl) or ("", ())
         for ps in pod_sets:
             for resource, amount in ps.usage.items():
                 fr = (ps.flavors.get(resource, ""), resource)
@@ -131,6 +134,7 @@ class QueueStatusWriter:
         self.cluster_queues = cluster_queues
         self.local_queues = local_queues
         self.workloads = workloads
+        self.admissions = AdmissionMemo()  # one pass over every Workload per period
 
     async def run(self) -> None:
         while True:
@@ -169,5 +173,5 @@ class QueueStatusWriter:
             meta = lq["metadata"]
             namespace, name = str(meta["namespace"]), str(meta["name"])
             workloads = by_queue.get((namespace, name), [])
-            status = local_queue_status(lq.get("status"), namespace, name, workloads, now)
+            status = local_queue_status(lq.get("status"), namespace, name, workloads, now, self.admissions)
             await self.manager.status.write(self.api.local_queues, lq, self.api.local_queue_status(status))

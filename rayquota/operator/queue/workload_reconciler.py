@@ -56,10 +56,17 @@ class WorkloadReconciler:
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
+        # Workloads this process created that the cache does not show yet: under a flood the
+        # owner's next event often comes first, and a second POST would only meet a 409.
+        self._created: dict[ObjectKey, Obj] = {}
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
         workload = self.objects.workload(key)
+        if workload is not None or self.objects.owner_of_workload(key) is None:
+            self._created.pop(key, None)
+        else:
+            workload = self._created.get(key)
         queued = self.objects.owner_of_workload(key)
         if queued is None:
             if workload is not None and not (workload["metadata"].get("ownerReferences") or []):
@@ -197,7 +204,9 @@ class WorkloadReconciler:
                 },
                 "spec": spec,
             }
-            return await self.client.create(path, body)
+            created = await self.client.create(path, body)
+            self._created[queued.workload] = created
+            return created
         current = workload.get("spec") or {}
         if all(current.get(k) == v for k, v in spec.items()):
             return workload

@@ -14,6 +14,8 @@ from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.ray import conditions
 
 SCALE_UP_WAITING = "scale-up waiting"
+# The words before the engine's first verdict on a Workload.
+NOT_YET_EVALUATED = "waiting for the next admission cycle"
 """How an admitted Workload's pending reason starts while its next slice waits."""
 
 
@@ -81,7 +83,7 @@ def desired_status(
                 conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
             )
         if not finished:
-            reason = pending_reason or "waiting for the next admission cycle"
+            reason = pending_reason or NOT_YET_EVALUATED
             conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, "Pending", reason, now=now)
             conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
             status["pendingReason"] = reason

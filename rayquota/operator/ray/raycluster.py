@@ -38,9 +38,10 @@ from rayquota.operator.ray.raycluster_status import cluster_status, status_chang
 log = logging.getLogger(__name__)
 
 OWNER_INDEX = "owner"
-# While pods come and go, a cluster's status is written at most this often; a change of
-# `state` (ready, suspended, ...) is written at once.
-STATUS_COALESCE_S = 1.0
+# While pods come and go, a cluster's status is a progress report: it is written at most this
+# often (so 1,000 clusters in motion cost at most 200 writes/s), while a change of `state`
+# (ready, suspended, ...) is written at once.
+STATUS_COALESCE_S = 5.0
 # Finalizer written by rayquota 0.1 on every RayCluster; removed on sight so deletion never hangs.
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 
@@ -137,7 +138,10 @@ class RayClusterReconciler:
             # Until the cache shows our own last pod changes, acting again could double them.
             if self.expectations.satisfied(key):
                 await self._apply(key, cluster, plan, failures)
-        deferred = await self._write_status(cluster, pods, head_service, plan, failures)
+        # Pods we just created or deleted are not in the cache yet, so a status computed now is
+        # already out of date; their watch events bring us back to write the real one.
+        in_motion = not failures and not self.expectations.satisfied(key)
+        deferred = await self._write_status(cluster, pods, head_service, plan, failures, in_motion)
         if failures:
             raise ReconcileFailed("; ".join(failures))
         return Result(requeue_after_s=deferred) if deferred else None
@@ -149,8 +153,11 @@ class RayClusterReconciler:
         head_service: Mapping[str, Any] | None,
         plan: ClusterPlan,
         failures: list[str],
+        pods_in_motion: bool = False,
     ) -> float:
-        """Write the status; returns how long a coalesced write was deferred (0 when written)."""
+        """Write the status; returns how long a coalesced write was deferred (0 when written).
+        While our own pod changes are not yet in the cache (`pods_in_motion`) only a change of
+        `state` is written."""
         now = now_rfc3339()
         queue = self.manager.gate.queue_condition("RayCluster", cluster)
         status = cluster_status(cluster, pods, head_service, plan, failures, now, queue)
@@ -158,6 +165,8 @@ class RayClusterReconciler:
         if not status_changed(previous, status):
             return 0.0
         if status.get("state") == previous.get("state") and not failures:
+            if pods_in_motion:
+                return 0.0
             deferred = self.manager.status.deferral(cluster, status, STATUS_COALESCE_S)
             if deferred > 0:
                 return deferred

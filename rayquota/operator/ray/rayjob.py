@@ -131,6 +131,9 @@ def deletion_actions(rayjob: Mapping[str, Any]) -> list[DeletionAction]:
 
 # A Ray job's progress makes no Kubernetes events: its status is polled this often (as KubeRay).
 JOB_STATUS_POLL_S = 3.0
+# A RayJob waiting for its cluster to be ready is woken by the cluster's watch events; this
+# re-check only guards against a missed one.
+CLUSTER_WAIT_SAFETY_S = 30.0
 FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between the two unchanged
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 # States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
@@ -151,6 +154,16 @@ def parent_rayjob(obj: Mapping[str, Any]) -> list[ObjectKey]:
     return [ObjectKey(str(obj["metadata"].get("namespace") or ""), str(name))] if name else []
 
 
+RAYJOBS_BY_CLUSTER = "rayjobs-by-cluster"
+
+
+def rayjob_cluster(rayjob: Mapping[str, Any]) -> list[str]:
+    """Indexer: "namespace/<cluster>" for the RayCluster a RayJob runs on (its own or a shared one
+    picked by clusterSelector), so a change of that cluster wakes the RayJob."""
+    name = (rayjob.get("status") or {}).get("rayClusterName")
+    return [f"{rayjob['metadata'].get('namespace') or ''}/{name}"] if name else []
+
+
 class RayJobReconciler:
     def __init__(self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver) -> None:
         self.manager = manager
@@ -164,8 +177,9 @@ class RayJobReconciler:
             resources.JOBS, label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob"
         )
         self.controller = manager.controller("rayjob", self.reconcile)
+        self.rayjobs.store.add_indexer(RAYJOBS_BY_CLUSTER, rayjob_cluster)
         self.controller.watch(self.rayjobs)
-        self.controller.watch(self.clusters, parent_rayjob)
+        self.controller.watch(self.clusters, self._rayjobs_of_cluster)
         self.controller.watch(self.submitters, parent_rayjob)
         # `<rayjob>-head-svc` (labelled with the RayJob as origin, not with a cluster).
         self.head_services = manager.informer(
@@ -190,6 +204,16 @@ class RayJobReconciler:
         return self.submitters.store.get(namespace, name)
 
     # --- entry points ---------------------------------------------------------------------------
+
+    def _rayjobs_of_cluster(self, cluster: Mapping[str, Any]) -> list[ObjectKey]:
+        """The RayJobs a RayCluster change concerns: the one that created it (origin labels) and
+        every RayJob running on it as a shared cluster (clusterSelector)."""
+        keys = set(parent_rayjob(cluster))
+        meta = cluster["metadata"]
+        namespace = str(meta.get("namespace") or "")
+        for rayjob in self.rayjobs.store.by_index(RAYJOBS_BY_CLUSTER, f"{namespace}/{meta['name']}"):
+            keys.add(ObjectKey(namespace, str(rayjob["metadata"]["name"])))
+        return sorted(keys)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         rayjob = self.rayjobs.store.get_key(key)
@@ -387,7 +411,9 @@ class RayJobReconciler:
             return Result(JOB_STATUS_POLL_S)
         status["rayClusterStatus"] = _cluster_status_summary(cluster)
         if (cluster.get("status") or {}).get("state") != "ready":
-            return Result(1.0)
+            # Every change of the cluster wakes this RayJob (_rayjobs_of_cluster); the timer is
+            # only a safety net.
+            return Result(CLUSTER_WAIT_SAFETY_S)
         try:
             address = self.resolver.dashboard_url(cluster)
         except LookupError as exc:

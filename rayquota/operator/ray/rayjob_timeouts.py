@@ -26,6 +26,8 @@ STATUS_CHECK_TIMEOUT_S = 300.0
 TRANSITION_GRACE_PERIOD_S = 300.0
 STATUS_CHECK_FAILURE_START = "jobStatusCheckFailureStartTime"
 PRE_RUNNING = (JobDeploymentStatus.INITIALIZING, JobDeploymentStatus.WAITING)
+# States whose time counts against activeDeadlineSeconds (from status.startTime).
+DEADLINE_STATES = (*PRE_RUNNING, JobDeploymentStatus.RUNNING)
 TERMINAL_JOB_STATUSES = {str(s) for s in JobStatus if s.is_terminal}
 
 
@@ -137,6 +139,8 @@ def seconds_until_next_timeout(
         if elapsed is not None:
             candidates.append(max(0.0, limit - elapsed))
 
+    if deployment in DEADLINE_STATES and spec.get("activeDeadlineSeconds"):
+        remaining(status.get("startTime"), float(spec["activeDeadlineSeconds"]))
     if deployment in PRE_RUNNING and spec.get("preRunningDeadlineSeconds") is not None:
         remaining(status.get("startTime"), float(spec["preRunningDeadlineSeconds"]))
     if deployment == JobDeploymentStatus.RUNNING:

@@ -239,22 +239,23 @@ def test_failing_entrypoint_fails_after_backoff_limit_retries(kube: Kube, local_
 
 
 def test_active_deadline_exceeded_stops_the_job(kube: Kube, local_dashboard: str) -> None:
-    kube.apply(
-        rayjob(
-            "deadline",
-            "python -c 'import time; time.sleep(600)'",
-            submissionMode="HTTPMode",
-            activeDeadlineSeconds=8,
-        )
+    kube.apply(rayjob("deadline", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
+    running = wait_for(
+        "Ray job running", lambda: (s := job_state(kube, "deadline")).get("jobStatus") == "RUNNING" and s
     )
+    # The deadline counts from startTime; set it a few seconds ahead of now, so it passes while
+    # the Ray job runs however long the cluster took to come up on a busy machine.
+    started = dt.datetime.fromisoformat(running["startTime"])
+    deadline_s = int((dt.datetime.now(dt.UTC) - started).total_seconds()) + 5
+    kube.patch("rayjob", "deadline", {"spec": {"activeDeadlineSeconds": deadline_s}})
     status = wait_deployment(kube, "deadline", {"Complete", "Failed"}, timeout_s=60)
     assert (status["jobDeploymentStatus"], status["reason"]) == ("Failed", "DeadlineExceeded")
     elapsed = dt.datetime.fromisoformat(status["endTime"]) - dt.datetime.fromisoformat(status["startTime"])
-    assert elapsed.total_seconds() >= 8
+    assert elapsed.total_seconds() >= deadline_s
     wait_for(
         "Ray job stopped",
         lambda: (
-            ray(local_dashboard, lambda c: c.get_job(status["jobId"])).status
+            ray(local_dashboard, lambda c: c.get_job(running["jobId"])).status
             in (JobStatus.STOPPED, JobStatus.FAILED)
         ),
     )

@@ -152,3 +152,16 @@ def test_injected_annotation_marks_only_what_was_added() -> None:
     head = edit.body["spec"]["headGroupSpec"]["template"]
     # The head asks for no GPU: its flavor is "cpu", which has no placement; nothing injected.
     assert naming.INJECTED_ANNOTATION not in (head.get("metadata") or {}).get("annotations", {})
+
+
+def test_rayjob_demand_is_remembered_per_generation() -> None:
+    adapter = ADAPTERS["RayJob"]
+    job = bodies.rayjob("memo")
+    job["metadata"]["generation"] = 1
+    first = adapter.pod_sets(job, [])
+    assert adapter.pod_sets(copy.deepcopy(job), []) is first
+    bigger = copy.deepcopy(job)
+    bigger["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 5
+    bigger["metadata"]["generation"] = 2
+    assert adapter.pod_sets(bigger, []) != first
+    assert adapter.pod_sets(bigger, []).counts() != first.counts()

@@ -270,6 +270,17 @@ def test_ended_job_that_stays_running_is_finished_after_the_grace_period(
     assert verdict is not None and verdict.deployment_status == outcome
 
 
+@pytest.mark.parametrize("state", ["Initializing", "Waiting", "Running"])
+def test_active_deadline_is_a_timer_while_the_job_is_active(state: str) -> None:
+    # A RayJob waiting for its cluster is not polled: the deadline itself must wake it.
+    body = job(state)
+    body["spec"]["activeDeadlineSeconds"] = 8
+    assert seconds_until_next_timeout(body, T0 + dt.timedelta(seconds=3)) == 5
+    assert seconds_until_next_timeout(body, T0 + dt.timedelta(seconds=30)) == 0
+    body["status"]["jobDeploymentStatus"] = "Suspended"
+    assert seconds_until_next_timeout(body, T0 + dt.timedelta(seconds=3)) is None
+
+
 def test_terminal_rayjobs_have_no_timer() -> None:
     body = job("Complete", jobStatus="SUCCEEDED", jobStatusCheckFailureStartTime="2026-01-01T00:00:00Z")
     assert rayjob_timeout_verdict(body, T0 + dt.timedelta(days=1)) is None

@@ -30,12 +30,33 @@ def cluster_name(rayjob: Body) -> str | None:
     return str(name) if name else None
 
 
+# Demands remembered per RayJob spec; the oldest are dropped beyond this many.
+DEMAND_MEMO_SIZE = 20_000
+
+
 class RayJobAdapter(SpecSuspendGate):
     kind = "RayJob"
 
+    def __init__(self) -> None:
+        # The demand is a pure function of the spec, name and labels, but it is asked for on
+        # every event of the RayJob, its cluster and its pods (the Workload reconciler, the
+        # gate): parsing the templates' quantities each time dominated the operator under a
+        # flood. A spec change bumps the generation, so the memo never answers for an old spec.
+        self._demands: dict[tuple[object, ...], Demand] = {}
+
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
-        return rayjob_demand(obj, part)
+        meta = obj["metadata"]
+        uid, generation = meta.get("uid"), meta.get("generation")
+        if uid is None or generation is None:
+            return rayjob_demand(obj, part)
+        memo_key = (uid, generation, part, tuple(sorted((meta.get("labels") or {}).items())))
+        demand = self._demands.get(memo_key)
+        if demand is None:
+            demand = self._demands[memo_key] = rayjob_demand(obj, part)
+            if len(self._demands) > DEMAND_MEMO_SIZE:
+                del self._demands[next(iter(self._demands))]
+        return demand
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)

@@ -1,0 +1,113 @@
+"""Watches for the RayJob flood: when each object of one kind is first seen meeting a condition
+(created, admitted, Running), as this process saw its watch event.
+
+Events are kept as plain JSON (the client's model classes are not built): on a 2-core machine
+shared with the operator under test, decoding thousands of pods into objects would cost the
+operator CPU time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks import harness
+
+Body = Mapping[str, Any]
+WATCH_WINDOW_S = 30
+
+
+def always(_obj: Body) -> bool:
+    return True
+
+
+def pod_running(pod: Body) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
+def workload_admitted(workload: Body) -> bool:
+    return bool((workload.get("status") or {}).get("admission"))
+
+
+class FirstSeen(harness.Periodic):
+    """Records, per object name, when it was first seen meeting `condition`, and its labels."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        *,
+        group: str = "",
+        version: str = "v1",
+        plural: str,
+        condition: Callable[[Body], bool] = always,
+        label_selector: str = "",
+    ) -> None:
+        super().__init__(0, f"watch-{plural}")
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.group, self.version, self.plural = group, version, plural
+        self.condition = condition
+        self.label_selector = label_selector
+        self.first_seen: dict[str, float] = {}  # name -> when first seen at all (its creation)
+        self.first_met: dict[str, float] = {}
+        self.labels: dict[str, dict[str, str]] = {}
+        self._list: Callable[..., Any] | None = None
+
+    def _lister(self) -> Callable[..., Any]:
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        api.user_agent = f"{harness.POLLER_USER_AGENT}/0"
+        if self.group:
+            custom = client.CustomObjectsApi(api)
+
+            def list_custom(**kwargs: Any) -> Any:
+                return custom.list_namespaced_custom_object(
+                    self.group, self.version, self.namespace, self.plural, **kwargs
+                )
+
+            return list_custom
+        core = client.CoreV1Api(api)
+
+        # Without a docstring naming a model class, the watch hands over plain JSON.
+        def list_core(**kwargs: Any) -> Any:
+            return getattr(core, f"list_namespaced_{self.plural.rstrip('s')}")(self.namespace, **kwargs)
+
+        return list_core
+
+    def tick(self) -> None:
+        """One watch of up to WATCH_WINDOW_S (the loop starts the next one with a fresh list)."""
+        from kubernetes import watch
+
+        if self._list is None:
+            self._list = self._lister()
+        kwargs: dict[str, Any] = {"timeout_seconds": WATCH_WINDOW_S}
+        if self.label_selector:
+            kwargs["label_selector"] = self.label_selector
+        for event in watch.Watch().stream(self._list, **kwargs):
+            obj = event["raw_object"]
+            meta = obj.get("metadata") or {}
+            name = str(meta.get("name"))
+            self.labels[name] = dict(meta.get("labels") or {})
+            self.first_seen.setdefault(name, time.time())
+            if name not in self.first_met and self.condition(obj):
+                self.first_met[name] = time.time()
+            if self.stopping:
+                return
+
+    def met(self) -> dict[str, float]:
+        return dict(self.first_met)
+
+    def grouped_by_label(self, label: str, members: int) -> dict[str, float]:
+        """Label value -> when the last of its objects met the condition, only for values with
+        at least `members` such objects (a Ray cluster whose every pod is Running)."""
+        times: dict[str, list[float]] = defaultdict(list)
+        for name, when in list(self.first_met.items()):
+            value = self.labels.get(name, {}).get(label)
+            if value:
+                times[value].append(when)
+        return {value: max(t) for value, t in times.items() if len(t) >= members}

@@ -1,0 +1,69 @@
+"""Which watch events of Ray objects and pods can change what the Workload reconciler decides.
+
+The reconciler is level-triggered, so skipping an event is safe exactly when nothing it reads
+changed. Under a flood of RayJobs most events are the Ray reconcilers' own status writes
+(RayJob states, RayCluster pod counts) and pods moving from Pending to Running: none of them
+changes a Workload's demand, whether its object finished, or which pods hold quota, yet each
+cost a full reconcile (about 20 per RayJob before this filter).
+
+What the reconciler reads of a Ray object: its spec (the generation counts its changes),
+labels and annotations (queue name, priority class), deletion and owners, and of a RayJob's
+status only its deployment state (finished?) and its cluster's name. RayService children are
+never filtered: a RayService's demand follows its clusters' upgrade progress. Of a pod: that it
+exists, its labels (which cluster and group it counts in) and whether it still holds quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.queue.adapters.protocol import FINISHED_POD_PHASES
+from rayquota.operator.ray import labels
+
+Body = Mapping[str, Any]
+# The RayJob status fields the Workload reconciler reads (RayJobAdapter: finished, cluster_name).
+RAYJOB_STATUS_READ = ("jobDeploymentStatus", "rayClusterName")
+
+
+def _object_view(obj: Body) -> tuple[Any, ...]:
+    meta = obj.get("metadata") or {}
+    return (
+        meta.get("generation"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        meta.get("deletionTimestamp"),
+        meta.get("ownerReferences"),
+    )
+
+
+def rayjob_changed(event: str, new: Body, old: Body | None) -> bool:
+    if event != MODIFIED or old is None:
+        return True
+    status, old_status = new.get("status") or {}, old.get("status") or {}
+    return _object_view(new) != _object_view(old) or any(
+        status.get(field) != old_status.get(field) for field in RAYJOB_STATUS_READ
+    )
+
+
+def raycluster_changed(event: str, new: Body, old: Body | None) -> bool:
+    if event != MODIFIED or old is None:
+        return True
+    if (new["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD) == "RayService":
+        return True
+    return _object_view(new) != _object_view(old)
+
+
+def _pod_view(pod: Body) -> tuple[Any, ...]:
+    phase = (pod.get("status") or {}).get("phase")
+    return (pod["metadata"].get("labels"), phase in FINISHED_POD_PHASES)
+
+
+def pod_changed(event: str, new: Body, old: Body | None) -> bool:
+    if event != MODIFIED or old is None:
+        return True
+    return _pod_view(new) != _pod_view(old)
+
+
+CHANGE_FILTERS = {"RayJob": rayjob_changed, "RayCluster": raycluster_changed}
