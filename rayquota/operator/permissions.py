@@ -100,6 +100,9 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         _grant(resources.WORKLOADS, "create update")
         | _grant(resources.WORKLOADS, "update", "status")
         | _grant(resources.CLUSTER_QUEUES, "update", "status")
+        # The resource-in-use finalizer (queue/finalizers.py).
+        | _grant(resources.CLUSTER_QUEUES, "patch")
+        | _grant(resources.RESOURCE_FLAVORS, "patch")
         | _grant(resources.LOCAL_QUEUES, "update", "status")
         # The gate and the flavor's placement are written on the queued objects themselves.
         | _grant(resources.RAYJOBS, "update")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 
-from .state import ClusterQueueState, PendingGroup, WorkloadState
+from .state import ClusterQueueState, Order, PendingGroup, WorkloadState
 
 Verdict = tuple[str, int, object]
 """Why a judged group member did not fit, and what must stay unchanged for its look-alikes to
 fail the same way: ("static", 0, None), ("cache", generation, None) or ("usage", epoch, root)."""
 
-_Entry = tuple[tuple[int, float, int], WorkloadState, PendingGroup | None, Verdict | None]
+_Entry = tuple[Order, WorkloadState, PendingGroup | None, Verdict | None]
 
 
 class CycleLine:
@@ -33,7 +33,7 @@ class CycleLine:
                 self._heap.append((head.order, head, group, None))
         heapq.heapify(self._heap)
 
-    def first_order(self) -> tuple[int, float, int] | None:
+    def first_order(self) -> Order | None:
         return self._heap[0][0] if self._heap else None
 
     def pop(self) -> tuple[WorkloadState, PendingGroup | None, Verdict | None]:

@@ -50,7 +50,7 @@ from .model import (
     Workload,
 )
 from .preemption import find_victims
-from .state import ClusterQueueState, PendingGroup, Phase, Shape, WorkloadState
+from .state import ClusterQueueState, Order, PendingGroup, Phase, Shape, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -131,6 +131,7 @@ class Engine:
         self._workloads: dict[str, WorkloadState] = {}
         self._unrouted: dict[str, WorkloadState] = {}
         self._deleting: set[str] = set()
+        self._terminating: set[str] = set()
         self._outbox: list[Decision] = []
         # Within one cycle usage only grows, so a shape that did not fit in a
         # queue (or found no victims) will not fit later in the same cycle.
@@ -191,8 +192,18 @@ class Engine:
             self._drain(list(state.admitted.values()), f"ClusterQueue {cluster_queue.name} is stopped")
         self._reroute_unrouted()
 
+    def terminate_cluster_queue(self, name: str) -> None:
+        """The ClusterQueue is being deleted but still exists (a finalizer holds it while it has
+        admitted workloads): it admits nothing more, its pending workloads stay queued with that
+        reason, and its admitted ones keep their quota until :meth:`delete_cluster_queue`."""
+        state = self._queues.get(name)
+        if state is not None and name not in self._terminating:
+            self._terminating.add(name)
+            state.unpark()  # parked workloads learn the new reason in the next cycle
+
     def delete_cluster_queue(self, name: str) -> None:
         """Stop admitting to ``name``; it disappears once its admitted workloads are released."""
+        self._terminating.discard(name)
         state = self._queues.get(name)
         if state is None:
             return
@@ -357,7 +368,7 @@ class Engine:
         self._clear_fit_caches()
         # A preemptor whose victims are gone goes first: the quota was freed for it.
         done: set[str] = set()
-        held: dict[str, tuple[tuple[int, float, int], str]] = {}
+        held: dict[str, tuple[Order, str]] = {}
         ready = [wl for wl in self._preemptors.values() if not self._awaited(wl)]
         self._reclaiming = set()
         for wl in self._preemptors.values():
@@ -382,7 +393,7 @@ class Engine:
                 elif outcome is _Outcome.BLOCKED and cq.spec.queueing_strategy is STRICT:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
                     held[cq.name] = (wl.order, reason)
-        heap: list[tuple[int, tuple[int, float, int], int, CycleLine]] = []
+        heap: list[tuple[int, Order, int, CycleLine]] = []
         for index, cq in enumerate(self._queues.values()):
             if not cq.has_awake():
                 continue
@@ -426,7 +437,7 @@ class Engine:
         return out
 
     def _push_line(
-        self, heap: list[tuple[int, tuple[int, float, int], int, CycleLine]], index: int, line: CycleLine
+        self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine
     ) -> None:
         first = line.first_order()
         if first is not None:
@@ -481,8 +492,8 @@ class Engine:
         self._usage_epochs[root] = self._usage_epochs.get(root, 0) + 1
 
     def _queue_block_reason(self, cq: ClusterQueueState) -> str | None:
-        if cq.name in self._deleting:
-            return f"ClusterQueue {cq.name} is being deleted"
+        if cq.name in self._deleting or cq.name in self._terminating:
+            return f"ClusterQueue {cq.name} is being deleted (Terminating): it admits no new workloads"
         if cq.stopped:
             return f"ClusterQueue {cq.name} is stopped ({cq.spec.stop_policy.value})"
         if cq.node.disabled_reason is not None:
@@ -916,5 +927,5 @@ _STATIC: Verdict = ("static", 0, None)
 """A verdict no usage change can alter within a cycle (namespace selector, stopped LocalQueue)."""
 
 
-def _order(wl: WorkloadState) -> tuple[int, float, int]:
+def _order(wl: WorkloadState) -> Order:
     return wl.order

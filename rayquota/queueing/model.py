@@ -252,6 +252,11 @@ class Workload:
     ``replaces`` names the admitted slice this one supersedes (a scale-up):
     it needs only the difference to fit, and on admission the predecessor is
     finished and its usage transferred.
+
+    Queue order is priority, then ``created``, then ``sequence``: the creation order among
+    workloads created in the same instant (creation timestamps have one-second resolution;
+    the operator passes the resourceVersion the object was created with). Workloads with
+    equal ``sequence`` (0: unknown) keep the order in which the engine first saw them.
     """
 
     namespace: str
@@ -262,6 +267,7 @@ class Workload:
     created: float = 0.0
     active: bool = True
     replaces: str | None = None
+    sequence: int = 0
 
     @property
     def key(self) -> str:

@@ -10,6 +10,9 @@ from .cohorts import QuotaNode
 from .decisions import PodSetAssignment
 from .model import ClusterQueue, FlavorResource, ResourceGroup, StopPolicy, Workload
 
+Order = tuple[int, float, int, int]
+"""Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""
+
 
 class Phase(Enum):
     PENDING = "Pending"
@@ -44,7 +47,7 @@ class WorkloadState:
         self.spec = spec
         self.key = spec.key
         self.seq = seq
-        self.order = (-spec.priority, spec.created, seq)
+        self.order: Order = (-spec.priority, spec.created, spec.sequence, seq)
         self.shape = _shape(spec)
         self.likeness = _likeness(spec, self.shape)
         self.group: PendingGroup | None = None
@@ -63,7 +66,7 @@ class WorkloadState:
 
     def set_spec(self, spec: Workload) -> None:
         self.spec = spec
-        self.order = (-spec.priority, spec.created, self.seq)
+        self.order = (-spec.priority, spec.created, spec.sequence, self.seq)
         self.shape = _shape(spec)
         self.likeness = _likeness(spec, self.shape)
 
@@ -107,7 +110,7 @@ class PendingGroup:
         self.key = key
         self.awake = awake
         self.members: dict[str, WorkloadState] = {}
-        self._heap: list[tuple[tuple[int, float, int], str]] = []
+        self._heap: list[tuple[Order, str]] = []
         self.reason = ""
 
     def __len__(self) -> int:

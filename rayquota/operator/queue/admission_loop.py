@@ -96,6 +96,10 @@ class AdmissionLoop:
                 except converter.ConversionError as exc:
                     log.warning("%s %s ignored: %s", kind, meta["name"], exc)
                     return
+                if kind == "ClusterQueue" and meta.get("deletionTimestamp"):
+                    # Still configured (its admitted workloads are restored into it at start-up),
+                    # but it admits nothing more; the finalizer lets it go once it is empty.
+                    self.driver.engine.terminate_cluster_queue(str(meta["name"]))
             self.request_cycle()
 
         return handle

@@ -14,7 +14,7 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.queue import kueue_shapes
+from rayquota.operator.queue import kueue_shapes, naming
 
 QUEUE_API_ENV = "RAYQUOTA_QUEUE_API"
 RAYQUOTA_MODE = "rayquota"
@@ -49,6 +49,8 @@ class QueueApi:
     # Kueue's contract: an evicted Workload holds its quota until whoever runs it clears
     # status.admission. Without it, a Workload with no owner is released at once.
     evicted_standalone_waits_for_clear: bool = False
+    # Held on ClusterQueues with admitted workloads and on ResourceFlavors a ClusterQueue names.
+    resource_in_use_finalizer: str = naming.RESOURCE_IN_USE_FINALIZER
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> QueueApi:
@@ -79,6 +81,7 @@ KUEUE = QueueApi(
     local_queue_status=kueue_shapes.local_queue_status_to_kueue,
     workload_status_manager=kueue_shapes.ADMISSION_FIELD_MANAGER,
     evicted_standalone_waits_for_clear=True,
+    resource_in_use_finalizer=kueue_shapes.RESOURCE_IN_USE_FINALIZER,
 )
 
 

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rayquota.operator.queue import kueue_shapes
+from rayquota.operator.queue import creation_order, kueue_shapes
 from rayquota.operator.queue.podsets import PodSetDemand, pod_requests
 from rayquota.queueing import (
     BorrowWithinCohort,
@@ -263,14 +263,18 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
     pod_sets = tuple(
         _pod_set_from_api(ps, f"{where}.spec.podSets[{i}]") for i, ps in enumerate(spec.get("podSets") or ())
     )
+    # Our Workloads queue in their owners' creation order; others in their own (creation_order.py).
+    order = creation_order.parse(meta.get("annotations"))
+    created, sequence = order if order is not None else (meta.get("creationTimestamp"), 0)
     return Workload(
         str(meta["namespace"]),
         str(meta["name"]),
         str(spec.get("queueName") or ""),
         pod_sets,
         priority=int(priority or 0),
-        created=timestamp(meta.get("creationTimestamp")),
+        created=timestamp(created),
         active=spec.get("active", True) is not False,
+        sequence=sequence,
     )
 
 

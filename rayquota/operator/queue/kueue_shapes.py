@@ -25,6 +25,8 @@ PRIORITY_CLASS_KIND = "WorkloadPriorityClass"
 # Kueue's field manager for Workload admission status (its scheduler and its perf runner
 # apply under it; the runner clears an evicted Workload's admission by omitting it).
 ADMISSION_FIELD_MANAGER = "kueue-admission"
+# Kueue's finalizer on ClusterQueues and ResourceFlavors that are still in use.
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 # Name of the one container that carries a pod set's per-pod requests in a Kueue template.
 REQUESTS_CONTAINER = "main"
 

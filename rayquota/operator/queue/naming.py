@@ -23,6 +23,12 @@ WORKLOAD_OWNER_NAME_LABEL = "rayquota.io/owner-name"
 INJECTED_ANNOTATION = "rayquota.io/injected-flavor"
 # On a queued object: a human-readable copy of why it waits.
 QUEUE_CONDITION = "QuotaReserved"
+# On a Workload we create: its owner's creationTimestamp and creation resourceVersion, the queue
+# order among objects created in the same second (see creation_order.py).
+CREATION_ORDER_ANNOTATION = "rayquota.io/creation-order"
+# On ClusterQueues (while workloads hold their quota) and ResourceFlavors (while a ClusterQueue
+# names them): deletion waits until nothing uses them. Kueue's semantics, our group's name.
+RESOURCE_IN_USE_FINALIZER = "rayquota.io/resource-in-use"
 
 MAX_NAME = 253
 _HASH_LENGTH = 5
@@ -88,20 +94,29 @@ def explicit_queue_name(obj: Mapping[str, Any], settings: QueueSettings) -> str 
 
 
 def queue_name_of(
-    obj: Mapping[str, Any], settings: QueueSettings, namespaces_with_default: frozenset[str] = frozenset()
+    obj: Mapping[str, Any], settings: QueueSettings, default_queues_since: Mapping[str, str] | None = None
 ) -> str | None:
     """The LocalQueue an object is submitted to, or None when it is not queued.
 
-    With ``manage_jobs_without_queue_name`` an unlabelled object goes to its
-    namespace's LocalQueue ``default`` when that queue exists.
+    With ``manage_jobs_without_queue_name`` an unlabelled object goes to its namespace's
+    LocalQueue ``default`` when that queue exists and the object was not created before it
+    (``default_queues_since``: namespace -> the queue's creationTimestamp). An object that was
+    already there keeps running unqueued, as Kueue, which names the default queue only at
+    creation: otherwise the next update of a running object would suspend it.
     """
     explicit = explicit_queue_name(obj, settings)
     if explicit is not None:
         return explicit
-    namespace = (obj.get("metadata") or {}).get("namespace", "")
-    if settings.manage_jobs_without_queue_name and namespace in namespaces_with_default:
-        return DEFAULT_LOCAL_QUEUE
-    return None
+    if not settings.manage_jobs_without_queue_name:
+        return None
+    meta = obj.get("metadata") or {}
+    since = (default_queues_since or {}).get(str(meta.get("namespace", "")))
+    if since is None:
+        return None
+    # RFC 3339 in UTC with whole seconds, as the API server writes them, compare as strings. No
+    # timestamp yet: the object is being created (an admission review).
+    created = str(meta.get("creationTimestamp") or "")
+    return DEFAULT_LOCAL_QUEUE if not created or created >= since else None
 
 
 def priority_class_of(obj: Mapping[str, Any], settings: QueueSettings) -> str | None:

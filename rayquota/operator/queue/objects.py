@@ -65,7 +65,8 @@ class QueueObjects:
     informers: dict[str, Informer]
     workloads: Informer
     pods: Informer
-    namespaces_with_default_queue: set[str] = field(default_factory=set)
+    # namespace -> creationTimestamp of its LocalQueue "default" (manageJobsWithoutQueueName)
+    default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
 
     @classmethod
@@ -109,7 +110,7 @@ class QueueObjects:
     def queue_name(self, kind: str, obj: Mapping[str, Any]) -> str | None:
         if kind == "RayCluster" and is_child(obj):
             return None
-        return naming.queue_name_of(obj, self.settings, frozenset(self.namespaces_with_default_queue))
+        return naming.queue_name_of(obj, self.settings, self.default_queues_since)
 
     def queued(self, kind: str, obj: Obj) -> Queued | None:
         if self.queue_name(kind, obj) is None:

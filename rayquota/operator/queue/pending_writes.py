@@ -8,7 +8,9 @@ baseline: 2-4 writes per pending Workload, admissions waiting behind them). So:
 - a Workload the engine has not looked at yet gets no "waiting" write: its cycle's verdict
   (admitted, or a reason) comes next;
 - once a pending status is stored, a change of words alone is written at most once per
-  ``min_interval_s``; any other change (admitted, evicted, requeued, finished) at once.
+  ``min_interval_s``; any other change (admitted, evicted, requeued, finished) at once;
+- a change of words held back is not lost: :meth:`retry_after` says when to look again, so
+  the last sentence (a queue stopped or being deleted, say) lands within ``min_interval_s``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 QUOTA_RESERVED = "QuotaReserved"
+RETRY_MARGIN_S = 0.1
 
 
 def _is_pending(status: Mapping[str, Any]) -> bool:
@@ -39,12 +42,15 @@ class PendingWrites:
     min_interval_s: float = 30.0
     clock: Callable[[], float] = time.monotonic
     _last_write: dict[str, float] = field(default_factory=dict)
+    # Keys whose new words were held back, and when they may be written.
+    _deferred: dict[str, float] = field(default_factory=dict)
 
     def should_write(
         self, key: str, stored: Mapping[str, Any] | None, wanted: Mapping[str, Any], *, evaluated: bool
     ) -> bool:
         if not _is_pending(wanted):
             self._last_write.pop(key, None)
+            self._deferred.pop(key, None)
             return True
         stored = stored or {}
         if not evaluated and not stored.get("admission"):
@@ -53,9 +59,18 @@ class PendingWrites:
         if _is_pending(stored) and _without_words(stored) == _without_words(wanted):
             last = self._last_write.get(key)
             if last is not None and now - last < self.min_interval_s:
+                if stored != wanted:
+                    self._deferred[key] = last + self.min_interval_s
                 return False
         self._last_write[key] = now
+        self._deferred.pop(key, None)
         return True
+
+    def retry_after(self, key: str) -> float | None:
+        """Seconds until held-back words of ``key`` may be written; None when nothing is held back."""
+        due = self._deferred.get(key)
+        return None if due is None else max(due - self.clock(), 0.0) + RETRY_MARGIN_S
 
     def forget(self, key: str) -> None:
         self._last_write.pop(key, None)
+        self._deferred.pop(key, None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.queue import naming
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.podspec import PodContext, build_autoscaler_container
@@ -269,6 +270,30 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
             count = ps.count + (previous.count if previous else 0)
             merged[name] = replace(ps, name=name, count=count)
     return Demand(tuple(merged.values()), parts, pod_set_of)
+
+
+# --- the Workload's pod set limit -----------------------------------------------------------
+
+
+def too_many_pod_sets(kind: str, obj: Mapping[str, Any], demand: Demand) -> str | None:
+    """Why ``demand`` cannot be one Workload (more pod sets than a Workload holds), or None.
+
+    Pod sets of one shape are already merged across a RayService's children; what is left
+    differs in shape (or belongs to one cluster's separate groups, whose pods the planner caps
+    group by group), so merging further would either over-count quota or loosen a cap. The
+    object is refused instead: a part that is not admitted yet stays gated, and what runs keeps
+    its admission.
+    """
+    count = len(demand.pod_sets)
+    if count <= MAX_POD_SETS:
+        return None
+    meta = obj["metadata"]
+    parts = ", ".join(f"{part} ({len(needs)})" for part, needs in demand.parts.items())
+    return (
+        f"{kind} {meta.get('namespace')}/{meta['name']} needs {count} pod sets of different shapes "
+        f"(per cluster: {parts}); a Workload holds at most {MAX_POD_SETS}, so what is not admitted "
+        "yet stays suspended until fewer groups or shapes are needed"
+    )
 
 
 # --- totals and release timing --------------------------------------------------------------

@@ -14,6 +14,7 @@ from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing
@@ -63,6 +64,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     controller.watch(objects.workloads)
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
+        informer.on_change(reconciler.creation_versions.on_change)
         controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
     controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
 
@@ -76,6 +78,9 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         informer.on_change(loop.on_config(kind))
     config_informers["ResourceFlavor"].on_change(_keep_flavors(reconciler))
     config_informers["LocalQueue"].on_change(_track_default_queues(objects))
+    InUseFinalizers(
+        manager, api, loop, config_informers["ClusterQueue"], config_informers["ResourceFlavor"]
+    ).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
     if api.workload_status_manager is not None:
@@ -144,15 +149,15 @@ def _keep_flavors(reconciler: WorkloadReconciler) -> Any:
 
 def _track_default_queues(objects: QueueObjects) -> Any:
     """manageJobsWithoutQueueName: a namespace with a LocalQueue named ``default`` queues
-    unlabelled objects there."""
+    unlabelled objects created since it exists there."""
 
     def handle(event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         if obj["metadata"]["name"] != naming.DEFAULT_LOCAL_QUEUE:
             return
         namespace = str(obj["metadata"]["namespace"])
         if event == DELETED:
-            objects.namespaces_with_default_queue.discard(namespace)
+            objects.default_queues_since.pop(namespace, None)
         else:
-            objects.namespaces_with_default_queue.add(namespace)
+            objects.default_queues_since[namespace] = str(obj["metadata"].get("creationTimestamp") or "")
 
     return handle

@@ -13,6 +13,7 @@ from rayquota.operator.kube import ApiError, now_rfc3339
 from rayquota.operator.queue import metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.workload_status import is_finished
 from rayquota.operator.ray import conditions
 from rayquota.queueing import ClusterQueueStatus, Engine, format_quantity
@@ -34,19 +35,28 @@ def _flavor_list(
     return [{"name": name, "resources": res} for name, res in flavors.items()]
 
 
+def _active_condition(status: ClusterQueueStatus, terminating: bool) -> tuple[bool, str, str]:
+    if terminating:
+        return False, TERMINATING_REASON, terminating_message(status.name, status.admitted)
+    if status.disabled_reason is not None:
+        return False, "Inactive", str(status.disabled_reason)
+    return True, "Ready", "Can admit new workloads"
+
+
 def cluster_queue_status(
-    previous: Mapping[str, Any] | None, status: ClusterQueueStatus, quota: Iterable[tuple[str, str]], now: str
+    previous: Mapping[str, Any] | None,
+    status: ClusterQueueStatus,
+    quota: Iterable[tuple[str, str]],
+    now: str,
+    *,
+    terminating: bool = False,
 ) -> dict[str, Any]:
-    """``flavorsUsage[].resources[].total`` and ``.borrowed`` for every flavor and resource with quota."""
+    """``flavorsUsage[].resources[].total`` and ``.borrowed`` for every flavor and resource with
+    quota. ``terminating``: the ClusterQueue is being deleted (Active=False, reason Terminating)."""
     usage = {fr: status.usage.get(fr, 0) for fr in quota} | dict(status.usage)
-    active = status.disabled_reason is None
+    active, reason, message = _active_condition(status, terminating)
     conds = conditions.set_condition(
-        list((previous or {}).get("conditions") or []),
-        "Active",
-        active,
-        "Ready" if active else "Inactive",
-        "Can admit new workloads" if active else str(status.disabled_reason),
-        now=now,
+        list((previous or {}).get("conditions") or []), "Active", active, reason, message, now=now
     )
     flavors = _flavor_list(usage, status.borrowed)
     return {
@@ -147,7 +157,11 @@ class QueueStatusWriter:
             if name not in known:
                 continue
             status = cluster_queue_status(
-                cq.get("status"), self.engine.cluster_queue_status(name), quota[name], now
+                cq.get("status"),
+                self.engine.cluster_queue_status(name),
+                quota[name],
+                now,
+                terminating=bool(cq["metadata"].get("deletionTimestamp")),
             )
             await self.manager.status.write(self.api.cluster_queues, cq, status)
         # One pass over the Workloads for all LocalQueues (not one per queue: 10^4 x 10^2 adds up).

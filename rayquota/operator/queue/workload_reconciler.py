@@ -23,12 +23,13 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import now_rfc3339
-from rayquota.operator.queue import converter, metrics, naming
+from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
-from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set
+from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor
@@ -36,6 +37,7 @@ from rayquota.queueing import ResourceFlavor
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
+TOO_MANY_POD_SETS = "TooManyPodSets"
 
 
 class WorkloadReconciler:
@@ -47,6 +49,8 @@ class WorkloadReconciler:
         self.driver = loop.driver
         self.flavors: dict[str, ResourceFlavor] = {}
         self.pending_writes = PendingWrites()
+        # Fed by the queued kinds' informers (setup.py): creation order within one second.
+        self.creation_versions = CreationVersions()
         # Standalone Workloads: the (uid, generation) last submitted to the driver.
         self._submitted: dict[str, tuple[Any, Any]] = {}
         # The clusters each queued object had, so quota is held until their pods are gone
@@ -92,10 +96,20 @@ class WorkloadReconciler:
             self.loop.request_cycle()
             return None
         demand = adapter.pod_sets(obj, children)
-        held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
-        workload = await self._ensure_workload(queued, workload, [converter.api_pod_set(ps) for ps in held])
-        if workload is None:
-            return None
+        refused = too_many_pod_sets(queued.kind, obj, demand)
+        if refused is not None:
+            # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
+            # stays shut on everything it does not cover.
+            self.manager.recorder.post(obj, "Warning", TOO_MANY_POD_SETS, refused)
+            if workload is None:
+                await self._apply(adapter.suspend(obj, children))
+                return None
+        else:
+            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
+            api_pod_sets = [converter.api_pod_set(ps) for ps in held]
+            workload = await self._ensure_workload(queued, workload, api_pod_sets)
+            if workload is None:
+                return None
         engine_key = str(key)
         if adapter.finished(obj):
             self.driver.finish(engine_key, pods_gone=adapter.pods_gone(obj, pods))
@@ -103,7 +117,7 @@ class WorkloadReconciler:
             await self._write_status(workload, finished=True)
             return None
         lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
-        if not (lingering and self.driver.admission(engine_key) is not None):
+        if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             self.driver.submit(converter.workload(workload, self.loop.priority_of))
             self.loop.request_cycle()
@@ -151,7 +165,7 @@ class WorkloadReconciler:
         reason = self.driver.pending_reason(engine_key)
         if reason:
             self.manager.recorder.post(obj, "Normal", "Pending", reason)
-        return None
+        return self._deferred_words(engine_key)
 
     async def _ensure_workload(
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]]
@@ -180,6 +194,11 @@ class WorkloadReconciler:
                     "labels": {
                         naming.WORKLOAD_OWNER_KIND_LABEL: queued.kind.lower(),
                         naming.WORKLOAD_OWNER_NAME_LABEL: labels.label_value(str(meta["name"])),
+                    },
+                    "annotations": {
+                        naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
+                            obj, self.creation_versions.of(obj)
+                        )
                     },
                     "ownerReferences": [labels.owner_reference(obj)],
                 },
@@ -233,7 +252,12 @@ class WorkloadReconciler:
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
-        return None
+        return self._deferred_words(engine_key)
+
+    def _deferred_words(self, engine_key: str) -> Result | None:
+        """A pending sentence held back by the write rate bound is written when it allows."""
+        retry = self.pending_writes.retry_after(engine_key)
+        return Result(requeue_after_s=retry) if retry is not None else None
 
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters

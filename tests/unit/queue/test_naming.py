@@ -38,10 +38,24 @@ def test_queue_label_either_key_and_default_queue_only_when_managed() -> None:
     bare = {"metadata": {"namespace": "ns", "labels": {}}}
     assert naming.queue_name_of(kueue, settings) == "team-a"
     assert naming.queue_name_of(ours, settings) == "team-b"
-    assert naming.queue_name_of(bare, settings, frozenset({"ns"})) is None
+    since = {"ns": "2026-11-22T09:00:00Z"}
+    assert naming.queue_name_of(bare, settings, since) is None
     managed = naming.QueueSettings(manage_jobs_without_queue_name=True)
-    assert naming.queue_name_of(bare, managed, frozenset({"ns"})) == "default"
-    assert naming.queue_name_of(bare, managed, frozenset({"other"})) is None
+    assert naming.queue_name_of(bare, managed, since) == "default"  # being created: no timestamp yet
+    assert naming.queue_name_of(bare, managed, {"other": "2026-11-22T09:00:00Z"}) is None
+
+
+def test_default_queue_takes_only_objects_created_since_it_exists() -> None:
+    """A running unlabelled object must not be queued (and suspended) by its next update."""
+    managed = naming.QueueSettings(manage_jobs_without_queue_name=True)
+    since = {"ns": "2026-11-22T09:00:00Z"}
+
+    def created_at(timestamp: str) -> dict[str, object]:
+        return {"metadata": {"namespace": "ns", "labels": {}, "creationTimestamp": timestamp}}
+
+    assert naming.queue_name_of(created_at("2026-11-22T08:59:59Z"), managed, since) is None
+    assert naming.queue_name_of(created_at("2026-11-22T09:00:00Z"), managed, since) == "default"
+    assert naming.queue_name_of(created_at("2026-11-22T10:00:00Z"), managed, since) == "default"
 
 
 def test_settings_from_env_select_label_keys() -> None:

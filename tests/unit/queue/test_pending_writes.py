@@ -41,3 +41,18 @@ def test_transitions_are_written_at_once() -> None:
         "conditions": [*_pending("b")["conditions"], {"type": "Requeued", "status": "True"}],
     }  # type: ignore[list-item]
     assert writes.should_write("ns/w", _pending("b"), requeued, evaluated=True)
+
+
+def test_held_back_words_say_when_to_look_again() -> None:
+    now = [100.0]
+    writes = PendingWrites(min_interval_s=30, clock=lambda: now[0])
+    assert writes.should_write("ns/w", None, _pending("3 of 20 free"), evaluated=True)
+    assert writes.retry_after("ns/w") is None
+    now[0] += 10
+    stopped = _pending("ClusterQueue cq is stopped (Hold)")
+    assert not writes.should_write("ns/w", _pending("3 of 20 free"), stopped, evaluated=True)
+    retry = writes.retry_after("ns/w")
+    assert retry is not None and 20 <= retry < 21
+    now[0] += retry
+    assert writes.should_write("ns/w", _pending("3 of 20 free"), stopped, evaluated=True)
+    assert writes.retry_after("ns/w") is None

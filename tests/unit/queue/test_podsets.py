@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.podsets import Role
 from tests.unit.queue import bodies
 
@@ -158,3 +160,50 @@ def test_held_demand_keeps_quota_until_surplus_pods_are_gone() -> None:
     held = {ps.name: ps.count for ps in podsets.held_demand(demand, live)}
     assert held == {"head": 1, "gpu": 3}
     assert {ps.name: ps.count for ps in podsets.held_demand(demand, {"gpu": 0})} == {"head": 1, "gpu": 1}
+
+
+Body = dict[str, Any]
+
+
+def _service_with_groups(gpus_old: int, gpus_new: int, groups: int = 4) -> tuple[Body, Body, Body]:
+    """A RayService mid-upgrade: old and new child, each with ``groups`` worker groups."""
+    service = bodies.rayservice()
+
+    def spec(gpus: int) -> Body:
+        return bodies.cluster_spec(
+            *(bodies.gpu_worker_group(f"g{i}", 1, gpus=gpus + i) for i in range(groups))
+        )
+
+    old = bodies.child_cluster(service, "svc-old", spec(gpus_old))
+    new = bodies.child_cluster(service, "svc-new", spec(gpus_new))
+    return service, old, new
+
+
+def test_an_upgrade_with_the_same_shapes_stays_within_the_pod_set_limit() -> None:
+    service, old, new = _service_with_groups(1, 1)
+    demand = podsets.rayservice_demand(service, [old, new])
+    assert len(demand.pod_sets) == 5  # one head, four worker shapes: both children share them
+    assert podsets.too_many_pod_sets("RayService", service, demand) is None
+
+
+def test_too_many_pod_sets_names_the_object_and_the_count() -> None:
+    service, old, new = _service_with_groups(1, 5)  # every worker shape changes: 1 head + 8 workers
+    demand = podsets.rayservice_demand(service, [old, new])
+    assert len(demand.pod_sets) == 9
+    message = podsets.too_many_pod_sets("RayService", service, demand)
+    assert message is not None
+    assert "RayService team-a/svc needs 9 pod sets" in message and "at most 8" in message
+    assert "svc-old (5)" in message and "svc-new (5)" in message
+    # Alone, each child fits.
+    assert podsets.too_many_pod_sets("RayService", service, podsets.rayservice_demand(service, [new])) is None
+
+
+def test_refused_upgrade_keeps_the_active_child_covered_and_the_new_one_gated() -> None:
+    """While refused, the Workload keeps the old child's admission: it still covers the child
+    that serves (same pod set names), never the new one."""
+    service, old, new = _service_with_groups(1, 5)
+    admitted = podsets.rayservice_demand(service, [old]).counts()
+    demand = podsets.rayservice_demand(service, [old, new])
+    shares = allocate(demand, admitted, running={"svc-old"})
+    assert shares["svc-old"].runs and shares["svc-old"].pods == dict(demand.parts["svc-old"])
+    assert not shares["svc-new"].runs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rayquota.queueing import (
@@ -518,6 +520,48 @@ def test_deleted_cluster_queue_waits_for_its_admitted_workloads() -> None:
     assert used(e, "a") == 2
     e.finish_workload("a/running")
     assert "a" not in e.cluster_queue_names()
+
+
+def test_terminating_cluster_queue_admits_nothing_and_keeps_its_usage_until_deleted() -> None:
+    e = engine_with_flavors("h100")
+    queue(e, ClusterQueue("a", gpu_group(("h100", 4, None, None))))
+    e.add_workload(gpus("a", "running", 2))
+    e.add_workload(gpus("a", "parked", 4, created=1))  # does not fit beside running: parked
+    e.run_cycle()
+    e.terminate_cluster_queue("a")
+    e.add_workload(gpus("a", "fits", 1, created=2))
+    decisions = e.run_cycle()
+    assert admitted(decisions) == []
+    reasons = pending(decisions)
+    assert (
+        reasons["a/parked"]
+        == reasons["a/fits"]
+        == ("ClusterQueue a is being deleted (Terminating): it admits no new workloads")
+    )
+    assert used(e, "a") == 2 and e.cluster_queue_status("a").admitted == 1
+    e.finish_workload("a/running")
+    assert admitted(e.run_cycle()) == [] and e.cluster_queue_status("a").admitted == 0
+    assert "a" in e.cluster_queue_names()  # until the object is gone
+    e.delete_cluster_queue("a")
+    assert "a" not in e.cluster_queue_names()
+    assert pending(e.run_cycle()) == {
+        "a/parked": "ClusterQueue a does not exist",
+        "a/fits": "ClusterQueue a does not exist",
+    }
+
+
+def test_same_instant_workloads_queue_in_sequence_whatever_their_arrival() -> None:
+    e = engine_with_flavors("h100")
+    queue(
+        e,
+        ClusterQueue("a", gpu_group(("h100", 1, None, None)), queueing_strategy=QueueingStrategy.STRICT_FIFO),
+    )
+    e.add_workload(replace(gpus("a", "second", 1, created=5), sequence=12))
+    e.add_workload(replace(gpus("a", "first", 1, created=5), sequence=11))
+    e.add_workload(replace(gpus("a", "older", 1, created=4), sequence=90))
+    assert admitted(e.run_cycle()) == ["a/older"]
+    e.finish_workload("a/older")
+    assert admitted(e.run_cycle()) == ["a/first"]
 
 
 def test_priority_update_reorders_pending_workloads() -> None:
