@@ -35,6 +35,8 @@ class QueueCondition:
     reason: str  # Admitted | Pending
     message: str
     slice_waiting: bool = False  # admitted, and a scale-up slice waits for quota
+    # False until the engine has given its first verdict (the Workload may not even exist yet).
+    evaluated: bool = True
 
 
 class AdmissionGate(Protocol):

@@ -75,12 +75,16 @@ class QueueGate:
         if workload is None:
             # The same words as before the first verdict: the Workload's creation alone does not
             # cost the Ray object a status write.
-            return QueueCondition(admitted=False, reason=PENDING, message=NOT_YET_EVALUATED)
+            return QueueCondition(admitted=False, reason=PENDING, message=NOT_YET_EVALUATED, evaluated=False)
         status = workload.get("status") or {}
         waiting = str(status.get("pendingReason") or "")
         if self._recorded_admission(workload) is None:
             reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
-            message = waiting or str(reserved.get("message") or NOT_YET_EVALUATED)
+            message = waiting or str(reserved.get("message") or "")
+            if not message:
+                return QueueCondition(
+                    admitted=False, reason=PENDING, message=NOT_YET_EVALUATED, evaluated=False
+                )
             return QueueCondition(admitted=False, reason=PENDING, message=message)
         admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
         message = waiting or str(admitted.get("message") or "admitted")

@@ -10,7 +10,13 @@ baseline: 2-4 writes per pending Workload, admissions waiting behind them). So:
 - once a pending status is stored, a change of words alone is written at most once per
   ``min_interval_s``; any other change (admitted, evicted, requeued, finished) at once;
 - a change of words held back is not lost: :meth:`retry_after` says when to look again, so
-  the last sentence (a queue stopped or being deleted, say) lands within ``min_interval_s``.
+  the last sentence (a queue stopped or being deleted, say) lands within ``min_interval_s``;
+- sentences (a first verdict, new words) share one budget across all Workloads, ``rate_per_s``
+  on average and ``burst`` at once. A sentence over budget is given the next free slot and
+  written then, unless the Workload was admitted meanwhile. Under a flood, the API server's
+  writes go to admissions first (Kueue's baseline: 8,900 sentences for 15,000 Workloads, most
+  of them admitted soon after); a few Workloads wait a little longer to be told why.
+  Admissions, evictions, requeues and finishes are never held back.
 """
 
 from __future__ import annotations
@@ -40,31 +46,57 @@ def _without_words(status: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass
 class PendingWrites:
     min_interval_s: float = 30.0
+    rate_per_s: float = 20.0
+    burst: int = 100
     clock: Callable[[], float] = time.monotonic
     _last_write: dict[str, float] = field(default_factory=dict)
     # Keys whose new words were held back, and when they may be written.
     _deferred: dict[str, float] = field(default_factory=dict)
+    # The budget, as a virtual schedule: when the next sentence's slot would be if every slot
+    # so far had been used back to back; sentences may run up to ``burst`` slots ahead of now.
+    _schedule: float = float("-inf")
+    # Keys given a slot in the future, and when it comes.
+    _slots: dict[str, float] = field(default_factory=dict)
 
     def should_write(
         self, key: str, stored: Mapping[str, Any] | None, wanted: Mapping[str, Any], *, evaluated: bool
     ) -> bool:
         if not _is_pending(wanted):
-            self._last_write.pop(key, None)
-            self._deferred.pop(key, None)
+            self.forget(key)
             return True
         stored = stored or {}
         if not evaluated and not stored.get("admission"):
             return False
         now = self.clock()
+        sentence = not stored.get("admission") and not _is_pending(stored)  # a first verdict
         if _is_pending(stored) and _without_words(stored) == _without_words(wanted):
             last = self._last_write.get(key)
             if last is not None and now - last < self.min_interval_s:
                 if stored != wanted:
                     self._deferred[key] = last + self.min_interval_s
                 return False
+            sentence = stored != wanted
+        if sentence and not self._within_budget(key, now):
+            return False
         self._last_write[key] = now
         self._deferred.pop(key, None)
+        self._slots.pop(key, None)
         return True
+
+    def _within_budget(self, key: str, now: float) -> bool:
+        slot = self._slots.get(key)
+        if slot is None:
+            spacing = 1.0 / self.rate_per_s
+            scheduled = max(self._schedule, now)
+            self._schedule = scheduled + spacing
+            slot = scheduled - (self.burst - 1) * spacing
+            if slot <= now:
+                return True
+            self._slots[key] = slot
+        if slot <= now:
+            return True
+        self._deferred[key] = slot
+        return False
 
     def retry_after(self, key: str) -> float | None:
         """Seconds until held-back words of ``key`` may be written; None when nothing is held back."""
@@ -74,3 +106,4 @@ class PendingWrites:
     def forget(self, key: str) -> None:
         self._last_write.pop(key, None)
         self._deferred.pop(key, None)
+        self._slots.pop(key, None)

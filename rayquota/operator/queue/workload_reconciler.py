@@ -219,6 +219,7 @@ class WorkloadReconciler:
         engine_key = str(key)
         meta = workload["metadata"]
         if meta.get("deletionTimestamp") or is_finished(workload):
+            self.pending_writes.forget(engine_key)
             held = self.driver.admission(engine_key) is not None or self.driver.is_evicting(engine_key)
             if self._submitted.pop(engine_key, None) is not None or held:
                 self.driver.finish(engine_key, pods_gone=True)
@@ -272,6 +273,7 @@ class WorkloadReconciler:
         if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
+        self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.writer.evictions.pop(str(key), None)
         self.loop.request_cycle()

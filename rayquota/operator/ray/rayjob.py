@@ -7,7 +7,8 @@
     invalid spec -> ValidationFailed (re-checked when the spec changes)
 
 Each reconcile reads the RayJob, its RayCluster, its submitter Job and the Ray job's status, and
-takes at most one step; the daemon calls it again right away while something is in motion.
+takes one step (two when the first leads to New, which only picks names); the daemon calls it
+again right away while something is in motion.
 """
 
 from __future__ import annotations
@@ -233,6 +234,17 @@ class RayJobReconciler:
         result = await self._step(rayjob, status)
         status["observedGeneration"] = rayjob["metadata"].get("generation")
         queue = self.manager.gate.queue_condition("RayJob", rayjob)
+        if (
+            queue is not None
+            and not queue.evaluated
+            and not rayjob.get("status")
+            and status.get("jobDeploymentStatus") == SUSPENDED
+        ):
+            # A queued RayJob's first status says Suspended and why it waits. It is held back
+            # until the queue's first verdict (whose Workload event brings us back), so a flood of
+            # new RayJobs costs one status write each instead of two. Nothing was created or
+            # named for it yet, so nothing is lost by not writing.
+            return None
         queue_conditions = conditions.with_queue_condition(
             list(status.get("conditions") or []), queue, now=now_rfc3339()
         )
@@ -302,7 +314,13 @@ class RayJobReconciler:
     # --- the state machine ----------------------------------------------------------------------
 
     async def _step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
+        before = status.get("jobDeploymentStatus", NEW)
         result = await self._state_step(rayjob, status)
+        if before != NEW and status.get("jobDeploymentStatus", NEW) == NEW:
+            # New only names the cluster and the job (no I/O): taken in the same status write as
+            # the step that led to it (resumed, retrying), which saves a write and a round trip.
+            # The names are stored before the next step creates anything with them.
+            result = await self._state_step(rayjob, status)
         # The RayJob's timers (preRunningDeadlineSeconds, the submitter and status-check
         # timeouts) must fire even when nothing else would wake the RayJob up.
         timer = rayjob_timeouts.seconds_until_next_timeout(

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from rayquota.localcluster import binaries
 from tests.polling import wait_for
 
-__all__ = ["Kube", "condition", "pod_names", "running", "wait_for"]
+__all__ = ["Kube", "RecordedVersions", "condition", "pod_names", "running", "wait_for"]
 
 T = TypeVar("T")
 
@@ -66,3 +69,44 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
         if c["type"] == type_:
             return dict(c)
     return None
+
+
+class RecordedVersions:
+    """Every version of the objects of one kind in the namespace, as a watch delivers them
+    (``kubectl get KIND --watch``): each status write shows up as one version."""
+
+    def __init__(self, kube: Kube, kind: str) -> None:
+        kubeconfig = getattr(kube.cp, "kubeconfig", None)
+        cmd = [str(binaries.KUBERNETES.path("kubectl")), "-n", kube.ns, "get", kind, "--watch", "-o", "json"]
+        if kubeconfig is not None:
+            cmd[1:1] = ["--kubeconfig", str(kubeconfig)]
+        self._out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by close())
+        self._proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL, text=True)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        """The versions of ``name`` seen so far, oldest first."""
+        self._out.flush()
+        self._out.seek(0)
+        text, decoder, versions, at = self._out.read(), json.JSONDecoder(), [], 0
+        while True:
+            while at < len(text) and text[at].isspace():
+                at += 1
+            if at >= len(text):
+                return versions
+            try:
+                obj, at = decoder.raw_decode(text, at)
+            except json.JSONDecodeError:
+                return versions  # the last object is still being written
+            if obj.get("metadata", {}).get("name") == name:
+                versions.append(obj)
+
+    def close(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+        self._out.close()
+
+    def __enter__(self) -> RecordedVersions:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -56,3 +56,49 @@ def test_held_back_words_say_when_to_look_again() -> None:
     now[0] += retry
     assert writes.should_write("ns/w", _pending("3 of 20 free"), stopped, evaluated=True)
     assert writes.retry_after("ns/w") is None
+
+
+def test_first_verdicts_share_a_budget_and_over_budget_ones_get_the_next_free_slot() -> None:
+    now = [100.0]
+    writes = PendingWrites(rate_per_s=10, burst=3, clock=lambda: now[0])
+    # A burst of three at once, then one slot every 0.1 s.
+    assert [writes.should_write(f"ns/w{i}", None, _pending("full"), evaluated=True) for i in range(3)] == [
+        True,
+        True,
+        True,
+    ]
+    assert not writes.should_write("ns/w3", None, _pending("full"), evaluated=True)
+    assert not writes.should_write("ns/w4", None, _pending("full"), evaluated=True)
+    assert abs((writes.retry_after("ns/w3") or 0) - (0.1 + 0.1)) < 1e-9  # slot + margin
+    assert abs((writes.retry_after("ns/w4") or 0) - (0.2 + 0.1)) < 1e-9
+    # Asked again before its slot, a Workload keeps the slot it was given (no new one).
+    now[0] += 0.05
+    assert not writes.should_write("ns/w3", None, _pending("full"), evaluated=True)
+    assert abs((writes.retry_after("ns/w3") or 0) - (0.05 + 0.1)) < 1e-9
+    now[0] += 0.05
+    assert writes.should_write("ns/w3", None, _pending("full"), evaluated=True)
+    assert writes.retry_after("ns/w3") is None
+    # Admitted before its slot came: written at once, and its slot is not kept.
+    assert writes.should_write("ns/w4", None, ADMITTED, evaluated=True)
+    assert writes.retry_after("ns/w4") is None
+
+
+def test_transitions_are_never_held_back_by_the_budget() -> None:
+    now = [0.0]
+    writes = PendingWrites(rate_per_s=1, burst=1, clock=lambda: now[0])
+    assert writes.should_write("ns/a", None, _pending("full"), evaluated=True)
+    assert not writes.should_write("ns/b", None, _pending("full"), evaluated=True)
+    # Evicted back into the queue, and admitted: both at once whatever the budget says.
+    assert writes.should_write("ns/c", ADMITTED, _pending("requeued"), evaluated=False)
+    assert writes.should_write("ns/d", _pending("full"), ADMITTED, evaluated=True)
+
+
+def test_new_words_after_the_interval_also_take_a_slot() -> None:
+    now = [0.0]
+    writes = PendingWrites(min_interval_s=30, rate_per_s=1, burst=1, clock=lambda: now[0])
+    assert writes.should_write("ns/a", None, _pending("3 free"), evaluated=True)
+    now[0] += 30.5
+    assert writes.should_write("ns/b", None, _pending("2 free"), evaluated=True)  # the one slot
+    assert not writes.should_write("ns/a", _pending("3 free"), _pending("4 free"), evaluated=True)
+    retry = writes.retry_after("ns/a")
+    assert retry is not None and 0.5 < retry <= 1.1
