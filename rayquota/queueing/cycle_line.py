@@ -40,6 +40,10 @@ class CycleLine:
         _, wl, group, verdict = heapq.heappop(self._heap)
         return wl, group, verdict
 
+    def push_back(self, wl: WorkloadState) -> None:
+        """An awake workload popped but not judged: first in line again."""
+        heapq.heappush(self._heap, (wl.order, wl, None, None))
+
     def push_group(self, group: PendingGroup, verdict: Verdict | None) -> None:
         head = group.head()
         if head is not None:

@@ -63,6 +63,9 @@ class _Outcome(Enum):
     """Not admissible for a reason unrelated to quota (stopped queue, namespace): never blocks."""
     PREEMPTING = 4
     """Waits for its victims: holds back the rest of its queue, which would take the freed quota."""
+    WOULD_BORROW = 5
+    """Fits only by borrowing: judged again (with its queue's line) once every queue has had
+    its turn within nominal quota in this cycle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +406,25 @@ class Engine:
                 continue
             self._push_line(heap, index, CycleLine(cq, done))
         heapq.heapify(heap)
+        # Within nominal quota first, as Kueue orders a cycle's heads: a line whose next workload
+        # would have to borrow waits until every queue has admitted what fits in its own quota.
+        # Otherwise an older borrower takes the quota a queue is entitled to, and is reclaimed
+        # from it by preemption a moment later, again and again under steady arrivals.
+        borrowers = self._drain_lines(heap, held, out, may_borrow=False)
+        heapq.heapify(borrowers)
+        self._drain_lines(borrowers, held, out, may_borrow=True)
+        return out
+
+    def _drain_lines(
+        self,
+        heap: list[tuple[int, Order, int, CycleLine]],
+        held: dict[str, tuple[Order, str]],
+        out: list[Decision],
+        *,
+        may_borrow: bool,
+    ) -> list[tuple[int, Order, int, CycleLine]]:
+        """Judge the lines' workloads in order; return the lines stopped at one that would borrow."""
+        stopped: list[tuple[int, Order, int, CycleLine]] = []
         while heap:
             _, _, index, line = heapq.heappop(heap)
             cq = line.cq
@@ -419,7 +441,13 @@ class Engine:
                     continue
                 cq.wake(wl)
             self._verdict = None
-            outcome = self._schedule(wl, cq, out)
+            outcome = self._schedule(wl, cq, out, may_borrow=may_borrow)
+            if outcome is _Outcome.WOULD_BORROW:
+                line.push_back(wl)
+                if group is not None and group.members:
+                    line.push_group(group, None)
+                self._push_line(stopped, index, line)
+                continue
             if group is not None and group.members:
                 failed = outcome is _Outcome.BLOCKED or outcome is _Outcome.SKIPPED
                 line.push_group(group, self._verdict if failed else None)
@@ -434,7 +462,7 @@ class Engine:
                     self._hold_one(out, behind, behind_group, reason)
                 continue
             self._push_line(heap, index, line)
-        return out
+        return stopped
 
     def _push_line(
         self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine
@@ -500,7 +528,9 @@ class Engine:
             return f"ClusterQueue {cq.name} is inactive: {cq.node.disabled_reason}"
         return None
 
-    def _schedule(self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision]) -> _Outcome:
+    def _schedule(
+        self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], *, may_borrow: bool = True
+    ) -> _Outcome:
         spec = wl.spec
         selector = cq.spec.namespace_selector
         if selector is not None and not selector.matches(self._namespaces.get(spec.namespace, {})):
@@ -553,6 +583,8 @@ class Engine:
             return self._not_admitted(
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
+        if assignment.mode is FitMode.BORROW and not may_borrow:
+            return _Outcome.WOULD_BORROW
         if assignment.mode >= FitMode.BORROW:
             self._admit(wl, cq, assignment.usage, tuple(assignment.pod_sets), predecessor)
             out.append(
