@@ -135,6 +135,8 @@ JOB_STATUS_POLL_S = 3.0
 # A RayJob waiting for its cluster to be ready is woken by the cluster's watch events; this
 # re-check only guards against a missed one.
 CLUSTER_WAIT_SAFETY_S = 30.0
+# How long a new queued RayJob's first status write waits for the queue's first verdict.
+FIRST_VERDICT_GRACE_S = 5.0
 FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between the two unchanged
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 # States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
@@ -241,10 +243,14 @@ class RayJobReconciler:
             and status.get("jobDeploymentStatus") == SUSPENDED
         ):
             # A queued RayJob's first status says Suspended and why it waits. It is held back
-            # until the queue's first verdict (whose Workload event brings us back), so a flood of
-            # new RayJobs costs one status write each instead of two. Nothing was created or
-            # named for it yet, so nothing is lost by not writing.
-            return None
+            # for a moment, until the queue's first verdict (whose Workload event brings us
+            # back), so a flood of new RayJobs costs one status write each instead of two.
+            # Nothing was created or named for it yet, so nothing is lost by not writing. A job
+            # the engine has not judged by then (it waits behind a look-alike) is written
+            # Suspended anyway, as KubeRay would.
+            age = seconds_since(rayjob["metadata"].get("creationTimestamp"), dt.datetime.now(dt.UTC))
+            if age is not None and age < FIRST_VERDICT_GRACE_S:
+                return Result(FIRST_VERDICT_GRACE_S - age)
         queue_conditions = conditions.with_queue_condition(
             list(status.get("conditions") or []), queue, now=now_rfc3339()
         )

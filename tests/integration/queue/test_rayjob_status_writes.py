@@ -76,3 +76,32 @@ def test_queued_rayjobs_write_their_first_status_with_the_queue_verdict(
     assert all(running_states), running_states
     before_initializing = running_states[: running_states.index("Initializing")]
     assert set(before_initializing) <= {"Suspended"}, running_states
+
+
+def test_a_rayjob_waiting_behind_a_look_alike_still_says_suspended(
+    queue_operator: Path, kube: Kube, quota: Quota
+) -> None:
+    """The engine judges one of a group of look-alike Workloads and parks the rest unjudged; their
+    RayJobs get no verdict of their own, and still show KubeRay's Suspended state."""
+    quota.a100_team_queue(8)
+    kube.apply(gpu_rayjob("big", "team", workers=2, gpus_per_worker=4))
+    wait_for(
+        "big admitted",
+        lambda: (condition(kube.get("rayjob", "big"), "QuotaReserved") or {}).get("reason") == "Admitted",
+    )
+    waiting = [f"alike-{i}" for i in range(3)]
+    for name in waiting:
+        kube.apply(gpu_rayjob(name, "team", workers=1, gpus_per_worker=8))
+    for name in waiting:
+        job = wait_for(
+            f"{name} Suspended",
+            lambda name=name: (
+                (j := kube.get("rayjob", name))
+                and (j.get("status") or {}).get("jobDeploymentStatus") == "Suspended"
+                and j
+            ),
+            timeout_s=30,
+        )
+        verdict = condition(job, "QuotaReserved") or {}
+        assert verdict.get("status") == "False" and verdict.get("reason") == "Pending", verdict
+        assert job["spec"]["suspend"] is True
