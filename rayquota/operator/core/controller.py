@@ -103,6 +103,9 @@ class Controller:
     def enqueue_first(self, key: ObjectKey) -> None:
         self.queue.add_first(key)
 
+    def enqueue_soon(self, key: ObjectKey) -> None:
+        self.queue.add_soon(key)
+
     def enqueue_after(self, key: ObjectKey, delay_s: float) -> None:
         self.queue.add_after(key, delay_s)
 

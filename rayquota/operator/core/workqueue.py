@@ -41,6 +41,10 @@ class WorkQueue(Generic[K]):
         # Keys to hand out before _ready (add_first). A key may sit in both; the copy found
         # second is stale and skipped, so add_first never scans _ready.
         self._urgent: deque[K] = deque()
+        # Between the two (add_soon): before routine keys, after decided work.
+        self._soon: deque[K] = deque()
+        # Keys added ahead while being processed: done() puts them back in that lane.
+        self._ahead_when_done: dict[K, deque[K]] = {}
         self._waiting = 0  # keys that will be handed out: dirty and not being processed
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
@@ -71,15 +75,25 @@ class WorkQueue(Generic[K]):
     def add_first(self, key: K) -> None:
         """Like :meth:`add`, but at the front: work already decided (an admission, an eviction)
         must not wait behind a flood of routine watch events."""
+        self._add_ahead(self._urgent, key)
+
+    def add_soon(self, key: K) -> None:
+        """Ahead of routine keys but behind :meth:`add_first`'s: work that leads to a decision
+        (a new arrival's first step) must not delay the decisions already made."""
+        self._add_ahead(self._soon, key)
+
+    def _add_ahead(self, lane: deque[K], key: K) -> None:
         if self._shutdown:
             return
         if key in self._processing:
-            self._dirty.add(key)  # done() requeues it
+            self._dirty.add(key)  # done() requeues it, in this lane
+            if self._ahead_when_done.get(key) is not self._urgent:
+                self._ahead_when_done[key] = lane
             return
         if key not in self._dirty:
             self._dirty.add(key)
             self._waiting += 1
-        self._urgent.append(key)
+        lane.append(key)
         self._notify()
 
     def add_after(self, key: K, delay_s: float) -> None:
@@ -120,7 +134,7 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         while True:
-            while not (self._urgent or self._ready):
+            while not (self._urgent or self._soon or self._ready):
                 if self._shutdown:
                     raise ShutDown
                 waiter = asyncio.get_running_loop().create_future()
@@ -132,9 +146,9 @@ class WorkQueue(Generic[K]):
                     if waiter.done() and not waiter.cancelled():
                         self._notify()
                     raise
-            key = (self._urgent or self._ready).popleft()
+            key = (self._urgent or self._soon or self._ready).popleft()
             if key in self._dirty and key not in self._processing:
-                break  # else a stale copy: handed out already through the other deque
+                break  # else a stale copy: handed out already through another deque
         self._waiting -= 1
         self._dirty.discard(key)
         self._processing.add(key)
@@ -142,8 +156,9 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        lane = self._ahead_when_done.pop(key, self._ready)
         if key in self._dirty:
-            self._ready.append(key)
+            lane.append(key)
             self._waiting += 1
             self._notify()
 

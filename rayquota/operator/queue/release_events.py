@@ -1,15 +1,19 @@
-"""Watch events that free quota go to the front of the Workload queue.
+"""Watch events that go ahead of routine ones in the Workload queue: those that free quota
+(to the front), and new queued objects that have no Workload yet (next, behind decisions).
 
 Under a flood of new Workloads (Kueue's baseline creates 15,000 in a minute) the Workload
 controller's queue holds thousands of routine keys. A Workload that just finished, is being
 deleted, or whose admission was cleared (Kueue's runner completing an eviction) holds quota
-the whole cohort waits for: its reconcile must not wait behind them.
+the whole cohort waits for: its reconcile must not wait behind them. Likewise a new queued
+object is on the admission path: its Workload is created before the routine reconciles of
+objects already running (under a flood of new RayJobs the queue also holds the events of the
+admitted ones' clusters and pods), so admissions keep up with arrivals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
@@ -32,5 +36,24 @@ def enqueue_first_when_freeing(enqueue_first: Callable[[ObjectKey], None]) -> Ch
     def handle(event: str, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
         if event != DELETED and frees_quota(new, old):
             enqueue_first(ObjectKey.of(new))
+
+    return handle
+
+
+class _QueuedLookup(Protocol):
+    def queued(self, kind: str, obj: dict[str, Any]) -> Any: ...
+
+    def workload(self, key: ObjectKey) -> Mapping[str, Any] | None: ...
+
+
+def enqueue_soon_when_new(
+    kind: str, objects: _QueuedLookup, enqueue_soon: Callable[[ObjectKey], None]
+) -> ChangeCallback:
+    def handle(event: str, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        if old is not None or event == DELETED:
+            return
+        queued = objects.queued(kind, dict(new))
+        if queued is not None and objects.workload(queued.workload) is None:
+            enqueue_soon(queued.workload)
 
     return handle

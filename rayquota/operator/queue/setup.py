@@ -17,7 +17,7 @@ from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
-from rayquota.operator.queue.release_events import enqueue_first_when_freeing
+from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
 
@@ -66,6 +66,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
     for kind, informer in objects.informers.items():
         informer.on_change(reconciler.creation_versions.on_change)
         controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
+        informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
     controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
 
     config_informers = {

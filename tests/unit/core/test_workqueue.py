@@ -74,6 +74,18 @@ async def test_shut_down_wakes_waiting_workers() -> None:
         await asyncio.wait_for(waiter, timeout=5)
 
 
+async def test_add_soon_goes_after_urgent_keys_and_before_routine_ones() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("routine")
+    queue.add("arrival")
+    queue.add_soon("arrival")  # moves ahead of routine keys; its stale copy is skipped
+    queue.add_soon("new")
+    queue.add_first("decided")
+    assert len(queue) == 4
+    assert [await queue.get() for _ in range(4)] == ["decided", "arrival", "new", "routine"]
+    assert len(queue) == 0
+
+
 async def test_add_first_jumps_the_queue_without_duplicating_a_key() -> None:
     queue: WorkQueue[str] = WorkQueue()
     for key in ("a", "b", "c"):
@@ -87,3 +99,16 @@ async def test_add_first_jumps_the_queue_without_duplicating_a_key() -> None:
     assert len(queue) == 0
     queue.done("a")
     assert await queue.get() == "a"
+
+
+async def test_a_key_added_ahead_while_processing_keeps_its_place_ahead() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("decided")
+    key = await queue.get()
+    queue.add("routine")
+    queue.add_soon("decided")
+    queue.add_first("decided")  # the more urgent lane wins
+    queue.done(key)
+    queue.add_first("other")
+    assert [await queue.get() for _ in range(3)] == ["decided", "other", "routine"]
+    assert len(queue) == 0

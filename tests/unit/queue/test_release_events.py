@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.queue.release_events import enqueue_first_when_freeing, frees_quota
+from rayquota.operator.queue.release_events import (
+    enqueue_first_when_freeing,
+    enqueue_soon_when_new,
+    frees_quota,
+)
 
 
 def _workload(**status: Any) -> dict[str, Any]:
@@ -37,3 +41,37 @@ def test_only_freeing_events_are_sent_first() -> None:
     handle("MODIFIED", FINISHED, ADMITTED)
     handle("DELETED", FINISHED, FINISHED)
     assert sent == [ObjectKey("ns", "w")]
+
+
+class _Queued:
+    def __init__(self, workload: ObjectKey) -> None:
+        self.workload = workload
+
+
+class _Objects:
+    """Queued objects are those labelled; a Workload exists for the keys in ``workloads``."""
+
+    def __init__(self, *workloads: ObjectKey) -> None:
+        self.workloads = set(workloads)
+
+    def queued(self, kind: str, obj: dict[str, Any]) -> _Queued | None:
+        if "queue" not in (obj["metadata"].get("labels") or {}):
+            return None
+        return _Queued(ObjectKey(obj["metadata"]["namespace"], f"{kind.lower()}-{obj['metadata']['name']}"))
+
+    def workload(self, key: ObjectKey) -> dict[str, Any] | None:
+        return {} if key in self.workloads else None
+
+
+def _rayjob(name: str, queued: bool = True) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "labels": {"queue": "q"} if queued else {}}}
+
+
+def test_a_new_queued_object_without_a_workload_goes_first() -> None:
+    first: list[ObjectKey] = []
+    handle = enqueue_soon_when_new("RayJob", _Objects(ObjectKey("ns", "rayjob-old")), first.append)
+    handle("ADDED", _rayjob("new"), None)
+    handle("ADDED", _rayjob("old"), None)  # its Workload exists (a restart's initial list)
+    handle("ADDED", _rayjob("plain", queued=False), None)
+    handle("MODIFIED", _rayjob("changed"), _rayjob("changed"))
+    assert first == [ObjectKey("ns", "rayjob-new")]
