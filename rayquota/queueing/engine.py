@@ -406,10 +406,12 @@ class Engine:
                 continue
             self._push_line(heap, index, CycleLine(cq, done))
         heapq.heapify(heap)
-        # Within nominal quota first, as Kueue orders a cycle's heads: a line whose next workload
-        # would have to borrow waits until every queue has admitted what fits in its own quota.
-        # Otherwise an older borrower takes the quota a queue is entitled to, and is reclaimed
-        # from it by preemption a moment later, again and again under steady arrivals.
+        # Within nominal quota first among equals: a line whose next workload would have to
+        # borrow waits until every queue has admitted what fits in its own quota at that
+        # priority (Kueue puts a cycle's non-borrowing heads first). Otherwise an older borrower
+        # takes the quota a queue is entitled to, and is reclaimed from it by preemption a
+        # moment later, again and again under steady arrivals. Priority still comes first:
+        # nothing of lower priority goes ahead of a waiting borrower in its cohort tree.
         borrowers = self._drain_lines(heap, held, out, may_borrow=False)
         heapq.heapify(borrowers)
         self._drain_lines(borrowers, held, out, may_borrow=True)
@@ -425,6 +427,9 @@ class Engine:
     ) -> list[tuple[int, Order, int, CycleLine]]:
         """Judge the lines' workloads in order; return the lines stopped at one that would borrow."""
         stopped: list[tuple[int, Order, int, CycleLine]] = []
+        # Per cohort tree, the highest priority of a workload waiting to borrow: nothing of lower
+        # priority in that tree goes ahead of it, within nominal quota or not.
+        borrowers: dict[QuotaNode, int] = {}
         while heap:
             _, _, index, line = heapq.heappop(heap)
             cq = line.cq
@@ -432,6 +437,14 @@ class Engine:
             hold = held.get(cq.name)
             if hold is not None and wl.order > hold[0]:
                 self._hold_back(out, line, wl, group, hold[1])
+                continue
+            root = cq.node.root()
+            if not may_borrow and wl.spec.priority < borrowers.get(root, wl.spec.priority):
+                if group is None:
+                    line.push_back(wl)
+                else:
+                    line.push_group(group, verdict)
+                self._push_line(stopped, index, line)
                 continue
             if group is not None:
                 if verdict is not None and self._verdict_stands(verdict):
@@ -443,6 +456,7 @@ class Engine:
             self._verdict = None
             outcome = self._schedule(wl, cq, out, may_borrow=may_borrow)
             if outcome is _Outcome.WOULD_BORROW:
+                borrowers[root] = max(borrowers.get(root, wl.spec.priority), wl.spec.priority)
                 line.push_back(wl)
                 if group is not None and group.members:
                     line.push_group(group, None)

@@ -45,3 +45,22 @@ def test_a_borrower_still_takes_what_nobody_is_entitled_to_in_the_same_cycle() -
     # b's 2 fit in its own quota; a's 6 borrow the 2 b leaves idle.
     assert sorted(admitted(e.run_cycle())) == ["a/borrower", "b/small"]
     assert used(e, "a") == 6 and used(e, "b") == 2
+
+
+def test_priority_still_comes_first_a_higher_priority_borrower_goes_before_lower_priority_work() -> None:
+    e = engine_with_flavors("h100")
+    lower = Preemption(
+        within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY,
+        reclaim_within_cohort=ReclaimWithinCohort.LOWER_PRIORITY,
+    )
+    for name in ("a", "b"):
+        queue(e, ClusterQueue(name, gpu_group(("h100", 4, None, None)), cohort="c", preemption=lower))
+    e.add_workload(gpus("a", "first", 4, priority=100, created=0))
+    assert admitted(e.run_cycle()) == ["a/first"]
+    # a's urgent one must borrow b's idle quota; b's own, of lower priority, fits in it.
+    e.add_workload(gpus("a", "urgent", 4, priority=100, created=1))
+    e.add_workload(gpus("b", "low", 4, priority=1, created=2))
+    decisions = e.run_cycle()
+    assert admitted(decisions) == ["a/urgent"]
+    assert "b/low" in pending(decisions)
+    assert used(e, "a") == 8 and used(e, "b") == 0
