@@ -64,8 +64,8 @@ class _Outcome(Enum):
     PREEMPTING = 4
     """Waits for its victims: holds back the rest of its queue, which would take the freed quota."""
     WOULD_BORROW = 5
-    """Fits only by borrowing: judged again (with its queue's line) once every queue has had
-    its turn within nominal quota in this cycle."""
+    """Fits only by borrowing: judged again (with its queue's line) once the queues of its
+    cohort tree have admitted what fits in their own quota at its priority or above."""
 
 
 @dataclass(frozen=True, slots=True)

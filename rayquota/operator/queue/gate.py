@@ -81,11 +81,9 @@ class QueueGate:
         if self._recorded_admission(workload) is None:
             reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
             message = waiting or str(reserved.get("message") or "")
-            if not message:
-                return QueueCondition(
-                    admitted=False, reason=PENDING, message=NOT_YET_EVALUATED, evaluated=False
-                )
-            return QueueCondition(admitted=False, reason=PENDING, message=message)
+            return QueueCondition(
+                admitted=False, reason=PENDING, message=message or NOT_YET_EVALUATED, evaluated=bool(message)
+            )
         admitted = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
         message = waiting or str(admitted.get("message") or "admitted")
         return QueueCondition(
