@@ -15,7 +15,7 @@ UV_VERSION := 0.13.9
 # `make lock LOCK_UPGRADE=` keeps the current pins and only re-resolves what pyproject changed.
 LOCK_UPGRADE ?= --upgrade
 
-.PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries chromium dashboard lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -39,6 +39,17 @@ venv: $(STAMP)
 binaries: $(STAMP)
 	$(BIN)/rayquota cluster build
 
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by a driver).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
+
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	@echo "$(CHROMIUM) is missing: installing Debian's chromium for the dashboard's browser tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
+
 run: binaries
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
@@ -50,7 +61,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries
+test: binaries chromium
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
