@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import Admit, Engine, Pending, Preempt, format_quantity
+from rayquota.queueing import Admit, Engine, Pending, Preempt, Workload, format_quantity
 
 Obj = Mapping[str, Any]
 KIND_ALIASES = {
@@ -186,19 +186,29 @@ def rebuild(state: QueueState) -> Driver:
         driver.configure(converter.cluster_queue(cq))
     for lq in state.local_queues:
         driver.configure(converter.local_queue(lq))
+    load_workloads(driver, state.workloads, lambda wl: converter.workload(wl, priorities.get))
+    return driver
+
+
+WorkloadConversion = Callable[[Obj], Workload]
+
+
+def load_workloads(driver: Driver, workloads: Iterable[Obj], convert: WorkloadConversion) -> None:
+    """Into a configured driver, as the operator's start-up does: each admission recorded in a
+    Workload's status restored, then every unfinished Workload's demand submitted (an admitted
+    one whose demand grew waits as a scale-up slice). ``convert``: the Workload as the engine
+    sees it (callers may memoise it)."""
     known = set(driver.engine.cluster_queue_names())
-    for wl in state.workloads:
+    for wl in workloads:
         if is_finished(wl):
             continue
-        spec = converter.workload(wl, priorities.get)
+        spec = convert(wl)
         admission = (wl.get("status") or {}).get("admission")
         if admission:
             cluster_queue, pod_sets = converter.admission_from_api(admission)
             if cluster_queue in known:
                 driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(wl))
-                continue
         driver.submit(spec)
-    return driver
 
 
 def find_workload(state: QueueState, kind: str, name: str, namespace: str) -> Obj | None:
