@@ -34,6 +34,7 @@ COMPONENTS: tuple[str, ...] = (
     "rayquota.operator.queue.setup",
     "rayquota.operator.webhooks.cert_keeper",
     "rayquota.operator.webhooks.chart_server",  # after the queue and the certificate it serves
+    "rayquota.dashboard.component",  # only with --dashboard-port
 )
 
 

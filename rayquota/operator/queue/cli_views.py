@@ -19,7 +19,7 @@ from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import Admit, Engine, Pending, Preempt, Workload, format_quantity
+from rayquota.queueing import Admit, Engine, Pending, PodSetAssignment, Preempt, Workload, format_quantity
 
 Obj = Mapping[str, Any]
 KIND_ALIASES = {
@@ -191,23 +191,32 @@ def rebuild(state: QueueState) -> Driver:
 
 
 WorkloadConversion = Callable[[Obj], Workload]
+AdmissionParse = Callable[[Obj], "tuple[str, tuple[PodSetAssignment, ...]] | None"]
 
 
-def load_workloads(driver: Driver, workloads: Iterable[Obj], convert: WorkloadConversion) -> None:
+def recorded_admission(workload: Obj) -> tuple[str, tuple[PodSetAssignment, ...]] | None:
+    admission = (workload.get("status") or {}).get("admission")
+    return converter.admission_from_api(admission) if admission else None
+
+
+def load_workloads(
+    driver: Driver,
+    workloads: Iterable[Obj],
+    convert: WorkloadConversion,
+    admission_of: AdmissionParse = recorded_admission,
+) -> None:
     """Into a configured driver, as the operator's start-up does: each admission recorded in a
     Workload's status restored, then every unfinished Workload's demand submitted (an admitted
-    one whose demand grew waits as a scale-up slice). ``convert``: the Workload as the engine
-    sees it (callers may memoise it)."""
+    one whose demand grew waits as a scale-up slice). ``convert`` and ``admission_of`` read
+    the Workload as the engine sees it (callers may memoise them)."""
     known = set(driver.engine.cluster_queue_names())
     for wl in workloads:
         if is_finished(wl):
             continue
         spec = convert(wl)
-        admission = (wl.get("status") or {}).get("admission")
-        if admission:
-            cluster_queue, pod_sets = converter.admission_from_api(admission)
-            if cluster_queue in known:
-                driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(wl))
+        admission = admission_of(wl)
+        if admission is not None and admission[0] in known:
+            driver.restore(spec, admission[0], admission[1], evicting=is_evicted(wl))
         driver.submit(spec)
 
 
