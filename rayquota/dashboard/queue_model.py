@@ -149,6 +149,11 @@ class QueueModel:
             return current
         return self._rebuild()
 
+    @property
+    def version(self) -> int:
+        """The cache version the latest snapshot reflects (-1: none yet)."""
+        return self._snapshot.version if self._snapshot is not None else -1
+
     def rebuild_due_in(self) -> float:
         """Seconds until a snapshot of the newer cache may be taken (0: now)."""
         return max(0.0, self._next_allowed - self.clock())

@@ -214,14 +214,18 @@ class Dashboard:
             raise _error(web.HTTPBadRequest, f"view={view!r}: expected the path of a page under /api/")
         target = URL(view)
         user = request[USER_KEY]
+        # The version the first answer reflects, read before computing it: a change that lands
+        # while the stream is being set up must still bring a second message.
+        seen = self.cache.changes.version
         status, body = await self.answer(user, target.path, dict(target.query))
+        seen = min(seen, self.model.version)  # a snapshot held back by the rate bound is older
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no", **SECURITY_HEADERS}
         )
         await response.prepare(request)
         self.live_connections += 1
         try:
-            await self._stream(response, user, target, status, body)
+            await self._stream(response, user, target, seen, (status, body))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -229,10 +233,15 @@ class Dashboard:
         return response
 
     async def _stream(
-        self, response: web.StreamResponse, user: User, target: Any, status: int, body: dict[str, Any]
+        self,
+        response: web.StreamResponse,
+        user: User,
+        target: URL,
+        seen: int,
+        first: tuple[int, dict[str, Any]],
     ) -> None:
         changes = self.cache.changes
-        seen = changes.version
+        status, body = first
         last = ""
         while True:
             message = json.dumps({"status": status, "body": body}, separators=(",", ":"))
@@ -240,14 +249,17 @@ class Dashboard:
                 await response.write(f"event: view\ndata: {message}\n\n".encode())
                 last = message
             sent_at = time.monotonic()
-            if not await changes.wait_past(seen, KEEPALIVE_S):
+            # No change for a while: say so (proxies drop silent streams), and look again anyway,
+            # since the History page moves with its samples rather than with the cache.
+            if not await changes.wait_past(seen, min(KEEPALIVE_S, self.history.interval_s)):
                 await response.write(b": keepalive\n\n")
-                continue
             # Throttle: changes arriving within the gap are answered together.
             await asyncio.sleep(max(0.0, LIVE_MIN_GAP_S - (time.monotonic() - sent_at)))
             await asyncio.sleep(self.model.rebuild_due_in())
-            seen = changes.version
+            seen = changes.version  # read before answering, as above
+            self.model.snapshot()
             status, body = await self.answer(user, target.path, dict(target.query))
+            seen = min(seen, self.model.version)
 
 
 def _error(kind: type[web.HTTPException], message: str) -> web.HTTPException:

@@ -27,7 +27,7 @@ def dashboard_operator(crds_installed: None) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def dashboard(crds_installed: None) -> Iterator[Served]:
-    with dashboard_thread([f"{PREFIX}-*"]) as served:
+    with dashboard_thread([f"{PREFIX}-*"], history_interval_s=1.0) as served:
         yield served
 
 
