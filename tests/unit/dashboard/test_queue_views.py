@@ -38,10 +38,7 @@ def test_pending_in_engine_order_with_its_sentence_priority_and_age() -> None:
         ("team-b", "old", 2),
         ("team-a", "new", 3),
     ]
-    assert (
-        rows[1]["reason"]
-        == "pod set gpu: needs 4 nvidia.com/gpu in flavor a100; ClusterQueue gpu has 0 of 8 free"
-    )
+    assert rows[1]["reason"] == "needs 4 nvidia.com/gpu in flavor a100; ClusterQueue gpu has 0 of 8 free"
     assert rows[0]["priority"] == 10 and rows[1]["ageSeconds"] == 1767225900 - 1767225660
     assert rows[2]["needs"] == "nvidia.com/gpu 2" and rows[2]["inadmissible"] is True
     assert page["holders"] == [
