@@ -184,7 +184,14 @@ class Dashboard:
     # --- handlers ---------------------------------------------------------------------------------
 
     async def _healthz(self, _request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        """Liveness, and what the dashboard costs: no data of any cluster object."""
+        return web.json_response(
+            {
+                "ok": True,
+                "snapshotSeconds": round(self.model.last_rebuild_s, 4),
+                "liveConnections": self.live_connections,
+            }
+        )
 
     async def _index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
