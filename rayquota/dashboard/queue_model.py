@@ -27,7 +27,7 @@ from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.cli_views import load_workloads
 from rayquota.operator.queue.driver import Driver, workload_key_of
 from rayquota.operator.queue.workload_status import is_finished
-from rayquota.queueing import Decision, Engine, NodeSnapshot, Pending, Workload
+from rayquota.queueing import Admit, Decision, Engine, NodeSnapshot, Workload
 
 MIN_REBUILD_GAP_S = 0.2
 REBUILD_SHARE = 0.25
@@ -53,10 +53,10 @@ class PendingEntry:
 
     workload: str
     """``namespace/name`` of the Workload"""
+    engine_key: str
     scale_up: bool
     """a slice beyond what is admitted (a RayService upgrade's new cluster, a scale-up)"""
     inadmissible: bool
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class QueueSnapshot:
     workloads: Mapping[str, Obj]
     """``namespace/name`` -> the cached Workload (finished ones included)"""
     specs: Mapping[str, Workload]
+    admitted_now: frozenset[str] = frozenset()
+    """Workloads the copy's cycle admitted: the operator's next cycle will admit them too."""
 
     @property
     def engine(self) -> Engine:
@@ -80,15 +82,18 @@ class QueueSnapshot:
         return self.engine.snapshot()
 
     def pending_order(self, cluster_queue: str) -> list[PendingEntry]:
+        """Cheap for thousands of entries: the sentences are read per row (:meth:`reason`)."""
         if cluster_queue not in self.engine.cluster_queue_names():
             return []
         out = []
         for engine_key, parked in self.engine.pending_order(cluster_queue):
-            status = self.engine.workload(engine_key)
             key = workload_key_of(engine_key)
-            reason = self.reason_of(key) or (status.pending_reason if status else "")
-            out.append(PendingEntry(key, engine_key != key, parked, reason))
+            out.append(PendingEntry(key, engine_key, engine_key != key, parked))
         return out
+
+    def reason(self, entry: PendingEntry) -> str:
+        status = self.engine.workload(entry.engine_key)
+        return status.pending_reason if status is not None else ""
 
     def reason_of(self, key: str) -> str:
         """The engine's sentence for a workload's pending part (empty when nothing waits)."""
@@ -104,8 +109,7 @@ class QueueSnapshot:
         return sorted(out)
 
     def fits_now(self, key: str) -> bool:
-        """The copy's cycle admitted it: the operator's next cycle will too."""
-        return any(not isinstance(d, Pending) and getattr(d, "workload", None) == key for d in self.decisions)
+        return key in self.admitted_now
 
 
 class WorkloadConversions:
@@ -181,7 +185,8 @@ class QueueModel:
         decisions = tuple(driver.cycle(time.time()))
         self.conversions.keep_only({_identity(b) for b in valid})
         workloads = {_key(b): b for b in bodies}
-        snapshot = QueueSnapshot(version, time.time(), driver, decisions, workloads, specs)
+        admitted_now = frozenset(workload_key_of(d.workload) for d in decisions if isinstance(d, Admit))
+        snapshot = QueueSnapshot(version, time.time(), driver, decisions, workloads, specs, admitted_now)
         self._snapshot = snapshot
         self.last_rebuild_s = self.clock() - started
         self._next_allowed = self.clock() + max(MIN_REBUILD_GAP_S, self.last_rebuild_s / REBUILD_SHARE)

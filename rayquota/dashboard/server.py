@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,6 @@ class DashboardSettings:
     history_hours: float = 6.0
     history_resource: str = "nvidia.com/gpu"
     review_ttl_s: float = 30.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def origins(self, port: int) -> set[str]:
         local = {f"http://{host}:{port}" for host in ("127.0.0.1", "localhost", "[::1]")}

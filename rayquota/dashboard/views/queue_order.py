@@ -41,17 +41,20 @@ def queue_order_page(
     now = time.time() if now is None else now
     engine = snapshot.engine
     known_namespaces = {key.split("/", 1)[0] for key in snapshot.workloads}
+    # Positions over the whole queue; rows (sentences, names) only for the page shown.
+    placed = []
+    for position, entry in enumerate(snapshot.pending_order(scope.cluster_queue), start=1):
+        spec = snapshot.specs.get(entry.workload)
+        if scope.local_queue is None or (
+            spec is not None and (spec.namespace, spec.queue_name) == scope.local_queue
+        ):
+            placed.append((position, entry))
+    window = page.cut(placed)
     rows = []
-    position = 0
-    for entry in snapshot.pending_order(scope.cluster_queue):
-        position += 1
+    for position, entry in window.pop("items"):
         namespace, name = entry.workload.split("/", 1)
         body = snapshot.workloads.get(entry.workload)
         spec = snapshot.specs.get(entry.workload)
-        if scope.local_queue is not None and (
-            spec is None or (spec.namespace, spec.queue_name) != scope.local_queue
-        ):
-            continue
         row: dict[str, Any] = {
             "position": position,
             "inadmissible": entry.inadmissible,
@@ -72,7 +75,7 @@ def queue_order_page(
                 "localQueue": spec.queue_name if spec else "",
                 "owner": _owner(body) if body else None,
                 "needs": amounts_text(totals),
-                "reason": redact(entry.reason, known_namespaces, visible),
+                "reason": redact(snapshot.reason(entry), known_namespaces, visible),
                 "fitsNow": snapshot.fits_now(entry.workload),
             }
         )
@@ -115,7 +118,7 @@ def queue_order_page(
         ),
         "free": free,
         "holders": holders,
-        "pending": page.cut(rows),
+        "pending": {**window, "items": rows},
     }
 
 
