@@ -272,6 +272,7 @@ def page_load_s(page: Any, url: str, selector: str) -> float:
 
 
 def latency(url: str, token: str, changes: int) -> dict[str, float]:
+    """Seconds from a ClusterQueue patch (client side, before the request) to the page showing it."""
     from kubernetes import client as k8s
     from kubernetes import config
 
@@ -298,7 +299,8 @@ def latency(url: str, token: str, changes: int) -> dict[str, float]:
             page.wait_for_function(
                 "(text) => document.querySelector('main .facts')?.textContent === text",
                 arg=shown,
-                timeout=30_000,
+                timeout=60_000,
+                polling=20,
             )
             samples.append(time.perf_counter() - started)
             time.sleep(PAUSE_S)
@@ -342,6 +344,7 @@ def main() -> int:
     parser.add_argument("--queues", type=int, default=1000)
     parser.add_argument("--workloads", type=int, default=10_000)
     parser.add_argument("--big-queue", type=int, default=5000)
+    parser.add_argument("--changes-at-scale", type=int, default=50)
     parser.add_argument("--down", action="store_true")
     args = parser.parse_args()
     cluster = LocalCluster(name=args.cluster)
@@ -402,6 +405,7 @@ def main() -> int:
             return loads
 
         measured = browser_session(url, token, heavy)
+        result["latency_10k_workloads"] = latency(url, token, args.changes_at_scale)
         result.update({k: round(v, 3) if isinstance(v, float) else v for k, v in measured.items()})
         result["rss_mb_after_live"] = round(process.memory_info().rss / 2**20, 1)
         big = get_json(f"{url}/api/queues/cq-0?limit=1", token)

@@ -71,6 +71,7 @@ def test_each_page_live_queue_order_and_admission(
             "(el) => el.textContent.includes('ClusterQueue') && el.textContent.includes('0 of 8 free')",
             arg=row.element_handle(),
             timeout=max(1.0, LIVE_DEADLINE_S - (time.monotonic() - applied)) * 1000,
+            polling=50,
         )
         shown_after_s = time.monotonic() - applied
         assert shown_after_s < LIVE_DEADLINE_S, f"shown after {shown_after_s:.2f}s"
@@ -88,7 +89,9 @@ def test_each_page_live_queue_order_and_admission(
         screenshot(page, tmp_path, "workload-pending")
         quota.cluster_queue("team", {quota.name("a100"): 16})
         page.wait_for_function(
-            "() => document.getElementById('workload-phase')?.textContent === 'Admitted'", timeout=30_000
+            "() => document.getElementById('workload-phase')?.textContent === 'Admitted'",
+            timeout=30_000,
+            polling=100,
         )
         assert page.evaluate("window.loadedOnce") is True
         wl = workload_of(kube, "RayJob", "second")
