@@ -82,6 +82,9 @@ class DashboardCache:
     """Only its configuration handlers and engine are used: the queue configuration as the
     operator's engine has it, never a workload, never a cycle."""
     changes: Changes = field(default_factory=Changes)
+    queue_version: int = 0
+    """Moves only with what the engine reads (queue configuration, Workloads, namespaces,
+    priority classes): pods and events churn without costing a queue snapshot."""
     priority_version: int = 0
 
     @classmethod
@@ -119,11 +122,13 @@ class DashboardCache:
         cache.namespaces.on_change(cache.config.on_namespace)
         cache.priority_classes.on_change(cache.config.on_priority_class)
         cache.priority_classes.on_change(cache._priorities_changed)
+        for informer in cache.queue_informers():
+            informer.on_change(cache._queue_changed)
         for informer in cache.informers():
             informer.on_change(cache.changes.touch)
         return cache
 
-    def informers(self) -> list[Informer]:
+    def queue_informers(self) -> list[Informer]:
         return [
             self.flavors,
             self.cohorts,
@@ -132,10 +137,13 @@ class DashboardCache:
             self.workloads,
             self.priority_classes,
             self.namespaces,
-            *self.ray.values(),
-            self.pods,
-            self.events,
         ]
+
+    def informers(self) -> list[Informer]:
+        return [*self.queue_informers(), *self.ray.values(), self.pods, self.events]
+
+    def _queue_changed(self, *_args: Any) -> None:
+        self.queue_version += 1
 
     def _priorities_changed(self, *_args: Any) -> None:
         self.priority_version += 1

@@ -148,15 +148,19 @@ class QueueModel:
         """The latest snapshot; rebuilt first when the cache moved and the rate bound allows."""
         current = self._snapshot
         if current is not None and (
-            current.version == self.cache.changes.version or self.clock() < self._next_allowed
+            current.version == self.cache.queue_version or self.clock() < self._next_allowed
         ):
             return current
         return self._rebuild()
 
     @property
     def version(self) -> int:
-        """The cache version the latest snapshot reflects (-1: none yet)."""
+        """The queue version (``cache.queue_version``) the latest snapshot reflects (-1: none)."""
         return self._snapshot.version if self._snapshot is not None else -1
+
+    def behind(self) -> bool:
+        """The latest snapshot is older than the cache (the rate bound held a rebuild back)."""
+        return self.version != self.cache.queue_version
 
     def rebuild_due_in(self) -> float:
         """Seconds until a snapshot of the newer cache may be taken (0: now)."""
@@ -164,7 +168,7 @@ class QueueModel:
 
     def _rebuild(self) -> QueueSnapshot:
         started = self.clock()
-        version = self.cache.changes.version
+        version = self.cache.queue_version
         loop = self.cache.config
         driver = Driver(copy.deepcopy(loop.driver.engine), _Silent())
         bodies = self.cache.workloads.store.list()

@@ -224,7 +224,8 @@ class Dashboard:
         # while the stream is being set up must still bring a second message.
         seen = self.cache.changes.version
         status, body = await self.answer(user, target.path, dict(target.query))
-        seen = min(seen, self.model.version)  # a snapshot held back by the rate bound is older
+        if self.model.behind():  # the rate bound held a snapshot back: look again soon
+            seen = -1
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no", **SECURITY_HEADERS}
         )
@@ -265,7 +266,8 @@ class Dashboard:
             seen = changes.version  # read before answering, as above
             self.model.snapshot()
             status, body = await self.answer(user, target.path, dict(target.query))
-            seen = min(seen, self.model.version)
+            if self.model.behind():
+                seen = -1
 
 
 def _error(kind: type[web.HTTPException], message: str) -> web.HTTPException:

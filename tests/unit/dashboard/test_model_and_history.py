@@ -32,12 +32,15 @@ def test_a_snapshot_is_rebuilt_when_the_cache_moved_but_not_faster_than_the_boun
     first = model.snapshot()
     assert model.snapshot() is first  # nothing moved
     feed(cache.workloads, workload("ns", "w", "q", 1, created="2026-01-01T00:00:00Z"))
-    assert model.snapshot() is first and model.version < cache.changes.version  # held back
+    assert model.snapshot() is first and model.behind()  # held back
     assert model.rebuild_due_in() == pytest.approx(MIN_REBUILD_GAP_S)
     clock.now += MIN_REBUILD_GAP_S
     second = model.snapshot()
-    assert second is not first and model.version == cache.changes.version
+    assert second is not first and not model.behind()
     assert second.engine.workload("ns/w") is not None
+    clock.now += MIN_REBUILD_GAP_S
+    feed(cache.pods, {"metadata": {"name": "p", "namespace": "ns", "labels": {"ray.io/cluster": "c"}}})
+    assert cache.changes.version > 0 and model.snapshot() is second  # pods cost no queue snapshot
 
 
 def test_conversions_are_reused_until_the_workload_changes() -> None:
@@ -51,7 +54,7 @@ def test_conversions_are_reused_until_the_workload_changes() -> None:
     model = QueueModel(cache, clock)
     spec = model.snapshot().specs["ns/w"]
     clock.now += 1
-    cache.changes.touch()
+    cache.queue_version += 1
     assert model.snapshot().specs["ns/w"] is spec
     changed = {
         **body,
