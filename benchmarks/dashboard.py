@@ -2,8 +2,9 @@
 
 1. Latency: an API change (a ClusterQueue's nominal GPU quota patched) until the browser shows
    it (the queue page reads the new number), over ``--changes`` changes 0.5 s apart: p50/p99.
-2. Scale: 1,000 ClusterQueues (10 cohorts of 100) and 10,000 Workloads (5,000 of them pending in
-   one queue, the rest spread over the others, 2 admitted per queue) in the cache of a dashboard
+2. Scale: 1,000 ClusterQueues (cq-0 alone, the others in 10 cohorts) and 10,000 Workloads (5,000
+   in cq-0, 5 in each other queue; 4 admitted per queue, filling it, as the operator would leave
+   them, so 6,000 wait and none fits) in the cache of a dashboard
    process of its own (``rayquota dashboard``): its RSS, its CPU at rest and with a live page open
    while Workloads change, the snapshot rebuild time, and the load time of the heaviest pages
    (the 5,000-workload queue order and the Cohorts page) in Chromium.
@@ -51,6 +52,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PREFIX = "bench-dash"
+GPUS_PER_QUEUE = 4
 PAUSE_S = 0.5
 """Between two latency changes: more than the live channel's throttle (0.25 s), so each change
 is measured on its own rather than waiting out the previous one's throttle."""
@@ -128,7 +130,10 @@ async def populate(queues: int, workloads: int, big_queue: int) -> None:
         await create_all(
             client,
             [
-                (f"{GROUP}/clusterqueues", cluster_queue(f"cq-{i}", 4, f"cohort-{i % 10}"))
+                (
+                    f"{GROUP}/clusterqueues",
+                    cluster_queue(f"cq-{i}", GPUS_PER_QUEUE, f"cohort-{i % 10}" if i else None),
+                )
                 for i in range(queues)
             ],
         )
@@ -155,12 +160,15 @@ async def populate(queues: int, workloads: int, big_queue: int) -> None:
                 (f"{GROUP}/namespaces/{namespace}/workloads", workload(namespace, f"wl-{j}", f"lq-{queue}"))
             )
         await create_all(client, items)
-        # Two admitted per queue besides the big one: usage to draw.
+        # Steady state, as the operator leaves it: every queue full (what fits is admitted), the
+        # rest pending and not fitting, so the dashboard's engine copy admits nothing in its cycle.
+        members: dict[int, list[int]] = {}
+        for j in range(workloads):
+            queue = 0 if j < big_queue else 1 + (j - big_queue) % (queues - 1)
+            members.setdefault(queue, []).append(j)
         admitted = []
-        for queue in range(1, queues):
-            for j in [w for w in range(big_queue, workloads) if 1 + (w - big_queue) % (queues - 1) == queue][
-                :2
-            ]:
+        for queue, indexes in members.items():
+            for j in indexes[:GPUS_PER_QUEUE]:
                 namespace = namespaces[queue % 10]
                 status = {
                     "admission": {
