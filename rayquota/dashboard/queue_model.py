@@ -7,9 +7,10 @@ in a Workload restored and every demand submitted (``cli_views.load_workloads``)
 cycle. The queue order, the pending sentences, what is free and who holds it are read off that
 copy. Nothing is written anywhere.
 
-A snapshot is rebuilt only when the cache moved, and not more often than its own cost allows
-(at most a quarter of the time is spent rebuilding), so a cache in constant motion costs a
-bounded share of one core. Workload conversions are memoised per resourceVersion.
+A snapshot is rebuilt only when what the engine reads moved, only when a page or the history
+sampler asks for one, and not more often than its own cost allows (at most half of the time is
+spent rebuilding), so a cache in constant motion costs a bounded share of one core. Workload
+conversions and recorded admissions are memoised per resourceVersion.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from rayquota.operator.queue.workload_status import is_finished
 from rayquota.queueing import Admit, Decision, Engine, NodeSnapshot, Workload
 
 MIN_REBUILD_GAP_S = 0.2
-REBUILD_SHARE = 0.25
-"""At most this share of the time goes to rebuilding snapshots while the cache keeps moving."""
+REBUILD_SHARE = 0.5
+"""At most this share of the time goes to rebuilding snapshots while the cache keeps moving (and
+someone watches a page that needs them)."""
 
 
 class _Silent:

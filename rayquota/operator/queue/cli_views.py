@@ -207,8 +207,9 @@ def load_workloads(
 ) -> None:
     """Into a configured driver, as the operator's start-up does: each admission recorded in a
     Workload's status restored, then every unfinished Workload's demand submitted (an admitted
-    one whose demand grew waits as a scale-up slice). ``convert`` and ``admission_of`` read
-    the Workload as the engine sees it (callers may memoise them)."""
+    one whose demand grew waits as a scale-up slice; one whose demand is exactly its admission
+    needs no submit). ``convert`` and ``admission_of`` read the Workload as the engine sees it
+    (callers may memoise them)."""
     known = set(driver.engine.cluster_queue_names())
     for wl in workloads:
         if is_finished(wl):
@@ -217,7 +218,21 @@ def load_workloads(
         admission = admission_of(wl)
         if admission is not None and admission[0] in known:
             driver.restore(spec, admission[0], admission[1], evicting=is_evicted(wl))
+            if demand_is_admission(spec, admission[1]):
+                continue
         driver.submit(spec)
+
+
+def demand_is_admission(spec: Workload, assignments: Sequence[PodSetAssignment]) -> bool:
+    """The demand is exactly what was admitted: same pod sets and counts, same totals."""
+    admitted = {ps.name: ps for ps in assignments}
+    if set(admitted) != {ps.name for ps in spec.pod_sets}:
+        return False
+    for pod_set in spec.pod_sets:
+        got = admitted[pod_set.name]
+        if got.count != pod_set.count or dict(got.usage) != pod_set.totals():
+            return False
+    return True
 
 
 def find_workload(state: QueueState, kind: str, name: str, namespace: str) -> Obj | None:
