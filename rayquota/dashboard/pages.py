@@ -125,7 +125,9 @@ class Pages:
     def _cohorts(self, request: Request, visibility: Visibility) -> dict[str, Any]:
         self._require(visibility, self.cache.api.cluster_queues)
         page = cohorts_page(self.model.snapshot(), self.cache.cluster_queues.store.list())
-        cut = Page.of(request.query).cut(page["clusterQueues"])
+        wanted = (request.query.get("name") or "").strip()
+        queues = [cq for cq in page["clusterQueues"] if wanted in cq["name"]]
+        cut = Page.of(request.query).cut(queues)
         return {**page, "clusterQueues": cut.pop("items"), "paging": cut}
 
     def _cluster_queue(self, request: Request, visibility: Visibility) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def test_operator_serves_the_dashboard_and_the_token_link_signs_in(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             try:
                 if _get(f"{url}/healthz")[0] == 200:

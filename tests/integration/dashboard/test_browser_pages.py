@@ -41,7 +41,7 @@ def test_each_page_live_queue_order_and_admission(
         page.on("pageerror", lambda error: errors.append(str(error)))
 
         # Cohorts and ClusterQueues: the bar says its numbers in words.
-        page.goto(f"{dashboard.url}/cohorts#token={admin_token}")
+        page.goto(f"{dashboard.url}/cohorts?name={cq}#token={admin_token}")
         card = page.locator(f'section[data-cluster-queue="{cq}"]')
         card.wait_for(timeout=10_000)
         page.locator(

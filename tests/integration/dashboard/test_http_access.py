@@ -209,6 +209,9 @@ def test_a_team_a_viewer_sees_only_team_a(
     names = {(o["namespace"], o["name"]) for o in ray["objects"]}
     assert {(team_a, "job-a"), (team_b, "job-b")} <= names
 
+    _, _, cohorts = get(f"{dashboard.url}/api/cohorts?name={cq}", team_a_token)
+    assert [q["name"] for q in cohorts["clusterQueues"]] == [cq] and cohorts["paging"]["total"] == 1
+
     _, _, whoami = get(f"{dashboard.url}/api/whoami", team_a_token)
     assert whoami["user"] == f"system:serviceaccount:{team_a}:team-a"
 

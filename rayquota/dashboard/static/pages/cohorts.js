@@ -28,6 +28,13 @@ function conditionList(conditions) {
   return h("ul", { class: "conditions" }, conditions.map((c) => h("li", {}, `${c.type}=${c.status}`, c.reason ? ` (${c.reason})` : "", c.message ? `: ${c.message}` : "")));
 }
 
+function nameFilter(ctx) {
+  const current = new URLSearchParams(location.search).get("name") || "";
+  const input = h("input", { id: "cq-filter", type: "search", value: current, autocomplete: "off" });
+  input.addEventListener("change", () => ctx.setQuery({ name: input.value.trim(), offset: null }));
+  return h("p", {}, h("label", { for: "cq-filter" }, "ClusterQueue name contains "), input);
+}
+
 export function renderCohorts(page, ctx) {
   const queues = page.clusterQueues.map((cq) =>
     h(
@@ -57,6 +64,7 @@ export function renderCohorts(page, ctx) {
     page.cycles.length ? h("p", { class: "error" }, `cohort cycles: ${page.cycles.map((c) => c.join(" → ")).join("; ")}`) : null,
     h("section", { "aria-labelledby": "tree-title" }, h("h2", { id: "tree-title" }, "Cohort tree"), tree(page.tree) || h("p", {}, "No ClusterQueues.")),
     h("h2", {}, "ClusterQueues"),
+    nameFilter(ctx),
     pager(page.paging, (offset) => ctx.setQuery({ offset })),
     queues,
     cohorts.length ? [h("h2", {}, "Cohorts"), cohorts] : null,
