@@ -50,7 +50,7 @@ chromium: $(CHROMIUM)
 $(CHROMIUM):
 	@echo "$(CHROMIUM) is missing: installing Debian's chromium for the dashboard's browser tests"
 	$(SUDO) apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
 
 run: binaries
 	$(BIN)/rayquota cluster up
