@@ -45,7 +45,6 @@ from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, Pree
 from .engine import ClusterQueueStatus, Engine, NodeSnapshot, WorkloadStatus
 from .model import (
     BorrowWithinCohort,
-    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -56,18 +55,21 @@ from .model import (
     LocalQueue,
     PodSet,
     Preemption,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    StopPolicy,
     Taint,
     Toleration,
+    Workload,
+)
+from .policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
-    Workload,
+    WithinClusterQueuePolicy,
 )
 from .quantities import QuantityError, format_quantity, parse_quantity
 
@@ -95,7 +97,7 @@ __all__ = [
     "PreemptionReason",
     "QuantityError",
     "QueueingStrategy",
-    "ReclaimWithinCohort",
+    "ReclaimWithinCohortPolicy",
     "ResourceFlavor",
     "ResourceGroup",
     "ResourceQuota",
@@ -104,7 +106,7 @@ __all__ = [
     "Toleration",
     "WhenCanBorrow",
     "WhenCanPreempt",
-    "WithinClusterQueue",
+    "WithinClusterQueuePolicy",
     "Workload",
     "WorkloadStatus",
     "format_quantity",

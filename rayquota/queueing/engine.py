@@ -36,18 +36,13 @@ from .cycle_line import CycleLine, Verdict
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .fairsharing import dominant_share
 from .flavors import FitMode, assign_flavors
-from .model import (
+from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
+from .policies import (
     BorrowWithinCohortPolicy,
-    ClusterQueue,
-    Cohort,
-    FlavorResource,
-    LocalQueue,
     QueueingStrategy,
-    ReclaimWithinCohort,
-    ResourceFlavor,
+    ReclaimWithinCohortPolicy,
     StopPolicy,
-    WithinClusterQueue,
-    Workload,
+    WithinClusterQueuePolicy,
 )
 from .preemption import find_victims
 from .state import ClusterQueueState, Order, PendingGroup, Phase, Shape, WorkloadState
@@ -478,9 +473,7 @@ class Engine:
             self._push_line(heap, index, line)
         return stopped
 
-    def _push_line(
-        self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine
-    ) -> None:
+    def _push_line(self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine) -> None:
         first = line.first_order()
         if first is not None:
             share = dominant_share(line.cq) if self.fair_sharing else 0
@@ -565,7 +558,7 @@ class Engine:
                 return _Outcome.PREEMPTING
             wl.awaiting.clear()
         newer_matters = (
-            cq.spec.preemption.within_cluster_queue is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+            cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
         victims_key = (cq.name, wl.shape, spec.priority, spec.created if newer_matters else 0.0)
         if not spec.replaces:
@@ -760,7 +753,7 @@ class Engine:
         # With LowerOrNewerEqualPriority a workload's age decides what it may preempt, so it
         # is not quite like its parked look-alikes: it is judged on its own.
         newer_matters = (
-            cq.spec.preemption.within_cluster_queue is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+            cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
         cq.add_pending(wl, join_parked=not newer_matters)
 
@@ -923,15 +916,15 @@ class Engine:
                 continue
             policy = member.spec.preemption
             if member is cq:
-                within = policy.within_cluster_queue is not WithinClusterQueue.NEVER
+                within = policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
                 if within and member.parked_top >= priority:
                     member.unpark()
             elif borrowing and (
-                policy.reclaim_within_cohort is ReclaimWithinCohort.ANY
+                policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.ANY
                 or (
                     member.parked_top > priority
                     and (
-                        policy.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+                        policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
                         or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
                     )
                 )

@@ -8,7 +8,8 @@ from enum import Enum
 
 from .cohorts import QuotaNode
 from .decisions import PodSetAssignment
-from .model import ClusterQueue, FlavorResource, ResourceGroup, StopPolicy, Workload
+from .model import ClusterQueue, FlavorResource, ResourceGroup, Workload
+from .policies import StopPolicy
 
 Order = tuple[int, float, int, int]
 """Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""

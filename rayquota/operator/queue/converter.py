@@ -30,7 +30,7 @@ from rayquota.queueing import (
     PodSetAssignment,
     Preemption,
     QueueingStrategy,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -39,7 +39,7 @@ from rayquota.queueing import (
     Toleration,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
     format_quantity,
     parse_quantity,
@@ -139,8 +139,8 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
             queueing_strategy=QueueingStrategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
             namespace_selector=label_selector(spec.get("namespaceSelector")),
             preemption=Preemption(
-                WithinClusterQueue(preemption.get("withinClusterQueue") or "Never"),
-                ReclaimWithinCohort(preemption.get("reclaimWithinCohort") or "Never"),
+                WithinClusterQueuePolicy(preemption.get("withinClusterQueue") or "Never"),
+                ReclaimWithinCohortPolicy(preemption.get("reclaimWithinCohort") or "Never"),
                 BorrowWithinCohort(
                     BorrowWithinCohortPolicy(borrow.get("policy") or "Never"),
                     borrow.get("maxPriorityThreshold"),
