@@ -72,6 +72,7 @@ from .policies import (
     WithinClusterQueuePolicy,
 )
 from .quantities import QuantityError, format_quantity, parse_quantity
+from .state import Phase
 
 __all__ = [
     "Admit",
@@ -90,6 +91,7 @@ __all__ = [
     "LocalQueue",
     "NodeSnapshot",
     "Pending",
+    "Phase",
     "PodSet",
     "PodSetAssignment",
     "Preempt",

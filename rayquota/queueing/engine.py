@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .cohorts import QuotaNode, QuotaTree, add_usage, available
-from .cycle_line import CycleLine, Verdict
+from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .fairsharing import dominant_share
 from .flavors import FitMode, assign_flavors
@@ -66,8 +66,7 @@ class _Outcome(Enum):
 @dataclass(frozen=True, slots=True)
 class WorkloadStatus:
     key: str
-    phase: str
-    """``Pending``, ``Admitted`` or ``Evicting``."""
+    phase: Phase
     cluster_queue: str | None
     pending_reason: str
     usage: Mapping[FlavorResource, int]
@@ -509,12 +508,11 @@ class Engine:
             cq.park_group(group)
 
     def _verdict_stands(self, verdict: Verdict) -> bool:
-        kind, generation, root = verdict
-        if kind == "cache":
-            return generation == self._cache_generation
-        if kind == "usage":
-            assert isinstance(root, QuotaNode)
-            return generation == self._usage_epochs.get(root, 0)
+        if verdict.basis is VerdictBasis.CACHE:
+            return verdict.generation == self._cache_generation
+        if verdict.basis is VerdictBasis.USAGE:
+            assert verdict.root is not None
+            return verdict.generation == self._usage_epochs.get(verdict.root, 0)
         return True
 
     def _clear_fit_caches(self) -> None:
@@ -543,13 +541,13 @@ class Engine:
         if selector is not None and not selector.matches(self._namespaces.get(spec.namespace, {})):
             self._pend(out, wl, f"namespace {spec.namespace} is not selected by ClusterQueue {cq.name}")
             cq.park(wl)
-            self._verdict = _STATIC
+            self._verdict = STATIC_VERDICT
             return _Outcome.SKIPPED
         local_queue = self._local_queues.get(self._local_queue_key(spec))
         if local_queue is not None and local_queue.stop_policy is not StopPolicy.NONE:
             self._pend(out, wl, f"LocalQueue {local_queue.key} is stopped")
             cq.park(wl)
-            self._verdict = _STATIC
+            self._verdict = STATIC_VERDICT
             return _Outcome.SKIPPED
         if wl.awaiting:
             still = self._awaited(wl)
@@ -566,9 +564,9 @@ class Engine:
             if cached is None:
                 cached = self._no_victims.get(victims_key)
                 if cached is not None and not newer_matters:
-                    self._verdict = ("cache", self._cache_generation, None)
+                    self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
             else:
-                self._verdict = ("cache", self._cache_generation, None)
+                self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
             if cached is not None:
                 return self._not_admitted(wl, cq, out, cached)
 
@@ -586,7 +584,7 @@ class Engine:
             # Like Kueue: while quota in a cohort is being reclaimed by preemption, nobody
             # borrows there, or the freed quota would be taken before the preemptor gets it.
             root = cq.node.root()
-            self._verdict = ("usage", self._usage_epochs.get(root, 0), root)
+            self._verdict = Verdict(VerdictBasis.USAGE, self._usage_epochs.get(root, 0), root)
             return self._not_admitted(
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
@@ -637,10 +635,10 @@ class Engine:
             if not spec.replaces:
                 self._no_victims[victims_key] = reason
                 if not newer_matters:
-                    self._verdict = ("cache", self._cache_generation, None)
+                    self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         elif not spec.replaces:
             self._no_fit[(cq.name, wl.shape)] = reason
-            self._verdict = ("cache", self._cache_generation, None)
+            self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         return self._not_admitted(wl, cq, out, reason)
 
     def _not_admitted(
@@ -673,7 +671,7 @@ class Engine:
             return None
         return WorkloadStatus(
             wl.key,
-            wl.phase.value,
+            wl.phase,
             wl.cluster_queue,
             wl.reason,
             dict(wl.usage),
@@ -960,10 +958,6 @@ class Engine:
             self._members.setdefault(state.node.root(), []).append(state)
         self._unpark_everything()
         self._reroute_unrouted()
-
-
-_STATIC: Verdict = ("static", 0, None)
-"""A verdict no usage change can alter within a cycle (namespace selector, stopped LocalQueue)."""
 
 
 def _order(wl: WorkloadState) -> Order:

@@ -29,6 +29,7 @@ from rayquota.queueing import (
     FlavorResource,
     LocalQueue,
     Pending,
+    Phase,
     PodSet,
     PodSetAssignment,
     Preempt,
@@ -172,7 +173,7 @@ class Driver:
         pod_sets = tuple(ps for ps in spec.pod_sets if ps.name in admitted or ps.count)
         self.engine.update_workload(replace(_with_key(spec, tracked.admitted_key), pod_sets=pod_sets))
         status = self.engine.workload(tracked.admitted_key)
-        if status is None or status.phase != "Admitted":
+        if status is None or status.phase is not Phase.ADMITTED:
             return
         admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
         if admission != tracked.admission:
