@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.store import Obj
-from rayquota.operator.kube import now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
@@ -270,7 +271,7 @@ class WorkloadReconciler:
         pods += [
             p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
         ]
-        if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
+        if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self.pending_writes.forget(str(key))
