@@ -8,6 +8,7 @@ from typing import Any
 
 from rayquota.operator.core import Informer, NamespaceScope, ObjectKey, resources
 from rayquota.operator.kube import KubeClient
+from tests.polling import wait_for_async
 
 
 def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -20,11 +21,7 @@ def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 async def wait_until(what: str, probe: Any, timeout_s: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not probe():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+    await wait_for_async(what, probe, timeout_s, interval_s=0.05)
 
 
 async def test_selector_events_and_relist(control_plane: Any, namespace: str) -> None:
