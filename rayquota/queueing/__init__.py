@@ -41,8 +41,10 @@ Queries: ``usage(cq)``, ``available(cq, flavor, resource)``,
 the cohort tree) and ``cohort_cycles()``.
 """
 
+from .accounting import ClusterQueueStatus, NodeSnapshot
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .engine import ClusterQueueStatus, Engine, NodeSnapshot, WorkloadStatus
+from .engine import Engine
+from .engine_events import WorkloadStatus
 from .model import (
     BorrowWithinCohort,
     ClusterQueue,
