@@ -124,14 +124,13 @@ class WorkloadReconciler:
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
-            eviction = self.loop.writer.evictions.get(engine_key)
+            eviction = self.driver.eviction(engine_key)
             if eviction is not None:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
             if adapter.pods_gone(obj, pods):
                 self.driver.pods_gone(engine_key)
-                self.loop.writer.evictions.pop(engine_key, None)
                 self.loop.request_cycle()
                 await self._apply(adapter.restore(obj, children))
             await self._write_status(workload)
@@ -250,7 +249,6 @@ class WorkloadReconciler:
                 # (no other event may come: the runner has done its part).
                 return Result(requeue_after_s=STALE_CACHE_RETRY_S)
             self.driver.pods_gone(engine_key)
-            self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
@@ -276,7 +274,6 @@ class WorkloadReconciler:
         self._parts.pop(key, None)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
-        self.loop.writer.evictions.pop(str(key), None)
         self.loop.request_cycle()
 
     # --- writes ----------------------------------------------------------------------------
@@ -286,7 +283,7 @@ class WorkloadReconciler:
         status = desired_status(
             workload.get("status"),
             admission=self.driver.admission(key),
-            eviction=self.loop.writer.evictions.get(key) if self.driver.is_evicting(key) else None,
+            eviction=self.driver.eviction(key),
             pending_reason=self.driver.pending_reason(key),
             finished=finished,
             now=now_rfc3339(),
