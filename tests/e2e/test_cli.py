@@ -15,7 +15,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RAYQUOTA = [sys.executable, "-m", "rayquota.cli"]
