@@ -50,10 +50,11 @@ class Components:
         return tuple(name for name, handle in present.items() if handle is not None)
 
     def describe(self) -> str:
-        return ", ".join(
-            self.webhooks.describe() if name == "webhooks" and self.webhooks is not None else name
-            for name in self.names()
-        )
+        """For the start-up log: each component once, the webhooks with where they are served."""
+        described = [name for name in self.names() if name != "webhooks"]
+        if self.webhooks is not None:
+            described.append(self.webhooks.describe())
+        return ", ".join(described)
 
 
 def setup_components(manager: Manager, config: OperatorConfig) -> Components:
