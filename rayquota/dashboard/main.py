@@ -13,15 +13,14 @@ from collections.abc import Callable
 
 from rayquota.dashboard.access import AccessReviewer
 from rayquota.dashboard.cache import DashboardCache
-from rayquota.dashboard.server import Dashboard, DashboardSettings
+from rayquota.dashboard.server import Dashboard
+from rayquota.dashboard.settings import DashboardSettings
 from rayquota.dashboard.viewer_rbac import ensure_viewer, request_token
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.api_group import QueueApi
 
 log = logging.getLogger("rayquota.dashboard")
-
-PORT_ENV = "RAYQUOTA_DASHBOARD_PORT"
 
 
 def attach(

@@ -19,7 +19,6 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from rayquota.dashboard.cache import DashboardCache
 from rayquota.dashboard.history import HistoryRing
 from rayquota.dashboard.pages import PageError, Pages
 from rayquota.dashboard.queue_model import QueueModel
+from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.kube import ApiError
 
 log = logging.getLogger(__name__)
@@ -63,23 +63,6 @@ LIVE_MIN_GAP_S = 0.25
 """Throttle of the live channel: at most four messages a second per page."""
 KEEPALIVE_S = 15.0
 USER_KEY = web.RequestKey("user", User)
-
-
-@dataclass
-class DashboardSettings:
-    bind: str = "127.0.0.1"
-    port: int = 8090
-    allowed_origins: tuple[str, ...] = ()
-    """Origins besides http://127.0.0.1:<port> and http://localhost:<port> (a port-forward or
-    an ingress in front of the dashboard)."""
-    history_interval_s: float = 15.0
-    history_hours: float = 6.0
-    history_resource: str = "nvidia.com/gpu"
-    review_ttl_s: float = 30.0
-
-    def origins(self, port: int) -> set[str]:
-        local = {f"http://{host}:{port}" for host in ("127.0.0.1", "localhost", "[::1]")}
-        return local | {o.rstrip("/") for o in self.allowed_origins}
 
 
 class Dashboard:

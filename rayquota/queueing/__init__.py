@@ -42,11 +42,12 @@ workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
 ``cohort_cycles()``.
 """
 
+from .accounting import ClusterQueueStatus, NodeSnapshot
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .engine import ClusterQueueStatus, Engine, NodeSnapshot, WorkloadStatus
+from .engine import Engine
+from .engine_events import WorkloadStatus
 from .model import (
     BorrowWithinCohort,
-    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -57,20 +58,24 @@ from .model import (
     LocalQueue,
     PodSet,
     Preemption,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    StopPolicy,
     Taint,
     Toleration,
-    WhenCanBorrow,
-    WhenCanPreempt,
-    WithinClusterQueue,
     Workload,
 )
+from .policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
 from .quantities import QuantityError, format_quantity, parse_quantity
+from .state import Phase
 
 __all__ = [
     "Admit",
@@ -89,6 +94,7 @@ __all__ = [
     "LocalQueue",
     "NodeSnapshot",
     "Pending",
+    "Phase",
     "PodSet",
     "PodSetAssignment",
     "Preempt",
@@ -96,7 +102,7 @@ __all__ = [
     "PreemptionReason",
     "QuantityError",
     "QueueingStrategy",
-    "ReclaimWithinCohort",
+    "ReclaimWithinCohortPolicy",
     "ResourceFlavor",
     "ResourceGroup",
     "ResourceQuota",
@@ -105,7 +111,7 @@ __all__ = [
     "Toleration",
     "WhenCanBorrow",
     "WhenCanPreempt",
-    "WithinClusterQueue",
+    "WithinClusterQueuePolicy",
     "Workload",
     "WorkloadStatus",
     "format_quantity",

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from rayquota.dashboard.server import DashboardSettings
+from rayquota.dashboard.settings import DashboardSettings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
