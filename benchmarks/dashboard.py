@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
-from rayquota.localcluster.ports import free_port
 from rayquota.operator.kube import KubeClient
+from rayquota.ports import free_port
 
 GROUP = "/apis/rayquota.io/v1alpha1"
 GPU = "nvidia.com/gpu"

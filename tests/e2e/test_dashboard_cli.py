@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 RAYQUOTA = [sys.executable, "-m", "rayquota.cli"]
 
