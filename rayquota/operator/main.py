@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from rayquota import __version__
+from rayquota.dashboard import main as dashboard_main
+from rayquota.dashboard.server import Dashboard
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
@@ -43,6 +45,8 @@ class Components:
     """None in admission-only mode: KubeRay's operator reconciles the Ray objects there."""
     queue: QueueComponent
     webhooks: WebhookComponent | None
+    dashboard: Dashboard | None = None
+    """The read-only web dashboard, with --dashboard-port."""
 
     def names(self) -> tuple[str, ...]:
         """The components that run, by the names `rayquota.operator.permissions` declares."""
@@ -54,6 +58,8 @@ class Components:
         described = [name for name in self.names() if name != "webhooks"]
         if self.webhooks is not None:
             described.append(self.webhooks.describe())
+        if self.dashboard is not None:
+            described.append(f"dashboard on {self.dashboard.settings.bind}:{self.dashboard.settings.port}")
         return ", ".join(described)
 
 
@@ -61,7 +67,9 @@ def setup_components(manager: Manager, config: OperatorConfig) -> Components:
     ray = ray_setup.setup(manager, config) if config.reconcilers_enabled else None
     queue = queue_setup.setup(manager, ray)
     webhooks = webhooks_setup.setup(manager, config.webhooks, queue) if config.webhooks is not None else None
-    return Components(ray, queue, webhooks)
+    web = config.web_dashboard
+    dashboard = dashboard_main.attach(manager, web) if web is not None else None
+    return Components(ray, queue, webhooks, dashboard)
 
 
 def _start_metrics(port: int, bind: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,16 @@ from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import Admit, Engine, Pending, Phase, Preempt, format_quantity
+from rayquota.queueing import (
+    Admit,
+    Engine,
+    Pending,
+    Phase,
+    PodSetAssignment,
+    Preempt,
+    Workload,
+    format_quantity,
+)
 
 Obj = Mapping[str, Any]
 KIND_ALIASES = {
@@ -186,19 +195,53 @@ def rebuild(state: QueueState) -> Driver:
         driver.configure(converter.cluster_queue(cq))
     for lq in state.local_queues:
         driver.configure(converter.local_queue(lq))
+    load_workloads(driver, state.workloads, lambda wl: converter.workload(wl, priorities.get))
+    return driver
+
+
+WorkloadConversion = Callable[[Obj], Workload]
+AdmissionParse = Callable[[Obj], "tuple[str, tuple[PodSetAssignment, ...]] | None"]
+
+
+def recorded_admission(workload: Obj) -> tuple[str, tuple[PodSetAssignment, ...]] | None:
+    admission = (workload.get("status") or {}).get("admission")
+    return converter.admission_from_api(admission) if admission else None
+
+
+def load_workloads(
+    driver: Driver,
+    workloads: Iterable[Obj],
+    convert: WorkloadConversion,
+    admission_of: AdmissionParse = recorded_admission,
+) -> None:
+    """Into a configured driver, as the operator's start-up does: each admission recorded in a
+    Workload's status restored, then every unfinished Workload's demand submitted (an admitted
+    one whose demand grew waits as a scale-up slice; one whose demand is exactly its admission
+    needs no submit). ``convert`` and ``admission_of`` read the Workload as the engine sees it
+    (callers may memoise them)."""
     known = set(driver.engine.cluster_queue_names())
-    for wl in state.workloads:
+    for wl in workloads:
         if is_finished(wl):
             continue
-        spec = converter.workload(wl, priorities.get)
-        admission = (wl.get("status") or {}).get("admission")
-        if admission:
-            cluster_queue, pod_sets = converter.admission_from_api(admission)
-            if cluster_queue in known:
-                driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(wl))
+        spec = convert(wl)
+        admission = admission_of(wl)
+        if admission is not None and admission[0] in known:
+            driver.restore(spec, admission[0], admission[1], evicting=is_evicted(wl))
+            if demand_is_admission(spec, admission[1]):
                 continue
         driver.submit(spec)
-    return driver
+
+
+def demand_is_admission(spec: Workload, assignments: Sequence[PodSetAssignment]) -> bool:
+    """The demand is exactly what was admitted: same pod sets and counts, same totals."""
+    admitted = {ps.name: ps for ps in assignments}
+    if set(admitted) != {ps.name for ps in spec.pod_sets}:
+        return False
+    for pod_set in spec.pod_sets:
+        got = admitted[pod_set.name]
+        if got.count != pod_set.count or dict(got.usage) != pod_set.totals():
+            return False
+    return True
 
 
 def find_workload(state: QueueState, kind: str, name: str, namespace: str) -> Obj | None:

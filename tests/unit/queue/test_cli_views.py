@@ -97,3 +97,18 @@ def test_explain_says_what_it_needs_what_is_free_and_who_is_ahead() -> None:
 
 def test_explain_an_object_that_is_not_queued() -> None:
     assert "has no Workload" in cli_views.explain(state(), "rayjob", "nope", "ns")
+
+
+def test_rebuild_keeps_a_grown_demand_waiting_as_a_scale_up_slice() -> None:
+    """An admitted Workload whose demand grew (a RayService upgrade's second cluster) is pending
+    in the rebuilt engine too, with the engine's sentence, while its admission stays counted."""
+    queue_state = state()
+    grown = job_workload("first", 8, "2026-01-01T00:00:00Z", admitted=True)
+    grown["spec"]["podSets"][0]["count"] = 2  # the admission covers 1 pod of 8 GPUs
+    queue_state.workloads = [grown]
+    driver = cli_views.rebuild(queue_state)
+    driver.cycle(0.0)
+    key = "ns/rayjob-first-abcde"
+    assert driver.admission(key) is not None
+    assert "0 of 8 free" in str(driver.pending_reason(key))
+    assert driver.engine.cluster_queue_status("team").usage == {("a100", "nvidia.com/gpu"): 8000}
