@@ -12,6 +12,7 @@ from typing import Any
 from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.core.pods import pod_finished as is_finished
 from rayquota.operator.ray import conditions, labels
+from rayquota.operator.ray.feature_validation import feature_errors
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 
@@ -114,6 +115,7 @@ def validate_cluster(cluster: Mapping[str, Any]) -> list[str]:
             errors.append(f"spec.workerGroupSpecs[{i}]: minReplicas ({minimum}) > maxReplicas ({maximum})")
         if group.get("suspend") and spec.get("enableInTreeAutoscaling"):
             errors.append(f"spec.workerGroupSpecs[{i}].suspend cannot be used with enableInTreeAutoscaling")
+    errors += feature_errors(spec, cluster["metadata"].get("annotations") or {}, "spec")
     parent = originating_crd(cluster)
     if parent in MANAGED_BY_PARENTS and upgrade_strategy(cluster) is not None:
         errors.append(

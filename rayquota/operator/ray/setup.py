@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager
+from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.raycluster import RayClusterReconciler
 from rayquota.operator.ray.rayjob import RayJobReconciler
 from rayquota.operator.ray.rayservice import RayServiceReconciler
@@ -23,10 +24,12 @@ def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
     resolver = resolver_from_settings(
         config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
     )
+    # One token reader: the RayCluster controller makes the Secrets, the others read them.
+    tokens = AuthTokens(manager)
     controllers = RayControllers(
-        clusters=RayClusterReconciler(manager, config),
-        jobs=RayJobReconciler(manager, config, resolver),
-        services=RayServiceReconciler(manager, config, resolver),
+        clusters=RayClusterReconciler(manager, config, tokens),
+        jobs=RayJobReconciler(manager, config, resolver, tokens),
+        services=RayServiceReconciler(manager, config, resolver, tokens),
     )
     manager.on_shutdown(controllers.jobs.close)
     manager.on_shutdown(controllers.services.close)
