@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
+from rayquota.operator.ray.ingress import INGRESSES
 from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
@@ -83,7 +84,12 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.RAYJOBS, "update", "status")
         | _grant(resources.PODS, "create delete patch")  # patch: re-stamp the operator version
         | _grant(resources.SERVICES, "create")
-        | _grant(resources.JOBS, "create delete")  # the K8sJobMode submitter
+        | _grant(resources.JOBS, "create delete")  # the K8sJobMode submitter; the Redis cleanup Job
+        # Token auth (ray/auth_token.py): the per-cluster Secret is created, and the token read by
+        # name for the operator's dashboard calls (not watched: that would cache every Secret).
+        | _grant(SECRETS, "create get")
+        # enableIngress (ray/ingress.py): the head's Ingress, brought back to the spec.
+        | _grant(INGRESSES, "create update")
         # The autoscaler sidecar's own ServiceAccount and Role.
         | _grant(resources.SERVICE_ACCOUNTS, "create")
         | _grant(resources.ROLES, "create")
