@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries chromium lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries chromium redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -52,7 +52,19 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
 
-run: binaries
+# GCS fault tolerance runs on a real Redis: Debian's redis-server (the server users run, with
+# redis-cli beside it). Tests start their own on 127.0.0.1 with a password; the package's
+# system service is not used.
+REDIS_SERVER := /usr/bin/redis-server
+
+redis: $(REDIS_SERVER)
+
+$(REDIS_SERVER):
+	@echo "$(REDIS_SERVER) is missing: installing Debian's redis-server for the GCS fault-tolerance tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y redis-server
+
+run: binaries redis
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
 	@echo "operator starting in the foreground, admission webhooks on 127.0.0.1 (removed on exit); Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
@@ -64,7 +76,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries chromium
+test: binaries chromium redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
