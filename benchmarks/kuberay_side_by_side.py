@@ -211,12 +211,24 @@ timestamps and IPs, and treating `ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-6553
 master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining difference is
 listed with the reason it is deliberate.
 
-KubeRay fields we keep but do not act on (a Warning event `UnimplementedField` says so on the
-object): `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
-`gcsFaultToleranceOptions`, `authOptions` (token mode), `headGroupSpec.enableIngress` and
-`headGroupSpec.ingressOptions`. Fields read by the Ray autoscaler itself from the RayCluster
-(`workerGroupSpecs[].priority`, `idleTimeoutSeconds`, `autoscalerOptions.upscalingMode`) work
-unchanged. Some fields and behaviours come from KubeRay's next release rather than {version}
+Every spec field of KubeRay v1.7.0's RayCluster, RayJob and RayService types is kept by our CRDs
+and either implemented or warned on the object; none is ignored silently
+(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields against our models and the
+operator's code). Fields we keep but do not act on, with a Warning event `UnimplementedField` on
+the object when set: `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
+`authOptions.enableK8sTokenAuth` (the cluster runs with the Secret's token instead),
+`headGroupSpec.ingressOptions` without `enableIngress` (KubeRay reads it only with it too),
+`serveService` on a RayService with `NewClusterWithIncrementalUpgrade` (KubeRay does not use it
+there either), and RayService's `serviceUnhealthySecondThreshold` and
+`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an
+error naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's
+embedded GCS store, behind a feature gate that is off by default), and
+`deletionStrategy` `DeleteWorkers` on a RayJob whose cluster autoscales (KubeRay's rule and
+message, at admission by the CRD). Implemented since the run below: GCS fault tolerance on Redis
+(`gcsFaultToleranceOptions`, the Redis cleanup Job), token auth (`authOptions.mode: token`),
+Autoscaler v2, the head Ingress (`headGroupSpec.enableIngress`) and RayService `serveService`.
+Fields read by the Ray autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
+`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from KubeRay's next release rather than {version}
 (`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
 `networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
 `JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`

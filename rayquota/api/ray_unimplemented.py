@@ -44,6 +44,11 @@ _SERVICE_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
         bool(spec.get("serveService"))
         and (spec.get("upgradeStrategy") or {}).get("type") == "NewClusterWithIncrementalUpgrade"
     ),
+    # Deprecated in KubeRay, which ignores them too (kuberay#1685); kept so old manifests apply.
+    "spec.serviceUnhealthySecondThreshold": lambda spec: spec.get("serviceUnhealthySecondThreshold") is not None,
+    "spec.deploymentUnhealthySecondThreshold": lambda spec: (
+        spec.get("deploymentUnhealthySecondThreshold") is not None
+    ),
 }
 
 IGNORED_FIELD_PATHS: tuple[str, ...] = (*_CLUSTER_FIELDS, *_SERVICE_FIELDS)

@@ -295,3 +295,13 @@ def test_incremental_upgrades_do_not_use_a_custom_serve_service_and_say_so() -> 
     assert serve["metadata"]["name"] == "svc-serve-svc"
     assert unimplemented_fields(service) == ["spec.serveService"]
     assert unimplemented_fields(service_with(copy.deepcopy(CUSTOM))) == []
+
+
+def test_kuberays_deprecated_rayservice_thresholds_are_warned_not_ignored_silently() -> None:
+    service = {"kind": "RayService", "spec": {"serviceUnhealthySecondThreshold": 900, "serveConfigV2": ""}}
+    assert unimplemented_fields(service) == ["spec.serviceUnhealthySecondThreshold"]
+    service["spec"]["deploymentUnhealthySecondThreshold"] = 300
+    assert unimplemented_fields(service) == [
+        "spec.serviceUnhealthySecondThreshold",
+        "spec.deploymentUnhealthySecondThreshold",
+    ]
