@@ -66,6 +66,8 @@ class WorkloadReconciler:
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
+        # Admitted Workloads whose Admitted event (and wait metric) is still due.
+        self._unannounced: set[ObjectKey] = set()
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -150,7 +152,9 @@ class WorkloadReconciler:
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
-            first = not (workload.get("status") or {}).get("admission")
+            if not (workload.get("status") or {}).get("admission"):
+                # Announced once the cache shows it, which may be a later reconcile than this one.
+                self._unannounced.add(key)
             stored = await self._write_status(workload)
             if stored is None:
                 return None
@@ -159,7 +163,8 @@ class WorkloadReconciler:
                 # The gate (and the validating webhook) read the cached Workload: lift nothing
                 # until the cache shows the admission; its watch event brings us back.
                 return None
-            if first:
+            if key in self._unannounced:
+                self._unannounced.discard(key)
                 self._observe_wait(workload, admission.cluster_queue)
                 self.manager.recorder.post(
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
@@ -293,6 +298,7 @@ class WorkloadReconciler:
         if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
+        self._unannounced.discard(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.writer.evictions.pop(str(key), None)

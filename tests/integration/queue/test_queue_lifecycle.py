@@ -252,6 +252,7 @@ def test_a_new_cause_is_written_at_once_and_a_held_queue_is_not_active(
     active_condition_soon(kube, cq, "True", "Ready")
     kube.apply(gpu_rayjob("running", "team", workers=2, gpus_per_worker=4))  # all 8 GPUs
     admitted_workload(kube, "RayJob", "running")
+    wait_for("an Admitted event", lambda: any(e["reason"] == "Admitted" for e in kube.events("running")))
     kube.apply(gpu_rayjob("waiting", "team", workers=1, gpus_per_worker=4))
     # The first verdict: a shortage. Each change below comes well within 30 s of the last write.
     reason_soon(kube, "waiting", "0 of 8 free")
