@@ -17,7 +17,7 @@ from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.workload_status import is_finished
 from rayquota.operator.ray import conditions
-from rayquota.queueing import ClusterQueueStatus, Engine, format_quantity
+from rayquota.queueing import ClusterQueueStatus, Engine, StopPolicy, format_quantity
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,22 @@ def _flavor_list(
     return [{"name": name, "resources": res} for name, res in flavors.items()]
 
 
-def stop_policy_of(queue: Mapping[str, Any] | None) -> str:
-    return str(((queue or {}).get("spec") or {}).get("stopPolicy") or "None")
+def stop_policy_of(queue: Mapping[str, Any] | None) -> StopPolicy:
+    raw = str(((queue or {}).get("spec") or {}).get("stopPolicy") or StopPolicy.NONE)
+    try:
+        return StopPolicy(raw)
+    except ValueError:
+        return StopPolicy.NONE  # the CRD refuses other values; a status pass never fails on one
 
 
 def _active_condition(
-    status: ClusterQueueStatus, terminating: bool, stop_policy: str
+    status: ClusterQueueStatus, terminating: bool, stop_policy: StopPolicy
 ) -> tuple[bool, str, str]:
     """Kueue's ``Active`` condition: its reasons (Terminating, Stopped, ...) and when each applies."""
     if terminating:
         return False, TERMINATING_REASON, terminating_message(status.name, status.admitted)
-    if stop_policy != "None":
-        return False, STOPPED_REASON, f"Can't admit new workloads: stopPolicy is {stop_policy}"
+    if stop_policy is not StopPolicy.NONE:
+        return False, STOPPED_REASON, f"Can't admit new workloads: stopPolicy is {stop_policy.value}"
     if status.disabled_reason is not None:
         return False, "Inactive", str(status.disabled_reason)
     return True, "Ready", "Can admit new workloads"
@@ -59,8 +63,8 @@ def local_queue_active(
 ) -> tuple[bool, str, str]:
     """A LocalQueue is active when it is not stopped and its ClusterQueue is (Kueue's reasons)."""
     stop_policy = stop_policy_of(local_queue)
-    if stop_policy != "None":
-        return False, STOPPED_REASON, f"Can't submit new workloads: stopPolicy is {stop_policy}"
+    if stop_policy is not StopPolicy.NONE:
+        return False, STOPPED_REASON, f"Can't submit new workloads: stopPolicy is {stop_policy.value}"
     if cluster_queue is None:
         return (
             False,
@@ -79,7 +83,7 @@ def cluster_queue_status(
     now: str,
     *,
     terminating: bool = False,
-    stop_policy: str = "None",
+    stop_policy: StopPolicy = StopPolicy.NONE,
     waiting_slices: int = 0,
 ) -> dict[str, Any]:
     """``flavorsUsage[].resources[].total`` and ``.borrowed`` for every flavor and resource with

@@ -9,7 +9,7 @@ from rayquota.operator.queue.status import (
     local_queue_status,
     waiting_slices_per_cluster_queue,
 )
-from rayquota.queueing import ClusterQueueStatus
+from rayquota.queueing import ClusterQueueStatus, StopPolicy
 from tests.unit.queue.fakes import gpu_workload, new_driver
 
 NOW = "2026-11-22T09:00:00Z"
@@ -39,13 +39,13 @@ def test_an_inactive_cluster_queue_gives_the_engines_reason() -> None:
 
 def test_a_held_cluster_queue_is_not_active_with_kueues_stopped_reason() -> None:
     status = ClusterQueueStatus("team", 3, 1, {}, {}, disabled_reason=None)
-    for policy in ("Hold", "HoldAndDrain"):
+    for policy in (StopPolicy.HOLD, StopPolicy.HOLD_AND_DRAIN):
         written = cluster_queue_status(None, status, [], NOW, stop_policy=policy)
         (held,) = [c for c in written["conditions"] if c["type"] == "Active"]
         assert (held["status"], held["reason"]) == ("False", "Stopped")
         assert policy in held["message"] and "Can admit" not in held["message"]
     # Terminating says more than Stopped (Kueue checks it first too).
-    written = cluster_queue_status(None, status, [], NOW, terminating=True, stop_policy="Hold")
+    written = cluster_queue_status(None, status, [], NOW, terminating=True, stop_policy=StopPolicy.HOLD)
     assert [c["reason"] for c in written["conditions"] if c["type"] == "Active"] == ["Terminating"]
 
 
