@@ -23,7 +23,8 @@ import aiohttp
 
 from rayquota.operator.core.event_correlator import EventCorrelator, EventSource, Verdict
 from rayquota.operator.core.resources import EVENTS
-from rayquota.operator.kube import ApiError, KubeClient, NotFound, now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.kube import ApiError, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.store import Obj
-from rayquota.operator.kube import now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission_loop import AdmissionLoop
@@ -138,14 +139,13 @@ class WorkloadReconciler:
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
-            eviction = self.loop.writer.evictions.get(engine_key)
+            eviction = self.driver.eviction(engine_key)
             if eviction is not None:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
             if adapter.pods_gone(obj, pods):
                 self.driver.pods_gone(engine_key)
-                self.loop.writer.evictions.pop(engine_key, None)
                 self.loop.request_cycle()
                 await self._apply(adapter.restore(obj, children))
             await self._write_status(workload)
@@ -274,7 +274,6 @@ class WorkloadReconciler:
                 # (no other event may come: the runner has done its part).
                 return Result(requeue_after_s=STALE_CACHE_RETRY_S)
             self.driver.pods_gone(engine_key)
-            self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
@@ -295,13 +294,12 @@ class WorkloadReconciler:
         pods += [
             p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
         ]
-        if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
+        if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
-        self.loop.writer.evictions.pop(str(key), None)
         self.loop.request_cycle()
 
     # --- writes ----------------------------------------------------------------------------
@@ -312,7 +310,7 @@ class WorkloadReconciler:
         status = desired_status(
             workload.get("status"),
             admission=self.driver.admission(key),
-            eviction=self.loop.writer.evictions.get(key) if self.driver.is_evicting(key) else None,
+            eviction=self.driver.eviction(key),
             pending_reason=in_words(reason, words_of(workload)) if reason else reason,
             finished=finished,
             now=now_rfc3339(),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core.gate import AdmittedCaps
+from rayquota.operator.core.pods import pod_finished as is_finished
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
@@ -29,10 +30,6 @@ MANAGED_BY_PARENTS = ("RayJob", "RayService")
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
-
-
-def is_finished(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
 def is_active(pod: Mapping[str, Any]) -> bool:

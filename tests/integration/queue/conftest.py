@@ -240,11 +240,22 @@ def gpus_admitted(workload: dict[str, Any]) -> int:
 
 
 class OperatorProcess:
-    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces."""
+    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces.
 
-    def __init__(self, kubeconfig: str, prefix: str, **env: str) -> None:
+    Without the admission webhooks unless ``RAYQUOTA_WEBHOOK_PORT`` is given (``"0"``: any port),
+    or ``cli_default=True`` leaves the choice to `rayquota run` (on, against the local control
+    plane). ``log``: where its output goes (else nowhere)."""
+
+    def __init__(
+        self, kubeconfig: str, prefix: str, *, cli_default: bool = False, log: Path | None = None, **env: str
+    ) -> None:
         self.env = {**os.environ, "KUBECONFIG": kubeconfig, **env}
+        if cli_default:
+            self.webhook_flags: list[str] = []
+        else:
+            self.webhook_flags = ["--webhooks" if "RAYQUOTA_WEBHOOK_PORT" in env else "--no-webhooks"]
         self.prefix = prefix
+        self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -261,11 +272,18 @@ class OperatorProcess:
                 "0",
                 "--health-port",
                 "0",
+                *self.webhook_flags,
             ],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log.open("wb") if self.log is not None else subprocess.DEVNULL,
         )
+
+    def interrupt(self) -> int:
+        """Ctrl-C, as a user stops it; its exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=60)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

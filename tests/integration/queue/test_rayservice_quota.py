@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from tests.integration.ray.rayservice_support import (
     start_upgrade_on_second_head,
     wait_ready,
 )
+from tests.polling import holds
 
 pytestmark = [pytest.mark.ray]
 
@@ -152,8 +152,7 @@ def upgrade_waits_for_quota(
     assert "an upgrade or a scale-up) and waits: " in explained and f"`{pending}`" in explained, explained
     cluster_queue = workload_status(kube)["admission"]["clusterQueue"]
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
-    until = time.monotonic() + 10
-    while time.monotonic() < until:
+    def still_waiting() -> None:
         child = kube.get("raycluster", pending)
         assert child is not None and child["spec"]["suspend"] is True
         assert kube.pods(pending) == []
@@ -164,7 +163,8 @@ def upgrade_waits_for_quota(
         # `rayquota queues` reads these: one Workload, admitted, not pending as well.
         counts = (kube.get("clusterqueue.rayquota.io", cluster_queue) or {}).get("status") or {}
         assert (counts.get("admittedWorkloads"), counts.get("pendingWorkloads")) == (1, 0), counts
-        time.sleep(0.5)
+
+    holds("the pending cluster gated, the active one running", still_waiting, seconds=10)
 
     raise_quota()
     wait_for("the pending cluster's pods", lambda: len(kube.pods(pending)) == 2, timeout_s=180)
