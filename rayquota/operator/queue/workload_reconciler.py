@@ -30,6 +30,13 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
+from rayquota.operator.queue.pod_set_words import (
+    POD_SET_WORDS_ANNOTATION,
+    annotation_value,
+    in_words,
+    pod_set_words,
+    words_of,
+)
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
@@ -60,6 +67,8 @@ class WorkloadReconciler:
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
+        # Admitted Workloads whose Admitted event (and wait metric) is still due.
+        self._unannounced: set[ObjectKey] = set()
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -108,7 +117,13 @@ class WorkloadReconciler:
         else:
             held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
             api_pod_sets = [converter.api_pod_set(ps) for ps in held]
-            workload = await self._ensure_workload(queued, workload, api_pod_sets)
+            words = pod_set_words(
+                queued.kind,
+                str(obj["metadata"]["name"]),
+                demand,
+                (str(c["metadata"]["name"]) for c in children),
+            )
+            workload = await self._ensure_workload(queued, workload, api_pod_sets, words)
             if workload is None:
                 return None
         engine_key = str(key)
@@ -137,7 +152,9 @@ class WorkloadReconciler:
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
-            first = not (workload.get("status") or {}).get("admission")
+            if not (workload.get("status") or {}).get("admission"):
+                # Announced once the cache shows it, which may be a later reconcile than this one.
+                self._unannounced.add(key)
             stored = await self._write_status(workload)
             if stored is None:
                 return None
@@ -146,7 +163,8 @@ class WorkloadReconciler:
                 # The gate (and the validating webhook) read the cached Workload: lift nothing
                 # until the cache shows the admission; its watch event brings us back.
                 return None
-            if first:
+            if key in self._unannounced:
+                self._unannounced.discard(key)
                 self._observe_wait(workload, admission.cluster_queue)
                 self.manager.recorder.post(
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
@@ -164,11 +182,11 @@ class WorkloadReconciler:
             await self._apply(adapter.suspend(obj, children))
         reason = self.driver.pending_reason(engine_key)
         if reason:
-            self.manager.recorder.post(obj, "Normal", "Pending", reason)
+            self.manager.recorder.post(obj, "Normal", "Pending", in_words(reason, words_of(workload)))
         return self._deferred_words(engine_key)
 
     async def _ensure_workload(
-        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]]
+        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
     ) -> Obj | None:
         obj = queued.obj
         meta = obj["metadata"]
@@ -198,7 +216,8 @@ class WorkloadReconciler:
                     "annotations": {
                         naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
                             obj, self.creation_versions.of(obj)
-                        )
+                        ),
+                        POD_SET_WORDS_ANNOTATION: annotation_value(words),
                     },
                     "ownerReferences": [labels.owner_reference(obj)],
                 },
@@ -208,9 +227,15 @@ class WorkloadReconciler:
             self._created[queued.workload] = created
             return created
         current = workload.get("spec") or {}
-        if all(current.get(k) == v for k, v in spec.items()):
+        annotations = workload["metadata"].get("annotations") or {}
+        worded = annotation_value(words)
+        if (
+            all(current.get(k) == v for k, v in spec.items())
+            and annotations.get(POD_SET_WORDS_ANNOTATION) == worded
+        ):
             return workload
-        updated = {**workload, "spec": {**current, **spec}}
+        metadata = {**workload["metadata"], "annotations": {**annotations, POD_SET_WORDS_ANNOTATION: worded}}
+        updated = {**workload, "metadata": metadata, "spec": {**current, **spec}}
         return await self.client.replace(path + f"/{queued.workload.name}", updated)
 
     # --- a Workload created directly (no owner): benchmarks and batch systems -------------
@@ -272,6 +297,7 @@ class WorkloadReconciler:
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
+        self._unannounced.discard(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.request_cycle()
@@ -280,16 +306,17 @@ class WorkloadReconciler:
 
     async def _write_status(self, workload: Obj, *, finished: bool = False) -> Obj | None:
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+        reason = self.driver.pending_reason(key)
         status = desired_status(
             workload.get("status"),
             admission=self.driver.admission(key),
             eviction=self.driver.eviction(key),
-            pending_reason=self.driver.pending_reason(key),
+            pending_reason=in_words(reason, words_of(workload)) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
         )
         status = self.objects.api.workload_status(status)
-        evaluated = bool(self.driver.pending_reason(key))
+        evaluated = bool(reason)
         if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
             return workload
         return await self.manager.status.write(self.objects.api.workloads, workload, status)
