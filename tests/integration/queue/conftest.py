@@ -61,7 +61,7 @@ def _restore(previous: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def queue_operator(crds_installed: None) -> Iterator[Path]:
     with running_operator() as dashboard_map:
         yield dashboard_map
