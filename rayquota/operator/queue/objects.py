@@ -136,6 +136,17 @@ class QueueObjects:
             return self.queued(kind, parent)
         return self.queued("RayCluster", dict(cluster))
 
+    def parent_unknown(self, cluster: Mapping[str, Any]) -> bool:
+        """A child whose parent (RayJob, RayService) the cache does not show: it may be queued,
+        so nothing of it may run until the parent is seen."""
+        owner = controller_owner(cluster)
+        if owner is None or owner.get("kind") not in PARENT_KINDS:
+            return False
+        parent = self.informers[str(owner["kind"])].store.get(
+            str(cluster["metadata"]["namespace"]), str(owner["name"])
+        )
+        return parent is None or parent["metadata"].get("uid") != owner.get("uid")
+
     def children(self, kind: str, obj: Mapping[str, Any]) -> list[Obj]:
         if kind == "RayCluster":
             return []

@@ -112,7 +112,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         ray.jobs.controller.watch(objects.workloads, owner_of_kind("RayJob"), primary=False)
         ray.services.controller.watch(objects.workloads, owner_of_kind("RayService"), primary=False)
 
-    gate = QueueGate(objects)
+    gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
     webhook_port = os.environ.get("RAYQUOTA_WEBHOOK_PORT")
     if webhook_port is not None:

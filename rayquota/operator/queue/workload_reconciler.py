@@ -25,6 +25,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
+from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
@@ -74,6 +75,11 @@ class WorkloadReconciler:
             self._release_when_pods_gone(key, workload)
             return None
         return await self._queued(key, queued, workload)
+
+    def parts_of(self, key: ObjectKey) -> list[str]:
+        """The clusters a Workload's object was last seen with (a deleted one's pods count there
+        until they are gone)."""
+        return list(self._parts.get(key, ()))
 
     def workloads_holding(self, namespace: str, cluster: str) -> list[ObjectKey]:
         """The Workloads that last saw ``cluster`` as one of their parts (its pods count there)."""
@@ -155,12 +161,19 @@ class WorkloadReconciler:
             return None
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
-            self.manager.recorder.post(
-                obj,
-                "Warning",
-                "QuotaGateReasserted",
-                "the object is not admitted; suspend was set again (clearing it does not bypass the quota)",
-            )
+            if gate_cleared_by_hand(obj):
+                self.manager.recorder.post(
+                    obj,
+                    "Warning",
+                    "QuotaGateReasserted",
+                    "the object is not admitted; suspend was set again "
+                    "(clearing it does not bypass the quota)",
+                )
+            else:
+                queue = self.objects.queue_name(queued.kind, obj)
+                self.manager.recorder.post(
+                    obj, "Normal", "Queued", f"suspended until LocalQueue {queue} admits it"
+                )
             await self._apply(adapter.suspend(obj, children))
         reason = self.driver.pending_reason(engine_key)
         if reason:
@@ -182,6 +195,10 @@ class WorkloadReconciler:
         }
         if class_name:
             spec["priorityClassName"] = class_name
+        if workload is not None:
+            # spec.active is the user's lever (as in Kueue): false suspends an admitted object and
+            # releases its quota once its pods are gone; true queues it again.
+            spec["active"] = (workload.get("spec") or {}).get("active", True) is not False
         spec = self.objects.api.workload_spec(spec)
         path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
@@ -308,3 +325,4 @@ class WorkloadReconciler:
             waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
             metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+

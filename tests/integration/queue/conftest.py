@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
+from tests.gate_sampler import FlavorPlacement, GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.operator_thread import operator_thread
 
@@ -72,6 +73,14 @@ def kube(control_plane: Any, namespace: str) -> Kube:
     return Kube(control_plane, namespace)
 
 
+# Where Quota.flavor's pods must run: the pool's nodes, tolerating their GPU taint.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pool_placement(pool: str) -> FlavorPlacement:
+    return FlavorPlacement({"rayquota.io/gpu-pool": pool}, (GPU_TOLERATION,))
+
+
 class Quota:
     """Cluster-scoped quota objects for one test, named ``<namespace>-<name>``, deleted after it."""
 
@@ -102,7 +111,7 @@ class Quota:
             {
                 "spec": {
                     "nodeLabels": {"rayquota.io/gpu-pool": pool},
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [GPU_TOLERATION],
                 }
             },
         )
@@ -152,6 +161,27 @@ class Quota:
         for kind, name in reversed(self.created):
             group = self.api_version.split("/")[0]
             self.cp.kubectl("delete", f"{kind.lower()}.{group}", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def gate_sampler(control_plane: Any, namespace: str) -> Iterator[Any]:
+    """Starts a :class:`GateSampler` on this test's namespace (``start(cluster_queue, pool)``);
+    after the test, the invariants must have held at every state it saw."""
+    started: list[GateSampler] = []
+
+    def start(cluster_queue: str, pool: str | None = "a100") -> GateSampler:
+        placement = pool_placement(pool) if pool is not None else None
+        sampler = GateSampler(str(control_plane.kubeconfig), namespace, cluster_queue, placement).start()
+        started.append(sampler)
+        return sampler
+
+    try:
+        yield start
+        for sampler in started:
+            sampler.assert_holds()
+    finally:
+        for sampler in started:
+            sampler.close()
 
 
 @pytest.fixture
