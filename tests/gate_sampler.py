@@ -111,6 +111,7 @@ class _Feed:
     args: tuple[Any, ...]
     versions: list[Version] = field(default_factory=list)
     latest: dict[str, int] = field(default_factory=dict)  # name -> revision
+    objects: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> latest version
     newest: int = 0  # the highest revision it has delivered
     gaps: int = 0
 
@@ -141,6 +142,9 @@ class GateSampler:
             _Feed("RayCluster", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayclusters")),
             _Feed("Job", batch.list_namespaced_job, (ns,)),
             _Feed("ClusterQueue", custom.list_cluster_custom_object, (GROUP, VERSION, "clusterqueues")),
+            # Not judged: watched so that tests can wait on them without asking the API server.
+            _Feed("RayJob", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayjobs")),
+            _Feed("RayService", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayservices")),
         ]
         self.nodes = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
         self._lock = threading.Lock()
@@ -173,8 +177,10 @@ class GateSampler:
             feed.versions.append(Version(revision, feed.kind, kind_of_event == "DELETED", obj))
             if kind_of_event == "DELETED":
                 feed.latest.pop(obj["metadata"]["name"], None)
+                feed.objects.pop(obj["metadata"]["name"], None)
             else:
                 feed.latest[obj["metadata"]["name"]] = revision
+                feed.objects[obj["metadata"]["name"]] = obj
 
     def _follow(self, feed: _Feed) -> None:
         resource_version, items = self._list(feed)
@@ -239,6 +245,21 @@ class GateSampler:
                 return barrier
             assert time.monotonic() < deadline, "the sampler's watches did not catch up"
             time.sleep(0.2)
+
+    # --- reading what it saw (cheaper than asking the API server while many tests poll) --------
+
+    def current(self, kind: str) -> dict[str, Mapping[str, Any]]:
+        """The latest version of each object of ``kind`` that still exists, by name."""
+        feed = next(f for f in self.feeds if f.kind == kind)
+        with self._lock:
+            return dict(feed.objects)
+
+    def ever(self, kind: str, predicate: Callable[[Mapping[str, Any]], bool]) -> bool:
+        """Did any version of ``kind`` satisfy ``predicate``?"""
+        feed = next(f for f in self.feeds if f.kind == kind)
+        with self._lock:
+            versions = list(feed.versions)
+        return any(not v.deleted and predicate(v.obj) for v in versions)
 
     # --- judging -----------------------------------------------------------------------------
 
