@@ -78,6 +78,20 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def _controller_uid(obj: Mapping[str, Any]) -> str | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref["uid"])
+    return None
+
+
+def is_true(obj: Mapping[str, Any], condition: str) -> bool:
+    return any(
+        c.get("type") == condition and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
 def holds(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in FINISHED
 
@@ -151,6 +165,7 @@ class GateSampler:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.judged_up_to = 0  # states after this revision may still miss a watch's events
+        self._owner_of: dict[str, str] = {}  # uid of a RayCluster or Job -> its controller's uid
 
     # --- watching ---------------------------------------------------------------------------
 
@@ -274,8 +289,15 @@ class GateSampler:
         for version in versions:
             if version.deleted:
                 state.pop(version.key, None)
+                if version.kind == "Workload" and admitted_usage(version.obj):
+                    # Its object was deleted: the quota stays held until the pods are gone.
+                    state[("DepartedWorkload", version.key[1])] = version.obj
             else:
                 state[version.key] = version.obj
+            if version.kind in ("RayCluster", "Job") and not version.deleted:
+                owner = _controller_uid(version.obj)
+                if owner:
+                    self._owner_of[str(version.obj["metadata"]["uid"])] = owner
             yield version, state
 
     def violations(self, limit: int = 20) -> list[str]:
@@ -338,13 +360,30 @@ class GateSampler:
                 for k, v in pod_requests(obj).items():
                     used[k] = used.get(k, Decimal(0)) + v
         admitted: dict[str, Decimal] = {}
+        holding_owners = {
+            owner
+            for (kind, _), obj in state.items()
+            if kind == "Pod" and holds(obj)
+            for owner in self._owners_of(obj)
+        }
         for (kind, _), obj in state.items():
-            if kind == "Workload":
+            if kind not in ("Workload", "DepartedWorkload"):
+                continue
+            # A finished or deleted object's admission is held only until its pods are gone.
+            done = kind == "DepartedWorkload" or is_true(obj, "Finished")
+            has_pods = bool({r["uid"] for r in obj["metadata"].get("ownerReferences") or []} & holding_owners)
+            if not done or has_pods:
                 for k, v in admitted_usage(obj).items():
                     admitted[k] = admitted.get(k, Decimal(0)) + v
         queue = state.get(("ClusterQueue", self.cluster_queue))
         nominal = nominal_quota(queue) if queue is not None else {}
         problems = []
+        for resource in self.covered:
+            if queue is not None and admitted.get(resource, Decimal(0)) > nominal.get(resource, Decimal(0)):
+                problems.append(
+                    f"admitted {resource} {admitted[resource]} > nominal quota {nominal.get(resource, 0)} "
+                    "(quota given again before the pods that held it were gone?)"
+                )
         for resource in self.covered:
             held = used.get(resource, Decimal(0))
             if not held:
@@ -360,6 +399,15 @@ class GateSampler:
                 )
         return problems
 
+    def _owners_of(self, pod: Mapping[str, Any]) -> set[str]:
+        """The pod's owner, and that owner's owner (a RayCluster's RayJob or RayService)."""
+        owners: set[str] = set()
+        uid = _controller_uid(pod)
+        while uid and uid not in owners:
+            owners.add(uid)
+            uid = self._owner_of.get(uid)
+        return owners
+
     def _unadmitted_children(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
         admitted_owners = set()
         for (kind, _), obj in state.items():
@@ -373,6 +421,9 @@ class GateSampler:
             owner = owners[0] if owners else None
             if owner is None or owner["uid"] in admitted_owners:
                 continue
+            parent = state.get((str(owner["kind"]), str(owner["name"])))
+            if parent is None or parent["metadata"].get("deletionTimestamp"):
+                continue  # its owner was deleted: the garbage collector removes it
             if kind == "Job" and owner["kind"] == "RayJob":
                 problems.append(f"submitter Job {name} exists while RayJob {owner['name']} is not admitted")
             elif kind == "RayCluster" and owner["kind"] == "RayJob":

@@ -68,6 +68,10 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
         informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
     controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
+    if objects.submitter_pods is not None:
+        controller.watch(
+            objects.submitter_pods, objects.workload_of_submitter_pod, when=event_filters.pod_changed
+        )
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),

@@ -134,12 +134,16 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if adapter.pods_gone(obj, pods):
-                self.driver.pods_gone(engine_key)
-                self.loop.writer.evictions.pop(engine_key, None)
-                self.loop.request_cycle()
-                await self._apply(adapter.restore(obj, children))
-            await self._write_status(workload)
+            if not adapter.pods_gone(obj, pods):
+                await self._write_status(workload)
+                return None
+            # The admission is cleared in the API before the engine may give the quota to anyone
+            # else: a preemptor's recorded admission never shows beside its victim's.
+            await self._write_status(workload, released=True)
+            self.driver.pods_gone(engine_key)
+            self.loop.writer.evictions.pop(engine_key, None)
+            self.loop.request_cycle()
+            await self._apply(adapter.restore(obj, children))
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
@@ -297,12 +301,17 @@ class WorkloadReconciler:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def _write_status(self, workload: Obj, *, finished: bool = False) -> Obj | None:
+    async def _write_status(
+        self, workload: Obj, *, finished: bool = False, released: bool = False
+    ) -> Obj | None:
+        """``released``: an evicted workload whose pods are gone, written before the engine
+        frees its quota."""
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+        evicting = self.driver.is_evicting(key) and not released
         status = desired_status(
             workload.get("status"),
-            admission=self.driver.admission(key),
-            eviction=self.loop.writer.evictions.get(key) if self.driver.is_evicting(key) else None,
+            admission=None if released else self.driver.admission(key),
+            eviction=self.loop.writer.evictions.get(key) if evicting else None,
             pending_reason=self.driver.pending_reason(key),
             finished=finished,
             now=now_rfc3339(),

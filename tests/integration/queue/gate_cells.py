@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rayquota.localcluster.nodes import NodePool
 from tests.gate_sampler import GateSampler
 from tests.integration.queue.conftest import GPU_TOLERATION, Quota, gpu_rayjob, pool_placement
 from tests.integration.queue.test_rayservice_incremental_quota import autoscale
@@ -35,6 +36,7 @@ MANUAL_SUBMITTER = {
     "spec": {"containers": [{"name": "submitter", "image": "rayproject/ray:2.41.0"}]},
 }
 GPUS = 4  # each cell's ClusterQueue
+POOL_LABEL = "rayquota.io/gpu-pool"  # what Quota.flavor selects nodes by
 QUEUE = "team"
 TIMEOUT_S = 240.0
 # The local resolver's map is one JSON file per operator: cells of one operator share it.
@@ -130,6 +132,26 @@ class Env:
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
 
+    def describe(self) -> str:
+        """What the cell's objects looked like last: for a failure's message."""
+        parts = []
+        for kind in ("RayJob", "RayService", "RayCluster", "Workload"):
+            for name, obj in self.sampler.current(kind).items():
+                status = obj.get("status") or {}
+                brief = {
+                    k: status.get(k)
+                    for k in ("jobDeploymentStatus", "reason", "message", "state", "pendingReason")
+                }
+                conds = {c["type"]: c.get("reason") for c in status.get("conditions") or []}
+                parts.append(
+                    f"{kind} {name} suspend={(obj.get('spec') or {}).get('suspend')} {brief} {conds}"
+                )
+        pods = []
+        for name, pod in self.sampler.current("Pod").items():
+            gone = "-deleting" if pod["metadata"].get("deletionTimestamp") else ""
+            pods.append(f"{name}:{(pod.get('status') or {}).get('phase')}{gone}")
+        return "; ".join(parts) + f"; pods {pods}"
+
     # --- the queue's levers ------------------------------------------------------------------
 
     def set_active(self, kind: str, name: str, active: bool) -> None:
@@ -152,14 +174,18 @@ def new_env(cell: Cell, control_plane: Any, operator: Operator, heads: tuple[Ray
     tag = "".join(c for c in cell.kind.lower() if c.isalnum())[:14]
     namespace = f"{operator.prefix}-m-{tag}-{secrets.token_hex(3)}"
     control_plane.kubectl("create", "namespace", namespace)
+    # A fake GPU node of the cell's own: cells side by side never compete for nodes, and a pod
+    # on another cell's node would be on the wrong flavor.
+    node = NodePool(name=namespace, count=1, cpu="64", memory="512Gi", gpus=8, labels={POOL_LABEL: namespace})
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(node.manifests()[0]))
     quota = Quota(control_plane, namespace)
-    flavor = quota.flavor("a100", "a100")
+    flavor = quota.flavor("gpu", namespace)
     preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}}
     cluster_queue = quota.cluster_queue(QUEUE, {flavor: GPUS}, **preemption)
     quota.local_queue(QUEUE, cluster_queue)
     quota.apply("WorkloadPriorityClass", "high", {"value": 1000})
     sampler = GateSampler(
-        str(control_plane.kubeconfig), namespace, cluster_queue, pool_placement("a100")
+        str(control_plane.kubeconfig), namespace, cluster_queue, pool_placement(namespace)
     ).start()
     class_name = None
     if cell.kind.endswith("Incremental"):
@@ -186,6 +212,7 @@ def close_env(env: Env, control_plane: Any) -> None:
     if env.gateway_class is not None:
         control_plane.kubectl("delete", "gatewayclass", env.gateway_class, "--wait=false", check=False)
     control_plane.kubectl("delete", "namespace", env.kube.ns, "--wait=false", check=False)
+    control_plane.kubectl("delete", "node", f"{env.kube.ns}-0", "--wait=false", check=False)
 
 
 def run_cells(cells: list[tuple[Cell, Callable[[], Env]]], scenario: Callable[[Env], None]) -> None:
@@ -197,6 +224,8 @@ def run_cells(cells: list[tuple[Cell, Callable[[], Env]]], scenario: Callable[[E
         try:
             scenario(env)
             env.sampler.assert_holds()
+        except Exception as exc:
+            raise AssertionError(f"{exc}\n  state: {env.describe()}") from exc
         finally:
             env.sampler.close()
 
@@ -216,9 +245,7 @@ def run_cells(cells: list[tuple[Cell, Callable[[], Env]]], scenario: Callable[[E
 def rayjob_body(name: str, mode: str, suspended: bool, workers: int, **labels: str) -> dict[str, Any]:
     job = gpu_rayjob(name, QUEUE, workers=workers, gpus_per_worker=2, **labels)
     spec = job["spec"]
-    spec.update(
-        submissionMode=mode, entrypoint=LONG_ENTRYPOINT, suspend=suspended, shutdownAfterJobFinishes=False
-    )
+    spec.update(submissionMode=mode, entrypoint=LONG_ENTRYPOINT, suspend=suspended)
     if mode == "K8sJobMode":
         spec["submitterPodTemplate"] = copy.deepcopy(MANUAL_SUBMITTER)
     if not suspended:

@@ -12,6 +12,7 @@ with both webhook settings and both ways of creating the object.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,11 @@ def environments(
 
 
 def run(environments: Any, cells: list[Cell]) -> None:
+    """``GATE_MATRIX_CELLS=a,b``: only the cells whose id contains one of these (to debug one)."""
+    wanted = [w for w in os.environ.get("GATE_MATRIX_CELLS", "").split(",") if w]
+    cells = [c for c in cells if not wanted or any(w in c.id for w in wanted)]
+    if not cells:
+        pytest.skip("no cell selected by GATE_MATRIX_CELLS")
     run_cells([(cell, functools.partial(environments, cell)) for cell in cells], scenario_of)
 
 
