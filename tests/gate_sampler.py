@@ -356,7 +356,7 @@ class GateSampler:
         holders: list[str] = []
         for (kind, name), obj in state.items():
             if kind == "Pod" and holds(obj):
-                holders.append(name)
+                holders.append(name + ("(terminating)" if obj["metadata"].get("deletionTimestamp") else ""))
                 for k, v in pod_requests(obj).items():
                     used[k] = used.get(k, Decimal(0)) + v
         admitted: dict[str, Decimal] = {}
@@ -369,8 +369,14 @@ class GateSampler:
         for (kind, _), obj in state.items():
             if kind not in ("Workload", "DepartedWorkload"):
                 continue
-            # A finished or deleted object's admission is held only until its pods are gone.
-            done = kind == "DepartedWorkload" or is_true(obj, "Finished")
+            # A finished or deleted object's admission is held only until its pods are gone (a
+            # Workload whose object is gone may outlive it a moment: the garbage collector's).
+            owner = next(iter(obj["metadata"].get("ownerReferences") or []), None)
+            owner_obj = state.get((str(owner["kind"]), str(owner["name"]))) if owner else None
+            owner_gone = owner is not None and (
+                owner_obj is None or owner_obj["metadata"].get("deletionTimestamp")
+            )
+            done = kind == "DepartedWorkload" or is_true(obj, "Finished") or bool(owner_gone)
             has_pods = bool({r["uid"] for r in obj["metadata"].get("ownerReferences") or []} & holding_owners)
             if not done or has_pods:
                 for k, v in admitted_usage(obj).items():
@@ -391,13 +397,43 @@ class GateSampler:
             if held > admitted.get(resource, Decimal(0)):
                 problems.append(
                     f"live pods hold {resource} {held} > admitted {admitted.get(resource, 0)} "
-                    f"(pods: {sorted(holders)})"
+                    f"(pods: {sorted(holders)}; admissions: {self._admissions(state)}; "
+                    f"clusters: {self._clusters(state)})"
                 )
             if queue is not None and held > nominal.get(resource, Decimal(0)):
                 problems.append(
                     f"live pods hold {resource} {held} > nominal quota {nominal.get(resource, 0)}"
                 )
         return problems
+
+    @staticmethod
+    def _admissions(state: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+        """Workload -> pod set -> admitted count, for a violation's message."""
+        return {
+            name: {
+                str(ps["name"]): int(ps.get("count") or 0)
+                for ps in ((obj.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+            }
+            for (kind, name), obj in state.items()
+            if kind in ("Workload", "DepartedWorkload")
+        }
+
+    @staticmethod
+    def _clusters(state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+        """The RayClusters, gated or deleting, for a violation's message."""
+        out = []
+        for (kind, name), obj in state.items():
+            if kind == "RayCluster":
+                flags = [
+                    flag
+                    for flag, on in (
+                        ("suspended", (obj.get("spec") or {}).get("suspend")),
+                        ("deleting", obj["metadata"].get("deletionTimestamp")),
+                    )
+                    if on
+                ]
+                out.append(f"{name}{flags or ''}")
+        return out
 
     def _owners_of(self, pod: Mapping[str, Any]) -> set[str]:
         """The pod's owner, and that owner's owner (a RayCluster's RayJob or RayService)."""

@@ -457,7 +457,7 @@ def roll_back(env: Env, first: str, incremental: bool) -> None:
     env.kube.patch("rayservice", SERVICE, original)
     env.wait("the pending cluster dropped", lambda: cluster_of(env, "pending") is None)
     env.wait("only the first cluster left", lambda: only_cluster_left(env, first))
-    assert serving(env) == first
+    env.wait("the first cluster serving on its own again", lambda: serving(env) == first)
 
 
 def incremental_steps(env: Env, first: str, pending: str) -> None:
