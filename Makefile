@@ -42,7 +42,7 @@ binaries: $(STAMP)
 run: binaries
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
-	@echo "operator starting in the foreground; Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
+	@echo "operator starting in the foreground, admission webhooks on 127.0.0.1 (removed on exit); Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
 	@echo "in another shell: eval \"\$$($(BIN)/rayquota cluster env)\"; kubectl get nodes"
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run
 

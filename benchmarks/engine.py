@@ -35,11 +35,11 @@ from rayquota.queueing import (
     PodSet,
     Preempt,
     Preemption,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
 )
 
@@ -60,7 +60,7 @@ def build(
     engine.upsert_flavor(ResourceFlavor("default"))
     quota = {"cpu": ResourceQuota.of(20, borrowing_limit=100)}
     group = (ResourceGroup(("cpu",), (FlavorQuotas("default", quota),)),)
-    preemption = Preemption(WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY)
+    preemption = Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY, ReclaimWithinCohortPolicy.ANY)
     workloads: list[Workload] = []
     created = 0.0
     for c in range(cohorts):

@@ -35,7 +35,7 @@ from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
 from rayquota.localcluster.paths import repo_root
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 NAMESPACE = "parity"
 KUBERAY_SAMPLES = ("ray-cluster.complete.yaml", "ray-cluster.autoscaler.yaml", "ray-job.sample.yaml")

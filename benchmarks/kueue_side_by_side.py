@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import harness
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 SCALES = {"baseline": "baseline", "large": "large-scale"}
 # A cap on the runner's recording, not an expectation: upstream's 10 minutes is too short

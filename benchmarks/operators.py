@@ -18,7 +18,7 @@ from benchmarks import harness
 from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

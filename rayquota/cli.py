@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rayquota.operator.config import OperatorConfig
     from rayquota.operator.leader import LeaseSettings
+    from rayquota.operator.webhooks.settings import WebhookSettings
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -53,6 +55,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {exc}") from exc
     if args.reconcilers is not None:
         config = dataclasses.replace(config, reconcilers_enabled=args.reconcilers)
+    config = dataclasses.replace(config, webhooks=_webhooks(args.webhooks, config))
     code = operator_main.run(
         config=config,
         namespaces=args.namespace or None,
@@ -68,6 +71,22 @@ def _run(args: argparse.Namespace) -> int:
         logging.shutdown()
         os._exit(code)
     return code
+
+
+def _webhooks(wanted: bool | None, config: OperatorConfig) -> WebhookSettings | None:
+    """--no-webhooks: none. Otherwise the environment's (the chart's, RAYQUOTA_WEBHOOK_PORT) or,
+    against a local control plane (or with --webhooks), a loopback server of their own."""
+    from rayquota.localcluster.paths import is_local_kubeconfig
+    from rayquota.operator.webhooks.settings import WebhookSettings
+
+    if wanted is False:
+        return None
+    if config.webhooks is not None:
+        return config.webhooks
+    kubeconfig = os.environ.get("KUBECONFIG", "")
+    if wanted or (kubeconfig and is_local_kubeconfig(kubeconfig)):
+        return WebhookSettings.loopback()
+    return None
 
 
 def _kueue_refusal() -> str | None:
@@ -174,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run the Ray reconcilers (default: $RAYQUOTA_RECONCILERS_ENABLED or on); "
         "--no-reconcilers is admission-only mode beside KubeRay's operator",
+    )
+    run.add_argument(
+        "--webhooks",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the admission webhooks (queued objects born suspended, the gate protected); "
+        "default: on against the local control plane (served on 127.0.0.1, registered while the "
+        "operator runs), else as the environment says (the Helm chart's)",
     )
     run.add_argument(
         "--lease-namespace",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,11 +89,12 @@ def namespace(control_plane: object, namespace_prefix: str, request: pytest.Fixt
     name = _namespace_name(namespace_prefix, request.node.name)
     kubectl = control_plane.kubectl  # type: ignore[attr-defined]
     kubectl("create", "namespace", name)
-    deadline = time.monotonic() + 30
-    while kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"namespace {name}: default service account never appeared")
-        time.sleep(0.1)
+    wait_for(
+        f"namespace {name}: its default service account",
+        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout_s=30,
+        interval_s=0.1,
+    )
     try:
         yield name
     finally:

@@ -27,6 +27,15 @@ from rayquota.api.common import (
     Quantity,
 )
 from rayquota.api.pod import PodTemplateSpec, Toleration
+from rayquota.queueing.policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
 
 GROUP = "rayquota.io"
 VERSION = "v1alpha1"
@@ -42,44 +51,6 @@ MAX_TAINTS = 8
 
 ResourceName = Annotated[str, Field(min_length=1, max_length=253)]
 FlavorName = ObjectName
-
-
-class QueueingStrategy(StrEnum):
-    STRICT_FIFO = "StrictFIFO"
-    BEST_EFFORT_FIFO = "BestEffortFIFO"
-
-
-class StopPolicy(StrEnum):
-    NONE = "None"
-    HOLD = "Hold"
-    HOLD_AND_DRAIN = "HoldAndDrain"
-
-
-class WithinClusterQueuePolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
-
-
-class ReclaimWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    ANY = "Any"
-
-
-class BorrowWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-
-
-class WhenCanBorrow(StrEnum):
-    BORROW = "Borrow"
-    TRY_NEXT_FLAVOR = "TryNextFlavor"
-
-
-class WhenCanPreempt(StrEnum):
-    PREEMPT = "Preempt"
-    TRY_NEXT_FLAVOR = "TryNextFlavor"
 
 
 class TaintEffect(StrEnum):

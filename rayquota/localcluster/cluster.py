@@ -27,7 +27,7 @@ from rayquota.localcluster import binaries
 from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
 from rayquota.localcluster.paths import state_root
 from rayquota.localcluster.pki import PkiFiles, ensure_pki
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.96.0.0/16"

@@ -28,3 +28,10 @@ def state_root() -> Path:
     """Per-cluster state (certificates, etcd data, logs, kubeconfig)."""
     env = os.environ.get("RAYQUOTA_STATE_DIR")
     return Path(env) if env else cache_root() / "clusters"
+
+
+def is_local_kubeconfig(kubeconfig: str | os.PathLike[str]) -> bool:
+    """Is this the admin kubeconfig of a local control plane (`rayquota cluster up`)? Its API
+    server runs on this host, so it can call a webhook server on 127.0.0.1."""
+    path = Path(kubeconfig).expanduser().resolve()
+    return path.name == "kubeconfig" and path.parent.parent == state_root().expanduser().resolve()

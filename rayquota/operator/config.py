@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 
+from rayquota.operator.webhooks.settings import WebhookSettings
+
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
 
 
@@ -38,7 +40,9 @@ class OperatorConfig:
     # False: admission-only mode beside KubeRay's own operator. Our Ray reconcilers stay off and
     # the queue integration gates KubeRay's objects through spec.suspend alone.
     reconcilers_enabled: bool = True
-    # Read kueue.x-k8s.io queues (ClusterQueue, LocalQueue, ...) instead of rayquota.io ones.
+    # The admission webhooks: None serves none (the gate still holds: the reconcilers re-assert
+    # it and the planner creates no pod beyond the admitted caps).
+    webhooks: WebhookSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -57,6 +61,7 @@ class OperatorConfig:
                 env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
             ),
             reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
+            webhooks=WebhookSettings.from_env(env),
         )
 
 

@@ -8,7 +8,6 @@ config loaders (kubeconfig or in-cluster service account).
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import logging
 import os
@@ -56,10 +55,6 @@ def group_path(group: str, version: str, namespace: str | None, plural: str, nam
     base = f"/apis/{group}/{version}"
     base = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
     return f"{base}/{name}" if name else base
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # How long read credentials are reused. The client library re-reads a projected service-account

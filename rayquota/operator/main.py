@@ -1,21 +1,24 @@
 """`rayquota run`: the operator process.
 
-One asyncio loop runs the manager (informers, work queues, controllers) of every component in
-COMPONENTS, a /healthz and /readyz endpoint, and, with leader election, the Lease: only the
-holder reconciles, and a holder that loses the Lease exits so its pod restarts as a standby.
+One asyncio loop runs the manager (informers, work queues, controllers) of every component, a
+/healthz and /readyz endpoint, and, with leader election, the Lease: only the holder reconciles,
+and a holder that loses the Lease exits so its pod restarts as a standby.
+
+The components are wired here, explicitly: each `setup` registers on the manager and returns a
+typed handle, which the next one is given when it needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -24,33 +27,41 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
+from rayquota.operator.queue import setup as queue_setup
+from rayquota.operator.queue.setup import QueueComponent
+from rayquota.operator.ray import setup as ray_setup
+from rayquota.operator.ray.setup import RayControllers
+from rayquota.operator.webhooks import setup as webhooks_setup
+from rayquota.operator.webhooks.setup import WebhookComponent
 
 log = logging.getLogger("rayquota")
 
-RAY_RECONCILERS = "rayquota.operator.ray.setup"
-# Modules with a `setup(manager, config)`; each half of the operator adds itself here.
-COMPONENTS: tuple[str, ...] = (
-    RAY_RECONCILERS,
-    "rayquota.operator.queue.setup",
-    "rayquota.operator.webhooks.cert_keeper",
-    "rayquota.operator.webhooks.chart_server",  # after the queue and the certificate it serves
-)
+
+@dataclass(frozen=True)
+class Components:
+    ray: RayControllers | None
+    """None in admission-only mode: KubeRay's operator reconciles the Ray objects there."""
+    queue: QueueComponent
+    webhooks: WebhookComponent | None
+
+    def names(self) -> tuple[str, ...]:
+        """The components that run, by the names `rayquota.operator.permissions` declares."""
+        present = {"ray": self.ray, "queue": self.queue, "webhooks": self.webhooks}
+        return tuple(name for name, handle in present.items() if handle is not None)
+
+    def describe(self) -> str:
+        """For the start-up log: each component once, the webhooks with where they are served."""
+        described = [name for name in self.names() if name != "webhooks"]
+        if self.webhooks is not None:
+            described.append(self.webhooks.describe())
+        return ", ".join(described)
 
 
-def enabled_components(config: OperatorConfig, modules: Iterable[str] = COMPONENTS) -> tuple[str, ...]:
-    """The components this configuration runs: admission-only mode leaves the Ray reconcilers
-    out, because KubeRay's operator reconciles the Ray objects there."""
-    return tuple(m for m in modules if config.reconcilers_enabled or m != RAY_RECONCILERS)
-
-
-def setup_components(
-    manager: Manager, config: OperatorConfig, modules: Iterable[str] = COMPONENTS
-) -> list[str]:
-    loaded = []
-    for name in modules:
-        importlib.import_module(name).setup(manager, config)
-        loaded.append(name.rsplit(".", 1)[0].rsplit(".", 1)[-1])
-    return loaded
+def setup_components(manager: Manager, config: OperatorConfig) -> Components:
+    ray = ray_setup.setup(manager, config) if config.reconcilers_enabled else None
+    queue = queue_setup.setup(manager, ray)
+    webhooks = webhooks_setup.setup(manager, config.webhooks, queue) if config.webhooks is not None else None
+    return Components(ray, queue, webhooks)
 
 
 def _start_metrics(port: int, bind: str) -> None:
@@ -74,7 +85,6 @@ def run(
     leader_elect: bool = False,
     lease: LeaseSettings | None = None,
     config: OperatorConfig | None = None,
-    components: Iterable[str] = COMPONENTS,
 ) -> int:
     """Run until SIGINT/SIGTERM (or `stop_flag`). Returns the exit code.
 
@@ -108,7 +118,6 @@ def run(
             _main(
                 config=config,
                 scope=NamespaceScope.of(namespaces),
-                components=enabled_components(config, components),
                 bind=bind,
                 health_port=health_port,
                 stop_flag=stop_flag,
@@ -126,7 +135,6 @@ async def _main(
     *,
     config: OperatorConfig,
     scope: NamespaceScope,
-    components: tuple[str, ...],
     bind: str,
     health_port: int,
     stop_flag: threading.Event | None,
@@ -142,8 +150,8 @@ async def _main(
         helpers.append(asyncio.create_task(_watch_thread_flag(stop_flag, shutdown)))
     client = KubeClient.from_environment()
     manager = Manager(client, scope, workers=config.workers, resync_interval_s=config.resync_interval_s)
-    loaded = setup_components(manager, config, components)
-    log.info("components: %s", ", ".join(loaded) or "none")
+    components = setup_components(manager, config)
+    log.info("components: %s", components.describe())
     if ready_flag is not None:
         helpers.append(asyncio.create_task(_signal_ready(manager, ready_flag)))
     try:

@@ -71,11 +71,12 @@ def _delegated_to_the_autoscaler() -> set[Permission]:
     return held
 
 
-# Writes per component module, declared where a reader of this file can compare them with the
-# code: status writes are PUTs on the status subresource (core/status.py), patches are merge or
-# JSON patches, owned objects are created and left to the garbage collector unless listed.
+# Writes per component (by the names `main.Components.names()` gives), declared where a reader
+# of this file can compare them with the code: status writes are PUTs on the status subresource
+# (core/status.py), patches are merge or JSON patches, owned objects are created and left to the
+# garbage collector unless listed.
 WRITES: Mapping[str, frozenset[Permission]] = {
-    "rayquota.operator.ray.setup": frozenset(
+    "ray": frozenset(
         _grant(resources.RAYCLUSTERS, "create delete patch")  # RayJob's cluster; legacy finalizer
         | _grant(resources.RAYCLUSTERS, "update", "status")
         | _grant(resources.RAYJOBS, "delete patch")  # TTL deletion; finalizer
@@ -96,7 +97,7 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(GATEWAYS, "get create update delete")
         | _grant(HTTPROUTES, "get create update delete")
     ),
-    "rayquota.operator.queue.setup": frozenset(
+    "queue": frozenset(
         _grant(resources.WORKLOADS, "create update")
         | _grant(resources.WORKLOADS, "update", "status")
         | _grant(resources.CLUSTER_QUEUES, "update", "status")
@@ -109,10 +110,10 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.RAYCLUSTERS, "update")
         | _grant(resources.RAYSERVICES, "update")
     ),
-    # Only with a self-issued certificate, so its permissions are SELF_ISSUED_CERT_* below.
-    "rayquota.operator.webhooks.cert_keeper": frozenset(),
-    # Serves; the chart owns the webhook configurations.
-    "rayquota.operator.webhooks.chart_server": frozenset(),
+    # Serves; the chart owns the webhook configurations. A self-issued certificate adds the
+    # SELF_ISSUED_CERT_* permissions below. (A loopback server for a local control plane
+    # registers its own configurations: development only, with the local cluster's admin.)
+    "webhooks": frozenset(),
 }
 
 # Whatever the components: the event recorder creates Events and bumps their count.
@@ -168,9 +169,9 @@ def required_permissions(
     )
 
 
-def offline_manager(config: OperatorConfig, components: Iterable[str]) -> Manager:
-    """A Manager whose components ran setup() without any API server: setup only registers
-    informers and controllers, so what they need can be read off it."""
+def offline_manager(config: OperatorConfig) -> tuple[Manager, tuple[str, ...]]:
+    """A Manager whose components ran setup() without any API server (setup only registers
+    informers and controllers, so what they need can be read off it), and their names."""
     import kubernetes.client
 
     from rayquota.operator.kube import KubeClient
@@ -179,5 +180,4 @@ def offline_manager(config: OperatorConfig, components: Iterable[str]) -> Manage
     configuration = kubernetes.client.Configuration()
     configuration.host = "http://127.0.0.1:9"  # never contacted
     manager = Manager(KubeClient(configuration), NamespaceScope.of(None))
-    setup_components(manager, config, components)
-    return manager
+    return manager, setup_components(manager, config).names()

@@ -41,11 +41,12 @@ Queries: ``usage(cq)``, ``available(cq, flavor, resource)``,
 the cohort tree) and ``cohort_cycles()``.
 """
 
+from .accounting import ClusterQueueStatus, NodeSnapshot
 from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .engine import ClusterQueueStatus, Engine, NodeSnapshot, WorkloadStatus
+from .engine import Engine
+from .engine_events import WorkloadStatus
 from .model import (
     BorrowWithinCohort,
-    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -56,20 +57,24 @@ from .model import (
     LocalQueue,
     PodSet,
     Preemption,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    StopPolicy,
     Taint,
     Toleration,
-    WhenCanBorrow,
-    WhenCanPreempt,
-    WithinClusterQueue,
     Workload,
 )
+from .policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
 from .quantities import QuantityError, format_quantity, parse_quantity
+from .state import Phase
 
 __all__ = [
     "Admit",
@@ -88,6 +93,7 @@ __all__ = [
     "LocalQueue",
     "NodeSnapshot",
     "Pending",
+    "Phase",
     "PodSet",
     "PodSetAssignment",
     "Preempt",
@@ -95,7 +101,7 @@ __all__ = [
     "PreemptionReason",
     "QuantityError",
     "QueueingStrategy",
-    "ReclaimWithinCohort",
+    "ReclaimWithinCohortPolicy",
     "ResourceFlavor",
     "ResourceGroup",
     "ResourceQuota",
@@ -104,7 +110,7 @@ __all__ = [
     "Toleration",
     "WhenCanBorrow",
     "WhenCanPreempt",
-    "WithinClusterQueue",
+    "WithinClusterQueuePolicy",
     "Workload",
     "WorkloadStatus",
     "format_quantity",

@@ -10,12 +10,35 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
 
+from .cohorts import QuotaNode
 from .state import ClusterQueueState, Order, PendingGroup, WorkloadState
 
-Verdict = tuple[str, int, object]
-"""Why a judged group member did not fit, and what must stay unchanged for its look-alikes to
-fail the same way: ("static", 0, None), ("cache", generation, None) or ("usage", epoch, root)."""
+
+class VerdictBasis(Enum):
+    STATIC = "static"
+    """Nothing a cycle changes can alter it (a namespace selector, a stopped LocalQueue)."""
+    CACHE = "cache"
+    """Answered from (or written to) the cycle's fit caches: stands while they are not cleared."""
+    USAGE = "usage"
+    """Decided by the usage of one cohort tree: stands while that tree's usage is unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why a judged group member did not fit, and what must stay unchanged for its look-alikes to
+    fail the same way."""
+
+    basis: VerdictBasis
+    generation: int = 0
+    """The fit caches' generation (CACHE) or the tree's usage epoch (USAGE)."""
+    root: QuotaNode | None = None
+    """The cohort tree whose usage decided it (USAGE)."""
+
+
+STATIC_VERDICT = Verdict(VerdictBasis.STATIC)
 
 _Entry = tuple[Order, WorkloadState, PendingGroup | None, Verdict | None]
 

@@ -27,30 +27,19 @@ that fits. Rules that keep this single pass honest:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
-from .cohorts import QuotaNode, QuotaTree, add_usage, available
-from .cycle_line import CycleLine, Verdict
-from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
+from .cohorts import QuotaNode
+from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
+from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
+from .engine_events import EngineEvents
 from .fairsharing import dominant_share
 from .flavors import FitMode, assign_flavors
-from .model import (
-    BorrowWithinCohortPolicy,
-    ClusterQueue,
-    Cohort,
-    FlavorResource,
-    LocalQueue,
-    QueueingStrategy,
-    ReclaimWithinCohort,
-    ResourceFlavor,
-    StopPolicy,
-    WithinClusterQueue,
-    Workload,
-)
+from .model import FlavorResource
+from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
 from .preemption import find_victims
-from .state import ClusterQueueState, Order, PendingGroup, Phase, Shape, WorkloadState
+from .routing import local_queue_key
+from .state import ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -68,53 +57,8 @@ class _Outcome(Enum):
     cohort tree have admitted what fits in their own quota at its priority or above."""
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadStatus:
-    key: str
-    phase: str
-    """``Pending``, ``Admitted`` or ``Evicting``."""
-    cluster_queue: str | None
-    pending_reason: str
-    usage: Mapping[FlavorResource, int]
-    pod_sets: tuple[PodSetAssignment, ...]
-    admitted_at: float | None
-    """The ``now`` of the cycle that admitted it (``None`` while pending)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterQueueStatus:
-    name: str
-    pending: int
-    admitted: int
-    usage: Mapping[FlavorResource, int]
-    borrowed: Mapping[FlavorResource, int]
-    disabled_reason: str | None
-    pending_inadmissible: int = 0
-    """Of ``pending``, parked after not fitting (Kueue's ``status="inadmissible"``); the rest is
-    awake for the next cycle (``status="active"``)."""
-
-    @property
-    def pending_active(self) -> int:
-        return self.pending - self.pending_inadmissible
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSnapshot:
-    """One node of the cohort tree, for status reporting and invariant checks."""
-
-    name: str
-    is_cluster_queue: bool
-    parent: str | None
-    quota: Mapping[FlavorResource, tuple[int, int | None, int | None]]
-    """(nominal, borrowing limit, lending limit) of the node's own quota"""
-    subtree: Mapping[FlavorResource, int]
-    guaranteed: Mapping[FlavorResource, int]
-    usage: Mapping[FlavorResource, int]
-    disabled_reason: str | None
-
-
-class Engine:
-    """Holds quotas, queues and workloads in memory and decides admissions.
+class Engine(EngineEvents):
+    """Holds quotas, queues and workloads in memory (:class:`EngineEvents`) and decides admissions.
 
     Nothing here blocks or performs I/O. Event methods return ``None``; the
     decisions they cause (evictions of a drained queue, say) come out of the
@@ -122,240 +66,12 @@ class Engine:
     """
 
     def __init__(self, *, fair_sharing: bool = False) -> None:
+        super().__init__()
         self.fair_sharing = fair_sharing
-        self._flavors: dict[str, ResourceFlavor] = {}
-        self._cluster_queue_specs: dict[str, ClusterQueue] = {}
-        self._cohort_specs: dict[str, Cohort] = {}
-        self._local_queues: dict[str, LocalQueue] = {}
-        self._namespaces: dict[str, Mapping[str, str]] = {}
-        self._tree = QuotaTree()
-        self._queues: dict[str, ClusterQueueState] = {}
-        self._members: dict[QuotaNode, list[ClusterQueueState]] = {}
-        self._workloads: dict[str, WorkloadState] = {}
-        self._unrouted: dict[str, WorkloadState] = {}
-        self._deleting: set[str] = set()
-        self._terminating: set[str] = set()
-        self._outbox: list[Decision] = []
-        # Within one cycle usage only grows, so a shape that did not fit in a
-        # queue (or found no victims) will not fit later in the same cycle.
-        self._no_fit: dict[tuple[str, Shape], str] = {}
-        self._no_victims: dict[tuple[str, Shape, int, float], str] = {}
-        # Workloads that preempted and wait for their victims to be released.
-        self._preemptors: dict[str, WorkloadState] = {}
         self._reclaiming: set[QuotaNode] = set()
-        self._cache_generation = 0
-        """Bumped whenever the fit caches are cleared: verdicts taken from them expire then."""
-        self._usage_epochs: dict[QuotaNode, int] = {}
-        """Per cohort-tree root, bumped on every usage change in the tree."""
+        """Cohort trees where preemptors wait for their victims: nobody borrows there."""
         self._verdict: Verdict | None = None
         """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
-        self._seq = 0
-        self._admission_seq = 0
-        self._cycle = 0
-        self._now = 0.0
-
-    # ----------------------------------------------------------- configuration
-
-    # An upsert that changes nothing is a no-op: the operator re-sends a queue on every status
-    # write of its own, and waking every parked workload each time would undo the parking.
-    # A draining spec is the exception: it drains what was admitted (or restored) since.
-
-    def upsert_flavor(self, flavor: ResourceFlavor) -> None:
-        if self._flavors.get(flavor.name) == flavor:
-            return
-        self._flavors[flavor.name] = flavor
-        self._unpark_everything()
-
-    def delete_flavor(self, name: str) -> None:
-        self._flavors.pop(name, None)
-        self._unpark_everything()
-
-    def upsert_cohort(self, cohort: Cohort) -> None:
-        if self._cohort_specs.get(cohort.name) == cohort:
-            return
-        self._cohort_specs[cohort.name] = cohort
-        self._rebuild()
-
-    def delete_cohort(self, name: str) -> None:
-        self._cohort_specs.pop(name, None)
-        self._rebuild()
-
-    def upsert_cluster_queue(self, cluster_queue: ClusterQueue) -> None:
-        if (
-            self._cluster_queue_specs.get(cluster_queue.name) == cluster_queue
-            and cluster_queue.name not in self._deleting
-            and cluster_queue.stop_policy is not StopPolicy.HOLD_AND_DRAIN
-        ):
-            return
-        self._deleting.discard(cluster_queue.name)
-        self._cluster_queue_specs[cluster_queue.name] = cluster_queue
-        self._rebuild()
-        if cluster_queue.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            state = self._queues[cluster_queue.name]
-            self._drain(list(state.admitted.values()), f"ClusterQueue {cluster_queue.name} is stopped")
-        self._reroute_unrouted()
-
-    def terminate_cluster_queue(self, name: str) -> None:
-        """The ClusterQueue is being deleted but still exists (a finalizer holds it while it has
-        admitted workloads): it admits nothing more, its pending workloads stay queued with that
-        reason, and its admitted ones keep their quota until :meth:`delete_cluster_queue`."""
-        state = self._queues.get(name)
-        if state is not None and name not in self._terminating:
-            self._terminating.add(name)
-            state.unpark()  # parked workloads learn the new reason in the next cycle
-
-    def delete_cluster_queue(self, name: str) -> None:
-        """Stop admitting to ``name``; it disappears once its admitted workloads are released."""
-        self._terminating.discard(name)
-        state = self._queues.get(name)
-        if state is None:
-            return
-        for wl in state.pending_workloads():
-            state.remove_pending(wl)
-            self._make_unrouted(wl)
-        if state.admitted:
-            self._deleting.add(name)
-        else:
-            self._cluster_queue_specs.pop(name, None)
-            self._rebuild()
-
-    def upsert_local_queue(self, local_queue: LocalQueue) -> None:
-        old = self._local_queues.get(local_queue.key)
-        if old == local_queue and local_queue.stop_policy is not StopPolicy.HOLD_AND_DRAIN:
-            return
-        self._local_queues[local_queue.key] = local_queue
-        if old is not None and old.cluster_queue != local_queue.cluster_queue:
-            for wl in self._pending_of_local_queue(local_queue.key):
-                self._remove_from_queue(wl)
-                self._make_unrouted(wl)
-        if local_queue.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            admitted = [
-                wl
-                for wl in self._workloads.values()
-                if wl.phase is Phase.ADMITTED and self._local_queue_key(wl.spec) == local_queue.key
-            ]
-            self._drain(admitted, f"LocalQueue {local_queue.key} is stopped")
-        self._reroute_unrouted()
-        self._unpark_everything()
-
-    def delete_local_queue(self, namespace: str, name: str) -> None:
-        key = f"{namespace}/{name}"
-        if self._local_queues.pop(key, None) is None:
-            return
-        for wl in self._pending_of_local_queue(key):
-            self._remove_from_queue(wl)
-            self._make_unrouted(wl)
-
-    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
-        """Namespace labels, for ClusterQueue namespace selectors."""
-        if self._namespaces.get(name) == labels:
-            return
-        self._namespaces[name] = dict(labels)
-        self._unpark_everything()
-
-    # --------------------------------------------------------------- workloads
-
-    def add_workload(self, workload: Workload) -> None:
-        """A new workload (or replacement slice, if ``workload.replaces`` is set) wants admission."""
-        if workload.key in self._workloads:
-            self.update_workload(workload)
-            return
-        self._seq += 1
-        wl = WorkloadState(workload, self._seq)
-        self._workloads[wl.key] = wl
-        predecessor = self._workloads.get(workload.replaces) if workload.replaces else None
-        if predecessor is not None:
-            if predecessor.phase is Phase.PENDING:
-                # Superseded before it ever ran: the new slice simply takes its place.
-                self._forget(predecessor)
-            else:
-                predecessor.successor = wl.key
-        self._route(wl)
-
-    def update_workload(self, workload: Workload) -> None:
-        """A workload changed. Admitted workloads may lower demand (applied now), never raise it.
-
-        Raising the demand of an admitted workload is a scale-up: submit a
-        replacement slice with ``add_workload(Workload(..., replaces=key))``.
-        """
-        wl = self._workloads.get(workload.key)
-        if wl is None:
-            self.add_workload(workload)
-            return
-        if wl.phase is Phase.PENDING:
-            self._remove_from_queue(wl)
-            wl.set_spec(workload)
-            self._route(wl)
-            return
-        if workload.pod_sets != wl.spec.pod_sets:
-            self._scale_down(wl, workload)
-        wl.set_spec(workload)
-        if not workload.active and wl.phase is Phase.ADMITTED:
-            self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
-
-    def delete_workload(self, key: str) -> None:
-        """The workload is gone, and so are its pods: its quota is released."""
-        wl = self._workloads.get(key)
-        if wl is not None:
-            self._forget(wl)
-
-    def finish_workload(self, key: str, *, pods_gone: bool = True) -> None:
-        """The workload completed. With ``pods_gone=False`` its quota stays held until :meth:`release`."""
-        wl = self._workloads.get(key)
-        if wl is None:
-            return
-        if wl.phase is Phase.PENDING or pods_gone:
-            self._forget(wl)
-            return
-        wl.phase = Phase.EVICTING
-        wl.drop_on_release = True
-
-    def evict(self, key: str) -> None:
-        """The operator evicts an admitted workload; quota is held until :meth:`release`."""
-        wl = self._workloads.get(key)
-        if wl is not None and wl.phase is Phase.ADMITTED:
-            wl.phase = Phase.EVICTING
-
-    def release(self, key: str) -> None:
-        """The pods of an evicted (or finished) workload are gone: free its quota.
-
-        A preempted workload goes back to its queue, keeping its place in FIFO
-        order; a finished, deactivated or superseded one is forgotten.
-        """
-        wl = self._workloads.get(key)
-        if wl is None or wl.phase is Phase.PENDING:
-            return
-        if wl.drop_on_release or wl.successor is not None or wl.phase is Phase.ADMITTED:
-            self._forget(wl)
-            return
-        self._free(wl)
-        wl.phase = Phase.PENDING
-        self._route(wl)
-
-    def restore_admission(
-        self,
-        workload: Workload,
-        cluster_queue: str,
-        pod_sets: Sequence[PodSetAssignment],
-        *,
-        evicting: bool = False,
-    ) -> None:
-        """Re-create an admission recorded in the API server (operator start-up).
-
-        The quota is charged as recorded even if it no longer fits: the pods exist.
-        """
-        self.delete_workload(workload.key)
-        self._seq += 1
-        wl = WorkloadState(workload, self._seq)
-        self._workloads[wl.key] = wl
-        usage: dict[FlavorResource, int] = {}
-        for ps in pod_sets:
-            for resource, amount in ps.usage.items():
-                fr = (ps.flavors[resource], resource)
-                usage[fr] = usage.get(fr, 0) + amount
-        self._charge(wl, cluster_queue, usage, tuple(pod_sets))
-        if evicting:
-            wl.phase = Phase.EVICTING
 
     # ------------------------------------------------------------------ cycle
 
@@ -375,12 +91,12 @@ class Engine:
         ready = [wl for wl in self._preemptors.values() if not self._awaited(wl)]
         self._reclaiming = set()
         for wl in self._preemptors.values():
-            cq = self._queues.get(wl.cluster_queue or "")
+            cq = self._accounting.queues.get(wl.cluster_queue or "")
             if cq is not None and self._awaited(wl):
                 self._reclaiming.add(cq.node.root())
         for wl in sorted(ready, key=_order):
             self._preemptors.pop(wl.key, None)
-            cq = self._queues.get(wl.cluster_queue or "")
+            cq = self._accounting.queues.get(wl.cluster_queue or "")
             if cq is None or wl.phase is not Phase.PENDING or wl.key not in cq.active:
                 continue
             if cq.spec.queueing_strategy is QueueingStrategy.STRICT_FIFO and wl is not cq.first_awake():
@@ -397,7 +113,7 @@ class Engine:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
                     held[cq.name] = (wl.order, reason)
         heap: list[tuple[int, Order, int, CycleLine]] = []
-        for index, cq in enumerate(self._queues.values()):
+        for index, cq in enumerate(self._accounting.queues.values()):
             if not cq.has_awake():
                 continue
             blocked = self._queue_block_reason(cq)
@@ -478,9 +194,7 @@ class Engine:
             self._push_line(heap, index, line)
         return stopped
 
-    def _push_line(
-        self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine
-    ) -> None:
+    def _push_line(self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine) -> None:
         first = line.first_order()
         if first is not None:
             share = dominant_share(line.cq) if self.fair_sharing else 0
@@ -499,7 +213,7 @@ class Engine:
         """Behind a blocked head or a preemptor: stays awake for the next cycle."""
         if group is None:
             self._pend(out, wl, reason)
-            line_cq = self._queues.get(wl.cluster_queue or "")
+            line_cq = self._accounting.queues.get(wl.cluster_queue or "")
             if line_cq is not None:
                 line_cq.hold_with_look_alikes(wl)
         else:
@@ -516,25 +230,15 @@ class Engine:
             cq.park_group(group)
 
     def _verdict_stands(self, verdict: Verdict) -> bool:
-        kind, generation, root = verdict
-        if kind == "cache":
-            return generation == self._cache_generation
-        if kind == "usage":
-            assert isinstance(root, QuotaNode)
-            return generation == self._usage_epochs.get(root, 0)
+        if verdict.basis is VerdictBasis.CACHE:
+            return verdict.generation == self._cache_generation
+        if verdict.basis is VerdictBasis.USAGE:
+            assert verdict.root is not None
+            return verdict.generation == self._accounting.usage_epoch(verdict.root)
         return True
 
-    def _clear_fit_caches(self) -> None:
-        self._no_fit.clear()
-        self._no_victims.clear()
-        self._cache_generation += 1
-
-    def _usage_changed(self, cq: ClusterQueueState) -> None:
-        root = cq.node.root()
-        self._usage_epochs[root] = self._usage_epochs.get(root, 0) + 1
-
     def _queue_block_reason(self, cq: ClusterQueueState) -> str | None:
-        if cq.name in self._deleting or cq.name in self._terminating:
+        if cq.name in self._accounting.deleting or cq.name in self._terminating:
             return f"ClusterQueue {cq.name} is being deleted (Terminating): it admits no new workloads"
         if cq.stopped:
             return f"ClusterQueue {cq.name} is stopped ({cq.spec.stop_policy.value})"
@@ -550,13 +254,13 @@ class Engine:
         if selector is not None and not selector.matches(self._namespaces.get(spec.namespace, {})):
             self._pend(out, wl, f"namespace {spec.namespace} is not selected by ClusterQueue {cq.name}")
             cq.park(wl)
-            self._verdict = _STATIC
+            self._verdict = STATIC_VERDICT
             return _Outcome.SKIPPED
-        local_queue = self._local_queues.get(self._local_queue_key(spec))
+        local_queue = self._router.local_queues.get(local_queue_key(spec))
         if local_queue is not None and local_queue.stop_policy is not StopPolicy.NONE:
             self._pend(out, wl, f"LocalQueue {local_queue.key} is stopped")
             cq.park(wl)
-            self._verdict = _STATIC
+            self._verdict = STATIC_VERDICT
             return _Outcome.SKIPPED
         if wl.awaiting:
             still = self._awaited(wl)
@@ -565,7 +269,7 @@ class Engine:
                 return _Outcome.PREEMPTING
             wl.awaiting.clear()
         newer_matters = (
-            cq.spec.preemption.within_cluster_queue is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+            cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
         victims_key = (cq.name, wl.shape, spec.priority, spec.created if newer_matters else 0.0)
         if not spec.replaces:
@@ -573,9 +277,9 @@ class Engine:
             if cached is None:
                 cached = self._no_victims.get(victims_key)
                 if cached is not None and not newer_matters:
-                    self._verdict = ("cache", self._cache_generation, None)
+                    self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
             else:
-                self._verdict = ("cache", self._cache_generation, None)
+                self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
             if cached is not None:
                 return self._not_admitted(wl, cq, out, cached)
 
@@ -587,13 +291,13 @@ class Engine:
         same_queue = predecessor is not None and predecessor.cluster_queue == cq.name
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
-        assignment = assign_flavors(cq, spec.pod_sets, self._flavors, credit, preferred)
+        assignment = assign_flavors(cq, spec.pod_sets, self._accounting.flavors, credit, preferred)
 
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
             # Like Kueue: while quota in a cohort is being reclaimed by preemption, nobody
             # borrows there, or the freed quota would be taken before the preemptor gets it.
             root = cq.node.root()
-            self._verdict = ("usage", self._usage_epochs.get(root, 0), root)
+            self._verdict = Verdict(VerdictBasis.USAGE, self._accounting.usage_epoch(root), root)
             return self._not_admitted(
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
@@ -619,8 +323,8 @@ class Engine:
                 wl,
                 cq,
                 assignment.need,
-                self._members.get(cq.node.root(), (cq,)),
-                self._queues.__getitem__,
+                self._accounting.members_of(cq),
+                self._accounting.queues.__getitem__,
                 self._cycle,
                 self.fair_sharing,
             )
@@ -644,10 +348,10 @@ class Engine:
             if not spec.replaces:
                 self._no_victims[victims_key] = reason
                 if not newer_matters:
-                    self._verdict = ("cache", self._cache_generation, None)
+                    self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         elif not spec.replaces:
             self._no_fit[(cq.name, wl.shape)] = reason
-            self._verdict = ("cache", self._cache_generation, None)
+            self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         return self._not_admitted(wl, cq, out, reason)
 
     def _not_admitted(
@@ -663,135 +367,7 @@ class Engine:
         workloads = self._workloads
         return sum(1 for k in wl.awaiting if k in workloads and workloads[k].phase is Phase.EVICTING)
 
-    def _pend(self, out: list[Decision], wl: WorkloadState, reason: str) -> None:
-        if wl.reason != reason:
-            wl.reason = reason
-            out.append(Pending(wl.key, reason, wl.cluster_queue))
-
-    # --------------------------------------------------------------- queries
-
-    def usage(self, cluster_queue: str) -> dict[FlavorResource, int]:
-        """Quota held by admitted (and evicting) workloads of the queue, per flavor and resource."""
-        return dict(self._queues[cluster_queue].node.usage)
-
-    def workload(self, key: str) -> WorkloadStatus | None:
-        wl = self._workloads.get(key)
-        if wl is None:
-            return None
-        return WorkloadStatus(
-            wl.key,
-            wl.phase.value,
-            wl.cluster_queue,
-            wl.reason,
-            dict(wl.usage),
-            wl.pod_sets,
-            None if wl.phase is Phase.PENDING else wl.admitted_at,
-        )
-
-    def workload_keys(self) -> list[str]:
-        return list(self._workloads)
-
-    def cluster_queue_status(self, name: str) -> ClusterQueueStatus:
-        cq = self._queues[name]
-        node = cq.node
-        borrowed = {
-            fr: used - node.subtree.get(fr, 0)
-            for fr, used in node.usage.items()
-            if used > node.subtree.get(fr, 0)
-        }
-        awake, parked = cq.pending_counts()
-        return ClusterQueueStatus(
-            name,
-            awake + parked,
-            len(cq.admitted),
-            dict(node.usage),
-            borrowed,
-            node.disabled_reason,
-            parked,
-        )
-
-    def cluster_queue_names(self) -> list[str]:
-        return list(self._queues)
-
-    def available(self, cluster_queue: str, flavor: str, resource: str) -> int:
-        """How much more of a resource the queue could be admitted right now, borrowing included."""
-        return available(self._queues[cluster_queue].node, (flavor, resource))
-
-    def snapshot(self) -> list[NodeSnapshot]:
-        """Every node of the cohort tree (ClusterQueues first), as plain values."""
-        nodes = [*self._tree.cluster_queues.values(), *self._tree.cohorts.values()]
-        return [
-            NodeSnapshot(
-                node.name,
-                node.is_cluster_queue,
-                node.parent.name if node.parent is not None else None,
-                {fr: (q.nominal, q.borrowing_limit, q.lending_limit) for fr, q in node.quota.items()},
-                dict(node.subtree),
-                dict(node.guaranteed),
-                dict(node.usage),
-                node.disabled_reason,
-            )
-            for node in nodes
-        ]
-
-    def cohort_cycles(self) -> list[list[str]]:
-        return [list(c) for c in self._tree.cycles]
-
     # --------------------------------------------------------------- internals
-
-    def _local_queue_key(self, spec: Workload) -> str:
-        return f"{spec.namespace}/{spec.queue_name}"
-
-    def _route(self, wl: WorkloadState) -> None:
-        spec = wl.spec
-        if not spec.active:
-            self._make_unrouted(wl, f"workload {wl.key} is inactive")
-            return
-        local_queue = self._local_queues.get(self._local_queue_key(spec))
-        if local_queue is None:
-            self._make_unrouted(wl, f"LocalQueue {self._local_queue_key(spec)} does not exist")
-            return
-        cq = self._queues.get(local_queue.cluster_queue)
-        if cq is None or cq.name in self._deleting:
-            self._make_unrouted(wl, f"ClusterQueue {local_queue.cluster_queue} does not exist")
-            return
-        self._unrouted.pop(wl.key, None)
-        wl.cluster_queue = cq.name
-        # With LowerOrNewerEqualPriority a workload's age decides what it may preempt, so it
-        # is not quite like its parked look-alikes: it is judged on its own.
-        newer_matters = (
-            cq.spec.preemption.within_cluster_queue is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        )
-        cq.add_pending(wl, join_parked=not newer_matters)
-
-    def _make_unrouted(self, wl: WorkloadState, reason: str | None = None) -> None:
-        wl.cluster_queue = None
-        self._unrouted[wl.key] = wl
-        if reason is None:
-            local_key = self._local_queue_key(wl.spec)
-            reason = f"LocalQueue {local_key} does not exist"
-            lq = self._local_queues.get(local_key)
-            if lq is not None:
-                reason = f"ClusterQueue {lq.cluster_queue} does not exist"
-        self._pend(self._outbox, wl, reason)
-
-    def _reroute_unrouted(self) -> None:
-        for wl in list(self._unrouted.values()):
-            self._route(wl)
-
-    def _pending_of_local_queue(self, local_key: str) -> list[WorkloadState]:
-        return [
-            wl
-            for wl in self._workloads.values()
-            if wl.phase is Phase.PENDING and self._local_queue_key(wl.spec) == local_key
-        ]
-
-    def _remove_from_queue(self, wl: WorkloadState) -> None:
-        self._unrouted.pop(wl.key, None)
-        if wl.cluster_queue is not None and wl.phase is Phase.PENDING:
-            cq = self._queues.get(wl.cluster_queue)
-            if cq is not None:
-                cq.remove_pending(wl)
 
     def _admit(
         self,
@@ -802,175 +378,11 @@ class Engine:
         predecessor: WorkloadState | None,
     ) -> None:
         cq.active.pop(wl.key, None)
-        self._charge(wl, cq.name, usage, pod_sets)
-        self._new_victim_candidate(wl, cq)
+        self._accounting.charge(wl, cq.name, usage, pod_sets, cycle=self._cycle, now=self._now)
+        self._accounting.wake_possible_preemptors(wl, cq)
         if predecessor is not None:
             # The slice takes over: the predecessor's pods now count as the slice's.
             self._forget(predecessor)
-
-    def _charge(
-        self,
-        wl: WorkloadState,
-        cluster_queue: str,
-        usage: dict[FlavorResource, int],
-        pod_sets: tuple[PodSetAssignment, ...],
-    ) -> None:
-        cq = self._queues[cluster_queue]
-        for fr, amount in usage.items():
-            add_usage(cq.node, fr, amount)
-        self._usage_changed(cq)
-        self._admission_seq += 1
-        wl.phase = Phase.ADMITTED
-        wl.cluster_queue = cluster_queue
-        wl.usage = usage
-        wl.pod_sets = pod_sets
-        wl.admitted_seq = self._admission_seq
-        wl.admitted_cycle = self._cycle
-        wl.admitted_at = self._now
-        wl.reason = ""
-        cq.admitted[wl.key] = wl
-
-    def _free(self, wl: WorkloadState) -> None:
-        """Give back the quota an admitted or evicting workload holds."""
-        if wl.cluster_queue is None:
-            return
-        cq = self._queues.get(wl.cluster_queue)
-        if cq is None:
-            return
-        for fr, amount in wl.usage.items():
-            add_usage(cq.node, fr, -amount)
-        self._usage_changed(cq)
-        cq.admitted.pop(wl.key, None)
-        wl.usage = {}
-        wl.pod_sets = ()
-        self._capacity_changed(cq)
-        if cq.name in self._deleting and not cq.admitted:
-            self._deleting.discard(cq.name)
-            self._cluster_queue_specs.pop(cq.name, None)
-            self._rebuild()
-
-    def _forget(self, wl: WorkloadState) -> None:
-        if wl.phase is Phase.PENDING:
-            self._remove_from_queue(wl)
-        else:
-            self._free(wl)
-        self._workloads.pop(wl.key, None)
-        self._preemptors.pop(wl.key, None)
-        if wl.spec.replaces:
-            predecessor = self._workloads.get(wl.spec.replaces)
-            if predecessor is not None and predecessor.successor == wl.key:
-                predecessor.successor = None
-
-    def _scale_down(self, wl: WorkloadState, workload: Workload) -> None:
-        flavors_of = {ps.name: ps.flavors for ps in wl.pod_sets}
-        usage: dict[FlavorResource, int] = {}
-        assignments: list[PodSetAssignment] = []
-        for pod_set in workload.pod_sets:
-            totals = pod_set.totals()
-            flavors = flavors_of.get(pod_set.name, {})
-            for resource, amount in totals.items():
-                if resource not in flavors:
-                    raise ValueError(
-                        f"workload {wl.key}: pod set {pod_set.name} needs {resource} that its admission "
-                        "does not cover; submit a replacement slice instead"
-                    )
-                fr = (flavors[resource], resource)
-                usage[fr] = usage.get(fr, 0) + amount
-            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals))
-        for fr, amount in usage.items():
-            if amount > wl.usage.get(fr, 0):
-                raise ValueError(
-                    f"workload {wl.key}: demand for {fr[1]} in flavor {fr[0]} grew while admitted; "
-                    "submit a replacement slice (Workload.replaces) for a scale-up"
-                )
-        assert wl.cluster_queue is not None
-        cq = self._queues[wl.cluster_queue]
-        for fr in set(wl.usage) | set(usage):
-            delta = usage.get(fr, 0) - wl.usage.get(fr, 0)
-            if delta:
-                add_usage(cq.node, fr, delta)
-        self._usage_changed(cq)
-        wl.usage = usage
-        wl.pod_sets = tuple(assignments)
-        self._capacity_changed(cq)
-
-    def _drain(
-        self,
-        victims: list[WorkloadState],
-        reason: str,
-        kind: PreemptionReason = PreemptionReason.STOPPED,
-    ) -> None:
-        victims = [v for v in victims if v.phase is Phase.ADMITTED]
-        if not victims:
-            return
-        for victim in victims:
-            victim.phase = Phase.EVICTING
-        keys = tuple(v.key for v in victims)
-        self._outbox.append(Preempt(keys, reason, None, kind, {k: kind for k in keys}))
-
-    def _capacity_changed(self, cq: ClusterQueueState) -> None:
-        """Quota was freed: parked workloads that might now fit go back to the active queue."""
-        self._clear_fit_caches()
-        for member in self._members.get(cq.node.root(), (cq,)):
-            member.unpark()
-
-    def _new_victim_candidate(self, wl: WorkloadState, cq: ClusterQueueState) -> None:
-        """A fresh admission may be what a parked workload could preempt: let those try again."""
-        priority = wl.spec.priority
-        borrowing = any(cq.node.usage.get(fr, 0) > q.nominal for fr, q in cq.node.quota.items())
-        for member in self._members.get(cq.node.root(), (cq,)):
-            if not member.has_parked:
-                continue
-            policy = member.spec.preemption
-            if member is cq:
-                within = policy.within_cluster_queue is not WithinClusterQueue.NEVER
-                if within and member.parked_top >= priority:
-                    member.unpark()
-            elif borrowing and (
-                policy.reclaim_within_cohort is ReclaimWithinCohort.ANY
-                or (
-                    member.parked_top > priority
-                    and (
-                        policy.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
-                        or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
-                    )
-                )
-            ):
-                member.unpark()
-
-    def _unpark_everything(self) -> None:
-        for cq in self._queues.values():
-            cq.unpark()
-
-    def _rebuild(self) -> None:
-        self._tree.rebuild(self._cluster_queue_specs, self._cohort_specs)
-        queues: dict[str, ClusterQueueState] = {}
-        for name, spec in self._cluster_queue_specs.items():
-            node = self._tree.cluster_queues[name]
-            state = self._queues.get(name)
-            if state is None:
-                state = ClusterQueueState(spec, node)
-            else:
-                state.set_spec(spec, node)
-            queues[name] = state
-        for name, state in self._queues.items():
-            if name not in queues:
-                for wl in state.pending_workloads():
-                    if wl.group is not None:
-                        wl.group.remove(wl)
-                    self._make_unrouted(wl)
-        self._queues = queues
-        self._members = {}
-        # Verdicts naming an old root must not stand: the tree and its usage were rebuilt.
-        self._usage_epochs = {root: epoch + 1 for root, epoch in self._usage_epochs.items()}
-        for state in queues.values():
-            self._members.setdefault(state.node.root(), []).append(state)
-        self._unpark_everything()
-        self._reroute_unrouted()
-
-
-_STATIC: Verdict = ("static", 0, None)
-"""A verdict no usage change can alter within a cycle (namespace selector, stopped LocalQueue)."""
 
 
 def _order(wl: WorkloadState) -> Order:

@@ -16,16 +16,13 @@ from enum import IntEnum
 
 from .cohorts import available
 from .decisions import PodSetAssignment
-from .model import (
+from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
+from .policies import (
     BorrowWithinCohortPolicy,
-    FlavorResource,
-    PodSet,
-    ReclaimWithinCohort,
-    ResourceFlavor,
-    ResourceGroup,
+    ReclaimWithinCohortPolicy,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
 )
 from .quantities import format_quantity
 from .state import ClusterQueueState
@@ -80,15 +77,15 @@ def _preemption_bound(cq: ClusterQueueState, fr: FlavorResource) -> int:
     preemption = cq.spec.preemption
     in_cohort = cq.node.parent is not None
     may_borrow = in_cohort and (
-        preemption.within_cluster_queue is not WithinClusterQueue.NEVER
+        preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
         or preemption.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
     )
     if may_borrow:
         if quota.borrowing_limit is None:
             return 1 << 62
         return quota.nominal + quota.borrowing_limit
-    if preemption.within_cluster_queue is not WithinClusterQueue.NEVER or (
-        in_cohort and preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+    if preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER or (
+        in_cohort and preemption.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
     ):
         return quota.nominal
     return -1

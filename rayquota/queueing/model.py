@@ -9,50 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from .policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
 from .quantities import parse_quantity
 
 FlavorResource = tuple[str, str]
 """``(flavor, resource)``: the unit of quota accounting."""
-
-
-class QueueingStrategy(StrEnum):
-    STRICT_FIFO = "StrictFIFO"
-    BEST_EFFORT_FIFO = "BestEffortFIFO"
-
-
-class WithinClusterQueue(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
-
-
-class ReclaimWithinCohort(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    ANY = "Any"
-
-
-class BorrowWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-
-
-class StopPolicy(StrEnum):
-    NONE = "None"
-    HOLD = "Hold"
-    HOLD_AND_DRAIN = "HoldAndDrain"
-
-
-class WhenCanBorrow(StrEnum):
-    BORROW = "Borrow"
-    TRY_NEXT_FLAVOR = "TryNextFlavor"
-
-
-class WhenCanPreempt(StrEnum):
-    PREEMPT = "Preempt"
-    TRY_NEXT_FLAVOR = "TryNextFlavor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +136,8 @@ class BorrowWithinCohort:
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
-    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    within_cluster_queue: WithinClusterQueuePolicy = WithinClusterQueuePolicy.NEVER
+    reclaim_within_cohort: ReclaimWithinCohortPolicy = ReclaimWithinCohortPolicy.NEVER
     borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
 
 

@@ -29,12 +29,8 @@ from dataclasses import dataclass
 from .cohorts import add_usage, available
 from .decisions import PreemptionReason
 from .fairsharing import dominant_share
-from .model import (
-    BorrowWithinCohortPolicy,
-    FlavorResource,
-    ReclaimWithinCohort,
-    WithinClusterQueue,
-)
+from .model import FlavorResource
+from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .state import ClusterQueueState, Phase, WorkloadState
 
 
@@ -85,14 +81,16 @@ def _overlaps(wl: WorkloadState, need: Mapping[FlavorResource, int]) -> bool:
     return any(fr in need for fr in wl.usage)
 
 
-def _same_queue_eligible(preemptor: WorkloadState, victim: WorkloadState, policy: WithinClusterQueue) -> bool:
-    if policy is WithinClusterQueue.NEVER:
+def _same_queue_eligible(
+    preemptor: WorkloadState, victim: WorkloadState, policy: WithinClusterQueuePolicy
+) -> bool:
+    if policy is WithinClusterQueuePolicy.NEVER:
         return False
     mine, theirs = preemptor.spec.priority, victim.spec.priority
     if theirs < mine:
         return True
     return (
-        policy is WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        policy is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         and theirs == mine
         and victim.spec.created > preemptor.spec.created
     )
@@ -140,8 +138,8 @@ def find_victims(
                 if not eligible(v):
                     continue
                 p = v.spec.priority
-                if policy.reclaim_within_cohort is ReclaimWithinCohort.ANY or (
-                    policy.reclaim_within_cohort is ReclaimWithinCohort.LOWER_PRIORITY and p < priority
+                if policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.ANY or (
+                    policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.LOWER_PRIORITY and p < priority
                 ):
                     reclaim.append(v)
                 if (

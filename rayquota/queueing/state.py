@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from enum import Enum
+from enum import StrEnum
 
 from .cohorts import QuotaNode
 from .decisions import PodSetAssignment
-from .model import ClusterQueue, FlavorResource, ResourceGroup, StopPolicy, Workload
+from .model import ClusterQueue, FlavorResource, ResourceGroup, Workload
+from .policies import StopPolicy
 
 Order = tuple[int, float, int, int]
 """Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""
 
 
-class Phase(Enum):
+class Phase(StrEnum):
     PENDING = "Pending"
     ADMITTED = "Admitted"
     EVICTING = "Evicting"

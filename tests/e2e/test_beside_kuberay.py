@@ -19,7 +19,7 @@ import yaml
 
 from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 from tests.e2e.chart import CHART, helm, service_account_kubeconfig
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
 from tests.polling import wait_for

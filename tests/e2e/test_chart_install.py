@@ -26,7 +26,6 @@ from cryptography import x509
 
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.main import enabled_components
 from rayquota.operator.permissions import offline_manager, required_permissions
 from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
 from tests.polling import wait_for
@@ -131,10 +130,8 @@ class LocalOperator:
 
 def declared_grants(reconcilers: bool, self_issued_cert: bool) -> set[tuple[str, str, str]]:
     config = OperatorConfig(reconcilers_enabled=reconcilers)
-    components = enabled_components(config)
-    needed = required_permissions(
-        offline_manager(config, components), components, self_issued_cert=self_issued_cert
-    )
+    manager, components = offline_manager(config)
+    needed = required_permissions(manager, components, self_issued_cert=self_issued_cert)
     every = needed.namespaced | needed.cluster | needed.own_namespace
     return {(p.group, p.resource, p.verb) for p in every}
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.main import enabled_components
 from rayquota.operator.permissions import (
     Permission,
     RequiredPermissions,
@@ -41,8 +40,7 @@ def grants(permissions: frozenset[Permission]) -> set[Grant]:
 
 def needed(reconcilers: bool, self_issued_cert: bool) -> RequiredPermissions:
     config = OperatorConfig(reconcilers_enabled=reconcilers)
-    components = enabled_components(config)
-    manager = offline_manager(config, components)
+    manager, components = offline_manager(config)
     return required_permissions(manager, components, self_issued_cert=self_issued_cert)
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 from tests.e2e.chart import REPO, service_account_kubeconfig
 from tests.e2e.test_chart_install import (
     LocalOperator,

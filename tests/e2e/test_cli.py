@@ -15,7 +15,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
+from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 RAYQUOTA = [sys.executable, "-m", "rayquota.cli"]
@@ -75,16 +76,16 @@ def test_install_then_run_the_operator(control_plane: LocalCluster, crds_install
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        healthy = False
-        while time.monotonic() < deadline and proc.poll() is None:
+
+        def healthy() -> bool:
+            assert proc.poll() is None, "the operator exited"
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=1) as resp:
-                    healthy = resp.status == 200
-                    break
+                    return bool(resp.status == 200)
             except OSError:
-                time.sleep(0.2)
-        assert healthy, "operator never answered /healthz"
+                return False
+
+        wait_for("the operator's /healthz", healthy, timeout_s=60)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=2) as resp:
             samples = _metric_samples(resp.read().decode())
         # The endpoint belongs to this operator process: it started after we launched it, holds

@@ -8,6 +8,7 @@ from typing import Any
 
 from rayquota.operator.core import Informer, NamespaceScope, ObjectKey, resources
 from rayquota.operator.kube import KubeClient
+from tests.polling import wait_for_async
 
 
 def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -20,11 +21,7 @@ def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 async def wait_until(what: str, probe: Any, timeout_s: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not probe():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+    await wait_for_async(what, probe, timeout_s, interval_s=0.05)
 
 
 async def test_selector_events_and_relist(control_plane: Any, namespace: str) -> None:
@@ -52,10 +49,11 @@ async def test_selector_events_and_relist(control_plane: Any, namespace: str) ->
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await client.delete(resources.PODS.path(namespace, "before"), grace_seconds=0)
-        for _ in range(600):  # an unscheduled pod deleted with grace 0 goes at once; make sure
-            if await client.get(resources.PODS.path(namespace, "before")) is None:
-                break
-            await asyncio.sleep(0.05)
+
+        async def gone() -> bool:  # an unscheduled pod deleted with grace 0 goes at once; make sure
+            return await client.get(resources.PODS.path(namespace, "before")) is None
+
+        await wait_for_async("the deleted pod gone", gone, timeout_s=30, interval_s=0.05)
         relists = informer.relists
         task = asyncio.create_task(informer.run())
         await wait_until("the relist", lambda: informer.relists > relists)

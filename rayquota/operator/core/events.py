@@ -27,7 +27,8 @@ from typing import Any
 import aiohttp
 
 from rayquota.operator.core.resources import EVENTS
-from rayquota.operator.kube import ApiError, KubeClient, NotFound, now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.kube import ApiError, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The manager: one client, shared informers, the controllers, the event recorder.
 
-Components register in `setup(manager, config)`; `run` starts the informers, waits until each
-has listed once, then starts the controllers, and stops everything when told to.
+Components register in their `setup(manager, ...)` (wired in `rayquota.operator.main`); `run`
+starts the informers, waits until each has listed once, then starts the controllers, and stops
+everything when told to.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class Manager:
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[str, Runnable]] = []
         self._shutdown_hooks: list[Runnable] = []
-        self.components: dict[str, Any] = {}  # what each component keeps for others to find
 
     # --- registration ----------------------------------------------------------------------------
 

@@ -12,14 +12,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
-from rayquota.operator.queue.workload_status import Eviction, is_evicted, is_finished
+from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import ClusterQueue, Cohort, Engine, LocalQueue, ResourceFlavor
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ class EnqueueingWriter:
     # Admissions and evictions go to the front of the queue: under a flood of new Workloads a
     # decision must not wait for thousands of routine reconciles.
     enqueue_first: Callable[[ObjectKey], None] | None = None
-    evictions: dict[str, Eviction] = field(default_factory=dict)
 
     def _enqueue_decision(self, key: ObjectKey) -> None:
         (self.enqueue_first or self.enqueue)(key)
@@ -54,7 +53,6 @@ class EnqueueingWriter:
         self.enqueue(object_key(workload))
 
     def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
-        self.evictions[workload] = Eviction(reason, kind, preemptor)
         metrics.EVICTIONS.labels(kind).inc()
         self._enqueue_decision(object_key(workload))
 

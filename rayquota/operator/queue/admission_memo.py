@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue import converter
 from rayquota.queueing import PodSetAssignment
 
@@ -21,8 +22,7 @@ MEMO_SIZE = 20_000
 
 class AdmissionMemo:
     def __init__(self, size: int = MEMO_SIZE) -> None:
-        self.size = size
-        self._parsed: dict[tuple[object, object], Parsed | None] = {}
+        self._parsed: BoundedMemo[tuple[object, object], Parsed | None] = BoundedMemo(size)
 
     def __len__(self) -> int:
         return len(self._parsed)
@@ -33,11 +33,7 @@ class AdmissionMemo:
         version = (meta.get("uid"), meta.get("resourceVersion"))
         if version[0] is None or version[1] is None:
             return _parse(workload)
-        if version not in self._parsed:
-            self._parsed[version] = _parse(workload)
-            if len(self._parsed) > self.size:
-                del self._parsed[next(iter(self._parsed))]
-        return self._parsed[version]
+        return self._parsed.get(version, lambda: _parse(workload))
 
 
 def _parse(workload: Mapping[str, Any]) -> Parsed | None:

@@ -19,7 +19,7 @@ from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import Admit, Engine, Pending, Preempt, format_quantity
+from rayquota.queueing import Admit, Engine, Pending, Phase, Preempt, format_quantity
 
 Obj = Mapping[str, Any]
 KIND_ALIASES = {
@@ -242,7 +242,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     holders = [
         k
         for k in engine.workload_keys()
-        if (s := engine.workload(k)) and s.phase != "Pending" and s.cluster_queue == cluster_queue
+        if (s := engine.workload(k)) and s.phase is not Phase.PENDING and s.cluster_queue == cluster_queue
     ]
     if holders:
         lines.append("  holding quota in this ClusterQueue: " + ", ".join(sorted(holders)))
@@ -279,7 +279,7 @@ def _ahead(state: QueueState, engine: Engine, key: str, cluster_queue: str) -> l
     for wl in state.workloads:
         wl_key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         status = engine.workload(wl_key)
-        if status is None or status.phase != "Pending" or status.cluster_queue != cluster_queue:
+        if status is None or status.phase is not Phase.PENDING or status.cluster_queue != cluster_queue:
             continue
         spec = converter.workload(wl)
         order[wl_key] = (-spec.priority, spec.created, wl_key)

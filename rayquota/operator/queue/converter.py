@@ -10,10 +10,10 @@ Errors name the field: ``ConversionError("clusterQueue team-a.resourceGroups[0].
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue import creation_order, kueue_shapes
 from rayquota.operator.queue.podsets import PodSetDemand
 from rayquota.operator.ray.pod_resources import pod_requests
@@ -31,7 +31,7 @@ from rayquota.queueing import (
     PodSetAssignment,
     Preemption,
     QueueingStrategy,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -40,7 +40,7 @@ from rayquota.queueing import (
     Toleration,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
     format_quantity,
     parse_quantity,
@@ -140,8 +140,8 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
             queueing_strategy=QueueingStrategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
             namespace_selector=label_selector(spec.get("namespaceSelector")),
             preemption=Preemption(
-                WithinClusterQueue(preemption.get("withinClusterQueue") or "Never"),
-                ReclaimWithinCohort(preemption.get("reclaimWithinCohort") or "Never"),
+                WithinClusterQueuePolicy(preemption.get("withinClusterQueue") or "Never"),
+                ReclaimWithinCohortPolicy(preemption.get("reclaimWithinCohort") or "Never"),
                 BorrowWithinCohort(
                     BorrowWithinCohortPolicy(borrow.get("policy") or "Never"),
                     borrow.get("maxPriorityThreshold"),
@@ -244,9 +244,8 @@ def _pod_set_from_api(raw: Mapping[str, Any], where: str) -> PodSet:
 
 
 def timestamp(value: str | None) -> float:
-    if not value:
-        return 0.0
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    moment = parse_rfc3339(value)
+    return moment.timestamp() if moment is not None else 0.0
 
 
 PriorityLookup = Callable[[str], int | None]

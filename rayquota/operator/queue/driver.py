@@ -29,6 +29,7 @@ from rayquota.queueing import (
     FlavorResource,
     LocalQueue,
     Pending,
+    Phase,
     PodSet,
     PodSetAssignment,
     Preempt,
@@ -70,6 +71,16 @@ class Writer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """Why a workload is being evicted, as the cycle that decided it said."""
+
+    reason: str
+    kind: str
+    """the engine's PreemptionReason value (InClusterQueue, ClusterQueueStopped, ...)"""
+    preemptor: str | None
+
+
 @dataclass
 class _Tracked:
     key: str
@@ -78,6 +89,8 @@ class _Tracked:
     pending_key: str | None = None
     admission: AdmittedSlice | None = None
     evicting: bool = False
+    eviction: Eviction | None = None
+    """Why, when this process decided the eviction (not after a restart restored it)."""
     finishing: bool = False
     slices: int = 0
 
@@ -172,7 +185,7 @@ class Driver:
         pod_sets = tuple(ps for ps in spec.pod_sets if ps.name in admitted or ps.count)
         self.engine.update_workload(replace(_with_key(spec, tracked.admitted_key), pod_sets=pod_sets))
         status = self.engine.workload(tracked.admitted_key)
-        if status is None or status.phase != "Admitted":
+        if status is None or status.phase is not Phase.ADMITTED:
             return
         admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
         if admission != tracked.admission:
@@ -210,6 +223,7 @@ class Driver:
         admitted_key = tracked.admitted_key
         self.engine.release(admitted_key)
         tracked.evicting = False
+        tracked.eviction = None
         tracked.admission = None
         tracked.admitted_key = None
         if tracked.pending_key is not None:
@@ -254,6 +268,11 @@ class Driver:
         tracked = self._tracked.get(key)
         return tracked is not None and tracked.evicting
 
+    def eviction(self, key: str) -> Eviction | None:
+        """Why the workload is being evicted (None when it is not, or the reason is unknown)."""
+        tracked = self._tracked.get(key)
+        return tracked.eviction if tracked is not None and tracked.evicting else None
+
     def keys(self) -> list[str]:
         return list(self._tracked)
 
@@ -278,12 +297,13 @@ class Driver:
                         tracked = self._tracked.get(workload_key_of(victim))
                         if tracked is None:
                             continue
+                        kind = str(decision.victim_kinds.get(victim, decision.kind))
                         tracked.evicting = True
+                        tracked.eviction = Eviction(decision.reason, kind, preemptor)
                         # A scale-up waiting beside an evicted slice waits for the pods to go too:
                         # the whole demand queues again then (pods_gone).
                         self._drop_pending_slice(tracked)
-                        kind = decision.victim_kinds.get(victim, decision.kind)
-                        self.writer.evict(tracked.key, decision.reason, preemptor, str(kind))
+                        self.writer.evict(tracked.key, decision.reason, preemptor, kind)
                 case Pending():
                     tracked = self._tracked.get(workload_key_of(decision.workload))
                     if tracked is not None and decision.workload == tracked.pending_key:

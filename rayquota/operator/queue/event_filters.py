@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.queue.adapters.protocol import FINISHED_POD_PHASES
+from rayquota.operator.core.pods import FINISHED_POD_PHASES
 from rayquota.operator.ray import labels
 
 Body = Mapping[str, Any]

@@ -22,10 +22,11 @@ from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import Queued, QueueObjects
-from rayquota.operator.queue.podsets import Role, submission_mode
+from rayquota.operator.queue.podsets import Role
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 from rayquota.operator.ray.pod_resources import held_by
+from rayquota.operator.ray.rayjob_validation import submission_mode
 from rayquota.queueing import ResourceFlavor
 
 NOTHING = caps.NOTHING

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
+from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.pod_resources import pod_requests
@@ -28,6 +29,7 @@ from rayquota.operator.ray.podspec import (
     ray_container_index,
 )
 from rayquota.operator.ray.raycluster_plan import desired_pods
+from rayquota.operator.ray.rayjob_validation import submission_mode
 from rayquota.operator.ray.resolver import dashboard_port
 
 HEAD_POD_SET = "head"
@@ -212,10 +214,6 @@ def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
 # --- RayJob ---------------------------------------------------------------------------------
 
 
-def submission_mode(rayjob: Mapping[str, Any]) -> str:
-    return str((rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode")
-
-
 def _submitter_template(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
     try:
         job = submitter.submitter_job(rayjob, "", "", "")
@@ -343,7 +341,7 @@ def live_pods_per_pod_set(
         names = demand.pod_set_of.get(part, {})
         by_label = {(role, labels.label_value(group)): name for (role, group), name in names.items()}
         for pod in pods:
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if pod_finished(pod):
                 continue
             name = by_label.get(group_key_of_pod(pod))
             if name is not None:

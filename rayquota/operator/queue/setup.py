@@ -1,5 +1,8 @@
 """The queue integration on the shared manager: informers, the Workload controller, the
-admission loop, queue status, and the gate the RayCluster planner asks."""
+admission loop, queue status, and the gate the RayCluster planner asks.
+
+It is handed the Ray reconcilers (None in admission-only mode, where KubeRay's operator
+reconciles the Ray objects): they look again when a Workload they depend on changes."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
@@ -20,6 +22,7 @@ from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
+from rayquota.operator.ray.setup import RayControllers
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class QueueComponent:
     gate: QueueGate
 
 
-def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
+def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
+    """Its settings come from its own environment variables (`naming`, `api_group`)."""
     settings = naming.QueueSettings.from_env(os.environ)
     api = QueueApi.from_env(os.environ)
     objects = QueueObjects.register(manager, settings, api)
@@ -92,7 +96,6 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         manager.status.apply_as[api.workloads] = api.workload_status_manager
 
     # The gate reads the cached Workloads: when one changes, the clusters it covers look again.
-    ray = manager.components.get("ray")
     if ray is not None:
 
         def clusters_of_workload(workload: Mapping[str, Any]) -> list[ObjectKey]:
@@ -118,14 +121,6 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
-    webhook_port = os.environ.get("RAYQUOTA_WEBHOOK_PORT")
-    if webhook_port is not None:
-        # Opt-in: the configurations point the API server at this process on 127.0.0.1.
-        from rayquota.localcluster.ports import free_port
-        from rayquota.operator.webhooks.server import WebhookServer
-
-        server = WebhookServer(manager, objects, gate, int(webhook_port) or free_port())
-        manager.add_runnable("admission webhooks", server.run)
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,
@@ -136,9 +131,7 @@ def setup(manager: Manager, config: OperatorConfig) -> QueueComponent:
         api,
     )
     manager.add_runnable("queue status", status.run)
-    component = QueueComponent(objects, loop, reconciler, gate)
-    manager.components["queue"] = component
-    return component
+    return QueueComponent(objects, loop, reconciler, gate)
 
 
 def _keep_flavors(reconciler: WorkloadReconciler) -> Any:

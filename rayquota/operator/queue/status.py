@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rayquota.operator.core import Informer, Manager
-from rayquota.operator.kube import ApiError, now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.kube import ApiError
 from rayquota.operator.queue import metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.store import Obj
-from rayquota.operator.kube import now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
@@ -129,7 +130,7 @@ class WorkloadReconciler:
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
-            eviction = self.loop.writer.evictions.get(engine_key)
+            eviction = self.driver.eviction(engine_key)
             if eviction is not None:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
@@ -141,7 +142,6 @@ class WorkloadReconciler:
             # else: a preemptor's recorded admission never shows beside its victim's.
             await self._write_status(workload, released=True)
             self.driver.pods_gone(engine_key)
-            self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             await self._apply(adapter.restore(obj, children))
             return None
@@ -270,7 +270,6 @@ class WorkloadReconciler:
                 # (no other event may come: the runner has done its part).
                 return Result(requeue_after_s=STALE_CACHE_RETRY_S)
             self.driver.pods_gone(engine_key)
-            self.loop.writer.evictions.pop(engine_key, None)
             self.loop.request_cycle()
             return None
         await self._write_status(workload)
@@ -291,12 +290,11 @@ class WorkloadReconciler:
         pods += [
             p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
         ]
-        if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods):
+        if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
-        self.loop.writer.evictions.pop(str(key), None)
         self.loop.request_cycle()
 
     # --- writes ----------------------------------------------------------------------------
@@ -307,11 +305,10 @@ class WorkloadReconciler:
         """``released``: an evicted workload whose pods are gone, written before the engine
         frees its quota."""
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
-        evicting = self.driver.is_evicting(key) and not released
         status = desired_status(
             workload.get("status"),
             admission=None if released else self.driver.admission(key),
-            eviction=self.loop.writer.evictions.get(key) if evicting else None,
+            eviction=None if released else self.driver.eviction(key),
             pending_reason=self.driver.pending_reason(key),
             finished=finished,
             now=now_rfc3339(),

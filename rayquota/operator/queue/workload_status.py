@@ -5,26 +5,17 @@ reason in words. Pure; the reconciler writes the result with an exact status wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.driver import AdmittedSlice, Eviction
 from rayquota.operator.ray import conditions
 
 SCALE_UP_WAITING = "scale-up waiting"
 # The words before the engine's first verdict on a Workload.
 NOT_YET_EVALUATED = "waiting for the next admission cycle"
 """How an admitted Workload's pending reason starts while its next slice waits."""
-
-
-@dataclass(frozen=True)
-class Eviction:
-    reason: str
-    kind: str
-    """the engine's PreemptionReason value (InClusterQueue, ClusterQueueStopped, ...)"""
-    preemptor: str | None
 
 
 def is_evicted(workload: Mapping[str, Any]) -> bool:

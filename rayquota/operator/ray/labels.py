@@ -9,6 +9,8 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.ray.rayjob_validation import submission_mode
+
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
 RAY_CLUSTER = "ray.io/cluster"
 RAY_NODE_TYPE = "ray.io/node-type"
@@ -172,7 +174,7 @@ def rayjob_cluster_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
     """Labels of the RayCluster a RayJob creates: the RayJob's own labels, where it came from, and
     its submission mode (tools select on all three, as on KubeRay's)."""
     meta = rayjob["metadata"]
-    mode = (rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode"
+    mode = submission_mode(rayjob)
     return {
         **(meta.get("labels") or {}),
         ORIGINATED_FROM_CR_NAME: label_value(str(meta["name"])),

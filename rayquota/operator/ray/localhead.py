@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from rayquota.localcluster.ports import free_port
+from rayquota.ports import free_port
 
 VENV_BIN = Path(sys.executable).parent
 STARTED_MESSAGE = "Ray runtime started."

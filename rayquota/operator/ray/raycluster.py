@@ -29,7 +29,8 @@ from rayquota.operator.core import (
 )
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
-from rayquota.operator.kube import ApiError, Conflict, now_rfc3339
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.kube import ApiError, Conflict
 from rayquota.operator.ray import labels, rbac, services
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core.gate import AdmittedCaps
+from rayquota.operator.core.pods import pod_finished as is_finished
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray import raycluster_caps as caps_module
 from rayquota.operator.ray.hashing import spec_hash
@@ -30,10 +31,6 @@ MANAGED_BY_PARENTS = ("RayJob", "RayService")
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
-
-
-def is_finished(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
 def is_active(pod: Mapping[str, Any]) -> bool:

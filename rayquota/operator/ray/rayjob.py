@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.api.ray_v1 import JobStatus
+from rayquota.api.ray_v1 import JobDeploymentStatus, JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
-from rayquota.operator.kube import ApiError, Conflict, group_path, now_rfc3339
+from rayquota.operator.core.timestamps import format_rfc3339, now_rfc3339, parse_rfc3339
+from rayquota.operator.kube import ApiError, Conflict, group_path
 from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
@@ -36,6 +37,7 @@ from rayquota.operator.ray.dashboard import (
     RetryPolicy,
 )
 from rayquota.operator.ray.raycluster import warn_unimplemented_fields
+from rayquota.operator.ray.rayjob_validation import submission_mode as mode_of
 from rayquota.operator.ray.rayjob_validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver, dashboard_port
 
@@ -43,9 +45,17 @@ log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"
 
-NEW, INITIALIZING, RUNNING, COMPLETE, FAILED = "", "Initializing", "Running", "Complete", "Failed"
-SUSPENDING, SUSPENDED, RETRYING, WAITING = "Suspending", "Suspended", "Retrying", "Waiting"
-VALIDATION_FAILED = "ValidationFailed"
+# Plain-string names for the jobDeploymentStatus values the state machine reads and writes.
+NEW = JobDeploymentStatus.NEW.value
+INITIALIZING = JobDeploymentStatus.INITIALIZING.value
+RUNNING = JobDeploymentStatus.RUNNING.value
+COMPLETE = JobDeploymentStatus.COMPLETE.value
+FAILED = JobDeploymentStatus.FAILED.value
+VALIDATION_FAILED = JobDeploymentStatus.VALIDATION_FAILED.value
+SUSPENDING = JobDeploymentStatus.SUSPENDING.value
+SUSPENDED = JobDeploymentStatus.SUSPENDED.value
+RETRYING = JobDeploymentStatus.RETRYING.value
+WAITING = JobDeploymentStatus.WAITING.value
 TERMINAL = (COMPLETE, FAILED)
 # States in which a cluster exists or is being created, so suspend and the deadline apply.
 ACTIVE = (INITIALIZING, RUNNING, WAITING)
@@ -64,24 +74,14 @@ def batch_job_path(namespace: str, name: str | None = None) -> str:
     return f"{base}/{name}" if name else base
 
 
-def parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def from_ms(ms: int | None) -> str | None:
     if not ms:
         return None
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def mode_of(rayjob: Mapping[str, Any]) -> str:
-    return str(rayjob.get("spec", {}).get("submissionMode") or "K8sJobMode")
+    return format_rfc3339(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
 
 
 def seconds_since(timestamp: str | None, now: dt.datetime) -> float | None:
-    moment = parse_time(timestamp)
+    moment = parse_rfc3339(timestamp)
     return None if moment is None else (now - moment).total_seconds()
 
 

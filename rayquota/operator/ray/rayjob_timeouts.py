@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.ray_v1 import JobDeploymentStatus, JobFailedReason, JobStatus
+from rayquota.operator.core.timestamps import parse_rfc3339
 
 SUBMITTER_FINISHED_TIMEOUT_S = 30.0
 STATUS_CHECK_TIMEOUT_S = 300.0
@@ -48,16 +49,8 @@ class TimeoutSettings:
     transition_grace_s: float = TRANSITION_GRACE_PERIOD_S
 
 
-def parse_time(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    if isinstance(value, dt.datetime):
-        return value
-    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
 def _elapsed(since: Any, now: dt.datetime) -> float | None:
-    start = parse_time(since)
+    start = parse_rfc3339(since)
     return None if start is None else (now - start).total_seconds()
 
 

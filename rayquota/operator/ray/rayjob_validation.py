@@ -8,16 +8,23 @@ from typing import Any
 
 import yaml
 
+from rayquota.api.ray_v1 import JobSubmissionMode
+
 MAX_RAYJOB_NAME = 47  # the cluster and submitter names add suffixes; 63 is the label limit
-MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+MODES = tuple(mode.value for mode in JobSubmissionMode)
 CLUSTER_POLICIES = ("DeleteCluster", "DeleteWorkers")
+
+
+def submission_mode(rayjob: Mapping[str, Any]) -> str:
+    """spec.submissionMode with KubeRay's default (as written: validation refuses unknown ones)."""
+    return str((rayjob.get("spec") or {}).get("submissionMode") or JobSubmissionMode.K8S_JOB)
 
 
 def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
     errors: list[str] = []
     meta = rayjob["metadata"]
     spec = rayjob.get("spec") or {}
-    mode = spec.get("submissionMode") or "K8sJobMode"
+    mode = submission_mode(rayjob)
     selector = spec.get("clusterSelector") or {}
     cluster_spec = spec.get("rayClusterSpec")
     deletion = spec.get("deletionStrategy")

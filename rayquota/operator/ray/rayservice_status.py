@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceConditionType, ServiceStatus
 from rayquota.operator.core.gate import QueueCondition
+from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
 from rayquota.operator.ray.conditions import find, is_true, set_condition, with_queue_condition
 from rayquota.operator.ray.rayservice_incremental import ClusterShare, UpgradeProgress
 from rayquota.operator.ray.serve_status import ServeState, with_health_times
@@ -36,16 +37,6 @@ GATEWAY_CLASS_MISSING = "GatewayClassNotFound"
 UPGRADE_DISABLED = "UpgradeDisabled"
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Incremental shares <-> status
 
@@ -65,7 +56,7 @@ def _share(cluster_status: Mapping[str, Any], default: ClusterShare) -> ClusterS
     return ClusterShare(
         target_capacity=default.target_capacity if capacity is None else int(capacity),
         traffic_percent=default.traffic_percent if traffic is None else int(traffic),
-        last_traffic_migrated=parse_time(cluster_status.get("lastTrafficMigratedTime")),
+        last_traffic_migrated=parse_rfc3339(cluster_status.get("lastTrafficMigratedTime")),
     )
 
 
@@ -77,7 +68,7 @@ def _share_fields(share: ClusterShare | None) -> dict[str, Any]:
         "trafficRoutedPercent": share.traffic_percent,
     }
     if share.last_traffic_migrated is not None:
-        fields["lastTrafficMigratedTime"] = rfc3339(share.last_traffic_migrated)
+        fields["lastTrafficMigratedTime"] = format_rfc3339(share.last_traffic_migrated)
     return fields
 
 
@@ -117,7 +108,7 @@ def service_status(
 ) -> dict[str, Any]:
     """``queue``: the queue's verdict on a queued service, carried as its QuotaReserved condition."""
     previous = service.get("status") or {}
-    stamp = rfc3339(now)
+    stamp = format_rfc3339(now)
     conditions = [dict(c) for c in previous.get("conditions") or []]
     generation = service.get("metadata", {}).get("generation")
 

@@ -18,9 +18,10 @@ from typing import Any
 from rayquota.api.ray_v1 import RayServiceConditionType
 from rayquota.operator.core import Result
 from rayquota.operator.core.store import Obj, Store
+from rayquota.operator.core.timestamps import format_rfc3339
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.conditions import is_true, set_condition
-from rayquota.operator.ray.rayservice_status import INITIALIZING, rfc3339
+from rayquota.operator.ray.rayservice_status import INITIALIZING
 from rayquota.operator.ray.rayservice_writes import RayServiceWrites
 
 Suspending = RayServiceConditionType.SUSPENDING
@@ -51,7 +52,7 @@ class SuspendHandler:
         status = dict(service.get("status") or {})
         conditions = status.get("conditions") or []
         wants_suspend = bool(service["spec"].get("suspend"))
-        stamp = rfc3339(now)
+        stamp = format_rfc3339(now)
 
         def with_conditions(*changes: tuple[str, bool, str, str]) -> dict[str, Any]:
             updated = [dict(c) for c in conditions]

@@ -30,5 +30,4 @@ def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
     )
     manager.on_shutdown(controllers.jobs.close)
     manager.on_shutdown(controllers.services.close)
-    manager.components["ray"] = controllers
     return controllers

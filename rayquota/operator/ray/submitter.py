@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.dashboard import JobSubmission
 from rayquota.operator.ray.podspec import ray_container_index
@@ -214,7 +215,7 @@ def job_finished_at(job: Mapping[str, Any]) -> dt.datetime | None:
         if condition.get("status") == "True" and condition.get("type") in FINISHED_CONDITIONS:
             stamp = condition.get("lastTransitionTime") or (job.get("status") or {}).get("completionTime")
             if stamp:
-                return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+                return parse_rfc3339(stamp)
     return None
 
 

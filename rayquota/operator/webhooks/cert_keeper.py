@@ -1,9 +1,10 @@
-"""The webhook serving certificate without cert-manager.
+"""The webhook serving certificate: the one the leader keeps in a Secret, cert-manager's files,
+or a throw-away one for a loopback server (which one: `settings.WebhookSettings`).
 
-The leader keeps a CA and a serving certificate in a Secret of its own namespace, renews them
-before they expire, and keeps the caBundle of its webhook configurations current. When the CA
-itself is renewed, the caBundle carries the old and the new CA until the old one expires, so the
-API server trusts the certificate served before and after the switch.
+Without cert-manager, the leader keeps a CA and a serving certificate in a Secret of its own
+namespace, renews them before they expire, and keeps the caBundle of its webhook configurations
+current. When the CA itself is renewed, the caBundle carries the old and the new CA until the
+old one expires, so the API server trusts the certificate served before and after the switch.
 
 With cert-manager (the chart's `webhooks.certManager.enabled`) the certificate arrives as files
 in a mounted Secret instead (`RAYQUOTA_WEBHOOK_CERT_DIR`) and cert-manager injects the caBundle.
@@ -14,24 +15,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
-import ipaddress
 import logging
-import os
-import ssl
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Manager
+from rayquota import pki
 from rayquota.operator.kube import Conflict, KubeClient, core_path
+from rayquota.operator.webhooks.settings import LOOPBACK, CertSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,44 +41,6 @@ CA_CERT, CA_KEY, PREVIOUS_CA_CERT, TLS_CERT, TLS_KEY = (
 )
 
 Clock = Callable[[], dt.datetime]
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-@dataclass(frozen=True)
-class CertSettings:
-    namespace: str
-    secret: str
-    hosts: tuple[str, ...]  # DNS names and IP addresses the serving certificate covers
-    configurations: tuple[str, ...]  # the mutating and validating configurations by name
-    ca_validity: dt.timedelta = dt.timedelta(days=3650)
-    cert_validity: dt.timedelta = dt.timedelta(days=365)
-    # Renew this long before expiry: ample time for a leader that is down for a while.
-    renew_before: dt.timedelta = dt.timedelta(days=90)
-    check_interval_s: float = 3600.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CertSettings | None:
-        """None unless RAYQUOTA_WEBHOOK_CERT_SECRET names the Secret to keep."""
-        env = os.environ if env is None else env
-        secret = env.get("RAYQUOTA_WEBHOOK_CERT_SECRET", "").strip()
-        if not secret:
-            return None
-        hosts = _split(env.get("RAYQUOTA_WEBHOOK_HOSTS", ""))
-        if not hosts:
-            raise ValueError("RAYQUOTA_WEBHOOK_HOSTS: no host for the webhook serving certificate")
-        return cls(
-            namespace=env.get("RAYQUOTA_OPERATOR_NAMESPACE") or "default",
-            secret=secret,
-            hosts=hosts,
-            configurations=_split(env.get("RAYQUOTA_WEBHOOK_CONFIGURATIONS", "")),
-        )
-
-
-def _split(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -171,78 +127,26 @@ def issue(
         except ValueError:
             pass
     if not ca_cert_pem:
-        ca_cert_pem, ca_key_pem = _new_ca(now, settings.ca_validity)
-    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    key = ec.generate_private_key(ec.SECP256R1())
-    not_after = min(now + settings.cert_validity, ca_cert.not_valid_after_utc)
-    cert = (
-        _builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])]), ca_cert.subject, now)
-        .not_valid_after(not_after)
-        .public_key(key.public_key())
-        .add_extension(x509.SubjectAlternativeName([_general_name(h) for h in hosts]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        new_ca, new_ca_key = pki.issue_ca(
+            f"rayquota-webhook-ca-{now:%Y%m%d%H%M%S}", validity=settings.ca_validity, now=now
+        )
+        ca_cert_pem, ca_key_pem = pki.cert_pem(new_ca), pki.key_pem(new_ca_key)
+    key = pki.new_key()
+    cert = pki.issue_leaf(
+        pki.name(hosts[0]),
+        key,
+        x509.load_pem_x509_certificate(ca_cert_pem),
+        pki.load_key(ca_key_pem),
+        validity=settings.cert_validity,
+        hosts=hosts,
+        now=now,
     )
     return CertBundle(
         ca_cert=ca_cert_pem,
         ca_key=ca_key_pem,
-        cert=cert.public_bytes(serialization.Encoding.PEM),
-        key=_key_pem(key),
+        cert=pki.cert_pem(cert),
+        key=pki.key_pem(key),
         previous_ca_cert=previous,
-    )
-
-
-def _new_ca(now: dt.datetime, validity: dt.timedelta) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"rayquota-webhook-ca-{now:%Y%m%d%H%M%S}")])
-    cert = (
-        _builder(name, name, now)
-        .not_valid_after(now + validity)
-        .public_key(key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
-
-
-def _builder(subject: x509.Name, issuer: x509.Name, now: dt.datetime) -> x509.CertificateBuilder:
-    # Backdated a little: the API server's clock may be behind ours.
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-    )
-
-
-def _general_name(host: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        return x509.DNSName(host)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
 
 
@@ -250,18 +154,34 @@ class ServingCertificate:
     """One SSLContext whose certificate is swapped in place: new handshakes use the new one."""
 
     def __init__(self) -> None:
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context = pki.server_context()
         self.loaded = asyncio.Event()
 
     def load(self, cert: bytes, key: bytes) -> None:
-        # load_cert_chain reads files only; the key never lives on disk longer than this call.
-        with tempfile.TemporaryDirectory(prefix="rayquota-cert-") as folder:
-            cert_file, key_file = Path(folder) / "tls.crt", Path(folder) / "tls.key"
-            cert_file.write_bytes(cert)
-            key_file.touch(mode=0o600)
-            key_file.write_bytes(key)
-            self.context.load_cert_chain(cert_file, key_file)
+        pki.load_serving_pair(self.context, cert, key)
         self.loaded.set()
+
+
+@dataclass(frozen=True)
+class GeneratedCertificate:
+    """A throw-away CA and a serving certificate for the loopback server, made at start-up and
+    never stored: a restarted operator registers its configurations with a new caBundle."""
+
+    serving: ServingCertificate
+    ca_bundle: str
+    """base64 PEM of the CA, for the configurations' caBundle"""
+
+    @classmethod
+    def for_loopback(cls) -> GeneratedCertificate:
+        validity = dt.timedelta(days=365)
+        ca, ca_key = pki.issue_ca("rayquota-webhook-loopback-ca", validity=validity)
+        key = pki.new_key()
+        cert = pki.issue_leaf(
+            pki.name(LOOPBACK), key, ca, ca_key, validity=validity, hosts=(LOOPBACK, "localhost")
+        )
+        serving = ServingCertificate()
+        serving.load(pki.cert_pem(cert), pki.key_pem(key))
+        return cls(serving, base64.b64encode(pki.cert_pem(ca)).decode())
 
 
 class FileCertificate:
@@ -297,7 +217,7 @@ class FileCertificate:
 class CertificateKeeper:
     """Issues, stores, renews and publishes (caBundle) the webhook serving certificate."""
 
-    def __init__(self, client: KubeClient, settings: CertSettings, *, clock: Clock = utc_now) -> None:
+    def __init__(self, client: KubeClient, settings: CertSettings, *, clock: Clock = pki.utc_now) -> None:
         self.client = client
         self.settings = settings
         self.clock = clock
@@ -368,17 +288,3 @@ class CertificateKeeper:
                 log.exception("webhook certificate check failed")
                 delay = min(30.0, self.settings.check_interval_s)
             await asyncio.sleep(delay)
-
-
-def setup(manager: Manager, config: OperatorConfig) -> CertificateKeeper | None:
-    """Keep the certificate when RAYQUOTA_WEBHOOK_CERT_SECRET names its Secret. The webhook server
-    serves `manager.components["webhook-certs"].serving.context` once `.serving.loaded` is set."""
-    del config
-    settings = CertSettings.from_env()
-    if settings is None:
-        return None
-    keeper = CertificateKeeper(manager.client, settings)
-    manager.add_runnable("webhook certificates", keeper.run)
-    manager.components["webhook-certs"] = keeper
-    return keeper
-

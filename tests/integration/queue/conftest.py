@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
+from rayquota.operator.webhooks.settings import WebhookSettings
 from tests.gate_sampler import FlavorPlacement, GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.operator_thread import operator_thread
@@ -30,11 +31,15 @@ def namespace_prefix() -> str:
 
 @contextlib.contextmanager
 def running_operator(
-    namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX, env: Mapping[str, str] | None = None
+    namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX,
+    env: Mapping[str, str] | None = None,
+    *,
+    webhooks: bool = False,
 ) -> Iterator[Path]:
     """The operator in a thread, scoped to ``<namespace_prefix>-*``; yields its dashboard map
     (cluster -> URL of a real Ray head). ``env`` is set only while it starts (its setup reads
-    settings once), so operators started by other folders keep theirs."""
+    settings once), so operators started by other folders keep theirs. ``webhooks``: it serves
+    the admission webhooks on 127.0.0.1 (a free port)."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
     os.close(fd)
     dashboard_map = Path(name)
@@ -42,7 +47,10 @@ def running_operator(
     previous = {key: os.environ.get(key) for key in env or {}}
     os.environ.update(env or {})
     config = OperatorConfig(
-        version="test-1", dashboard_resolver="local", dashboard_map_file=str(dashboard_map)
+        version="test-1",
+        dashboard_resolver="local",
+        dashboard_map_file=str(dashboard_map),
+        webhooks=WebhookSettings.loopback() if webhooks else None,
     )
     try:
         with operator_thread(config, [f"{namespace_prefix}-*"]):
@@ -270,11 +278,22 @@ def gpus_admitted(workload: dict[str, Any]) -> int:
 
 
 class OperatorProcess:
-    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces."""
+    """``rayquota run`` as a process of its own (it can be killed), on ``<prefix>-*`` namespaces.
 
-    def __init__(self, kubeconfig: str, prefix: str, **env: str) -> None:
+    Without the admission webhooks unless ``RAYQUOTA_WEBHOOK_PORT`` is given (``"0"``: any port),
+    or ``cli_default=True`` leaves the choice to `rayquota run` (on, against the local control
+    plane). ``log``: where its output goes (else nowhere)."""
+
+    def __init__(
+        self, kubeconfig: str, prefix: str, *, cli_default: bool = False, log: Path | None = None, **env: str
+    ) -> None:
         self.env = {**os.environ, "KUBECONFIG": kubeconfig, **env}
+        if cli_default:
+            self.webhook_flags: list[str] = []
+        else:
+            self.webhook_flags = ["--webhooks" if "RAYQUOTA_WEBHOOK_PORT" in env else "--no-webhooks"]
         self.prefix = prefix
+        self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -291,11 +310,18 @@ class OperatorProcess:
                 "0",
                 "--health-port",
                 "0",
+                *self.webhook_flags,
             ],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log.open("wb") if self.log is not None else subprocess.DEVNULL,
         )
+
+    def interrupt(self) -> int:
+        """Ctrl-C, as a user stops it; its exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=60)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -4,9 +4,9 @@ GPUs of live pods within the admission and the ClusterQueue, no child or submitt
 admission, quota released only after the pods are gone).
 
 Cells run concurrently, one namespace each, on two shared operators: the session's (no
-webhooks) and this module's (webhooks served on 127.0.0.1, the ``RAYQUOTA_WEBHOOK_PORT``
-opt-in). Not every combination is its own cell: each transition and each submission mode runs
-with both webhook settings and both ways of creating the object.
+webhooks) and this module's (webhooks served on 127.0.0.1, as `make run` serves them). Not
+every combination is its own cell: each transition and each submission mode runs with both
+webhook settings and both ways of creating the object.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ INCREMENTAL_CELLS = cells_for(
 
 @pytest.fixture(scope="module")
 def webhook_operator(control_plane: Any, crds_installed: None) -> Iterator[Path]:
-    with running_operator(WEBHOOK_PREFIX, env={"RAYQUOTA_WEBHOOK_PORT": "0"}) as dashboard_map:
+    with running_operator(WEBHOOK_PREFIX, webhooks=True) as dashboard_map:
         wait_for(
             "the webhook configurations",
             lambda: (

@@ -6,8 +6,6 @@ flavor's nodes, never more GPUs held than admitted."""
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +38,9 @@ from tests.integration.ray.rayservice_support import (
     wait_ready,
 )
 from tests.integration.ray.test_rayservice_incremental import gateway_class
+from tests.polling import holds
 
 __all__ = ["gateway_class", "ray_head"]
-
-
-def holds(condition: Callable[[], bool], seconds: float) -> None:
-    """``condition`` stays true for ``seconds`` (sampled every 0.5 s)."""
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        assert condition()
-        time.sleep(0.5)
 
 
 def warnings_on(kube: Kube, name: str) -> list[str]:
@@ -180,7 +171,7 @@ def test_new_shaped_workers_beside_old_ones_in_one_cluster_never_exceed_the_quot
         timeout_s=60,
     )
     # The old workers keep their 4 GPUs (nothing replaces them): no new worker may start.
-    holds(lambda: len(kube.pods("shapes")) == 3, seconds=10)
+    holds("no new worker beside the old ones", lambda: len(kube.pods("shapes")) == 3, seconds=10)
     sampler.assert_holds()
 
 

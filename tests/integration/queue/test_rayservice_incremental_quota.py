@@ -7,7 +7,6 @@ sets each cluster's worker replicas, and names the worker to delete on a scale-d
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -29,6 +28,7 @@ from tests.integration.ray.rayservice_support import (
     wait_ready,
 )
 from tests.integration.ray.test_rayservice_incremental import gateway_class
+from tests.polling import holds
 
 pytestmark = [pytest.mark.ray]
 
@@ -117,12 +117,12 @@ def test_incremental_upgrade_needs_only_active_plus_surge(
     )
     held_traffic = shares(kube, "pending").get("trafficRoutedPercent")
     assert held_traffic is not None and held_traffic < 100
-    until = time.monotonic() + 3 * INTERVAL_S  # three traffic intervals
-    while time.monotonic() < until:
+    def standing_still() -> None:
         assert shares(kube, "pending").get("trafficRoutedPercent") == held_traffic
         assert len(kube.pods(pending)) == 2  # the planner cap: no pod beyond the admitted slice
         assert admitted(kube, "cpu") == ACTIVE + PENDING_HEAD + WORKER
-        time.sleep(0.5)
+
+    holds("the upgrade standing still", standing_still, seconds=3 * INTERVAL_S)  # three traffic intervals
 
     autoscale(kube, first, 1)  # the active cluster gives a worker back: the slice fits
     wait_for("the pending cluster's second worker", lambda: len(kube.pods(pending)) == 3, timeout_s=120)

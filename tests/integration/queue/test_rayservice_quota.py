@@ -9,7 +9,6 @@ helpers), so the service really becomes Ready and really upgrades.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from tests.integration.ray.rayservice_support import (
     start_upgrade_on_second_head,
     wait_ready,
 )
+from tests.polling import holds
 
 pytestmark = [pytest.mark.ray]
 
@@ -138,14 +138,14 @@ def upgrade_waits_for_quota(
     assert quota_condition.get("status") == "True" and quota_condition.get("reason") == "Admitted"
     assert str(quota_condition.get("message")).startswith("scale-up waiting: ")
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
-    until = time.monotonic() + 10
-    while time.monotonic() < until:
+    def still_waiting() -> None:
         child = kube.get("raycluster", pending)
         assert child is not None and child["spec"]["suspend"] is True
         assert kube.pods(pending) == []
         assert len(kube.pods(first)) == 2
         assert usage() == old_usage
-        time.sleep(0.5)
+
+    holds("the pending cluster gated, the active one running", still_waiting, seconds=10)
 
     raise_quota()
     wait_for("the pending cluster's pods", lambda: len(kube.pods(pending)) == 2, timeout_s=180)

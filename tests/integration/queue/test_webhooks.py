@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rayquota.localcluster.cluster import ClusterError
 from tests.integration.queue.conftest import OperatorProcess, Quota, gpu_rayjob, workload_of
@@ -19,31 +22,77 @@ def namespace_prefix() -> str:
     return PREFIX
 
 
+def webhook_configurations_exist(control_plane: Any) -> bool:
+    return all(
+        control_plane.kubectl("get", kind, "rayquota-queue", check=False).returncode == 0
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+    )
+
+
+def delete_webhook_configurations(control_plane: Any) -> None:
+    control_plane.kubectl(
+        "delete",
+        "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+        "rayquota-queue",
+        "--ignore-not-found",
+        check=False,
+    )
+
+
+def serving(process: OperatorProcess, log: Path) -> None:
+    """Until this process registered its configurations (it logs once it has)."""
+    wait_for(
+        "the operator serving its webhooks",
+        lambda: (
+            process.proc is not None
+            and process.proc.poll() is None
+            and "admission webhooks on" in log.read_text()
+        ),
+        timeout_s=120,
+    )
+
+
+def webhooks_called(kube: Kube) -> bool:
+    """The API server calls both webhooks (its cache of the configurations has caught up): a
+    server-side dry run of a queued RayJob comes back suspended, and of a ClusterQueue covering a
+    resource twice is refused."""
+    job = gpu_rayjob("probe", "any-queue", workers=1, gpus_per_worker=1)
+    del job["spec"]["suspend"]
+    created = kube.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=yaml.safe_dump(job))
+    if not json.loads(created.stdout)["spec"].get("suspend"):
+        return False
+    # Only the webhook refuses this one (the CRD's rules accept it).
+    twice = {
+        "apiVersion": "rayquota.io/v1alpha1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "probe"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": f, "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+                }
+                for f in ("f1", "f2")
+            ]
+        },
+    }
+    refused = kube.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(twice), check=False)
+    return bool(refused.returncode != 0 and "is already covered by" in refused.stderr)
+
+
 @pytest.fixture
-def webhook_operator(control_plane: Any, crds_installed: None) -> Iterator[None]:
-    process = OperatorProcess(str(control_plane.kubeconfig), PREFIX, RAYQUOTA_WEBHOOK_PORT="0")
+def webhook_operator(control_plane: Any, crds_installed: None, kube: Kube, tmp_path: Path) -> Iterator[None]:
+    delete_webhook_configurations(control_plane)  # nothing left from an earlier run
+    log = tmp_path / "operator.log"
+    process = OperatorProcess(str(control_plane.kubeconfig), PREFIX, log=log, RAYQUOTA_WEBHOOK_PORT="0")
     process.start()
     try:
-        wait_for(
-            "the webhook configurations",
-            lambda: (
-                control_plane.kubectl(
-                    "get", "validatingwebhookconfiguration", "rayquota-queue", check=False
-                ).returncode
-                == 0
-            ),
-            timeout_s=120,
-        )
+        serving(process, log)
+        wait_for("the API server calling the webhooks", lambda: webhooks_called(kube), 30)
         yield
     finally:
         process.kill()
-        control_plane.kubectl(
-            "delete",
-            "validatingwebhookconfiguration,mutatingwebhookconfiguration",
-            "rayquota-queue",
-            "--ignore-not-found",
-            check=False,
-        )
+        delete_webhook_configurations(control_plane)
 
 
 def test_queued_job_is_born_suspended_and_clearing_the_gate_is_refused(
@@ -88,3 +137,66 @@ def test_malformed_cluster_queue_is_refused_with_the_field_named(
     with pytest.raises(ClusterError) as refused:
         quota.apply("ClusterQueue", "bad", bad)
     assert "spec.resourceGroups[0].flavors[0].resources" in str(refused.value)
+
+
+def test_rayquota_run_serves_the_webhooks_on_the_local_control_plane_until_stopped(
+    control_plane: Any, crds_installed: None, kube: Kube, quota: Quota, tmp_path: Path
+) -> None:
+    """`make run` as a newcomer runs it: no webhook flag, the local control plane's kubeconfig."""
+    delete_webhook_configurations(control_plane)  # nothing left from an earlier run
+    log = tmp_path / "operator.log"
+    process = OperatorProcess(str(control_plane.kubeconfig), PREFIX, cli_default=True, log=log)
+    process.start()
+    try:
+        serving(process, log)
+        assert webhook_configurations_exist(control_plane)
+        wait_for("the API server calling the webhooks", lambda: webhooks_called(kube), 30)
+        started = [line for line in log.read_text().splitlines() if "components:" in line]
+        assert len(started) == 1 and started[0].count("webhooks") == 1, started
+        assert "webhooks (https://127.0.0.1:" in started[0]
+        quota.a100_team_queue(4)
+        job = gpu_rayjob("newcomer", "team", workers=2, gpus_per_worker=4)  # 8 GPUs: it stays queued
+        del job["spec"]["suspend"]  # as most users write it
+        kube.apply(job)
+        stored = kube.get("rayjob", "newcomer")
+        assert stored is not None and stored["spec"]["suspend"] is True
+        wait_for("the Workload", lambda: workload_of(kube, "RayJob", "newcomer"), timeout_s=120)
+        assert process.interrupt() == 0
+    finally:
+        process.kill()
+    # Stopped: nothing left that the API server would call, and a queued object applies as written.
+    assert not webhook_configurations_exist(control_plane)
+    unqueued = gpu_rayjob("after", "team", workers=1, gpus_per_worker=1)
+    unqueued["spec"]["suspend"] = False
+    kube.apply(unqueued)
+    after = kube.get("rayjob", "after")
+    assert after is not None and after["spec"]["suspend"] is False
+
+
+def test_a_stopping_operator_leaves_a_newer_registration_in_place(
+    control_plane: Any, crds_installed: None, tmp_path: Path
+) -> None:
+    delete_webhook_configurations(control_plane)  # nothing left from an earlier run
+    log = tmp_path / "operator.log"
+    process = OperatorProcess(str(control_plane.kubeconfig), PREFIX, log=log, RAYQUOTA_WEBHOOK_PORT="0")
+    process.start()
+    try:
+        serving(process, log)
+        # Another operator registers after this one (here: any write to the configuration).
+        control_plane.kubectl("label", "validatingwebhookconfiguration", "rayquota-queue", "newer=yes")
+        assert process.interrupt() == 0
+        assert (
+            control_plane.kubectl(
+                "get", "validatingwebhookconfiguration", "rayquota-queue", check=False
+            ).returncode
+            == 0
+        )
+        assert (
+            control_plane.kubectl(
+                "get", "mutatingwebhookconfiguration", "rayquota-queue", check=False
+            ).returncode
+            != 0
+        )
+    finally:
+        process.kill()
+        delete_webhook_configurations(control_plane)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.localcluster.ports import free_port
 from rayquota.operator.ray.localhead import LocalRayHead as RayHead
+from rayquota.ports import free_port
 
 __all__ = ["RayHead", "free_port"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
@@ -18,6 +17,7 @@ from rayquota.operator.ray.dashboard import (
     RetryPolicy,
 )
 from tests.integration.ray.rayhead import RayHead, free_port
+from tests.polling import wait_for_async
 
 pytestmark = pytest.mark.ray
 
@@ -25,14 +25,11 @@ pytestmark = pytest.mark.ray
 async def wait_for_status(
     client: RayDashboardClient, job_id: str, wanted: set[JobStatus], timeout_s: float = 90.0
 ) -> JobStatus:
-    deadline = time.monotonic() + timeout_s
-    status = JobStatus.PENDING
-    while time.monotonic() < deadline:
+    async def reached() -> JobStatus | None:
         status = (await client.get_job(job_id)).status
-        if status in wanted:
-            return status
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"job {job_id} still {status} after {timeout_s}s, wanted {wanted}")
+        return status if status in wanted else None
+
+    return await wait_for_async(f"job {job_id} in {wanted}", reached, timeout_s, interval_s=0.5)
 
 
 async def test_submit_poll_logs_delete(ray_head: RayHead) -> None:

@@ -20,6 +20,7 @@ from tests.integration.ray.test_rayjob import (
     rayjob_on_shared_cluster,
     wait_deployment,
 )
+from tests.polling import holds
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "quickstart" / "raycluster.yaml"
 
@@ -48,10 +49,12 @@ def test_a_suspended_cluster_at_rest_is_never_rewritten(kube: Kube) -> None:
     version = cluster["metadata"]["resourceVersion"]
     # A window, not a synchronisation: nothing may happen in it. The old operator rewrote a
     # suspended cluster's status every second.
-    deadline = time.monotonic() + 8
-    while time.monotonic() < deadline:
-        assert kube.get("raycluster", "quiet")["metadata"]["resourceVersion"] == version
-        time.sleep(1)
+    holds(
+        "the cluster unwritten",
+        lambda: kube.get("raycluster", "quiet")["metadata"]["resourceVersion"] == version,
+        seconds=8,
+        interval_s=1,
+    )
     assert kube.pods("quiet") == []
 
 

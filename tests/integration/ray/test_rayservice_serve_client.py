@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -12,6 +10,7 @@ from rayquota.operator.ray.dashboard import RayDashboardClient
 from rayquota.operator.ray.serve_client import ServeClient, serve_config
 from rayquota.operator.ray.serve_status import ServeState
 from tests.integration.ray.rayhead import RayHead
+from tests.polling import wait_for_async
 
 pytestmark = pytest.mark.ray
 
@@ -42,13 +41,11 @@ async def settled(
     client: ServeClient, predicate: Callable[[ServeState], bool], what: str, timeout_s: float = 120
 ) -> ServeState:
     """Poll Serve until the predicate holds (Serve deploys asynchronously)."""
-    deadline = time.monotonic() + timeout_s
-    state = await client.state()
-    while not predicate(state):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {state!r}"
-        await asyncio.sleep(0.5)
+    async def state_if_settled() -> ServeState | None:
         state = await client.state()
-    return state
+        return state if predicate(state) else None
+
+    return await wait_for_async(what, state_if_settled, timeout_s, interval_s=0.5)
 
 
 async def test_deploy_reports_running_applications_and_capacity(serve: ServeClient) -> None:

@@ -6,29 +6,24 @@ import pytest
 
 from rayquota.cli import build_parser
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.main import COMPONENTS, RAY_RECONCILERS, enabled_components
+from rayquota.operator.permissions import offline_manager
 
 
 def test_reconcilers_are_on_by_default() -> None:
     config = OperatorConfig.from_env({})
     assert config.reconcilers_enabled
-    assert RAY_RECONCILERS in enabled_components(config)
+    _, components = offline_manager(config)
+    assert components == ("ray", "queue")
 
 
 @pytest.mark.parametrize("raw", ["false", "False", "0", "no", "off"])
 def test_the_environment_turns_the_reconcilers_off(raw: str) -> None:
     config = OperatorConfig.from_env({"RAYQUOTA_RECONCILERS_ENABLED": raw})
     assert not config.reconcilers_enabled
-    components = enabled_components(config)
-    assert RAY_RECONCILERS not in components
-    # Everything else (the queue integration once it registers) still runs.
-    assert set(components) == set(COMPONENTS) - {RAY_RECONCILERS}
-
-
-def test_other_components_pass_through_admission_only_mode() -> None:
-    config = OperatorConfig(reconcilers_enabled=False)
-    modules = (RAY_RECONCILERS, "rayquota.operator.queue.setup")
-    assert enabled_components(config, modules) == ("rayquota.operator.queue.setup",)
+    manager, components = offline_manager(config)
+    # Everything else still runs: the queue integration, without the Ray controllers' watches.
+    assert components == ("queue",)
+    assert not [c for c in manager.controllers if c.name.startswith("ray")]
 
 
 def test_a_misspelt_flag_is_refused_with_its_name() -> None:

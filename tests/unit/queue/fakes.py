@@ -14,11 +14,11 @@ from rayquota.queueing import (
     LocalQueue,
     PodSet,
     Preemption,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
 )
 
@@ -56,7 +56,7 @@ def two_teams(nominal: int = 8) -> list[ResourceFlavor | Cohort | ClusterQueue |
                 team,
                 (ResourceGroup((GPU,), (FlavorQuotas("f", {GPU: ResourceQuota.of(nominal)}),)),),
                 cohort="pool",
-                preemption=Preemption(WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY),
+                preemption=Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY, ReclaimWithinCohortPolicy.ANY),
             )
         )
         config.append(LocalQueue(NAMESPACE, team, team))

@@ -7,10 +7,10 @@ from rayquota.operator.queue.podsets import PodSetDemand, Role
 from rayquota.queueing import (
     PodSetAssignment,
     QueueingStrategy,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     StopPolicy,
     Toleration,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
 )
 
 CLUSTER_QUEUE = {
@@ -43,8 +43,8 @@ def test_cluster_queue_fields_reach_the_engine() -> None:
     cq = converter.cluster_queue(CLUSTER_QUEUE)
     assert cq.name == "team-a" and cq.cohort == "research"
     assert cq.queueing_strategy is QueueingStrategy.STRICT_FIFO
-    assert cq.preemption.within_cluster_queue is WithinClusterQueue.LOWER_PRIORITY
-    assert cq.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY
+    assert cq.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_PRIORITY
+    assert cq.preemption.reclaim_within_cohort is ReclaimWithinCohortPolicy.ANY
     assert cq.stop_policy is StopPolicy.HOLD and cq.fair_sharing_weight == 0.5
     quota = cq.resource_groups[0].flavors[0].resources["nvidia.com/gpu"]
     assert (quota.nominal, quota.borrowing_limit, quota.lending_limit) == (8000, 4000, None)

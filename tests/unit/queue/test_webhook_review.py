@@ -7,7 +7,7 @@ from rayquota.operator.queue import naming
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import review
-from rayquota.operator.webhooks.server import webhook_configurations
+from rayquota.operator.webhooks.configurations import webhook_configurations
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer
 

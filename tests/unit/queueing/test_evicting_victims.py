@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.queueing import ClusterQueue, Preemption, WithinClusterQueue
+from rayquota.queueing import ClusterQueue, Preemption, WithinClusterQueuePolicy
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue, used
 from .test_examples import admitted, pending, preempts
@@ -10,7 +10,7 @@ from .test_examples import admitted, pending, preempts
 
 def test_a_second_preemptor_waits_for_a_victim_already_leaving() -> None:
     e = engine_with_flavors("h100")
-    lower = Preemption(within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY)
+    lower = Preemption(within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY)
     queue(e, ClusterQueue("a", gpu_group(("h100", 4, None, None)), preemption=lower))
     e.add_workload(gpus("a", "low1", 2, priority=1, created=0))
     e.add_workload(gpus("a", "low2", 2, priority=1, created=1))

@@ -22,14 +22,14 @@ from rayquota.queueing import (
     Preemption,
     PreemptionReason,
     QueueingStrategy,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     StopPolicy,
     Taint,
     Toleration,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
 )
 
@@ -233,7 +233,7 @@ def test_when_can_borrow_try_next_flavor_prefers_nominal_elsewhere() -> None:
 
 
 def test_when_can_preempt_choices() -> None:
-    policy = Preemption(WithinClusterQueue.LOWER_PRIORITY)
+    policy = Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY)
     for when, expect_preempt in ((WhenCanPreempt.PREEMPT, True), (WhenCanPreempt.TRY_NEXT_FLAVOR, False)):
         e = engine_with_flavors("a100", "h100")
         groups = gpu_group(("a100", 4, None, None), ("h100", 8, None, None))
@@ -258,14 +258,14 @@ def test_when_can_preempt_choices() -> None:
 # ---------------------------------------------------------------- preemption
 
 
-def _within(policy: WithinClusterQueue) -> Engine:
+def _within(policy: WithinClusterQueuePolicy) -> Engine:
     e = engine_with_flavors("h100")
     queue(e, ClusterQueue("a", gpu_group(("h100", 8, None, None)), preemption=Preemption(policy)))
     return e
 
 
 def test_within_cluster_queue_lower_priority_takes_minimal_newest_victims() -> None:
-    e = _within(WithinClusterQueue.LOWER_PRIORITY)
+    e = _within(WithinClusterQueuePolicy.LOWER_PRIORITY)
     for i, (prio, size) in enumerate([(1, 2), (1, 2), (0, 2), (5, 2)]):
         e.add_workload(gpus("a", f"w{i}", size, priority=prio, created=i))
     e.run_cycle()
@@ -285,15 +285,15 @@ def test_within_cluster_queue_lower_priority_takes_minimal_newest_victims() -> N
 
 
 def test_within_cluster_queue_never_and_equal_priority() -> None:
-    e = _within(WithinClusterQueue.NEVER)
+    e = _within(WithinClusterQueuePolicy.NEVER)
     e.add_workload(gpus("a", "low", 8))
     e.run_cycle()
     e.add_workload(gpus("a", "high", 8, priority=9, created=1))
     assert preempts(e.run_cycle()) == []
 
     for policy, expect in (
-        (WithinClusterQueue.LOWER_PRIORITY, []),
-        (WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY, [("a/newer",)]),
+        (WithinClusterQueuePolicy.LOWER_PRIORITY, []),
+        (WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY, [("a/newer",)]),
     ):
         e = _within(policy)
         e.add_workload(gpus("a", "newer", 8, priority=1, created=5))
@@ -303,7 +303,7 @@ def test_within_cluster_queue_never_and_equal_priority() -> None:
 
 
 def test_never_preempts_when_it_fits() -> None:
-    e = _within(WithinClusterQueue.LOWER_PRIORITY)
+    e = _within(WithinClusterQueuePolicy.LOWER_PRIORITY)
     e.add_workload(gpus("a", "low", 4))
     e.run_cycle()
     e.add_workload(gpus("a", "high", 4, priority=9, created=1))
@@ -311,9 +311,9 @@ def test_never_preempts_when_it_fits() -> None:
     assert preempts(decisions) == [] and admitted(decisions) == ["a/high"]
 
 
-def _cohort_pair(reclaim: ReclaimWithinCohort, borrow: BorrowWithinCohort | None = None) -> Engine:
+def _cohort_pair(reclaim: ReclaimWithinCohortPolicy, borrow: BorrowWithinCohort | None = None) -> Engine:
     e = engine_with_flavors("h100")
-    policy = Preemption(WithinClusterQueue.NEVER, reclaim, borrow or BorrowWithinCohort())
+    policy = Preemption(WithinClusterQueuePolicy.NEVER, reclaim, borrow or BorrowWithinCohort())
     queue(e, ClusterQueue("owner", gpu_group(("h100", 8, None, None)), cohort="c", preemption=policy))
     queue(e, ClusterQueue("borrower", gpu_group(("h100", 2, None, None)), cohort="c", preemption=policy))
     return e
@@ -322,13 +322,15 @@ def _cohort_pair(reclaim: ReclaimWithinCohort, borrow: BorrowWithinCohort | None
 @pytest.mark.parametrize(
     ("reclaim", "borrower_priority", "reclaims"),
     [
-        (ReclaimWithinCohort.NEVER, 0, False),
-        (ReclaimWithinCohort.LOWER_PRIORITY, 0, True),
-        (ReclaimWithinCohort.LOWER_PRIORITY, 9, False),
-        (ReclaimWithinCohort.ANY, 9, True),
+        (ReclaimWithinCohortPolicy.NEVER, 0, False),
+        (ReclaimWithinCohortPolicy.LOWER_PRIORITY, 0, True),
+        (ReclaimWithinCohortPolicy.LOWER_PRIORITY, 9, False),
+        (ReclaimWithinCohortPolicy.ANY, 9, True),
     ],
 )
-def test_reclaim_within_cohort(reclaim: ReclaimWithinCohort, borrower_priority: int, reclaims: bool) -> None:
+def test_reclaim_within_cohort(
+    reclaim: ReclaimWithinCohortPolicy, borrower_priority: int, reclaims: bool
+) -> None:
     e = _cohort_pair(reclaim)
     e.add_workload(gpus("borrower", "home", 2, priority=borrower_priority))
     e.add_workload(gpus("borrower", "lent", 6, priority=borrower_priority, created=1))
@@ -446,7 +448,7 @@ def test_restore_admission_charges_recorded_usage() -> None:
 
 def test_fair_sharing_preempts_the_queue_with_the_larger_share() -> None:
     e = engine_with_flavors("h100", fair_sharing=True)
-    reclaim = Preemption(reclaim_within_cohort=ReclaimWithinCohort.ANY)
+    reclaim = Preemption(reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY)
     queue(e, ClusterQueue("greedy", gpu_group(("h100", 2, None, None)), cohort="c", preemption=reclaim))
     queue(e, ClusterQueue("modest", gpu_group(("h100", 2, None, None)), cohort="c", preemption=reclaim))
     queue(e, ClusterQueue("owner", gpu_group(("h100", 6, None, None)), cohort="c", preemption=reclaim))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.queueing import ClusterQueue, Engine, Preemption, WithinClusterQueue
+from rayquota.queueing import ClusterQueue, Engine, Preemption, WithinClusterQueuePolicy
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue
 from .test_examples import admitted, pending
@@ -63,7 +63,7 @@ def test_a_new_look_alike_of_a_parked_group_joins_it_unjudged() -> None:
 
 
 def test_when_age_decides_victims_a_newcomer_is_judged_on_its_own() -> None:
-    newer_equal = Preemption(within_cluster_queue=WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY)
+    newer_equal = Preemption(within_cluster_queue=WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY)
     e = five_gpus_full_and_six_waiting(preemption=newer_equal)
     e.add_workload(gpus("a", "w6", 2, created=20))
     assert counts(e, "a") == (1, 6)

@@ -7,13 +7,20 @@ moment later: under steady arrivals the same workloads are admitted and evicted 
 
 from __future__ import annotations
 
-from rayquota.queueing import ClusterQueue, Engine, Preemption, ReclaimWithinCohort, WithinClusterQueue
+from rayquota.queueing import (
+    ClusterQueue,
+    Engine,
+    Preemption,
+    ReclaimWithinCohortPolicy,
+    WithinClusterQueuePolicy,
+)
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue, used
 from .test_examples import admitted, pending, preempts
 
 RECLAIM = Preemption(
-    within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY, reclaim_within_cohort=ReclaimWithinCohort.ANY
+    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
+    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
 )
 
 
@@ -50,8 +57,8 @@ def test_a_borrower_still_takes_what_nobody_is_entitled_to_in_the_same_cycle() -
 def test_priority_still_comes_first_a_higher_priority_borrower_goes_before_lower_priority_work() -> None:
     e = engine_with_flavors("h100")
     lower = Preemption(
-        within_cluster_queue=WithinClusterQueue.LOWER_PRIORITY,
-        reclaim_within_cohort=ReclaimWithinCohort.LOWER_PRIORITY,
+        within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
+        reclaim_within_cohort=ReclaimWithinCohortPolicy.LOWER_PRIORITY,
     )
     for name in ("a", "b"):
         queue(e, ClusterQueue(name, gpu_group(("h100", 4, None, None)), cohort="c", preemption=lower))

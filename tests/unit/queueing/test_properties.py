@@ -41,13 +41,13 @@ from rayquota.queueing import (
     Preempt,
     Preemption,
     QueueingStrategy,
-    ReclaimWithinCohort,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     WhenCanBorrow,
     WhenCanPreempt,
-    WithinClusterQueue,
+    WithinClusterQueuePolicy,
     Workload,
 )
 
@@ -99,8 +99,8 @@ def world_st(draw: st.DrawFn, preemptive: bool = False) -> World:
     queues = []
     for i in range(draw(st.integers(1, 4))):
         cohort = draw(st.none() | st.integers(0, n_cohorts - 1)) if n_cohorts else None
-        within = list(WithinClusterQueue)[1:] if preemptive else list(WithinClusterQueue)
-        reclaim = list(ReclaimWithinCohort)[1:] if preemptive else list(ReclaimWithinCohort)
+        within = list(WithinClusterQueuePolicy)[1:] if preemptive else list(WithinClusterQueuePolicy)
+        reclaim = list(ReclaimWithinCohortPolicy)[1:] if preemptive else list(ReclaimWithinCohortPolicy)
         preemption = Preemption(
             draw(st.sampled_from(within)),
             draw(st.sampled_from(reclaim)),

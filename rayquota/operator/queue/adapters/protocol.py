@@ -9,6 +9,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import placement
 from rayquota.operator.queue.coverage import PartAllocation, allocate
 from rayquota.operator.queue.driver import AdmittedSlice
@@ -16,8 +17,6 @@ from rayquota.operator.queue.podsets import Demand, GroupKey, Role
 from rayquota.queueing import ResourceFlavor
 
 Body = Mapping[str, Any]
-
-FINISHED_POD_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def gate_cleared_by_hand(obj: Mapping[str, Any]) -> bool:
 
 def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
     """Finished pods release their node's resources; any other pod (terminating too) holds them."""
-    return all((p.get("status") or {}).get("phase") in FINISHED_POD_PHASES for p in pods)
+    return all(pod_finished(p) for p in pods)
 
 
 class SpecSuspendGate:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rayquota.api.ray_v1 import JobDeploymentStatus
+from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue import placement
 from rayquota.operator.queue.adapters.protocol import (
     Body,
@@ -22,7 +24,11 @@ from rayquota.operator.queue.podsets import Demand, Role, rayjob_demand
 from rayquota.queueing import ResourceFlavor
 
 # A RayJob in these states runs nothing any more (ValidationFailed never ran): no quota.
-FINISHED_STATES = ("Complete", "Failed", "ValidationFailed")
+FINISHED_STATES = (
+    JobDeploymentStatus.COMPLETE,
+    JobDeploymentStatus.FAILED,
+    JobDeploymentStatus.VALIDATION_FAILED,
+)
 
 
 def cluster_name(rayjob: Body) -> str | None:
@@ -42,7 +48,7 @@ class RayJobAdapter(SpecSuspendGate):
         # every event of the RayJob, its cluster and its pods (the Workload reconciler, the
         # gate): parsing the templates' quantities each time dominated the operator under a
         # flood. A spec change bumps the generation, so the memo never answers for an old spec.
-        self._demands: dict[tuple[object, ...], Demand] = {}
+        self._demands: BoundedMemo[tuple[object, ...], Demand] = BoundedMemo(DEMAND_MEMO_SIZE)
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
@@ -51,12 +57,7 @@ class RayJobAdapter(SpecSuspendGate):
         if uid is None or generation is None:
             return rayjob_demand(obj, part)
         memo_key = (uid, generation, part, tuple(sorted((meta.get("labels") or {}).items())))
-        demand = self._demands.get(memo_key)
-        if demand is None:
-            demand = self._demands[memo_key] = rayjob_demand(obj, part)
-            if len(self._demands) > DEMAND_MEMO_SIZE:
-                del self._demands[next(iter(self._demands))]
-        return demand
+        return self._demands.get(memo_key, lambda: rayjob_demand(obj, part))
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)

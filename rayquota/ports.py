@@ -1,4 +1,5 @@
-"""Loopback ports for the servers the local tooling starts."""
+"""Loopback ports for the servers rayquota starts (the local control plane, a local Ray head,
+the operator's loopback webhook server)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,150 @@
+"""The webhook configurations the loopback server registers for itself.
+
+They name ``https://127.0.0.1:PORT/...`` with the generated CA in ``caBundle``: right for the
+local control plane, whose API server runs on the same host. ``failurePolicy: Ignore`` and
+object selectors on the queue labels keep a stopped operator from blocking anything; the
+operator deletes them when it stops, and a newer registration (another operator's) is never
+deleted by an older one. The Helm chart ships its own configurations for its Service.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.core.resources import Resource
+from rayquota.operator.kube import ApiError, Conflict, KubeClient, NotFound
+from rayquota.operator.ray import labels
+
+log = logging.getLogger(__name__)
+
+MUTATING = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+CONFIG_NAME = "rayquota-queue"
+RAY_KINDS = ("rayjobs", "rayclusters", "rayservices")
+
+
+def _rule(group: str, plurals: tuple[str, ...], operations: list[str]) -> dict[str, Any]:
+    return {
+        "apiGroups": [group],
+        "apiVersions": ["*"],
+        "resources": list(plurals),
+        "operations": operations,
+        "scope": "*",
+    }
+
+
+def webhook_configurations(
+    url: str, ca_bundle: str, queue_label_keys: tuple[str, ...]
+) -> tuple[dict[str, Any], ...]:
+    """One webhook per queue label key (a selector cannot OR two keys), plus one for the
+    children of RayJobs and RayServices, which may not carry the label."""
+
+    def hook(
+        name: str, path: str, rules: list[dict[str, Any]], selector: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": name,
+            "clientConfig": {"url": f"{url}{path}", "caBundle": ca_bundle},
+            "rules": rules,
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }
+        if selector is not None:
+            out["objectSelector"] = selector
+        return out
+
+    labelled: list[Mapping[str, Any]] = [
+        {"matchExpressions": [{"key": key, "operator": "Exists"}]} for key in queue_label_keys
+    ]
+    children: Mapping[str, Any] = {
+        "matchExpressions": [
+            {"key": labels.ORIGINATED_FROM_CRD, "operator": "In", "values": ["RayJob", "RayService"]}
+        ]
+    }
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": CONFIG_NAME},
+        "webhooks": [
+            hook(
+                f"born-suspended-{i}.queue.rayquota.io",
+                "/mutate-ray",
+                [_rule("ray.io", RAY_KINDS, ["CREATE"])],
+                sel,
+            )
+            for i, sel in enumerate(labelled)
+        ],
+    }
+    gate_hooks = [
+        hook(f"gate-{i}.queue.rayquota.io", "/validate-ray", [_rule("ray.io", RAY_KINDS, ["UPDATE"])], sel)
+        for i, sel in enumerate([*labelled, children])
+    ]
+    queue_hook = hook(
+        "clusterqueue.queue.rayquota.io",
+        "/validate-clusterqueue",
+        [_rule("rayquota.io", ("clusterqueues",), ["CREATE", "UPDATE"])],
+        None,
+    )
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIG_NAME},
+        "webhooks": [*gate_hooks, queue_hook],
+    }
+    return mutating, validating
+
+
+class LoopbackRegistration:
+    """Registers the configurations for this process's server; removes exactly those again."""
+
+    def __init__(self, client: KubeClient, queue_label_keys: tuple[str, ...], ca_bundle: str) -> None:
+        self.client = client
+        self.queue_label_keys = queue_label_keys
+        self.ca_bundle = ca_bundle
+        self._written: dict[Resource, str] = {}  # resourceVersion of what this process wrote
+
+    async def register(self, url: str) -> None:
+        configurations = webhook_configurations(url, self.ca_bundle, self.queue_label_keys)
+        for config, resource in zip(configurations, (MUTATING, VALIDATING), strict=True):
+            existing = await self.client.get(resource.path(name=CONFIG_NAME))
+            if existing is None:
+                written = await self.client.create(resource.path(), config)
+            else:
+                config["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                written = await self.client.replace(resource.path(name=CONFIG_NAME), config)
+            self._written[resource] = str(written["metadata"]["resourceVersion"])
+
+    async def unregister(self) -> None:
+        """Delete what this process registered, unless someone has registered since."""
+        for resource, version in self._written.items():
+            body = {
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "preconditions": {"resourceVersion": version},
+            }
+            try:
+                await self.client.request("DELETE", resource.path(name=CONFIG_NAME), body=body)
+                log.info("%s %s removed", resource.kind, CONFIG_NAME)
+            except Conflict:
+                log.info(
+                    "%s %s left in place: another operator registered it since", resource.kind, CONFIG_NAME
+                )
+            except (ApiError, NotFound) as exc:
+                log.debug("%s %s not deleted: %s", resource.kind, CONFIG_NAME, exc)
+        self._written.clear()

@@ -1,0 +1,267 @@
+"""Quota accounting: the cohort tree of ClusterQueues and the quota admitted workloads hold.
+
+Kueue keeps this in its cache: the ClusterQueues, cohorts and flavors as configured, and per node
+of the cohort tree the usage of what was admitted. Here the same: a workload is charged when
+admitted (or restored at start-up), freed when its pods are gone, shrunk in place on a
+scale-down; the tree is rebuilt when a ClusterQueue or cohort changes. Which queue a pending
+workload waits in is :mod:`.routing`'s business, and what to admit the cycle's (:mod:`.engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .cohorts import QuotaNode, QuotaTree, add_usage, available
+from .decisions import PodSetAssignment
+from .model import ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
+from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
+from .state import ClusterQueueState, Phase, WorkloadState
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueStatus:
+    name: str
+    pending: int
+    admitted: int
+    usage: Mapping[FlavorResource, int]
+    borrowed: Mapping[FlavorResource, int]
+    disabled_reason: str | None
+    pending_inadmissible: int = 0
+    """Of ``pending``, parked after not fitting (Kueue's ``status="inadmissible"``); the rest is
+    awake for the next cycle (``status="active"``)."""
+
+    @property
+    def pending_active(self) -> int:
+        return self.pending - self.pending_inadmissible
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """One node of the cohort tree, for status reporting and invariant checks."""
+
+    name: str
+    is_cluster_queue: bool
+    parent: str | None
+    quota: Mapping[FlavorResource, tuple[int, int | None, int | None]]
+    """(nominal, borrowing limit, lending limit) of the node's own quota"""
+    subtree: Mapping[FlavorResource, int]
+    guaranteed: Mapping[FlavorResource, int]
+    usage: Mapping[FlavorResource, int]
+    disabled_reason: str | None
+
+
+class Accounting:
+    def __init__(self) -> None:
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queue_specs: dict[str, ClusterQueue] = {}
+        self.cohort_specs: dict[str, Cohort] = {}
+        self.tree = QuotaTree()
+        self.queues: dict[str, ClusterQueueState] = {}
+        self.members: dict[QuotaNode, list[ClusterQueueState]] = {}
+        """The ClusterQueues of each cohort tree, by its root."""
+        self.deleting: set[str] = set()
+        """Deleted ClusterQueues kept until their admitted workloads are released."""
+        self.usage_epochs: dict[QuotaNode, int] = {}
+        """Per cohort-tree root, bumped on every usage change in the tree."""
+        self._admission_seq = 0
+
+    def members_of(self, cq: ClusterQueueState) -> Sequence[ClusterQueueState]:
+        return self.members.get(cq.node.root(), (cq,))
+
+    def usage_epoch(self, root: QuotaNode) -> int:
+        return self.usage_epochs.get(root, 0)
+
+    def _usage_changed(self, cq: ClusterQueueState) -> None:
+        root = cq.node.root()
+        self.usage_epochs[root] = self.usage_epochs.get(root, 0) + 1
+
+    # ------------------------------------------------------------------ charging and freeing
+
+    def charge(
+        self,
+        wl: WorkloadState,
+        cluster_queue: str,
+        usage: dict[FlavorResource, int],
+        pod_sets: tuple[PodSetAssignment, ...],
+        *,
+        cycle: int,
+        now: float,
+    ) -> None:
+        """The workload holds `usage` in `cluster_queue` from now on (admitted or restored)."""
+        cq = self.queues[cluster_queue]
+        for fr, amount in usage.items():
+            add_usage(cq.node, fr, amount)
+        self._usage_changed(cq)
+        self._admission_seq += 1
+        wl.phase = Phase.ADMITTED
+        wl.cluster_queue = cluster_queue
+        wl.usage = usage
+        wl.pod_sets = pod_sets
+        wl.admitted_seq = self._admission_seq
+        wl.admitted_cycle = cycle
+        wl.admitted_at = now
+        wl.reason = ""
+        cq.admitted[wl.key] = wl
+
+    def wake_possible_preemptors(self, wl: WorkloadState, cq: ClusterQueueState) -> None:
+        """A fresh admission may be what a parked workload could preempt: let those try again."""
+        priority = wl.spec.priority
+        borrowing = any(cq.node.usage.get(fr, 0) > q.nominal for fr, q in cq.node.quota.items())
+        for member in self.members_of(cq):
+            if not member.has_parked:
+                continue
+            policy = member.spec.preemption
+            if member is cq:
+                within = policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+                if within and member.parked_top >= priority:
+                    member.unpark()
+            elif borrowing and (
+                policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.ANY
+                or (
+                    member.parked_top > priority
+                    and (
+                        policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
+                        or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
+                    )
+                )
+            ):
+                member.unpark()
+
+    def free(self, wl: WorkloadState) -> ClusterQueueState | None:
+        """Give back the quota an admitted or evicting workload holds; the queue it was freed in."""
+        if wl.cluster_queue is None:
+            return None
+        cq = self.queues.get(wl.cluster_queue)
+        if cq is None:
+            return None
+        for fr, amount in wl.usage.items():
+            add_usage(cq.node, fr, -amount)
+        self._usage_changed(cq)
+        cq.admitted.pop(wl.key, None)
+        wl.usage = {}
+        wl.pod_sets = ()
+        return cq
+
+    def finish_deletion(self, cq: ClusterQueueState) -> bool:
+        """A deleted ClusterQueue whose last admitted workload is gone goes away (rebuild then)."""
+        if cq.name not in self.deleting or cq.admitted:
+            return False
+        self.deleting.discard(cq.name)
+        self.cluster_queue_specs.pop(cq.name, None)
+        return True
+
+    def scale_down(self, wl: WorkloadState, workload: Workload) -> ClusterQueueState:
+        """An admitted workload needs less: charge the new demand on the admitted flavors."""
+        flavors_of = {ps.name: ps.flavors for ps in wl.pod_sets}
+        usage: dict[FlavorResource, int] = {}
+        assignments: list[PodSetAssignment] = []
+        for pod_set in workload.pod_sets:
+            totals = pod_set.totals()
+            flavors = flavors_of.get(pod_set.name, {})
+            for resource, amount in totals.items():
+                if resource not in flavors:
+                    raise ValueError(
+                        f"workload {wl.key}: pod set {pod_set.name} needs {resource} that its admission "
+                        "does not cover; submit a replacement slice instead"
+                    )
+                fr = (flavors[resource], resource)
+                usage[fr] = usage.get(fr, 0) + amount
+            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals))
+        for fr, amount in usage.items():
+            if amount > wl.usage.get(fr, 0):
+                raise ValueError(
+                    f"workload {wl.key}: demand for {fr[1]} in flavor {fr[0]} grew while admitted; "
+                    "submit a replacement slice (Workload.replaces) for a scale-up"
+                )
+        assert wl.cluster_queue is not None
+        cq = self.queues[wl.cluster_queue]
+        for fr in set(wl.usage) | set(usage):
+            delta = usage.get(fr, 0) - wl.usage.get(fr, 0)
+            if delta:
+                add_usage(cq.node, fr, delta)
+        self._usage_changed(cq)
+        wl.usage = usage
+        wl.pod_sets = tuple(assignments)
+        return cq
+
+    # ------------------------------------------------------------------ the tree
+
+    def rebuild(self) -> list[WorkloadState]:
+        """Rebuild the cohort tree from the specs; the pending workloads of ClusterQueues that
+        no longer exist are returned (taken out of their groups) for routing to deal with."""
+        self.tree.rebuild(self.cluster_queue_specs, self.cohort_specs)
+        queues: dict[str, ClusterQueueState] = {}
+        for name, spec in self.cluster_queue_specs.items():
+            node = self.tree.cluster_queues[name]
+            state = self.queues.get(name)
+            if state is None:
+                state = ClusterQueueState(spec, node)
+            else:
+                state.set_spec(spec, node)
+            queues[name] = state
+        orphans: list[WorkloadState] = []
+        for name, state in self.queues.items():
+            if name not in queues:
+                for wl in state.pending_workloads():
+                    if wl.group is not None:
+                        wl.group.remove(wl)
+                    orphans.append(wl)
+        self.queues = queues
+        self.members = {}
+        # Verdicts naming an old root must not stand: the tree and its usage were rebuilt.
+        self.usage_epochs = {root: epoch + 1 for root, epoch in self.usage_epochs.items()}
+        for state in queues.values():
+            self.members.setdefault(state.node.root(), []).append(state)
+        return orphans
+
+    def unpark_members(self, cq: ClusterQueueState) -> None:
+        for member in self.members_of(cq):
+            member.unpark()
+
+    def unpark_everything(self) -> None:
+        for cq in self.queues.values():
+            cq.unpark()
+
+    # ------------------------------------------------------------------ queries
+
+    def usage(self, cluster_queue: str) -> dict[FlavorResource, int]:
+        return dict(self.queues[cluster_queue].node.usage)
+
+    def available(self, cluster_queue: str, flavor: str, resource: str) -> int:
+        return available(self.queues[cluster_queue].node, (flavor, resource))
+
+    def cluster_queue_status(self, name: str) -> ClusterQueueStatus:
+        cq = self.queues[name]
+        node = cq.node
+        borrowed = {
+            fr: used - node.subtree.get(fr, 0)
+            for fr, used in node.usage.items()
+            if used > node.subtree.get(fr, 0)
+        }
+        awake, parked = cq.pending_counts()
+        return ClusterQueueStatus(
+            name,
+            awake + parked,
+            len(cq.admitted),
+            dict(node.usage),
+            borrowed,
+            node.disabled_reason,
+            parked,
+        )
+
+    def snapshot(self) -> list[NodeSnapshot]:
+        nodes = [*self.tree.cluster_queues.values(), *self.tree.cohorts.values()]
+        return [
+            NodeSnapshot(
+                node.name,
+                node.is_cluster_queue,
+                node.parent.name if node.parent is not None else None,
+                {fr: (q.nominal, q.borrowing_limit, q.lending_limit) for fr, q in node.quota.items()},
+                dict(node.subtree),
+                dict(node.guaranteed),
+                dict(node.usage),
+                node.disabled_reason,
+            )
+            for node in nodes
+        ]

@@ -1,0 +1,84 @@
+"""Routing: which ClusterQueue a pending workload waits in.
+
+Kueue's queue manager does this: a workload names a LocalQueue of its namespace, the LocalQueue
+names a ClusterQueue, and the workload waits in that queue's line. A workload whose LocalQueue
+or ClusterQueue does not exist (yet), or that is inactive, waits unrouted with that reason, and
+is routed again whenever the configuration changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .accounting import Accounting
+from .model import LocalQueue, Workload
+from .policies import WithinClusterQueuePolicy
+from .state import Phase, WorkloadState
+
+Tell = Callable[[WorkloadState, str], None]
+"""Gives a workload its pending reason (the engine turns it into a Pending decision)."""
+
+
+def local_queue_key(spec: Workload) -> str:
+    return f"{spec.namespace}/{spec.queue_name}"
+
+
+class Router:
+    def __init__(self, accounting: Accounting, tell: Tell) -> None:
+        self.accounting = accounting
+        self.tell = tell
+        self.local_queues: dict[str, LocalQueue] = {}
+        self.unrouted: dict[str, WorkloadState] = {}
+
+    def route(self, wl: WorkloadState) -> None:
+        """Put a pending workload in its ClusterQueue's line, or unrouted with the reason."""
+        spec = wl.spec
+        if not spec.active:
+            self.make_unrouted(wl, f"workload {wl.key} is inactive")
+            return
+        local_queue = self.local_queues.get(local_queue_key(spec))
+        if local_queue is None:
+            self.make_unrouted(wl, f"LocalQueue {local_queue_key(spec)} does not exist")
+            return
+        cq = self.accounting.queues.get(local_queue.cluster_queue)
+        if cq is None or cq.name in self.accounting.deleting:
+            self.make_unrouted(wl, f"ClusterQueue {local_queue.cluster_queue} does not exist")
+            return
+        self.unrouted.pop(wl.key, None)
+        wl.cluster_queue = cq.name
+        # With LowerOrNewerEqualPriority a workload's age decides what it may preempt, so it
+        # is not quite like its parked look-alikes: it is judged on its own.
+        newer_matters = (
+            cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        )
+        cq.add_pending(wl, join_parked=not newer_matters)
+
+    def make_unrouted(self, wl: WorkloadState, reason: str | None = None) -> None:
+        wl.cluster_queue = None
+        self.unrouted[wl.key] = wl
+        if reason is None:
+            local_key = local_queue_key(wl.spec)
+            reason = f"LocalQueue {local_key} does not exist"
+            lq = self.local_queues.get(local_key)
+            if lq is not None:
+                reason = f"ClusterQueue {lq.cluster_queue} does not exist"
+        self.tell(wl, reason)
+
+    def reroute_unrouted(self) -> None:
+        for wl in list(self.unrouted.values()):
+            self.route(wl)
+
+    def remove_from_queue(self, wl: WorkloadState) -> None:
+        """Take a pending workload out of its line (or out of the unrouted)."""
+        self.unrouted.pop(wl.key, None)
+        if wl.cluster_queue is not None and wl.phase is Phase.PENDING:
+            cq = self.accounting.queues.get(wl.cluster_queue)
+            if cq is not None:
+                cq.remove_pending(wl)
+
+    def unroute_local_queue(self, key: str, workloads: Iterable[WorkloadState]) -> None:
+        """The LocalQueue `key` went away or points elsewhere now: its pending workloads leave
+        their lines (and are routed again by the caller, once the configuration is current)."""
+        for wl in [w for w in workloads if w.phase is Phase.PENDING and local_queue_key(w.spec) == key]:
+            self.remove_from_queue(wl)
+            self.make_unrouted(wl)
