@@ -28,6 +28,10 @@ RESOURCE_OF_KIND: dict[str, Resource] = {
 OWNER_INDEX = "queue-owner"
 WORKLOAD_INDEX = "queue-workload"
 CLUSTER_INDEX = "queue-cluster"
+RAYJOB_INDEX = "queue-rayjob"
+# What the Job controller labels its pods with (the newer key, and the older one).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEGACY_JOB_NAME_LABEL = "job-name"
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,7 @@ class QueueObjects:
     # namespace -> creationTimestamp of its LocalQueue "default" (manageJobsWithoutQueueName)
     default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
-    # A RayJob's submitter Jobs and their pods (K8sJobMode): they hold quota too.
-    submitter_jobs: Informer | None = None
+    # The pods of RayJobs' submitter Jobs (K8sJobMode): they hold quota too.
     submitter_pods: Informer | None = None
 
     @classmethod
@@ -91,16 +94,10 @@ class QueueObjects:
                 indexers={CLUSTER_INDEX: _cluster_label, OWNER_INDEX: owner_uids},
             ),
             api=api,
-            # The same Job informer as the RayJob reconciler's (same selector).
-            submitter_jobs=manager.informer(
-                resources.JOBS,
-                label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob",
-                indexers={OWNER_INDEX: owner_uids},
-            ),
             submitter_pods=manager.informer(
                 resources.PODS,
                 label_selector=f"{labels.RAY_JOB_SUBMITTER}=true",
-                indexers={OWNER_INDEX: owner_uids},
+                indexers={RAYJOB_INDEX: submitter_rayjob_key},
             ),
         )
         for kind, informer in informers.items():
@@ -181,55 +178,48 @@ class QueueObjects:
         names += [name for name in known if name not in names]
         by_part = {name: self.pods_of_cluster(namespace, name) for name in names}
         if queued.kind == "RayJob":
-            submitters = self.submitter_pods_of([str(queued.obj["metadata"]["uid"])])
+            meta = queued.obj["metadata"]
+            submitters = self.submitter_pods_of(str(meta["namespace"]), str(meta["name"]))
             if submitters:
                 # The submitter belongs to the RayJob's one part (named after its cluster, or
                 # after the RayJob while it has none).
-                part = names[0] if names else str(queued.obj["metadata"]["name"])
-                by_part.setdefault(part, [])
-                by_part[part] = [*by_part[part], *submitters]
+                part = names[0] if names else str(meta["name"])
+                by_part[part] = [*by_part.get(part, []), *submitters]
         return by_part
 
-    def workload_of_submitter_pod(self, pod: Mapping[str, Any]) -> list[ObjectKey]:
-        """The Workload a submitter pod's quota counts in (its Job's RayJob's), even once the
-        RayJob is gone."""
-        job_ref = controller_owner(pod)
-        if self.submitter_jobs is None or job_ref is None or job_ref.get("kind") != "Job":
-            return []
-        namespace = str(pod["metadata"]["namespace"])
-        job = self.submitter_jobs.store.get(namespace, str(job_ref["name"]))
-        owner = controller_owner(job) if job is not None else None
-        if owner is None or owner.get("kind") != "RayJob":
-            return []
-        meta = {"namespace": namespace, "name": owner["name"], "uid": owner["uid"]}
-        return [workload_key("RayJob", {"metadata": meta})]
+    @staticmethod
+    def submitter_rayjobs(pod: Mapping[str, Any]) -> list[str]:
+        """The name of the RayJob a submitter pod ran for."""
+        return [key.split("/", 1)[1] for key in submitter_rayjob_key(pod)]
 
-    def submitter_pods_of(self, rayjob_uids: Iterable[str]) -> list[Obj]:
-        """The pods of the submitter Jobs the given RayJobs own."""
-        if self.submitter_jobs is None or self.submitter_pods is None:
+    def submitter_pods_of(self, namespace: str, rayjob: str) -> list[Obj]:
+        """The pods of a RayJob's submitter Job (named after the RayJob), found by the Job name
+        the Job controller labels them with: they are found even once the Job is gone."""
+        if self.submitter_pods is None:
             return []
-        pods: list[Obj] = []
-        for uid in rayjob_uids:
-            for job in self.submitter_jobs.store.by_index(OWNER_INDEX, uid):
-                pods += self.submitter_pods.store.by_index(OWNER_INDEX, str(job["metadata"]["uid"]))
-        return pods
+        return self.submitter_pods.store.by_index(RAYJOB_INDEX, f"{namespace}/{labels.label_value(rayjob)}")
 
     def pods_of_cluster(self, namespace: str, cluster: str) -> list[Obj]:
         return self.pods.store.by_index(CLUSTER_INDEX, f"{namespace}/{labels.label_value(cluster)}")
 
     def pods_owned_by(self, owner_uids: Iterable[str]) -> list[Obj]:
-        """Pods of the given owners: directly (a RayCluster) or through the clusters and submitter
-        Jobs they own."""
+        """Pods of the given owners: directly (a RayCluster) or through the clusters they own."""
         pods: list[Obj] = []
-        owner_uids = list(owner_uids)
         for uid in owner_uids:
             pods += self.pods.store.by_index(OWNER_INDEX, uid)
             for cluster in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid):
                 pods += self.pods.store.by_index(OWNER_INDEX, str(cluster["metadata"]["uid"]))
-        return pods + self.submitter_pods_of(owner_uids)
+        return pods
 
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
+
+
+def submitter_rayjob_key(pod: Mapping[str, Any]) -> list[str]:
+    """Indexer: "namespace/<RayJob>" of a submitter pod (its Job is named after the RayJob)."""
+    pod_labels = pod["metadata"].get("labels") or {}
+    job = pod_labels.get(JOB_NAME_LABEL) or pod_labels.get(LEGACY_JOB_NAME_LABEL)
+    return [f"{pod['metadata']['namespace']}/{job}"] if job else []
 
 
 def _cluster_label(pod: Mapping[str, Any]) -> list[str]:

@@ -72,10 +72,17 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
         informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
     controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
+
+    def rayjob_of_submitter_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
+        namespace = str(pod["metadata"]["namespace"])
+        return [
+            key
+            for rayjob in objects.submitter_rayjobs(pod)
+            for key in reconciler.workloads_of_rayjob(namespace, rayjob)
+        ]
+
     if objects.submitter_pods is not None:
-        controller.watch(
-            objects.submitter_pods, objects.workload_of_submitter_pod, when=event_filters.pod_changed
-        )
+        controller.watch(objects.submitter_pods, rayjob_of_submitter_pod, when=event_filters.pod_changed)
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),

@@ -58,6 +58,8 @@ class WorkloadReconciler:
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
+        # The RayJob each Workload stands for (by name): its submitter pods count until gone too.
+        self._rayjobs: dict[ObjectKey, str] = {}
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
@@ -82,6 +84,10 @@ class WorkloadReconciler:
         until they are gone)."""
         return list(self._parts.get(key, ()))
 
+    def workloads_of_rayjob(self, namespace: str, rayjob: str) -> list[ObjectKey]:
+        """The Workloads that stood for a RayJob of this name (its submitter pods count there)."""
+        return [key for key, name in self._rayjobs.items() if key.namespace == namespace and name == rayjob]
+
     def workloads_holding(self, namespace: str, cluster: str) -> list[ObjectKey]:
         """The Workloads that last saw ``cluster`` as one of their parts (its pods count there)."""
         return [key for key, parts in self._parts.items() if key.namespace == namespace and cluster in parts]
@@ -96,6 +102,8 @@ class WorkloadReconciler:
         self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
             str(c["metadata"]["name"]) for c in children
         ]
+        if queued.kind == "RayJob":
+            self._rayjobs[key] = str(obj["metadata"]["name"])
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
@@ -290,9 +298,13 @@ class WorkloadReconciler:
         pods += [
             p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
         ]
+        rayjob = self._rayjobs.get(key)
+        if rayjob is not None:
+            pods += self.objects.submitter_pods_of(key.namespace, rayjob)
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
+        self._rayjobs.pop(key, None)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.request_cycle()

@@ -6,7 +6,13 @@ from typing import Any
 
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.objects import Queued, QueueObjects, workload_key
+from rayquota.operator.queue.objects import (
+    RAYJOB_INDEX,
+    Queued,
+    QueueObjects,
+    submitter_rayjob_key,
+    workload_key,
+)
 from tests.unit.queue import bodies
 
 
@@ -28,30 +34,37 @@ class OwnedStore:
         ]
 
 
-def owned_by(kind: str, name: str, uid: str) -> list[dict[str, Any]]:
-    return [{"kind": kind, "name": name, "uid": uid, "controller": True}]
-
-
-def test_a_rayjobs_submitter_pods_count_in_its_part_even_without_a_cluster() -> None:
+def test_a_rayjobs_submitter_pods_count_in_its_part_even_once_its_cluster_and_job_are_gone() -> None:
     job = bodies.rayjob()
-    submitter = {"metadata": {"name": "job", "namespace": "team-a", "uid": "uid-submitter"}}
-    submitter["metadata"]["ownerReferences"] = owned_by("RayJob", "job", job["metadata"]["uid"])
     pod = bodies.pod("x", "worker")
     pod["metadata"].update(
-        name="job-abcde", namespace="team-a", ownerReferences=owned_by("Job", "job", "uid-submitter")
+        name="job-abcde",
+        namespace="team-a",
+        labels={"ray.io/job-submitter": "true", "batch.kubernetes.io/job-name": "job"},
     )
     empty = OwnedStore([])
     informers = {"RayJob": OwnedStore([job]), "RayCluster": empty, "RayService": empty}
+    submitter_pods = Indexed([pod], RAYJOB_INDEX, submitter_rayjob_key)
     objects = QueueObjects(
         naming.QueueSettings(),
         informers,  # type: ignore[arg-type]
         empty,  # type: ignore[arg-type]
         empty,  # type: ignore[arg-type]
-        submitter_jobs=OwnedStore([submitter]),  # type: ignore[arg-type]
-        submitter_pods=OwnedStore([pod]),  # type: ignore[arg-type]
+        submitter_pods=submitter_pods,  # type: ignore[arg-type]
     )
     queued = Queued("RayJob", job, ADAPTERS["RayJob"], workload_key("RayJob", job))
-    # Suspended: no cluster any more, the submitter pod still terminating.
+    # Suspended: no cluster and no submitter Job any more, the submitter pod still terminating.
     assert objects.pods_by_part(queued, []) == {"job": [pod]}
-    assert objects.pods_owned_by([job["metadata"]["uid"]]) == [pod]
-    assert objects.workload_of_submitter_pod(pod) == [workload_key("RayJob", job)]
+    assert objects.submitter_rayjobs(pod) == ["job"]
+
+
+class Indexed:
+    """A cache answering one index."""
+
+    def __init__(self, objs: list[dict[str, Any]], name: str, indexer: Any) -> None:
+        self.objs, self.name, self.indexer = objs, name, indexer
+        self.store = self
+
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+        assert index == self.name
+        return [o for o in self.objs if value in self.indexer(o)]
