@@ -17,7 +17,8 @@ import pytest
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.webhooks.settings import WebhookSettings
-from tests.gate_sampler import FlavorPlacement, GateSampler
+from tests.gate_invariants import FlavorPlacement
+from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.operator_thread import operator_thread
 

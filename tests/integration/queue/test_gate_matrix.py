@@ -28,8 +28,8 @@ from tests.integration.queue.gate_cells import (
     close_env,
     new_env,
     run_cells,
-    scenario_of,
 )
+from tests.integration.queue.gate_rayservice_cells import scenario_of
 from tests.integration.ray import rayservice_support
 from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import wait_for

@@ -137,6 +137,7 @@ def upgrade_waits_for_quota(
     quota_condition = condition(service(kube), "QuotaReserved") or {}
     assert quota_condition.get("status") == "True" and quota_condition.get("reason") == "Admitted"
     assert str(quota_condition.get("message")).startswith("scale-up waiting: ")
+
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
     def still_waiting() -> None:
         child = kube.get("raycluster", pending)
