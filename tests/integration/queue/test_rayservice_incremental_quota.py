@@ -117,7 +117,6 @@ def test_incremental_upgrade_needs_only_active_plus_surge(
     )
     held_traffic = shares(kube, "pending").get("trafficRoutedPercent")
     assert held_traffic is not None and held_traffic < 100
-
     def standing_still() -> None:
         assert shares(kube, "pending").get("trafficRoutedPercent") == held_traffic
         assert len(kube.pods(pending)) == 2  # the planner cap: no pod beyond the admitted slice
