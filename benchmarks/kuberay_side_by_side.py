@@ -228,7 +228,8 @@ message, at admission by the CRD). Implemented since the run below: GCS fault to
 (`gcsFaultToleranceOptions`, the Redis cleanup Job), token auth (`authOptions.mode: token`),
 Autoscaler v2, the head Ingress (`headGroupSpec.enableIngress`) and RayService `serveService`.
 Fields read by the Ray autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
-`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from KubeRay's next release rather than {version}
+`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from
+KubeRay's next release rather than {version}
 (`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
 `networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
 `JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`

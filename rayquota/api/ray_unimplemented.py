@@ -45,7 +45,9 @@ _SERVICE_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
         and (spec.get("upgradeStrategy") or {}).get("type") == "NewClusterWithIncrementalUpgrade"
     ),
     # Deprecated in KubeRay, which ignores them too (kuberay#1685); kept so old manifests apply.
-    "spec.serviceUnhealthySecondThreshold": lambda spec: spec.get("serviceUnhealthySecondThreshold") is not None,
+    "spec.serviceUnhealthySecondThreshold": lambda spec: (
+        spec.get("serviceUnhealthySecondThreshold") is not None
+    ),
     "spec.deploymentUnhealthySecondThreshold": lambda spec: (
         spec.get("deploymentUnhealthySecondThreshold") is not None
     ),

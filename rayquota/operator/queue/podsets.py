@@ -22,7 +22,6 @@ from rayquota.operator.queue import naming
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import (
-    WAIT_GCS_INIT_CONTAINER,
     PodContext,
     build_autoscaler_container,
     build_wait_gcs_init_container,
@@ -165,7 +164,7 @@ def _worker_init_containers(
     """The wait-for-GCS init container the pod builder gives every worker: a worker asking for
     less CPU or memory than it still reserves that much while it waits."""
     spec = template.get("spec") or {}
-    if any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in spec.get("initContainers") or []):
+    if any(c.get("name") == labels.WAIT_GCS_INIT_CONTAINER for c in spec.get("initContainers") or []):
         return []
     ray_container = spec["containers"][ray_container_index(spec)] if spec.get("containers") else {}
     return [build_wait_gcs_init_container(_sizing_context(cluster_spec), ray_container)]

@@ -24,9 +24,17 @@ from rayquota.operator.ray import gcs_ft
 
 ROOT = Path(__file__).resolve().parents[3]
 FIELDS = Path(__file__).with_name("kuberay_v1_7_0_spec_fields.txt")
-CRDS = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml", "RayService": "ray.io_rayservices.yaml"}
+CRDS = {
+    "RayCluster": "ray.io_rayclusters.yaml",
+    "RayJob": "ray.io_rayjobs.yaml",
+    "RayService": "ray.io_rayservices.yaml",
+}
 # Where a RayCluster spec sits inside each kind.
-CLUSTER_SPEC_AT = {"RayCluster": "spec", "RayJob": "spec.rayClusterSpec", "RayService": "spec.rayClusterConfig"}
+CLUSTER_SPEC_AT = {
+    "RayCluster": "spec",
+    "RayJob": "spec.rayClusterSpec",
+    "RayService": "spec.rayClusterConfig",
+}
 # The code that acts on objects: reconcilers, builders, validation, admission.
 OPERATOR_CODE = ("rayquota/operator", "rayquota/queue", "rayquota/webhooks")
 # Fields the operator hands over whole, by design: the Ray autoscaler reads them from the
@@ -37,7 +45,9 @@ READ_BY_THE_RAY_AUTOSCALER = {"spec.workerGroupSpecs.priority", "spec.autoscaler
 # Fields refused when set, with the error the validation gives (path in a RayCluster spec).
 REFUSED = {
     "spec.gcsFaultToleranceOptions.storage": lambda: gcs_ft.validation_errors(
-        {"gcsFaultToleranceOptions": {"redisAddress": "redis:6379", "storage": {"claimName": "gcs"}}}, {}, "spec"
+        {"gcsFaultToleranceOptions": {"redisAddress": "redis:6379", "storage": {"claimName": "gcs"}}},
+        {},
+        "spec",
     ),
 }
 
@@ -83,7 +93,11 @@ def as_cluster_path(kind: str, path: str) -> str | None:
 
 def warned(kind: str, path: str) -> bool:
     candidates = {path, as_cluster_path(kind, path)} - {None}
-    return any(c == ignored or str(c).startswith(ignored + ".") for c in candidates for ignored in IGNORED_FIELD_PATHS)
+    return any(
+        c == ignored or str(c).startswith(ignored + ".")
+        for c in candidates
+        for ignored in IGNORED_FIELD_PATHS
+    )
 
 
 @cache
