@@ -27,7 +27,6 @@ from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.ray.dashboard import JobSubmission, RayDashboardClient
 from rayquota.operator.ray.localhead import LocalRayHead
-from rayquota.ports import free_port
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.podenv import container_env, start_flags
 from tests.redis_server import RedisServer
@@ -261,7 +260,7 @@ def test_actor_serve_app_and_job_survive_the_head_and_deletion_cleans_redis(
     try:
         assert redis.keys(f"*{storage_namespace}*"), "the head keeps no GCS tables in Redis"
         assert "count 1" in run_driver(head, DETACHED_ACTOR)
-        http_port = free_port()
+        http_port = head.serve_port  # the local head starts Serve there; the config's port must match
         asyncio.run(deploy_and_submit(head.dashboard_url, serve_config(http_port), "ft-job"))
         wait_for("the Serve application answers", lambda: http_answer(http_port) == "still here", 180)
         wait_for(
