@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries chromium redis lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries peers chromium redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -40,6 +40,11 @@ venv: $(STAMP)
 
 binaries: $(STAMP)
 	$(BIN)/rayquota cluster build
+
+# KubeRay's operator, for the e2e test beside it and the side-by-side benchmark: built once with
+# `go` (about 2 minutes cold) and cached beside the control-plane binaries.
+peers: binaries
+	$(BIN)/rayquota peers build kuberay
 
 # The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by a driver).
 CHROMIUM := /usr/bin/chromium
@@ -76,7 +81,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries chromium redis
+test: binaries peers chromium redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests
