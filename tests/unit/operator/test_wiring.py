@@ -26,7 +26,7 @@ def offline(config: OperatorConfig) -> tuple[Manager, str]:
 
 def test_the_start_up_line_names_each_component_once() -> None:
     _, described = offline(OperatorConfig(webhooks=WebhookSettings.loopback(8443)))
-    assert described == "ray, queue, webhooks (https://127.0.0.1:8443, generated certificate)"
+    assert described == "ray (with RayCronJob), queue, webhooks (https://127.0.0.1:8443, generated certificate)"
     _, described = offline(OperatorConfig(reconcilers_enabled=False))
     assert described == "queue"
 
