@@ -2,49 +2,30 @@
 is waited): RayJobs appear on schedule, named and owned as KubeRay v1.7.0 makes them, and under
 the queue each RayJob is queued on its own while the RayCronJob itself never is.
 
-The operator here runs in a thread of its own on `qcron-*` namespaces with a ManualClock; the
-queue folder's session operator (on `q-*`) never sees these namespaces.
+The operator (this folder's conftest) runs in a thread of its own on `qcron-*` namespaces with a
+ManualClock; the queue folder's operator (on `q-*`) never sees these namespaces and has stopped
+before this folder starts.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime as dt
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core.timestamps import parse_rfc3339
-from tests.integration.queue.conftest import Quota, is_admitted, workload_of
+from tests.gate_sampler import GateSampler
+from tests.integration.queue.conftest import Quota, is_admitted, pool_placement, workload_of
 from tests.integration.ray.kubehelpers import Kube
 from tests.manual_clock import ManualClock
-from tests.operator_thread import operator_thread
 from tests.polling import holds, wait_for
 from tests.sample_documents import SAMPLES
 
-PREFIX = "qcron"
 GPUS_PER_RUN = 4
 QUOTA_GPUS = 8
-
-
-@pytest.fixture
-def namespace_prefix() -> str:
-    return PREFIX
-
-
-@pytest.fixture(scope="module")
-def clock() -> ManualClock:
-    return ManualClock(dt.datetime.now(dt.UTC))
-
-
-@pytest.fixture(scope="module")
-def cron_operator(crds_installed: None, clock: ManualClock) -> Iterator[None]:
-    with operator_thread(OperatorConfig(version="test-1"), [f"{PREFIX}-*"], clock=clock):
-        yield
 
 
 def every_minute(name: str, *, gpus: int = 0, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -89,48 +70,6 @@ def last_schedule(kube: Kube, cron: str) -> str | None:
     return ((kube.get("raycronjob", cron) or {}).get("status") or {}).get("lastScheduleTime")
 
 
-class GpuSampler:
-    """Samples, until stopped, the GPUs of the namespace's live pods (terminating ones included)
-    against the quota, and that every GPU pod is placed on the flavor's pool."""
-
-    def __init__(self, kube: Kube, limit: int, pool: str) -> None:
-        self.kube, self.limit, self.pool = kube, limit, pool
-        self.samples = 0
-        self.violations: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> GpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            pods = self.kube.list("pods")
-            gpus = 0
-            for pod in pods:
-                for container in pod["spec"]["containers"]:
-                    limits = (container.get("resources") or {}).get("limits") or {}
-                    gpus += int(limits.get("nvidia.com/gpu", 0))
-                if any(
-                    "nvidia.com/gpu" in (c.get("resources") or {}).get("limits", {})
-                    for c in pod["spec"]["containers"]
-                ):
-                    selector = pod["spec"].get("nodeSelector") or {}
-                    if selector.get("rayquota.io/gpu-pool") != self.pool:
-                        self.violations.append(
-                            f"{pod['metadata']['name']} not pinned to {self.pool}: {selector}"
-                        )
-            if gpus > self.limit:
-                self.violations.append(f"{gpus} GPUs in live pods over the quota of {self.limit}")
-            self.samples += 1
-            self._stop.wait(0.3)
-
-
 def test_every_minute_rayjobs_are_created_owned_named_as_kuberay_and_queued_each_on_its_own(
     cron_operator: None, clock: ManualClock, control_plane: Any, namespace: str
 ) -> None:
@@ -139,9 +78,12 @@ def test_every_minute_rayjobs_are_created_owned_named_as_kuberay_and_queued_each
     try:
         cluster_queue = quota.a100_team_queue(gpus=QUOTA_GPUS)
         labels = {"kueue.x-k8s.io/queue-name": "team", "team": "vision"}
-        with GpuSampler(kube, QUOTA_GPUS, "a100") as sampler:
+        # Every state the API server went through: no pod before its RayJob's admission, GPUs of
+        # live pods (terminating ones included) within the quota, every GPU pod on the a100 pool.
+        kubeconfig = str(control_plane.kubeconfig)
+        with GateSampler(kubeconfig, namespace, cluster_queue, pool_placement("a100")) as sampler:
             scenario(kube, clock, every_minute("nightly", gpus=GPUS_PER_RUN, labels=labels), cluster_queue)
-        assert sampler.samples > 10 and not sampler.violations, sampler.violations[:5]
+            sampler.assert_holds()
     finally:
         quota.delete_all()
 
