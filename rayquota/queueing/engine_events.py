@@ -150,6 +150,11 @@ class EngineEvents:
         self._namespaces[name] = dict(labels)
         self._accounting.unpark_everything()
 
+    def wake_all(self) -> None:
+        """Every parked workload is judged again by the next cycle (changes no decision: what was
+        parked could not fit; a read-only copy asks for it to have every sentence current)."""
+        self._accounting.unpark_everything()
+
     # --------------------------------------------------------------- workloads
 
     def add_workload(self, workload: Workload) -> None:
@@ -260,11 +265,15 @@ class EngineEvents:
         wl = self._workloads.get(key)
         if wl is None:
             return None
+        # A member of a group of look-alikes that a cycle did not judge on its own has the
+        # verdict its group got last (the one it would get).
+        group = wl.group
+        reason = group.reason if group is not None and group.reason else wl.reason
         return WorkloadStatus(
             wl.key,
             wl.phase,
             wl.cluster_queue,
-            wl.reason,
+            reason,
             dict(wl.usage),
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
