@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries chromium lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries chromium prometheus lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -52,6 +52,17 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
 
+# The dashboard's History-from-Prometheus test scrapes the operator's metrics with Debian's
+# Prometheus server.
+PROMETHEUS := /usr/bin/prometheus
+
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	@echo "$(PROMETHEUS) is missing: installing Debian's prometheus for the dashboard's History test"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends prometheus
+
 run: binaries
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
@@ -64,7 +75,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries chromium
+test: binaries chromium prometheus
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests

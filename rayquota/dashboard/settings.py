@@ -57,5 +57,7 @@ def checked_prometheus_url(raw: str | None, where: str) -> str | None:
     if not url:
         return None
     if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
-        raise ValueError(f"{where}={raw!r}: expected the base URL of a Prometheus, e.g. http://prometheus:9090")
+        raise ValueError(
+            f"{where}={raw!r}: expected the base URL of a Prometheus, e.g. http://prometheus:9090"
+        )
     return url
