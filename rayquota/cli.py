@@ -31,7 +31,8 @@ def _peers(args: argparse.Namespace) -> int:
 def _crds(args: argparse.Namespace) -> int:
     from rayquota.api import crdgen
 
-    return crdgen.main(out_dir=Path(args.out), check=args.check)
+    chart = Path(args.chart) if args.chart else None
+    return crdgen.main(out_dir=Path(args.out), check=args.check, chart_dir=chart)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -202,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
     crds.add_argument("--out", default="crds", help="output directory (default: crds)")
     crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
+    crds.add_argument(
+        "--chart",
+        default="helm/rayquota",
+        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
+    )
     crds.set_defaults(func=_crds)
 
     sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")

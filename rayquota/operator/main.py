@@ -94,7 +94,7 @@ def run(
     lease: LeaseSettings | None = None,
     config: OperatorConfig | None = None,
 ) -> int:
-    """Run until SIGINT/SIGTERM (or `stop_flag`). Returns the exit code.
+    """Run until SIGINT/SIGTERM/SIGHUP (or `stop_flag`). Returns the exit code.
 
     `ready_flag` is set once every cache has synced and the controllers run (tests wait on it).
     """
@@ -221,7 +221,8 @@ async def _forward_signals(shutdown: asyncio.Event) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: a closed terminal is how many a `make run` ends, and it must release the lease.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, shutdown.set)
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
+from rayquota.operator.queue.pod_set_words import in_words, words_of
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import (
     Admit,
@@ -184,7 +185,8 @@ class _Quiet:
 
 
 def rebuild(state: QueueState) -> Driver:
-    """The engine as the operator has it: configuration, admitted Workloads restored, the rest pending."""
+    """The engine as the operator has it: configuration, admitted Workloads restored (with the
+    rest of their demand as a waiting slice, as the operator submits it), the rest pending."""
     priorities = {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in state.priority_classes}
     driver = Driver(Engine(), _Quiet())
     for flavor in state.flavors:
@@ -265,6 +267,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     driver = rebuild(state)
     engine = driver.engine
     decisions = driver.cycle(0.0)
+    words = words_of(workload)
     lines = [f"{kind}/{name}: Workload {key}, {workload_phase(workload)}"]
     spec = converter.workload(workload)
     lines.append("  needs: " + requested(workload) + f" (priority {spec.priority})")
@@ -274,10 +277,17 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         reason = (status.pending_reason if status else "") or (workload.get("status") or {}).get(
             "pendingReason"
         )
-        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason}")
+        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {in_words(str(reason), words)}")
         return "\n".join(lines)
     lines.append(f"  ClusterQueue: {cluster_queue}")
     lines.append("  free now: " + _free(engine, cluster_queue))
+    if workload_phase(workload) == "Admitted":
+        waiting = driver.pending_reason(key)
+        if waiting:
+            # An upgrade (a RayService's new cluster) or a scale-up asks for more than is admitted.
+            lines.append(
+                f"  more is asked for (an upgrade or a scale-up) and waits: {in_words(waiting, words)}"
+            )
     if workload_phase(workload) != "Pending":
         return "\n".join(lines)
     ahead = _ahead(state, engine, key, cluster_queue)
@@ -292,16 +302,16 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     for decision in decisions:
         if isinstance(decision, Preempt) and (decision.preemptor == key or key in decision.victims):
             lines.append(f"  preemption: {decision.reason}; victims {', '.join(decision.victims)}")
-        elif isinstance(decision, Pending) and decision.workload == key:
-            lines.append(f"  why it waits: {decision.reason}")
+        elif isinstance(decision, Pending) and workload_key_of(decision.workload) == key:
+            lines.append(f"  why it waits: {in_words(decision.reason, words)}")
         elif isinstance(decision, Admit) and decision.workload == key:
             lines.append("  it fits now: the next admission cycle admits it")
     if (
-        not any(isinstance(d, Pending) and d.workload == key for d in decisions)
+        not any(isinstance(d, Pending) and workload_key_of(d.workload) == key for d in decisions)
         and status
         and status.pending_reason
     ):
-        lines.append(f"  why it waits: {status.pending_reason}")
+        lines.append(f"  why it waits: {in_words(status.pending_reason, words)}")
     return "\n".join(lines)
 
 
