@@ -173,7 +173,7 @@ def test_history_is_read_from_prometheus_and_then_only_what_is_new(
     assert len(ring) == ring.capacity and not any(math.isnan(t) for t in ring.view()["times"])
 
 
-def test_a_label_value_is_quoted_and_a_failing_prometheus_is_named_with_the_ring_kept(prometheus: str) -> None:
+def test_a_label_value_is_quoted_and_a_failing_prometheus_named_with_the_ring_kept(prometheus: str) -> None:
     ring = HistoryRing(resource='gpu"}) or vector(1', interval_s=1.0, hours=0.01)
     source = PrometheusHistory(prometheus, ring)
 
