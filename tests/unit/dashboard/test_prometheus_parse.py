@@ -33,3 +33,15 @@ def test_an_error_answer_is_named() -> None:
 def test_the_resource_is_a_quoted_label_value() -> None:
     query = usage_query('gpu"} or vector(1)')
     assert 'resource="gpu\\"} or vector(1)"' in query
+
+
+def test_the_url_is_checked_by_name() -> None:
+    from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
+
+    assert checked_prometheus_url(" http://prom:9090/ ", "--prometheus-url") == "http://prom:9090"
+    assert checked_prometheus_url("", "--prometheus-url") is None
+    with pytest.raises(ValueError, match="--prometheus-url='prom:9090': expected the base URL"):
+        checked_prometheus_url("prom:9090", "--prometheus-url")
+    env = {"RAYQUOTA_DASHBOARD_PORT": "8090", "RAYQUOTA_DASHBOARD_PROMETHEUS_URL": "http://p:9090?x=1"}
+    with pytest.raises(ValueError, match="RAYQUOTA_DASHBOARD_PROMETHEUS_URL='http://p:9090\\?x=1'"):
+        DashboardSettings.from_env(env)
