@@ -114,3 +114,24 @@ def test_bad_values_are_refused_by_name() -> None:
 def test_the_chart_lints_strictly_with_the_dashboard() -> None:
     lint = helm("lint", "--strict", str(CHART), "--set", "dashboard.enabled=true")
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_kuberays_values_govern_it_like_the_rest_of_the_chart() -> None:
+    # KubeRay's watchNamespace: the dashboard reads only there, as the operator does.
+    objects = render("dashboard.enabled=true", "watchNamespace={team-c}")
+    assert not list(find(objects, "ClusterRoleBinding", "rq-rayquota-dashboard"))
+    [binding] = find(objects, "RoleBinding", "rq-rayquota-dashboard")
+    assert binding["metadata"]["namespace"] == "team-c"
+    # KubeRay's rbacEnable=false: no RBAC object from the chart, the dashboard's included.
+    objects = render("dashboard.enabled=true", "rbacEnable=false")
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding", "RoleBinding")]
+    assert list(find(objects, "Service", "rq-rayquota-dashboard"))
+
+
+def test_a_namespace_only_install_refuses_it_by_name() -> None:
+    # The dashboard needs cluster-scoped grants (ClusterQueues, TokenReview) that such an
+    # install never creates.
+    values = ("--set", "dashboard.enabled=true", "--set", "singleNamespaceInstall=true")
+    result = helm("template", "rq", str(CHART), *values)
+    assert result.returncode != 0
+    assert "dashboard.enabled=true needs cluster-scoped grants" in result.stderr, result.stderr
