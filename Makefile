@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries peers chromium redis lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -69,6 +69,17 @@ $(REDIS_SERVER):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y redis-server
 
+# The dashboard's History-from-Prometheus test scrapes the operator's metrics with Debian's
+# Prometheus server.
+PROMETHEUS := /usr/bin/prometheus
+
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	@echo "$(PROMETHEUS) is missing: installing Debian's prometheus for the dashboard's History test"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends prometheus
+
 run: binaries redis
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
@@ -81,7 +92,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries peers chromium redis
+test: binaries peers chromium prometheus redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests

@@ -60,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.dashboard_port is not None:
         from rayquota.dashboard.settings import DashboardSettings
 
-        config = dataclasses.replace(config, web_dashboard=DashboardSettings(port=args.dashboard_port))
+        web = config.web_dashboard or DashboardSettings()
+        config = dataclasses.replace(config, web_dashboard=dataclasses.replace(web, port=args.dashboard_port))
     code = operator_main.run(
         config=config,
         namespaces=args.namespace or None,
@@ -141,7 +142,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _dashboard(args: argparse.Namespace) -> int:
     from rayquota.dashboard import main as dashboard_main
-    from rayquota.dashboard.settings import DashboardSettings
+    from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
 
     if args.dashboard_command == "token":
         return dashboard_main.token(
@@ -150,10 +151,18 @@ def _dashboard(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             url=args.url,
         )
+    try:
+        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return dashboard_main.run(
         namespaces=args.namespace or None,
         settings=DashboardSettings(
-            bind=args.bind, port=args.port, allowed_origins=tuple(args.allowed_origin or ())
+            bind=args.bind,
+            port=args.port,
+            allowed_origins=tuple(args.allowed_origin or ()),
+            prometheus_url=prometheus,
         ),
         verbose=args.verbose,
     )
@@ -275,6 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allowed-origin",
         action="append",
         help="another origin the pages may be served from (a port-forward or ingress URL)",
+    )
+    dashboard.add_argument(
+        "--prometheus-url",
+        default=os.environ.get("RAYQUOTA_DASHBOARD_PROMETHEUS_URL"),
+        help="draw the History page from this Prometheus (it scrapes the operator's /metrics) instead "
+        "of the dashboard's own samples (default: $RAYQUOTA_DASHBOARD_PROMETHEUS_URL)",
     )
     dashboard.add_argument("--verbose", "-v", action="store_true")
     dsub = dashboard.add_subparsers(dest="dashboard_command")

@@ -90,8 +90,8 @@ class EngineEvents:
         ):
             return
         self._accounting.deleting.discard(cluster_queue.name)
-        self._accounting.cluster_queue_specs[cluster_queue.name] = cluster_queue
-        self._rebuild()
+        self._accounting.upsert_cluster_queue(cluster_queue)
+        self._tree_changed([])
         if cluster_queue.stop_policy is StopPolicy.HOLD_AND_DRAIN:
             state = self._accounting.queues[cluster_queue.name]
             self._drain(list(state.admitted.values()), f"ClusterQueue {cluster_queue.name} is stopped")
@@ -118,8 +118,7 @@ class EngineEvents:
         if state.admitted:
             self._accounting.deleting.add(name)
         else:
-            self._accounting.cluster_queue_specs.pop(name, None)
-            self._rebuild()
+            self._tree_changed(self._accounting.remove_cluster_queue(name))
 
     def upsert_local_queue(self, local_queue: LocalQueue) -> None:
         old = self._router.local_queues.get(local_queue.key)
@@ -149,6 +148,11 @@ class EngineEvents:
         if self._namespaces.get(name) == labels:
             return
         self._namespaces[name] = dict(labels)
+        self._accounting.unpark_everything()
+
+    def wake_all(self) -> None:
+        """Every parked workload is judged again by the next cycle (changes no decision: what was
+        parked could not fit; a read-only copy asks for it to have every sentence current)."""
         self._accounting.unpark_everything()
 
     # --------------------------------------------------------------- workloads
@@ -261,11 +265,15 @@ class EngineEvents:
         wl = self._workloads.get(key)
         if wl is None:
             return None
+        # A member of a group of look-alikes that a cycle did not judge on its own has the
+        # verdict its group got last (the one it would get).
+        group = wl.group
+        reason = group.reason if group is not None and group.reason else wl.reason
         return WorkloadStatus(
             wl.key,
             wl.phase,
             wl.cluster_queue,
-            wl.reason,
+            reason,
             dict(wl.usage),
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
@@ -311,7 +319,7 @@ class EngineEvents:
             return
         self._capacity_changed(cq)
         if self._accounting.finish_deletion(cq):
-            self._rebuild()
+            self._tree_changed(self._accounting.remove_cluster_queue(cq.name))
 
     def _capacity_changed(self, cq: ClusterQueueState) -> None:
         """Quota was freed: parked workloads that might now fit go back to the active queue."""
@@ -319,7 +327,12 @@ class EngineEvents:
         self._accounting.unpark_members(cq)
 
     def _rebuild(self) -> None:
-        for orphan in self._accounting.rebuild():
+        self._tree_changed(self._accounting.rebuild())
+
+    def _tree_changed(self, orphans: list[WorkloadState]) -> None:
+        """After the cohort tree changed: the workloads of queues gone wait unrouted, everybody
+        parked is judged again, and the unrouted look for their queue."""
+        for orphan in orphans:
             self._router.make_unrouted(orphan)
         self._accounting.unpark_everything()
         self._router.reroute_unrouted()

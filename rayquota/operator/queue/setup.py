@@ -14,7 +14,7 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
-from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
@@ -38,7 +38,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     settings = naming.QueueSettings.from_env(os.environ)
     api = QueueApi.from_env(os.environ)
     objects = QueueObjects.register(manager, settings, api)
-    loop = AdmissionLoop(fair_sharing=os.environ.get("RAYQUOTA_FAIR_SHARING", "") in ("1", "true"))
+    loop = AdmissionLoop(fair_sharing=fair_sharing_from_env(os.environ))
     reconciler = WorkloadReconciler(manager, objects, loop)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
