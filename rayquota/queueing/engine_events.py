@@ -15,10 +15,21 @@ from dataclasses import dataclass
 
 from .accounting import Accounting, ClusterQueueStatus, NodeSnapshot
 from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
+from .model import (
+    ClusterNode,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    ResourceFlavor,
+    Topology,
+    Workload,
+)
 from .policies import StopPolicy
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
+from .topology_admission import TopologyAdmission
+from .topology_capacity import TopologyCapacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +49,13 @@ class EngineEvents:
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
         self._accounting = Accounting()
-        self._router = Router(self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason))
+        self._router = Router(
+            self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
+        )
+        self._topology = TopologyCapacity()
+        self._placement = TopologyAdmission(self._topology, self._accounting.flavors)
+        self._topology_waiting: set[str] = set()
+        """ClusterQueues with workloads parked for want of room in a topology domain."""
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -151,6 +168,39 @@ class EngineEvents:
         self._namespaces[name] = dict(labels)
         self._accounting.unpark_everything()
 
+    # ------------------------------------------------------------ topology
+
+    def upsert_topology(self, topology: Topology) -> None:
+        if self._topology.upsert_topology(topology):
+            self._accounting.unpark_everything()
+
+    def delete_topology(self, name: str) -> None:
+        if self._topology.delete_topology(name):
+            self._accounting.unpark_everything()
+
+    def upsert_node(self, node: ClusterNode) -> None:
+        """A node's labels, allocatable, taints, readiness (topology placement counts its room)."""
+        if self._topology.upsert_node(node):
+            self._topology_room_changed()
+
+    def delete_node(self, name: str) -> None:
+        if self._topology.delete_node(name):
+            self._topology_room_changed()
+
+    def upsert_pod(
+        self, key: str, node: str, requests: Mapping[str, int], workload: str | None = None
+    ) -> None:
+        """A pod bound to ``node`` that has not finished, with its requests (milli-units) and the
+        workload it belongs to, if any: while that workload holds a topology assignment the
+        assignment accounts for the pod."""
+        if self._topology.upsert_pod(key, node, requests, workload):
+            self._topology_room_changed()
+
+    def delete_pod(self, key: str) -> None:
+        """The pod finished or is gone: its room is free."""
+        if self._topology.delete_pod(key):
+            self._topology_room_changed()
+
     # --------------------------------------------------------------- workloads
 
     def add_workload(self, workload: Workload) -> None:
@@ -187,6 +237,9 @@ class EngineEvents:
             return
         if workload.pod_sets != wl.spec.pod_sets:
             self._capacity_changed(self._accounting.scale_down(wl, workload))
+            if self._topology.free(wl.key):
+                self._placement.charge(wl)  # the trimmed assignment
+                self._topology_room_changed()
         wl.set_spec(workload)
         if not workload.active and wl.phase is Phase.ADMITTED:
             self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
@@ -252,6 +305,7 @@ class EngineEvents:
                 fr = (ps.flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
         self._accounting.charge(wl, cluster_queue, usage, tuple(pod_sets), cycle=self._cycle, now=self._now)
+        self._placement.charge(wl)
         if evicting:
             wl.phase = Phase.EVICTING
 
@@ -270,6 +324,10 @@ class EngineEvents:
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
         )
+
+    def next_requeue_at(self) -> float | None:
+        """When the next workload's requeue backoff ends (a cycle is due then), if any waits."""
+        return min(self._router.backing_off.values(), default=None)
 
     def workload_keys(self) -> list[str]:
         return list(self._workloads)
@@ -298,6 +356,8 @@ class EngineEvents:
     # --------------------------------------------------------------- internals
 
     def _free(self, wl: WorkloadState) -> None:
+        if self._topology.free(wl.key):
+            self._topology_room_changed()
         cq = self._accounting.free(wl)
         if cq is None:
             return
@@ -309,6 +369,17 @@ class EngineEvents:
         """Quota was freed: parked workloads that might now fit go back to the active queue."""
         self._clear_fit_caches()
         self._accounting.unpark_members(cq)
+
+    def _topology_room_changed(self) -> None:
+        """Room in a topology may have been freed: what waits for a domain is looked at again."""
+        if not self._topology_waiting:
+            return
+        self._clear_fit_caches()
+        for name in self._topology_waiting:
+            cq = self._accounting.queues.get(name)
+            if cq is not None:
+                cq.unpark()
+        self._topology_waiting.clear()
 
     def _rebuild(self) -> None:
         for orphan in self._accounting.rebuild():

@@ -1,0 +1,257 @@
+"""Free capacity per topology domain: the nodes, what runs on them, what admissions were given.
+
+Kueue's TAS cache counts it the same way. A node offers its allocatable while it is Ready and
+schedulable. From that are subtracted
+
+- the pods that no topology assignment accounts for (DaemonSets, static pods, workloads of
+  flavors without a topology: *external* pods, reported by the operator with their node), and
+- the topology assignments of admitted workloads, charged at admission, before their pods
+  exist, so two admissions in one cycle never take the same room. A pod of such a workload is
+  not counted again while its workload's assignment is charged.
+
+Domains are identified by their values along the topology's levels (a *leaf* has one value per
+level). When the lowest level is ``kubernetes.io/hostname`` a leaf is one node; otherwise a leaf
+pools the nodes of its lowest-level domain, as Kueue does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from .decisions import TopologyAssignment
+from .model import HOSTNAME_LABEL, ClusterNode, ResourceFlavor, Topology
+
+LeafId = tuple[str, ...]
+"""A leaf domain: one value per level of its topology, highest first."""
+
+PODS = "pods"
+POD_SLOT = 1000
+DEFAULT_MAX_PODS = 110
+"""Every pod takes one of its node's ``pods`` (milli-units, like every amount)."""
+
+
+def with_pod_slot(requests: Mapping[str, int]) -> dict[str, int]:
+    """Per-pod requests as a node sees them: the pod also takes one pod slot."""
+    return {**requests, PODS: POD_SLOT}
+
+
+def add_into(target: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    for resource, amount in amounts.items():
+        value = target.get(resource, 0) + sign * amount
+        if value:
+            target[resource] = value
+        else:
+            target.pop(resource, None)
+
+
+@dataclass(frozen=True, slots=True)
+class PodOnNode:
+    node: str
+    requests: Mapping[str, int]
+    """with the pod slot"""
+    workload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorTopology:
+    """The usable nodes of one flavor, grouped by leaf of the flavor's topology."""
+
+    flavor: ResourceFlavor
+    topology: Topology
+    leaves: Mapping[LeafId, tuple[ClusterNode, ...]]
+
+
+def charge_key(levels: tuple[str, ...], values: tuple[str, ...]) -> LeafId:
+    """Where a leaf's charges are kept: by node name alone when the levels end at nodes (as
+    Kueue writes assignments then), so charges restored before the nodes are known still land
+    on the right leaf; otherwise by the full path."""
+    return values[-1:] if levels and levels[-1] == HOSTNAME_LABEL else values
+
+
+def leaf_of(node: ClusterNode, topology: Topology) -> LeafId | None:
+    values = tuple(node.labels.get(level) for level in topology.levels)
+    if any(v is None for v in values):
+        return None
+    return values  # type: ignore[return-value]
+
+
+class TopologyCapacity:
+    def __init__(self) -> None:
+        self.topologies: dict[str, Topology] = {}
+        self.nodes: dict[str, ClusterNode] = {}
+        self._external: dict[str, dict[str, int]] = {}
+        """Per node, what external pods take."""
+        self._pods: dict[str, PodOnNode] = {}
+        self._pods_of: dict[str, set[str]] = {}
+        """Per workload key, its pods' keys."""
+        self._charges: dict[str, list[tuple[str, LeafId, dict[str, int]]]] = {}
+        """Per placed workload: (topology, leaf, usage) charged for it."""
+        self._placed_usage: dict[tuple[str, LeafId], dict[str, int]] = {}
+        self._views: dict[str, FlavorTopology] = {}
+        self.layout_generation = 0
+        """Bumped when nodes or topologies change: flavor views are rebuilt then."""
+
+    # ------------------------------------------------------------------ events
+
+    def upsert_topology(self, topology: Topology) -> bool:
+        if self.topologies.get(topology.name) == topology:
+            return False
+        self.topologies[topology.name] = topology
+        self._layout_changed()
+        return True
+
+    def delete_topology(self, name: str) -> bool:
+        if self.topologies.pop(name, None) is None:
+            return False
+        self._layout_changed()
+        return True
+
+    def upsert_node(self, node: ClusterNode) -> bool:
+        if PODS not in node.allocatable:
+            # A node that does not say how many pods it takes: the kubelet's default.
+            node = replace(node, allocatable={**node.allocatable, PODS: DEFAULT_MAX_PODS * POD_SLOT})
+        old = self.nodes.get(node.name)
+        if old == node:
+            return False
+        self.nodes[node.name] = node
+        self._layout_changed()
+        return True
+
+    def delete_node(self, name: str) -> bool:
+        if self.nodes.pop(name, None) is None:
+            return False
+        self._layout_changed()
+        return True
+
+    def upsert_pod(self, key: str, node: str, requests: Mapping[str, int], workload: str | None) -> bool:
+        """A pod bound to ``node`` that has not finished (terminating ones still hold room).
+        Returns whether room may have been freed (the pod moved or shrank)."""
+        pod = PodOnNode(node, with_pod_slot(requests), workload)
+        old = self._pods.get(key)
+        if old == pod:
+            return False
+        if old is not None:
+            self._unlink(key, old)
+        self._pods[key] = pod
+        if workload is not None:
+            self._pods_of.setdefault(workload, set()).add(key)
+        if not self._covered(pod):
+            add_into(self._external.setdefault(node, {}), pod.requests)
+        return old is not None
+
+    def delete_pod(self, key: str) -> bool:
+        """The pod finished or is gone. Returns whether room was freed."""
+        old = self._pods.pop(key, None)
+        if old is None:
+            return False
+        self._unlink(key, old)
+        return True
+
+    def charge(
+        self, workload: str, placements: Iterable[tuple[str, TopologyAssignment, Mapping[str, int]]]
+    ) -> None:
+        """``workload`` holds room from now on: per (topology, assignment, per-pod requests)."""
+        charges = self._charges.setdefault(workload, [])
+        newly_placed = len(charges) == 0
+        for topology_name, assignment, requests in placements:
+            per_pod = with_pod_slot(requests)
+            for domain in assignment.domains:
+                leaf = charge_key(assignment.levels, domain.values)
+                usage = {r: q * domain.count for r, q in per_pod.items()}
+                charges.append((topology_name, leaf, usage))
+                add_into(self._placed_usage.setdefault((topology_name, leaf), {}), usage)
+        if not charges:
+            del self._charges[workload]
+            return
+        if newly_placed:
+            # Its pods are accounted by the assignment from now on, not as external pods.
+            for key in self._pods_of.get(workload, ()):
+                pod = self._pods[key]
+                add_into(self._external.setdefault(pod.node, {}), pod.requests, -1)
+
+    def free(self, workload: str) -> bool:
+        """The workload's assignment is given back. Returns whether it held any."""
+        charges = self._charges.pop(workload, None)
+        if charges is None:
+            return False
+        for topology_name, leaf, usage in charges:
+            add_into(self._placed_usage.setdefault((topology_name, leaf), {}), usage, -1)
+        for key in self._pods_of.get(workload, ()):
+            pod = self._pods[key]
+            add_into(self._external.setdefault(pod.node, {}), pod.requests)
+        return True
+
+    def is_placed(self, workload: str) -> bool:
+        return workload in self._charges
+
+    # ------------------------------------------------------------------ queries
+
+    def flavor_topology(self, flavor: ResourceFlavor) -> FlavorTopology | None:
+        """The usable nodes of a flavor with a topology, by leaf (``None``: no such topology)."""
+        if flavor.topology_name is None:
+            return None
+        topology = self.topologies.get(flavor.topology_name)
+        if topology is None:
+            return None
+        view = self._views.get(flavor.name)
+        if view is not None and view.flavor == flavor and view.topology == topology:
+            return view
+        leaves: dict[LeafId, list[ClusterNode]] = {}
+        for node in self.nodes.values():
+            if not node.usable or any(node.labels.get(k) != v for k, v in flavor.node_labels.items()):
+                continue
+            leaf = leaf_of(node, topology)
+            if leaf is not None:
+                leaves.setdefault(leaf, []).append(node)
+        view = FlavorTopology(flavor, topology, {leaf: tuple(ns) for leaf, ns in sorted(leaves.items())})
+        self._views[flavor.name] = view
+        return view
+
+    def leaf_free(
+        self,
+        view: FlavorTopology,
+        leaf: LeafId,
+        node_ok: Callable[[ClusterNode], bool],
+    ) -> dict[str, int]:
+        """What is free in a leaf on the nodes ``node_ok`` accepts."""
+        free: dict[str, int] = {}
+        for node in view.leaves[leaf]:
+            if not node_ok(node):
+                continue
+            add_into(free, node.allocatable)
+            external = self._external.get(node.name)
+            if external:
+                add_into(free, external, -1)
+        placed = self._placed_usage.get((view.topology.name, charge_key(view.topology.levels, leaf)))
+        if placed:
+            add_into(free, placed, -1)
+        return free
+
+    def charges_of(self, workload: str) -> list[tuple[str, LeafId, dict[str, int]]]:
+        return self._charges.get(workload, [])
+
+    def placed_workloads(self) -> Iterable[str]:
+        return self._charges.keys()
+
+    # ------------------------------------------------------------------ internals
+
+    def _covered(self, pod: PodOnNode) -> bool:
+        return pod.workload is not None and pod.workload in self._charges
+
+    def _unlink(self, key: str, pod: PodOnNode) -> None:
+        if pod.workload is not None:
+            keys = self._pods_of.get(pod.workload)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._pods_of[pod.workload]
+        if not self._covered(pod):
+            external = self._external.setdefault(pod.node, {})
+            add_into(external, pod.requests, -1)
+            if not external:
+                del self._external[pod.node]
+
+    def _layout_changed(self) -> None:
+        self._views.clear()
+        self.layout_generation += 1
