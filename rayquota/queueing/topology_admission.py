@@ -11,33 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .decisions import PodSetAssignment, TopologyAssignment
-from .model import ClusterNode, PodSet, ResourceFlavor, Toleration, TopologyMode, TopologyRequest
+from .model import PodSet, ResourceFlavor, TopologyMode, TopologyRequest
 from .policies import ReclaimWithinCohortPolicy
 from .preemption import same_queue_eligible
 from .state import ClusterQueueState, Phase, WorkloadState
-from .topology_capacity import TopologyCapacity, charge_key
+from .topology_capacity import NodeFilter, TopologyCapacity, charge_key
 from .topology_fit import Placement, PlacementAsk, TopologyPlacer, level_name
 
-_HARD_EFFECTS = ("NoSchedule", "NoExecute")
 IMPLIED = TopologyRequest(TopologyMode.UNCONSTRAINED)
 """A pod set on a topology flavor without an annotation: placed anywhere, but placed."""
 
 
-def node_filter(pod_set: PodSet, flavor: ResourceFlavor) -> Callable[[ClusterNode], bool]:
+def node_filter(pod_set: PodSet, flavor: ResourceFlavor) -> NodeFilter:
     """The nodes the pod set's pods may go to: its nodeSelector, and taints it tolerates."""
-    selector = tuple(pod_set.node_selector.items())
-    tolerations: tuple[Toleration, ...] = (*pod_set.tolerations, *flavor.tolerations)
-
-    def accepts(node: ClusterNode) -> bool:
-        labels = node.labels
-        if any(labels.get(k) != v for k, v in selector):
-            return False
-        return all(
-            taint.effect not in _HARD_EFFECTS or any(t.tolerates(taint) for t in tolerations)
-            for taint in node.taints
-        )
-
-    return accepts
+    selector = tuple(sorted(pod_set.node_selector.items()))
+    return NodeFilter(selector, (*pod_set.tolerations, *flavor.tolerations))
 
 
 class TopologyAdmission:

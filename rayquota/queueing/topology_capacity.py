@@ -16,19 +16,20 @@ pools the nodes of its lowest-level domain, as Kueue does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from .decisions import TopologyAssignment
-from .model import HOSTNAME_LABEL, ClusterNode, ResourceFlavor, Topology
+from .model import HOSTNAME_LABEL, ClusterNode, ResourceFlavor, Toleration, Topology
 
 LeafId = tuple[str, ...]
 """A leaf domain: one value per level of its topology, highest first."""
 
 PODS = "pods"
 POD_SLOT = 1000
-DEFAULT_MAX_PODS = 110
 """Every pod takes one of its node's ``pods`` (milli-units, like every amount)."""
+DEFAULT_MAX_PODS = 110
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def with_pod_slot(requests: Mapping[str, int]) -> dict[str, int]:
@@ -54,12 +55,34 @@ class PodOnNode:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeFilter:
+    """The nodes a pod set's pods may go to: its nodeSelector, and the taints it (with its
+    flavor) tolerates. A value, so that what was counted for it can be kept."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    def accepts(self, node: ClusterNode) -> bool:
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in self.selector):
+            return False
+        return all(
+            taint.effect not in _HARD_EFFECTS or any(t.tolerates(taint) for t in self.tolerations)
+            for taint in node.taints
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class FlavorTopology:
-    """The usable nodes of one flavor, grouped by leaf of the flavor's topology."""
+    """The usable nodes of one flavor, grouped by leaf of the flavor's topology, and the tree
+    of domains above them (``children[level][domain]``: its domains one level down)."""
 
     flavor: ResourceFlavor
     topology: Topology
     leaves: Mapping[LeafId, tuple[ClusterNode, ...]]
+    children: tuple[Mapping[LeafId, tuple[LeafId, ...]], ...] = ()
+    leaf_of_key: Mapping[LeafId, LeafId] = field(default_factory=dict)
+    """charge key -> leaf"""
 
 
 def charge_key(levels: tuple[str, ...], values: tuple[str, ...]) -> LeafId:
@@ -89,8 +112,9 @@ class TopologyCapacity:
         """Per placed workload: (topology, leaf, usage) charged for it."""
         self._placed_usage: dict[tuple[str, LeafId], dict[str, int]] = {}
         self._views: dict[str, FlavorTopology] = {}
-        self.layout_generation = 0
-        """Bumped when nodes or topologies change: flavor views are rebuilt then."""
+        self._counts: dict[tuple[str, NodeFilter, tuple[tuple[str, int], ...]], _Counted] = {}
+        """Pods of one shape that fit per domain, per flavor and node filter: kept up to date
+        leaf by leaf as admissions are charged and freed, dropped when anything else changes."""
 
     # ------------------------------------------------------------------ events
 
@@ -138,6 +162,7 @@ class TopologyCapacity:
             self._pods_of.setdefault(workload, set()).add(key)
         if not self._covered(pod):
             add_into(self._external.setdefault(node, {}), pod.requests)
+            self._counts.clear()
         return old is not None
 
     def delete_pod(self, key: str) -> bool:
@@ -154,32 +179,39 @@ class TopologyCapacity:
         """``workload`` holds room from now on: per (topology, assignment, per-pod requests)."""
         charges = self._charges.setdefault(workload, [])
         newly_placed = len(charges) == 0
+        touched: set[tuple[str, LeafId]] = set()
         for topology_name, assignment, requests in placements:
             per_pod = with_pod_slot(requests)
             for domain in assignment.domains:
-                leaf = charge_key(assignment.levels, domain.values)
+                key = charge_key(assignment.levels, domain.values)
                 usage = {r: q * domain.count for r, q in per_pod.items()}
-                charges.append((topology_name, leaf, usage))
-                add_into(self._placed_usage.setdefault((topology_name, leaf), {}), usage)
+                charges.append((topology_name, key, usage))
+                add_into(self._placed_usage.setdefault((topology_name, key), {}), usage)
+                touched.add((topology_name, key))
         if not charges:
             del self._charges[workload]
             return
-        if newly_placed:
+        if newly_placed and self._pods_of.get(workload):
             # Its pods are accounted by the assignment from now on, not as external pods.
-            for key in self._pods_of.get(workload, ()):
-                pod = self._pods[key]
+            for pod_key in self._pods_of[workload]:
+                pod = self._pods[pod_key]
                 add_into(self._external.setdefault(pod.node, {}), pod.requests, -1)
+            self._counts.clear()
+        self._recount(touched)
 
     def free(self, workload: str) -> bool:
         """The workload's assignment is given back. Returns whether it held any."""
         charges = self._charges.pop(workload, None)
         if charges is None:
             return False
-        for topology_name, leaf, usage in charges:
-            add_into(self._placed_usage.setdefault((topology_name, leaf), {}), usage, -1)
-        for key in self._pods_of.get(workload, ()):
-            pod = self._pods[key]
-            add_into(self._external.setdefault(pod.node, {}), pod.requests)
+        for topology_name, key, usage in charges:
+            add_into(self._placed_usage.setdefault((topology_name, key), {}), usage, -1)
+        if self._pods_of.get(workload):
+            for pod_key in self._pods_of[workload]:
+                pod = self._pods[pod_key]
+                add_into(self._external.setdefault(pod.node, {}), pod.requests)
+            self._counts.clear()
+        self._recount({(name, key) for name, key, _ in charges})
         return True
 
     def is_placed(self, workload: str) -> bool:
@@ -204,20 +236,29 @@ class TopologyCapacity:
             leaf = leaf_of(node, topology)
             if leaf is not None:
                 leaves.setdefault(leaf, []).append(node)
-        view = FlavorTopology(flavor, topology, {leaf: tuple(ns) for leaf, ns in sorted(leaves.items())})
+        ordered = sorted(leaves)
+        depth = len(topology.levels)
+        children: list[dict[LeafId, list[LeafId]]] = [{} for _ in range(depth)]
+        for leaf in ordered:
+            for i in range(1, depth):
+                siblings = children[i - 1].setdefault(leaf[:i], [])
+                if not siblings or siblings[-1] != leaf[: i + 1]:
+                    siblings.append(leaf[: i + 1])
+        view = FlavorTopology(
+            flavor,
+            topology,
+            {leaf: tuple(leaves[leaf]) for leaf in ordered},
+            tuple({d: tuple(c) for d, c in level.items()} for level in children),
+            {charge_key(topology.levels, leaf): leaf for leaf in ordered},
+        )
         self._views[flavor.name] = view
         return view
 
-    def leaf_free(
-        self,
-        view: FlavorTopology,
-        leaf: LeafId,
-        node_ok: Callable[[ClusterNode], bool],
-    ) -> dict[str, int]:
-        """What is free in a leaf on the nodes ``node_ok`` accepts."""
+    def leaf_free(self, view: FlavorTopology, leaf: LeafId, node_filter: NodeFilter) -> dict[str, int]:
+        """What is free in a leaf on the nodes ``node_filter`` accepts."""
         free: dict[str, int] = {}
         for node in view.leaves[leaf]:
-            if not node_ok(node):
+            if not node_filter.accepts(node):
                 continue
             add_into(free, node.allocatable)
             external = self._external.get(node.name)
@@ -233,6 +274,28 @@ class TopologyCapacity:
 
     def placed_workloads(self) -> Iterable[str]:
         return self._charges.keys()
+
+    def pods_that_fit(
+        self, view: FlavorTopology, node_filter: NodeFilter, per_pod: Mapping[str, int]
+    ) -> list[dict[LeafId, int]]:
+        """Per level (highest first), how many pods of ``per_pod`` (pod slot included) fit in
+        each domain of the flavor's nodes that ``node_filter`` accepts. Shared: never mutate."""
+        shape = tuple(sorted((r, q) for r, q in per_pod.items() if q > 0))
+        cache_key = (view.flavor.name, node_filter, shape)
+        counted = self._counts.get(cache_key)
+        if counted is not None and counted.view is view:
+            return counted.pods
+        if len(self._counts) >= _MAX_COUNTED:
+            self._counts.clear()
+        depth = len(view.topology.levels)
+        pods: list[dict[LeafId, int]] = [{} for _ in range(depth)]
+        for leaf in view.leaves:
+            fit = pods_fitting(self.leaf_free(view, leaf, node_filter), shape)
+            for i in range(depth):
+                prefix = leaf[: i + 1]
+                pods[i][prefix] = pods[i].get(prefix, 0) + fit
+        self._counts[cache_key] = _Counted(view, node_filter, shape, pods)
+        return pods
 
     # ------------------------------------------------------------------ internals
 
@@ -251,7 +314,40 @@ class TopologyCapacity:
             add_into(external, pod.requests, -1)
             if not external:
                 del self._external[pod.node]
+            self._counts.clear()
 
     def _layout_changed(self) -> None:
         self._views.clear()
-        self.layout_generation += 1
+        self._counts.clear()
+
+    def _recount(self, touched: set[tuple[str, LeafId]]) -> None:
+        """Charges changed on these leaves: the kept counts follow, leaf by leaf."""
+        for counted in self._counts.values():
+            view = counted.view
+            depth = len(view.topology.levels)
+            last = counted.pods[-1]
+            for topology_name, key in touched:
+                leaf = view.leaf_of_key.get(key)
+                if topology_name != view.topology.name or leaf is None:
+                    continue
+                free = self.leaf_free(view, leaf, counted.node_filter)
+                delta = pods_fitting(free, counted.shape) - last[leaf]
+                if delta:
+                    for i in range(depth):
+                        counted.pods[i][leaf[: i + 1]] += delta
+
+
+_MAX_COUNTED = 512
+
+
+@dataclass(slots=True)
+class _Counted:
+    view: FlavorTopology
+    node_filter: NodeFilter
+    shape: tuple[tuple[str, int], ...]
+    pods: list[dict[LeafId, int]]
+
+
+def pods_fitting(free: Mapping[str, int], shape: Iterable[tuple[str, int]]) -> int:
+    """How many pods of per-pod ``shape`` fit in ``free``."""
+    return min((max(0, free.get(r, 0)) // q for r, q in shape), default=0)

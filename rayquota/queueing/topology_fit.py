@@ -23,19 +23,21 @@ took. Ties are broken by domain values, so the same input always gives the same 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .decisions import TopologyAssignment, TopologyDomain
-from .model import HOSTNAME_LABEL, ClusterNode, TopologyMode, TopologyRequest
+from .model import HOSTNAME_LABEL, TopologyMode, TopologyRequest
 from .quantities import format_quantity
 from .topology_capacity import (
     PODS,
     FlavorTopology,
     LeafId,
+    NodeFilter,
     TopologyCapacity,
     add_into,
     charge_key,
+    pods_fitting,
     with_pod_slot,
 )
 
@@ -60,7 +62,7 @@ class PlacementAsk:
     """per pod, milli-units"""
     request: TopologyRequest
     view: FlavorTopology
-    node_ok: Callable[[ClusterNode], bool]
+    node_filter: NodeFilter
     keep: TopologyAssignment | None = None
     """Where the pods of the slice this one replaces already are (a scale-up keeps them)."""
 
@@ -78,9 +80,9 @@ class _Counts:
     levels: int
     slice_level: int
     slice_size: int
-    units: list[dict[LeafId, int]]
-    pods: list[dict[LeafId, int]]
-    children: list[dict[LeafId, list[LeafId]]]
+    units: list[Mapping[LeafId, int]]
+    pods: Sequence[Mapping[LeafId, int]]
+    children: tuple[Mapping[LeafId, tuple[LeafId, ...]], ...]
 
     def need_below(self, level: int, need: int) -> int:
         """``need`` units of a domain at ``level`` in units of its children."""
@@ -230,6 +232,17 @@ class TopologyPlacer:
         largest member); the first that takes them all together wins."""
         counted = [(m, self._counts(m, within)) for m in members]
         needs = [m.count // c.pods_per_unit(level) for m, c in counted]
+        if len(members) == 1:
+            counts, need = counted[0][1], needs[0]
+            units, pods = counts.units[level], counts.pods[level]
+            fitting = [d for d, n in units.items() if n >= need]
+            if not fitting:
+                return False
+            best = min(fitting, key=lambda d: (units[d], pods.get(d, 0), d))
+            leaves: dict[LeafId, int] = {}
+            self._distribute(counts, level, best, need, leaves)
+            self._commit(members[0], leaves, out)
+            return True
         largest = max(range(len(members)), key=lambda i: (members[i].count, -i))
         domains = counted[largest][1].units[level]
         candidates = [
@@ -240,11 +253,6 @@ class TopologyPlacer:
         pods_of = counted[largest][1].pods[level]
         candidates.sort(key=lambda d: (domains[d], pods_of.get(d, 0), d))
         for domain in candidates:
-            if len(members) == 1:
-                leaves: dict[LeafId, int] = {}
-                self._distribute(counted[0][1], level, domain, needs[0], leaves)
-                self._commit(members[0], leaves, out)
-                return True
             saved = {k: dict(v) for k, v in self.scratch.items()}
             placed: dict[str, TopologyAssignment] = {}
             for member in members:
@@ -271,38 +279,41 @@ class TopologyPlacer:
         return len(levels) - 1
 
     def _counts(self, ask: PlacementAsk, within: LeafId | None) -> _Counts:
+        """The pod set's capacity per domain and level. ``within`` is accepted for the sentences'
+        sake only: counts of a domain do not depend on what lies outside it."""
+        del within
         view = ask.view
         depth = len(view.topology.levels)
         slice_level = self._slice_level(ask)
         slice_size = ask.request.slice_size if ask.request.slice_level is not None else 1
         per_pod = with_pod_slot(ask.requests)
-        pods: list[dict[LeafId, int]] = [{} for _ in range(depth)]
-        children: list[dict[LeafId, list[LeafId]]] = [{} for _ in range(depth)]
+        pods: Sequence[Mapping[LeafId, int]] = self.capacity.pods_that_fit(view, ask.node_filter, per_pod)
         topology = view.topology.name
-        for leaf in view.leaves:
-            if within is not None and leaf[: len(within)] != within:
-                continue
-            free = self.capacity.leaf_free(view, leaf, ask.node_ok)
-            taken = self.scratch.get((topology, charge_key(view.topology.levels, leaf)))
-            if taken:
-                add_into(free, taken, -1)
-            fit = min((max(0, free.get(r, 0)) // q for r, q in per_pod.items() if q > 0), default=0)
-            for i in range(depth):
-                prefix = leaf[: i + 1]
-                level_pods = pods[i]
-                if prefix not in level_pods:
-                    level_pods[prefix] = 0
-                    if i > 0:
-                        children[i - 1].setdefault(leaf[:i], []).append(prefix)
-                level_pods[prefix] += fit
-        units: list[dict[LeafId, int]] = [dict(p) for p in pods]
-        units[slice_level] = {d: n // slice_size for d, n in pods[slice_level].items()}
+        touched = [key for name, key in self.scratch if name == topology and key in view.leaf_of_key]
+        if touched:
+            # Room this placement took (or victims gave back): those leaves are counted again.
+            shape = [(r, q) for r, q in per_pod.items() if q > 0]
+            copies = [dict(level) for level in pods]
+            for key in touched:
+                leaf = view.leaf_of_key[key]
+                free = self.capacity.leaf_free(view, leaf, ask.node_filter)
+                add_into(free, self.scratch[(topology, key)], -1)
+                delta = pods_fitting(free, shape) - copies[-1][leaf]
+                if delta:
+                    for i in range(depth):
+                        copies[i][leaf[: i + 1]] += delta
+            pods = copies
+        units: list[Mapping[LeafId, int]] = list(pods)
+        if slice_size > 1:
+            units[slice_level] = {d: n // slice_size for d, n in pods[slice_level].items()}
         for i in range(slice_level - 1, -1, -1):
+            if slice_size == 1:
+                break  # without slices, units are pods at every level
             above: dict[LeafId, int] = dict.fromkeys(pods[i], 0)
             for d, n in units[i + 1].items():
                 above[d[: i + 1]] += n
             units[i] = above
-        return _Counts(depth, slice_level, slice_size, units, pods, children)
+        return _Counts(depth, slice_level, slice_size, units, pods, view.children)
 
     # ------------------------------------------------------------------ going down
 
@@ -314,7 +325,7 @@ class TopologyPlacer:
             leaves[domain] = leaves.get(domain, 0) + need * counts.pods_per_unit(level)
             return
         child_need = counts.need_below(level, need)
-        self._distribute_among(counts, level, counts.children[level].get(domain, []), child_need, leaves)
+        self._distribute_among(counts, level, counts.children[level].get(domain, ()), child_need, leaves)
 
     def _distribute_among(
         self, counts: _Counts, level: int, domains: Sequence[LeafId], need: int, leaves: dict[LeafId, int]
@@ -324,6 +335,11 @@ class TopologyPlacer:
         child_level = level + 1
         units = counts.units[child_level]
         pods = counts.pods[child_level]
+        whole = [d for d in domains if units.get(d, 0) >= need]
+        if whole:  # one takes it all: the tightest such (the common case, no sorting)
+            best = min(whole, key=lambda d: (units[d], pods.get(d, 0), d))
+            self._distribute(counts, child_level, best, need, leaves)
+            return
         ordered = sorted(domains, key=lambda d: (-units.get(d, 0), pods.get(d, 0), d))
         remaining = need
         for index, domain in enumerate(ordered):
@@ -403,7 +419,7 @@ class TopologyPlacer:
         for leaf in view.leaves:
             if leaf[: level + 1] != domain:
                 continue
-            free = self.capacity.leaf_free(view, leaf, ask.node_ok)
+            free = self.capacity.leaf_free(view, leaf, ask.node_filter)
             taken = self.scratch.get((view.topology.name, charge_key(view.topology.levels, leaf)), {})
             total += max(0, free.get(resource, 0) - taken.get(resource, 0))
         return total
@@ -465,4 +481,4 @@ def _merged(a: TopologyAssignment, b: TopologyAssignment) -> TopologyAssignment:
 
 
 def _with_count(ask: PlacementAsk, count: int) -> PlacementAsk:
-    return PlacementAsk(ask.name, count, ask.requests, ask.request, ask.view, ask.node_ok)
+    return PlacementAsk(ask.name, count, ask.requests, ask.request, ask.view, ask.node_filter)
