@@ -302,6 +302,9 @@ class Workload:
     active: bool = True
     replaces: str | None = None
     sequence: int = 0
+    pod_owner: str | None = None
+    """The key its pods are reported under (``Engine.upsert_pod(..., workload=...)``), when not its
+    own: every slice of one object names the object, so a slice's pods are known as its own."""
     requeue_at: float = 0.0
     """Not before this moment (the caller's clock) does it wait in its queue again: the backoff
     after an eviction for pods that did not become ready in time (Kueue's ``requeueState``)."""

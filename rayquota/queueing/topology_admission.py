@@ -124,7 +124,7 @@ class TopologyAdmission:
             per_pod = {r: q // ps.count for r, q in ps.usage.items()}
             placements.append((flavor.topology_name, ps.topology, per_pod))
         if placements:
-            self.capacity.charge(wl.key, placements)
+            self.capacity.charge(wl.key, placements, wl.spec.pod_owner)
 
     def _topology_flavor(self, assignment: PodSetAssignment) -> ResourceFlavor | None:
         for name in sorted(set(assignment.flavors.values())):

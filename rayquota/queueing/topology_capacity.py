@@ -110,6 +110,10 @@ class TopologyCapacity:
         """Per workload key, its pods' keys."""
         self._charges: dict[str, list[tuple[str, LeafId, dict[str, int]]]] = {}
         """Per placed workload: (topology, leaf, usage) charged for it."""
+        self._owner_of: dict[str, str] = {}
+        """Per placed workload, the key its pods are reported under."""
+        self._placed_owners: dict[str, int] = {}
+        """Per pod owner, how many of its workloads (slices) are placed: its pods are covered."""
         self._placed_usage: dict[tuple[str, LeafId], dict[str, int]] = {}
         self._views: dict[str, FlavorTopology] = {}
         self._counts: dict[tuple[str, NodeFilter, tuple[tuple[str, int], ...]], _Counted] = {}
@@ -174,9 +178,13 @@ class TopologyCapacity:
         return True
 
     def charge(
-        self, workload: str, placements: Iterable[tuple[str, TopologyAssignment, Mapping[str, int]]]
+        self,
+        workload: str,
+        placements: Iterable[tuple[str, TopologyAssignment, Mapping[str, int]]],
+        pod_owner: str | None = None,
     ) -> None:
-        """``workload`` holds room from now on: per (topology, assignment, per-pod requests)."""
+        """``workload`` holds room from now on: per (topology, assignment, per-pod requests).
+        Its pods (reported under ``pod_owner``, default ``workload``) no longer count apart."""
         charges = self._charges.setdefault(workload, [])
         newly_placed = len(charges) == 0
         touched: set[tuple[str, LeafId]] = set()
@@ -191,12 +199,16 @@ class TopologyCapacity:
         if not charges:
             del self._charges[workload]
             return
-        if newly_placed and self._pods_of.get(workload):
-            # Its pods are accounted by the assignment from now on, not as external pods.
-            for pod_key in self._pods_of[workload]:
-                pod = self._pods[pod_key]
-                add_into(self._external.setdefault(pod.node, {}), pod.requests, -1)
-            self._counts.clear()
+        if newly_placed:
+            owner = pod_owner or workload
+            self._owner_of[workload] = owner
+            self._placed_owners[owner] = self._placed_owners.get(owner, 0) + 1
+            if self._placed_owners[owner] == 1 and self._pods_of.get(owner):
+                # Its pods are accounted by the assignment from now on, not as external pods.
+                for pod_key in self._pods_of[owner]:
+                    pod = self._pods[pod_key]
+                    add_into(self._external.setdefault(pod.node, {}), pod.requests, -1)
+                self._counts.clear()
         self._recount(touched)
 
     def free(self, workload: str) -> bool:
@@ -206,11 +218,17 @@ class TopologyCapacity:
             return False
         for topology_name, key, usage in charges:
             add_into(self._placed_usage.setdefault((topology_name, key), {}), usage, -1)
-        if self._pods_of.get(workload):
-            for pod_key in self._pods_of[workload]:
-                pod = self._pods[pod_key]
-                add_into(self._external.setdefault(pod.node, {}), pod.requests)
-            self._counts.clear()
+        owner = self._owner_of.pop(workload, workload)
+        left = self._placed_owners.get(owner, 1) - 1
+        if left > 0:
+            self._placed_owners[owner] = left
+        else:
+            self._placed_owners.pop(owner, None)
+            if self._pods_of.get(owner):
+                for pod_key in self._pods_of[owner]:
+                    pod = self._pods[pod_key]
+                    add_into(self._external.setdefault(pod.node, {}), pod.requests)
+                self._counts.clear()
         self._recount({(name, key) for name, key, _ in charges})
         return True
 
@@ -300,7 +318,7 @@ class TopologyCapacity:
     # ------------------------------------------------------------------ internals
 
     def _covered(self, pod: PodOnNode) -> bool:
-        return pod.workload is not None and pod.workload in self._charges
+        return pod.workload is not None and pod.workload in self._placed_owners
 
     def _unlink(self, key: str, pod: PodOnNode) -> None:
         if pod.workload is not None:

@@ -268,3 +268,21 @@ def test_the_block_level_holds_a_job_that_needs_more_than_a_rack() -> None:
     per_rack = racks_of(engine, topology_of(admitted(engine.run_cycle(), "team/big")))
     assert len({rack.split("-")[0] for rack in per_rack}) == 1
     assert sum(per_rack.values()) == 6
+
+
+def test_a_placed_workloads_own_pods_are_not_counted_twice() -> None:
+    engine = data_centre(blocks=1, racks=1)
+    engine.add_workload(job("a", 2, request=required(), pod_owner="team/a-object"))
+    placed = topology_of(admitted(engine.run_cycle(), "team/a"))
+    for index, (node, count) in enumerate(pods_per_node(placed).items()):
+        for n in range(count):
+            engine.upsert_pod(f"team/a-{index}-{n}", node, {GPU: parse_quantity(4)}, "team/a-object")
+    engine.add_workload(job("b", 2, request=required()))  # the other 8 GPUs of the rack
+    assert racks_of(engine, topology_of(admitted(engine.run_cycle(), "team/b"))) == {"b0-r0": 2}
+
+
+def test_pods_of_a_workload_without_placement_count_as_other_pods() -> None:
+    engine = data_centre(blocks=1, racks=1)
+    engine.upsert_pod("elsewhere/x", node_name(0, 0, 0), {GPU: parse_quantity(4)}, "team/never-placed")
+    engine.add_workload(job("b", 4, request=required()))
+    assert "fits 3 of the pods" in pending_reason(engine.run_cycle(), "team/b")
