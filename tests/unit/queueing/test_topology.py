@@ -271,14 +271,13 @@ def test_the_block_level_holds_a_job_that_needs_more_than_a_rack() -> None:
 
 
 def test_a_placed_workloads_own_pods_are_not_counted_twice() -> None:
-    engine = data_centre(blocks=1, racks=1)
-    engine.add_workload(job("a", 2, request=required(), pod_owner="team/a-object"))
+    engine = data_centre(blocks=1, racks=1, nodes=1, gpus=8)
+    engine.add_workload(job("a", 1, request=required(), pod_owner="team/a-object"))
     placed = topology_of(admitted(engine.run_cycle(), "team/a"))
-    for index, (node, count) in enumerate(pods_per_node(placed).items()):
-        for n in range(count):
-            engine.upsert_pod(f"team/a-{index}-{n}", node, {GPU: parse_quantity(4)}, "team/a-object")
-    engine.add_workload(job("b", 2, request=required()))  # the other 8 GPUs of the rack
-    assert racks_of(engine, topology_of(admitted(engine.run_cycle(), "team/b"))) == {"b0-r0": 2}
+    assert pods_per_node(placed) == {node_name(0, 0, 0): 1}
+    engine.upsert_pod("team/a-worker-0", node_name(0, 0, 0), {GPU: parse_quantity(4)}, "team/a-object")
+    engine.add_workload(job("b", 1, request=required()))  # the node's other 4 GPUs
+    assert racks_of(engine, topology_of(admitted(engine.run_cycle(), "team/b"))) == {"b0-r0": 1}
 
 
 def test_pods_of_a_workload_without_placement_count_as_other_pods() -> None:
