@@ -143,6 +143,8 @@ class TopologyRequest:
     slice_level: str | None = None
     slice_size: int = 1
     group: str | None = None
+    invalid: str | None = None
+    """Why the annotations could not be read: the pod set is admitted nowhere, with this reason."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ class TopologyAdmission:
     def refusal(self, flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
         """Why the pod set cannot use the flavor for topology reasons (``None``: it can)."""
         request = pod_set.topology_request
+        if request is not None and request.invalid is not None:
+            return request.invalid
         if flavor.topology_name is None:
             if request is None:
                 return None
