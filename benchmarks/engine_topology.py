@@ -98,7 +98,9 @@ def build(nominal: str, borrowing: str) -> tuple[Engine, list[Workload]]:
         engine.upsert_cohort(Cohort(f"cohort-{c}"))
         for q in range(6):
             name = f"cq-{c}-{q}"
-            engine.upsert_cluster_queue(ClusterQueue(name, group, cohort=f"cohort-{c}", preemption=preemption))
+            engine.upsert_cluster_queue(
+                ClusterQueue(name, group, cohort=f"cohort-{c}", preemption=preemption)
+            )
             engine.upsert_local_queue(LocalQueue(name, "default", name))
             for cls, count, pods, cpu, priority, mode, slice_size in CLASSES:
                 request = topology_request(mode, slice_size)
@@ -173,7 +175,9 @@ def main() -> int:
     args = parser.parse_args()
     result: dict[str, object] = {"python": platform.python_version(), "nodes": 640}
     result.update(one_cycle("kueue_quota", "20", "100"))
-    result["peak_rss_mb_after_kueue_quota"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mb_after_kueue_quota"] = round(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+    )
     result.update(one_cycle("room_bound", "100000", "0"))
     if not args.skip_steady:
         result.update(steady(20))

@@ -133,7 +133,8 @@ class TopologySpec(K8sModel):
             "x-kubernetes-validations": [
                 {"rule": "self.levels == oldSelf.levels", "message": "levels are immutable"},
                 {
-                    "rule": "self.levels.all(l, self.levels.filter(m, m.nodeLabel == l.nodeLabel).size() == 1)",
+                    "rule": "self.levels.all(l, "
+                    "self.levels.filter(m, m.nodeLabel == l.nodeLabel).size() == 1)",
                     "message": "each level's nodeLabel must be unique",
                 },
                 {

@@ -46,7 +46,7 @@ class NodePool:
     def _placed_names(self) -> list[tuple[str, dict[str, str]]]:
         if not self.racks:
             return [(f"{self.name}-{i}", {}) for i in range(self.count)]
-        out = []
+        out: list[tuple[str, dict[str, str]]] = []
         for b in range(max(self.blocks, 1)):
             for r in range(self.racks):
                 where = {self.block_label: f"b{b}", self.rack_label: f"b{b}-r{r}"}

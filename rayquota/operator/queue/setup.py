@@ -21,6 +21,7 @@ from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
+from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, TopologyFeed
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
 from rayquota.operator.ray.setup import RayControllers
 
@@ -87,6 +88,12 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         manager, api, loop, config_informers["ClusterQueue"], config_informers["ResourceFlavor"]
     ).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
+    # Topology-aware admission: the domains' room, from the Topologies, the Nodes and the pods
+    # bound to them (all of them: a DaemonSet's pods take room too).
+    feed = TopologyFeed(loop.driver.engine, loop.request_cycle, objects.workload_of_pod)
+    manager.informer(api.topologies).on_change(feed.on_topology)
+    manager.informer(resources.NODES).on_change(feed.on_node)
+    manager.informer(resources.PODS, field_selector=BOUND_AND_RUNNING).on_change(feed.on_pod)
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
     if api.workload_status_manager is not None:
         manager.status.apply_as[api.workloads] = api.workload_status_manager
