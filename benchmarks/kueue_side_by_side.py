@@ -10,6 +10,12 @@ Run:
     .venv/bin/python benchmarks/kueue_side_by_side.py                      # both controllers
     .venv/bin/python benchmarks/kueue_side_by_side.py --controller minimalkueue
     .venv/bin/python benchmarks/kueue_side_by_side.py --scale large        # 1,000 CQs, 50,000 wls
+    .venv/bin/python benchmarks/kueue_side_by_side.py --scale tas          # TAS: 640 nodes, 15,000 wls
+
+With ``--scale tas`` the runner creates the 640 nodes of Kueue's TAS config (1 block x 10 racks
+x 64) and a Topology, starts the controller with TAS on (minimalkueue ``--enableTAS``), and the
+Workloads ask for required / preferred / sliced rack placement; the run ends with a check of
+every recorded topology assignment against the nodes (see ``tas_check.py``).
 
 Each run's artifacts (summary.yaml, wlStates.csv, the controller's logs and stats, the audit
 log) stay in --out/<controller>/. The last line printed is one JSON object with every figure.
@@ -37,14 +43,15 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
+from benchmarks.tas_check import AssignmentWatch, TasCheck
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
 from rayquota.ports import free_port
 
-SCALES = {"baseline": "baseline", "large": "large-scale"}
+SCALES = {"baseline": "baseline", "large": "large-scale", "tas": "tas"}
 # A cap on the runner's recording, not an expectation: upstream's 10 minutes is too short
 # for the baseline on a loaded 2-core machine, and a run that hits the cap writes no summary.
-RUNNER_TIMEOUT = {"baseline": "40m", "large": "120m"}
+RUNNER_TIMEOUT = {"baseline": "40m", "large": "120m", "tas": "40m"}
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -106,6 +113,7 @@ class RunResult:
     controller_writes: int | None
     checker_passed: bool
     checker_failures: list[str] = field(default_factory=list)
+    tas: TasCheck | None = None
 
     @property
     def evictions(self) -> int:
@@ -240,12 +248,17 @@ def run_once(
         # which would make minimalkueue listen on every interface.
         "--withLogs=true",
         "--logToFile=true",
+        *(["--enableTAS"] if scale == "tas" else []),
     ]
     print(f"[{name}] {shlex.join(cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     server = harness.ApiServer(run_dir / "kubeconfig")
+    placement = AssignmentWatch(run_dir / "kubeconfig") if scale == "tas" else None
+    if placement is not None:
+        placement.start()
     with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
         proc = subprocess.run(cmd, cwd=peers.kueue_workdir(), env=env, stdout=runner_log, stderr=runner_log)
+    tas = placement.stop() if placement is not None else None
     if proc.returncode != 0:
         tail = "\n".join((run_dir / "runner.log").read_text().splitlines()[-20:])
         raise SystemExit(f"[{name}] the runner failed ({proc.returncode}); {run_dir}/runner.log:\n{tail}")
@@ -292,6 +305,7 @@ def run_once(
         controller_writes=controller_writes,
         checker_passed=passed,
         checker_failures=failures,
+        tas=tas,
     )
 
 
@@ -320,6 +334,12 @@ def describe(r: RunResult) -> list[str]:
         )
     verdict = "PASS" if r.checker_passed else "FAIL: " + "; ".join(r.checker_failures[:6])
     lines.append(f"  Kueue's checker: {verdict}")
+    if r.tas is not None:
+        placed = "PASS" if r.tas.passed else "FAIL: " + "; ".join(r.tas.violations[:6])
+        lines.append(
+            f"  placement check ({r.tas.workloads_placed} admissions, {r.tas.pods_placed} pods; peak node "
+            f"{r.tas.peak_node_cpu_pct:.0f}% cpu, {r.tas.peak_node_pods} pods): {placed}"
+        )
     return lines
 
 
