@@ -47,6 +47,7 @@ from benchmarks.tas_check import AssignmentWatch, TasCheck
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
 from rayquota.ports import free_port
+from rayquota.queueing import parse_quantity
 
 SCALES = {"baseline": "baseline", "large": "large-scale", "tas": "tas"}
 # A cap on the runner's recording, not an expectation: upstream's 10 minutes is too short
@@ -134,12 +135,17 @@ def useful_work_cpu_s(generator: dict[str, Any]) -> float:
     for cohort in generator["cohorts"]:
         for queues in cohort["queuesSets"]:
             per_queue = sum(
-                wset["count"] * wl["request"] * wl["runtimeMs"]
+                wset["count"] * _cpus(wl) * wl["runtimeMs"]
                 for wset in queues["workloadsSets"]
                 for wl in wset["workloads"]
             )
             total_ms += cohort["count"] * queues["count"] * per_queue
     return total_ms / 1000
+
+
+def _cpus(workload: dict[str, Any]) -> float:
+    """CPUs of one generated Workload: a number (baseline) or a quantity per pod (TAS)."""
+    return parse_quantity(workload["request"]) / 1000 * int(workload.get("podCount") or 1)
 
 
 def cq_usage(summary: dict[str, Any]) -> dict[str, float]:
