@@ -316,6 +316,9 @@ class Engine(EngineEvents):
         if predecessor is not None and same_queue:
             kept = {ps.name: ps.topology for ps in predecessor.pod_sets if ps.topology is not None}
         asks = self._placement.asks(spec.pod_sets, assignment.pod_sets, kept)
+        if assignment.mode >= FitMode.BORROW and self._admission_hold is not None:
+            self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
+            return self._not_admitted(wl, cq, out, self._admission_hold)
         if assignment.mode >= FitMode.BORROW:
             placement = self._placement.place(asks) if asks else None
             if placement is None or placement.failure is None:

@@ -56,6 +56,8 @@ class EngineEvents:
         self._placement = TopologyAdmission(self._topology, self._accounting.flavors)
         self._topology_waiting: set[str] = set()
         """ClusterQueues with workloads parked for want of room in a topology domain."""
+        self._admission_hold: str | None = None
+        """Why nothing is admitted now (waitForPodsReady's blockAdmission), if so."""
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -260,6 +262,16 @@ class EngineEvents:
             return
         wl.phase = Phase.EVICTING
         wl.drop_on_release = True
+
+    def hold_admissions(self, reason: str | None) -> None:
+        """Admit nothing while ``reason`` is set (a workload's pods are not ready yet, with
+        waitForPodsReady's blockAdmission); ``None`` lifts the hold and wakes every queue."""
+        if reason == self._admission_hold:
+            return
+        lifted = reason is None
+        self._admission_hold = reason
+        if lifted:
+            self._accounting.unpark_everything()
 
     def evict(self, key: str) -> None:
         """The operator evicts an admitted workload; quota is held until :meth:`release`."""

@@ -19,6 +19,7 @@ from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, TopologyFeed
@@ -40,7 +41,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     api = QueueApi.from_env(os.environ)
     objects = QueueObjects.register(manager, settings, api)
     loop = AdmissionLoop(fair_sharing=os.environ.get("RAYQUOTA_FAIR_SHARING", "") in ("1", "true"))
-    reconciler = WorkloadReconciler(manager, objects, loop)
+    reconciler = WorkloadReconciler(manager, objects, loop, WaitForPodsReady.from_env(os.environ))
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
     loop.writer.enqueue_first = controller.enqueue_first

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
@@ -30,10 +32,17 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
+from rayquota.operator.queue.pods_ready import (
+    PODS_READY_TIMEOUT,
+    Readiness,
+    RequeuingTimestamp,
+    WaitForPodsReady,
+)
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
+from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
-from rayquota.queueing import ResourceFlavor
+from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +51,13 @@ TOO_MANY_POD_SETS = "TooManyPodSets"
 
 
 class WorkloadReconciler:
-    def __init__(self, manager: Manager, objects: QueueObjects, loop: AdmissionLoop) -> None:
+    def __init__(
+        self,
+        manager: Manager,
+        objects: QueueObjects,
+        loop: AdmissionLoop,
+        pods_ready: WaitForPodsReady | None = None,
+    ) -> None:
         self.manager = manager
         self.client = manager.client
         self.objects = objects
@@ -60,6 +75,7 @@ class WorkloadReconciler:
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
+        self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -120,12 +136,12 @@ class WorkloadReconciler:
         lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
-            self.driver.submit(converter.workload(workload, self.loop.priority_of))
+            self.driver.submit(self._engine_workload(workload))
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
             eviction = self.driver.eviction(engine_key)
-            if eviction is not None:
+            if eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
@@ -137,8 +153,15 @@ class WorkloadReconciler:
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
+            now = time.time()
+            readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)
+            if readiness is not None and readiness.timed_out(now):
+                state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
+                if state is not None:
+                    await self._write_status(workload, requeue_state=state)
+                return None
             first = not (workload.get("status") or {}).get("admission")
-            stored = await self._write_status(workload)
+            stored = await self._write_status(workload, pods_ready=readiness)
             if stored is None:
                 return None
             cached = self.objects.workload(key)
@@ -152,7 +175,10 @@ class WorkloadReconciler:
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
                 )
             await self._apply(adapter.run_with(obj, children, admission, self.flavors))
+            if readiness is not None and readiness.deadline is not None:
+                return Result(requeue_after_s=max(0.0, readiness.deadline - now) + 0.5)
             return None
+        self.readiness.forget(engine_key)
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
             self.manager.recorder.post(
@@ -165,6 +191,10 @@ class WorkloadReconciler:
         reason = self.driver.pending_reason(engine_key)
         if reason:
             self.manager.recorder.post(obj, "Normal", "Pending", reason)
+        backoff = requeue_at(workload)
+        if backoff is not None and backoff > time.time():
+            # The Requeued condition turns True when the backoff ends.
+            return Result(requeue_after_s=backoff - time.time() + 0.5)
         return self._deferred_words(engine_key)
 
     async def _ensure_workload(
@@ -178,7 +208,8 @@ class WorkloadReconciler:
             "queueName": self.objects.queue_name(queued.kind, obj),
             "podSets": pod_sets,
             "priority": int(priority or 0),
-            "active": True,
+            # A Workload deactivated (waitForPodsReady's backoffLimitCount) stays inactive.
+            "active": (workload or {}).get("spec", {}).get("active", True) is not False,
         }
         if class_name:
             spec["priorityClassName"] = class_name
@@ -278,7 +309,25 @@ class WorkloadReconciler:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def _write_status(self, workload: Obj, *, finished: bool = False) -> Obj | None:
+    def _engine_workload(self, workload: Obj) -> Workload:
+        """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
+        requeued workload queues by the time it was evicted, behind those that waited."""
+        spec = converter.workload(workload, self.loop.priority_of)
+        config = self.readiness.config
+        state = requeue_state(workload)
+        if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
+            return spec
+        evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
+        return replace(spec, created=max(spec.created, evicted_at))
+
+    async def _write_status(
+        self,
+        workload: Obj,
+        *,
+        finished: bool = False,
+        pods_ready: Readiness | None = None,
+        requeue_state: Mapping[str, Any] | None = None,
+    ) -> Obj | None:
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
         status = desired_status(
             workload.get("status"),
@@ -287,6 +336,8 @@ class WorkloadReconciler:
             pending_reason=self.driver.pending_reason(key),
             finished=finished,
             now=now_rfc3339(),
+            pods_ready=pods_ready,
+            requeue_state=requeue_state,
         )
         status = self.objects.api.workload_status(status)
         evaluated = bool(self.driver.pending_reason(key))
