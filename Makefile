@@ -14,8 +14,10 @@ UV_VERSION := 0.13.9
 # `make lock` moves every pin to the newest version pyproject.toml allows;
 # `make lock LOCK_UPGRADE=` keeps the current pins and only re-resolves what pyproject changed.
 LOCK_UPGRADE ?= --upgrade
+# Where `make run` serves the read-only dashboard (docs/dashboard.md).
+DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries chromium lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -39,18 +41,30 @@ venv: $(STAMP)
 binaries: $(STAMP)
 	$(BIN)/rayquota cluster build
 
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by a driver).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
+
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	@echo "$(CHROMIUM) is missing: installing Debian's chromium for the dashboard's browser tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
+
 run: binaries
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
 	@echo "operator starting in the foreground, admission webhooks on 127.0.0.1 (removed on exit); Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
 	@echo "in another shell: eval \"\$$($(BIN)/rayquota cluster env)\"; kubectl get nodes"
-	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run
+	@echo "dashboard: http://127.0.0.1:$(DASHBOARD_PORT)/ (sign-in link: $(BIN)/rayquota dashboard token --url http://127.0.0.1:$(DASHBOARD_PORT))"
+	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run --dashboard-port $(DASHBOARD_PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries
+test: binaries chromium
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests

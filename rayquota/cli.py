@@ -31,7 +31,8 @@ def _peers(args: argparse.Namespace) -> int:
 def _crds(args: argparse.Namespace) -> int:
     from rayquota.api import crdgen
 
-    return crdgen.main(out_dir=Path(args.out), check=args.check)
+    chart = Path(args.chart) if args.chart else None
+    return crdgen.main(out_dir=Path(args.out), check=args.check, chart_dir=chart)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -56,6 +57,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.reconcilers is not None:
         config = dataclasses.replace(config, reconcilers_enabled=args.reconcilers)
     config = dataclasses.replace(config, webhooks=_webhooks(args.webhooks, config))
+    if args.dashboard_port is not None:
+        from rayquota.dashboard.settings import DashboardSettings
+
+        config = dataclasses.replace(config, web_dashboard=DashboardSettings(port=args.dashboard_port))
     code = operator_main.run(
         config=config,
         namespaces=args.namespace or None,
@@ -134,6 +139,26 @@ def _explain(args: argparse.Namespace) -> int:
     return cli_views.main_explain(args.target, args.namespace)
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    from rayquota.dashboard import main as dashboard_main
+    from rayquota.dashboard.settings import DashboardSettings
+
+    if args.dashboard_command == "token":
+        return dashboard_main.token(
+            namespace=args.token_namespace,
+            service_account=args.service_account,
+            duration_s=args.duration,
+            url=args.url,
+        )
+    return dashboard_main.run(
+        namespaces=args.namespace or None,
+        settings=DashboardSettings(
+            bind=args.bind, port=args.port, allowed_origins=tuple(args.allowed_origin or ())
+        ),
+        verbose=args.verbose,
+    )
+
+
 def _install(args: argparse.Namespace) -> int:
     from rayquota.localcluster import install
 
@@ -169,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
     crds.add_argument("--out", default="crds", help="output directory (default: crds)")
     crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
+    crds.add_argument(
+        "--chart",
+        default="helm/rayquota",
+        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
+    )
     crds.set_defaults(func=_crds)
 
     sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
@@ -212,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="quota objects to act on: rayquota.io/v1alpha1, or Kueue's kueue.x-k8s.io/v1beta2 on a "
         "cluster with no Kueue controller (default: $RAYQUOTA_QUEUE_API or rayquota)",
     )
+    run.add_argument(
+        "--dashboard-port",
+        type=int,
+        help="also serve the read-only dashboard on 127.0.0.1:PORT (default: $RAYQUOTA_DASHBOARD_PORT, off)",
+    )
     for flag, env, default in (
         ("--lease-duration", "RAYQUOTA_LEASE_DURATION", 15),
         ("--lease-renew-period", "RAYQUOTA_LEASE_RENEW_PERIOD", 5),
@@ -229,6 +264,26 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("target", help="rayjob/NAME, rayservice/NAME, raycluster/NAME or workload/NAME")
     explain.add_argument("--namespace", "-n", default="default")
     explain.set_defaults(func=_explain)
+
+    dashboard = sub.add_parser(
+        "dashboard", help="the read-only web dashboard (quotas, queue order, Ray objects)"
+    )
+    dashboard.add_argument("--port", type=int, default=8090, help="port (default: 8090; 0 picks a free one)")
+    dashboard.add_argument("--bind", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    dashboard.add_argument("--namespace", "-n", action="append", help="show only these namespaces (globs)")
+    dashboard.add_argument(
+        "--allowed-origin",
+        action="append",
+        help="another origin the pages may be served from (a port-forward or ingress URL)",
+    )
+    dashboard.add_argument("--verbose", "-v", action="store_true")
+    dsub = dashboard.add_subparsers(dest="dashboard_command")
+    token = dsub.add_parser("token", help="a sign-in token of a read-only viewer ServiceAccount")
+    token.add_argument("--namespace", dest="token_namespace", default="default")
+    token.add_argument("--service-account", default="rayquota-dashboard-viewer")
+    token.add_argument("--duration", type=int, default=8 * 3600, help="seconds (default: 8 hours)")
+    token.add_argument("--url", help="print a sign-in link to this dashboard URL instead of the bare token")
+    dashboard.set_defaults(func=_dashboard)
 
     install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")
     install.add_argument("--samples", action="store_true", help="also apply samples/queues")

@@ -2,6 +2,10 @@
 
 The output is deterministic (sorted keys, fixed kind order), so the committed YAML can be compared
 byte for byte with a fresh generation; ``check=True`` does exactly that and names what drifted.
+
+The Helm chart carries copies (``helm/rayquota/crds`` for rayquota.io, the ``ray-crds`` subchart
+for ray.io), written by the same command: plain files, because Helm warns about every symbolic
+link it loads ("walk.go: found symbolic link in path") on every command.
 """
 
 from __future__ import annotations
@@ -98,25 +102,58 @@ def render(kind: type[KubeObject]) -> str:
     return HEADER + "---\n" + body
 
 
-def generate(out_dir: Path) -> list[Path]:
-    """Write every CRD into ``out_dir``; returns the files written."""
+# Where the chart keeps its copies, relative to the chart, and which group goes there.
+CHART_CRD_DIRS = (("crds", "rayquota.io"), ("charts/ray-crds/crds", "ray.io"))
+
+
+def chart_copies(chart_dir: Path) -> dict[str, Path]:
+    """File name -> where the chart keeps a copy of it."""
+    copies = {}
+    for kind in ALL_KINDS:
+        name = file_name(kind.crd)
+        for folder, group in CHART_CRD_DIRS:
+            if kind.crd.group == group:
+                copies[name] = chart_dir / folder / name
+    return copies
+
+
+def _write(path: Path, content: str) -> None:
+    # Writing through a symbolic link would change its target: replace the link itself.
+    if path.is_symlink():
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+
+
+def generate(out_dir: Path, chart_dir: Path | None = None) -> list[Path]:
+    """Write every CRD into ``out_dir`` (and the chart's copies); returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    copies = chart_copies(chart_dir) if chart_dir is not None else {}
     written = []
     for kind in ALL_KINDS:
+        content = render(kind)
         path = out_dir / file_name(kind.crd)
-        path.write_text(render(kind), encoding="utf-8")
+        _write(path, content)
         written.append(path)
+        if path.name in copies:
+            _write(copies[path.name], content)
+            written.append(copies[path.name])
     return written
 
 
-def drift(out_dir: Path) -> list[str]:
-    """Files in ``out_dir`` that differ from (or are missing against) a fresh generation."""
+def drift(out_dir: Path, chart_dir: Path | None = None) -> list[str]:
+    """Files in ``out_dir`` (and the chart's copies) that differ from, or are missing against, a
+    fresh generation."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = {p.name: p.read_bytes() for p in generate(Path(tmp))}
     problems = []
-    for name, content in sorted(fresh.items()):
-        existing = out_dir / name
-        if not existing.exists():
+    expected = [(out_dir / name, content) for name, content in sorted(fresh.items())]
+    if chart_dir is not None:
+        expected += [(path, fresh[name]) for name, path in sorted(chart_copies(chart_dir).items())]
+    for existing, content in expected:
+        if existing.is_symlink():
+            problems.append(f"{existing} is a symbolic link (Helm warns about each): it must be a copy")
+        elif not existing.exists():
             problems.append(f"{existing} is missing")
         elif existing.read_bytes() != content:
             problems.append(f"{existing} differs from the models")
@@ -126,9 +163,9 @@ def drift(out_dir: Path) -> list[str]:
     return problems
 
 
-def main(out_dir: Path, check: bool) -> int:
+def main(out_dir: Path, check: bool, chart_dir: Path | None = None) -> int:
     if check:
-        problems = drift(out_dir)
+        problems = drift(out_dir, chart_dir)
         for problem in problems:
             print(problem, file=sys.stderr)
         if problems:
@@ -136,6 +173,6 @@ def main(out_dir: Path, check: bool) -> int:
             return 1
         print(f"{out_dir}: CRDs are up to date")
         return 0
-    for path in generate(out_dir):
+    for path in generate(out_dir, chart_dir):
         print(f"wrote {path}")
     return 0

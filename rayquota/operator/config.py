@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 
+from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.webhooks.settings import WebhookSettings
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
@@ -43,6 +44,9 @@ class OperatorConfig:
     # The admission webhooks: None serves none (the gate still holds: the reconcilers re-assert
     # it and the planner creates no pod beyond the admitted caps).
     webhooks: WebhookSettings | None = None
+    # The read-only web dashboard (rayquota.dashboard, not the Ray dashboard above) served by this
+    # process; None serves none (`rayquota dashboard` runs it on its own).
+    web_dashboard: DashboardSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -62,6 +66,7 @@ class OperatorConfig:
             ),
             reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
             webhooks=WebhookSettings.from_env(env),
+            web_dashboard=DashboardSettings.from_env(env),
         )
 
 

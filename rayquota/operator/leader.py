@@ -315,11 +315,15 @@ class LeaderElector:
                 log.warning("leader election: cannot reach lease %s: %s", self._path, exc)
             holder = self.observed_holder
             if holder != last_logged:
+                # A holder that stopped cleanly released the lease; one that was killed (or lost
+                # its terminal before SIGHUP was handled) leaves it to expire.
                 log.info(
-                    "waiting for leadership of lease %s/%s, held by %s",
+                    "waiting for leadership of lease %s/%s, held by %s: taken over once it is "
+                    "released, or after %.0f s without renewal",
                     self.settings.namespace,
                     self.settings.name,
                     holder,
+                    self.settings.duration_s,
                 )
                 last_logged = holder
             await _wait(stop, self.settings.retry_period_s)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from rayquota import __version__
+from rayquota.dashboard import main as dashboard_main
+from rayquota.dashboard.server import Dashboard
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
@@ -43,6 +45,8 @@ class Components:
     """None in admission-only mode: KubeRay's operator reconciles the Ray objects there."""
     queue: QueueComponent
     webhooks: WebhookComponent | None
+    dashboard: Dashboard | None = None
+    """The read-only web dashboard, with --dashboard-port."""
 
     def names(self) -> tuple[str, ...]:
         """The components that run, by the names `rayquota.operator.permissions` declares."""
@@ -54,6 +58,8 @@ class Components:
         described = [name for name in self.names() if name != "webhooks"]
         if self.webhooks is not None:
             described.append(self.webhooks.describe())
+        if self.dashboard is not None:
+            described.append(f"dashboard on {self.dashboard.settings.bind}:{self.dashboard.settings.port}")
         return ", ".join(described)
 
 
@@ -61,7 +67,9 @@ def setup_components(manager: Manager, config: OperatorConfig) -> Components:
     ray = ray_setup.setup(manager, config) if config.reconcilers_enabled else None
     queue = queue_setup.setup(manager, ray)
     webhooks = webhooks_setup.setup(manager, config.webhooks, queue) if config.webhooks is not None else None
-    return Components(ray, queue, webhooks)
+    web = config.web_dashboard
+    dashboard = dashboard_main.attach(manager, web) if web is not None else None
+    return Components(ray, queue, webhooks, dashboard)
 
 
 def _start_metrics(port: int, bind: str) -> None:
@@ -86,7 +94,7 @@ def run(
     lease: LeaseSettings | None = None,
     config: OperatorConfig | None = None,
 ) -> int:
-    """Run until SIGINT/SIGTERM (or `stop_flag`). Returns the exit code.
+    """Run until SIGINT/SIGTERM/SIGHUP (or `stop_flag`). Returns the exit code.
 
     `ready_flag` is set once every cache has synced and the controllers run (tests wait on it).
     """
@@ -213,7 +221,8 @@ async def _forward_signals(shutdown: asyncio.Event) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: a closed terminal is how many a `make run` ends, and it must release the lease.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, shutdown.set)
 
 

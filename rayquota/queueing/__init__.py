@@ -46,8 +46,9 @@ scale-down is ``update_workload`` with smaller pod sets and applies at once.
 ``restore_admission`` re-creates recorded admissions when the operator starts.
 
 Queries: ``usage(cq)``, ``available(cq, flavor, resource)``,
-``cluster_queue_status(cq)``, ``workload(key)``, ``snapshot()`` (every node of
-the cohort tree) and ``cohort_cycles()``.
+``cluster_queue_status(cq)``, ``workload(key)``, ``pending_order(cq)`` (pending
+workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
+``cohort_cycles()``.
 """
 
 from .accounting import ClusterQueueStatus, NodeSnapshot

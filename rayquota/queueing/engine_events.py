@@ -354,6 +354,14 @@ class EngineEvents:
     def cluster_queue_names(self) -> list[str]:
         return list(self._accounting.queues)
 
+    def pending_order(self, cluster_queue: str) -> list[tuple[str, bool]]:
+        """The queue's pending workloads (engine keys) in the engine's queue order (priority,
+        then age), each with True when it is parked as inadmissible (Kueue's
+        ``status="inadmissible"``: judged again once its cohort tree changes)."""
+        cq = self._accounting.queues[cluster_queue]
+        parked = {wl.key for group in cq.parked_groups.values() for wl in group.members.values()}
+        return [(wl.key, wl.key in parked) for wl in sorted(cq.pending_workloads(), key=lambda wl: wl.order)]
+
     def available(self, cluster_queue: str, flavor: str, resource: str) -> int:
         """How much more of a resource the queue could be admitted right now, borrowing included."""
         return self._accounting.available(cluster_queue, flavor, resource)

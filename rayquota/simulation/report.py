@@ -1,10 +1,9 @@
-"""Turning a simulation into numbers (JSON), a chart (PNG) and a short summary."""
+"""Turning a simulation into numbers (JSON) and a short summary (the chart: ``chart.py``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from rayquota.queueing import format_quantity
@@ -108,74 +107,6 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             for t, usage, pending in result.timeline[::step]
         ],
     }
-
-
-def write_chart(report: dict[str, Any], path: Path) -> None:
-    """Four panels: utilisation over time, pending over time, waits per class, waits per queue."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-    fig.suptitle(
-        f"{report['scenario']}: makespan {report['makespan_s']:.1f} s "
-        f"(capacity bound {report['capacity_bound_s']:.1f} s), "
-        f"{report['preemptions']} preemptions, {report['workloads']} workloads",
-        fontsize=12,
-    )
-    times = [p["t"] for p in report["timeline"]]
-    ax = axes[0][0]
-    for resource in report["utilisation_mean"]:
-        ax.step(
-            times,
-            [100 * p["utilisation"].get(resource, 0) for p in report["timeline"]],
-            where="post",
-            label=f"{resource} (mean {100 * report['utilisation_mean'][resource]:.0f}%)",
-        )
-    ax.set_title("Quota in use (% of all nominal quota)")
-    ax.set_xlabel("time (s)")
-    ax.set_ylim(0, 105)
-    ax.legend(loc="lower right", fontsize=8)
-
-    ax = axes[0][1]
-    ax.step(times, [p["pending"] for p in report["timeline"]], where="post", color="tab:orange")
-    ax.set_title("Pending workloads")
-    ax.set_xlabel("time (s)")
-
-    ax = axes[1][0]
-    classes = list(report["classes"])
-    width = 0.27
-    for i, key in enumerate(("p50", "p90", "p99")):
-        ax.bar(
-            [x + (i - 1) * width for x in range(len(classes))],
-            [report["classes"][c]["wait_s"][key] for c in classes],
-            width,
-            label=key,
-        )
-    ax.set_xticks(
-        range(len(classes)), [f"{c}\n{report['classes'][c]['preemptions']} preempted" for c in classes]
-    )
-    ax.set_title("Wait to admission per class (s)")
-    ax.legend(fontsize=8)
-
-    ax = axes[1][1]
-    queues = sorted(report["queues"].items(), key=lambda kv: kv[1]["wait_s"]["p90"])
-    if len(queues) <= 30:
-        names = [name for name, _ in queues]
-        ax.barh(names, [q["wait_s"]["p90"] for _, q in queues], label="p90")
-        ax.barh(names, [q["wait_s"]["mean"] for _, q in queues], label="mean", alpha=0.7)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.legend(fontsize=8)
-    else:
-        ax.plot(range(len(queues)), [q["wait_s"]["p90"] for _, q in queues], label="p90")
-        ax.plot(range(len(queues)), [q["wait_s"]["mean"] for _, q in queues], label="mean")
-        ax.set_xlabel("ClusterQueues, sorted by p90 wait")
-        ax.legend(fontsize=8)
-    ax.set_title("Wait to admission per ClusterQueue (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def summary(report: dict[str, Any]) -> str:

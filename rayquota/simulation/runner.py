@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from .report import build_report, summary, write_chart
+from .chart import write_chart
+from .report import build_report, summary
 from .scenario import ScenarioError, load_scenario
 from .simulator import Simulation
 

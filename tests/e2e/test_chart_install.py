@@ -53,6 +53,10 @@ class Release:
         return f"{self.name}-rayquota"
 
 
+# The chart refuses in-cluster webhooks where every node is a kwok fake, unless told otherwise.
+ON_FAKE_NODES = "webhooks.allowFakeNodes=true"
+
+
 def install(cluster: LocalCluster, namespace: str, *values: str, chart: Path = CHART) -> Release:
     release = Release(f"rq-{namespace[-6:]}", namespace)
     helm_release(cluster, "install", release, chart, *values)
@@ -147,7 +151,8 @@ def assert_only_declared_requests(
 def test_full_install_runs_the_queue_scenario_under_the_charts_account(
     control_plane: LocalCluster, namespace: str, quota: Quota, releases: list[Release], tmp_path: Path
 ) -> None:
-    release = install(control_plane, namespace)
+    # Its objects stay in the release's namespace, which the webhooks skip (their pods are kwok fakes).
+    release = install(control_plane, namespace, ON_FAKE_NODES)
     releases.append(release)
     deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace)
     assert deployment is not None and deployment["status"].get("readyReplicas") == 2
@@ -319,7 +324,7 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
             90,
         )
 
-        helm_release(control_plane, "upgrade", release, CHART)
+        helm_release(control_plane, "upgrade", release, CHART, ON_FAKE_NODES)
         history = helm("history", release.name, "-n", namespace, "-o", "json", cluster=control_plane)
         charts = [entry["chart"] for entry in json.loads(history.stdout)]
         assert charts == [
@@ -351,3 +356,62 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
         out = operator.stop()
     assert operator.proc.returncode == 0, out[-4000:]
     assert "Forbidden" not in out, out[-4000:]
+
+
+def test_the_chart_refuses_a_cluster_of_fake_nodes_where_its_webhooks_would_break_rayquota_run(
+    control_plane: LocalCluster, namespace: str
+) -> None:
+    """On the local control plane the chart's pods never run; webhooks pointed at them (failurePolicy
+    Fail) would refuse every queue and queued object of a running `rayquota run`: refused, and
+    nothing is installed."""
+    name = f"rq-{namespace[-6:]}"
+    result = helm("install", name, str(CHART), "-n", namespace, cluster=control_plane)
+    assert result.returncode != 0
+    assert "every node of this cluster is a kwok fake" in result.stderr, result.stderr
+    assert "webhooks.url" in result.stderr and "webhooks.enabled=false" in result.stderr
+    assert helm("status", name, "-n", namespace, cluster=control_plane).returncode != 0
+    configs = get_json(control_plane, "validatingwebhookconfigurations,mutatingwebhookconfigurations") or {}
+    assert not [c for c in configs.get("items", []) if c["metadata"]["name"].startswith(name)]
+    # What the chart allows there: webhooks served by a locally run operator, or none.
+    for values in ("webhooks.url=https://127.0.0.1:9443", "webhooks.enabled=false"):
+        dry = helm(
+            "install",
+            name,
+            str(CHART),
+            "-n",
+            namespace,
+            "--dry-run=server",
+            "--set",
+            values,
+            cluster=control_plane,
+        )
+        assert dry.returncode == 0, dry.stderr
+
+
+def test_the_charts_notes_name_the_workloads_as_the_readme_does(
+    control_plane: LocalCluster, namespace: str
+) -> None:
+    """`kubectl get workloads` may answer with Kueue's Workloads: the notes and the README both
+    use the full name."""
+    readme = (REPO / "README.md").read_text()
+    for values, resource in (
+        ((), "workloads.rayquota.io"),
+        (("kueueApi.enabled=true",), "workloads.kueue.x-k8s.io"),
+    ):
+        sets = [arg for value in values for arg in ("--set", value)]
+        dry = helm(
+            "install",
+            "rayquota",
+            str(CHART),
+            "-n",
+            namespace,
+            "--dry-run=client",
+            *sets,
+            cluster=control_plane,
+        )
+        assert dry.returncode == 0, dry.stderr
+        notes = dry.stdout.split("NOTES:", 1)[1]
+        assert f"kubectl get {resource} -A" in notes, notes
+        assert "get workloads -A" not in notes
+    assert "kubectl get workloads.rayquota.io -A" in readme
+    assert "deployment/rayquota" in readme and "rollout status deployment/rayquota" in dry.stdout

@@ -186,14 +186,19 @@ def test_one_leader_reconciles_and_a_standby_takes_over_when_it_dies(
     assert standby.proc.poll() is None, standby.output()
 
 
-def test_sigterm_releases_the_lease_to_the_standby(
-    control_plane: Any, namespace: str, start_operator: Callable[[], Operator]
+@pytest.mark.parametrize(
+    "stop_signal",
+    [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+    ids=["SIGTERM (kubelet, kill)", "SIGINT (Ctrl-C in make run)", "SIGHUP (its terminal closed)"],
+)
+def test_a_clean_stop_releases_the_lease_to_the_standby(
+    control_plane: Any, namespace: str, start_operator: Callable[[], Operator], stop_signal: signal.Signals
 ) -> None:
     a, b = start_operator(), start_operator()
     leader, standby = await_one_leader(control_plane, namespace, a, b)
     transitions = (lease_spec(control_plane, namespace) or {})["leaseTransitions"]
 
-    leader.proc.send_signal(signal.SIGTERM)
+    leader.proc.send_signal(stop_signal)
     assert leader.proc.wait(timeout=30) == 0, leader.output()
     assert "released lease" in leader.output()
     # Released before the process exited: the Lease is free or already the standby's, never expired-held.
@@ -205,7 +210,7 @@ def test_sigterm_releases_the_lease_to_the_standby(
         "the standby to take the released Lease",
         lambda: leader_of(control_plane, namespace, [a, b]) is standby,
     )
-    # Faster than an expiry could explain (the lease was renewed at most 1 s before SIGTERM).
+    # Faster than an expiry could explain (the lease was renewed at most 1 s before the signal).
     assert time.monotonic() - released_at < LEASE_DURATION_S - 1
     assert (lease_spec(control_plane, namespace) or {})["leaseTransitions"] == transitions + 1
     wait_for("the new leader to start reconciling", lambda: RECONCILING in standby.output())

@@ -1,31 +1,27 @@
-"""Kubernetes Events recorded the way client-go's recorder does.
+"""Kubernetes Events, recorded the way client-go's recorder records them.
 
-- The same object, type, reason and message within `window_s` updates the existing Event's
-  `count` and `lastTimestamp` instead of creating a new Event.
-- More than `similar_limit` different messages for the same object, type and reason within the
-  window are combined into one Event ("(combined from similar events): <latest message>"),
-  as client-go's aggregator does: failure messages usually name a pod, so they never repeat.
-- A token bucket per object and reason (burst 25, one token back every 5 minutes, as client-go's
-  spam filter) bounds what any failure loop can post; keyed by reason too, so a long-running
-  object's rare milestones (an upgrade's last step) are never starved by its routine events.
-- Recording never blocks a reconcile and never raises: events are queued and written by a few
-  background writers (an object's events always go to the same writer, so its series stay in
-  order); a full queue drops the newest.
+What is written follows client-go's correlator (``event_correlator.py``): repeats patch the
+existing Event's count, more than nine different messages of one kind about one object within
+ten minutes become one "(combined from similar events)" Event, and a token bucket per object
+(burst 25, one token back every 5 minutes) bounds what any failure loop can post.
+
+Recording never blocks a reconcile and never raises: events are queued and written by a few
+background writers (an object's events always go to the same writer, so its series stay in
+order); a full queue drops the newest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
+from rayquota.operator.core.event_correlator import EventCorrelator, EventSource, Verdict
 from rayquota.operator.core.resources import EVENTS
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import ApiError, KubeClient, NotFound
@@ -33,22 +29,6 @@ from rayquota.operator.kube import ApiError, KubeClient, NotFound
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 1024
-COMBINED_PREFIX = "(combined from similar events): "
-
-
-@dataclass
-class _Series:
-    name: str
-    namespace: str
-    count: int
-    first_timestamp: str
-    last_seen: float
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
 
 
 @dataclass(frozen=True)
@@ -65,30 +45,18 @@ class EventRecorder:
         client: KubeClient,
         component: str = "rayquota-operator",
         *,
-        burst: int = 25,
-        refill_s: float = 300.0,
-        window_s: float = 600.0,
-        similar_limit: int = 10,
+        correlator: EventCorrelator | None = None,
         queue_size: int = 10_000,
         writers: int = 4,
-        remembered: int = 8192,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.component = component
-        self.burst = burst
-        self.refill_s = refill_s
-        self.window_s = window_s
-        self.similar_limit = similar_limit
-        # (uid, type, reason) -> (messages seen in the window, when the window started)
-        self._similar: OrderedDict[tuple[str, str, str], tuple[set[str], float]] = OrderedDict()
+        self.correlator = correlator or EventCorrelator()
         self._clock = clock
         self._queues: list[asyncio.Queue[_Pending]] = [
             asyncio.Queue(maxsize=max(1, queue_size // writers)) for _ in range(max(1, writers))
         ]
-        self._series: OrderedDict[tuple[str, str, str, str], _Series] = OrderedDict()
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._remembered = remembered
         self.created = 0
         self.updated = 0
         self.dropped = 0
@@ -142,59 +110,37 @@ class EventRecorder:
                 except (ApiError, aiohttp.ClientError, TimeoutError):
                     continue
 
-    def _allow(self, bucket_key: str) -> bool:
-        now = self._clock()
-        bucket = self._buckets.get(bucket_key)
-        if bucket is None:
-            bucket = self._buckets[bucket_key] = _Bucket(float(self.burst), now)
-        bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.updated) / self.refill_s)
-        bucket.updated = now
-        self._buckets.move_to_end(bucket_key)
-        while len(self._buckets) > self._remembered:
-            self._buckets.popitem(last=False)
-        if bucket.tokens < 1.0:
-            return False
-        bucket.tokens -= 1.0
-        return True
-
-    def _aggregate(self, uid: str, pending: _Pending, now: float) -> str:
-        """The message to record: the event's own, or the combined form once too many differ."""
-        key = (uid, pending.type_, pending.reason)
-        seen, since = self._similar.get(key, (set(), now))
-        if now - since >= self.window_s:
-            seen, since = set(), now
-        seen.add(pending.message)
-        self._similar[key] = (seen, since)
-        self._similar.move_to_end(key)
-        while len(self._similar) > self._remembered:
-            self._similar.popitem(last=False)
-        if len(seen) > self.similar_limit:
-            return (COMBINED_PREFIX + pending.message)[:MAX_MESSAGE]
-        return pending.message
-
     async def _write(self, pending: _Pending) -> None:
         involved = pending.involved
-        uid = str(involved.get("uid") or f"{involved['namespace']}/{involved['name']}")
-        if not self._allow(f"{uid}/{pending.reason}"):
+        timestamp = now_rfc3339()
+        verdict = self.correlator.correlate(
+            EventSource.of(self.component, involved),
+            pending.type_,
+            pending.reason,
+            pending.message,
+            self._clock(),
+            timestamp,
+        )
+        if verdict.skip:
             self.dropped += 1
             return
-        now, timestamp = self._clock(), now_rfc3339()
-        message = self._aggregate(uid, pending, now)
-        key = (uid, pending.type_, pending.reason, COMBINED_PREFIX if message != pending.message else message)
-        series = self._series.get(key)
-        if series is not None and now - series.last_seen < self.window_s:
-            series.count += 1
-            series.last_seen = now
+        message = verdict.message[:MAX_MESSAGE]
+        if verdict.existing is not None:
             try:
                 await self.client.merge_patch(
-                    EVENTS.path(series.namespace, series.name),
-                    {"count": series.count, "lastTimestamp": timestamp, "message": message},
+                    EVENTS.path(str(involved["namespace"]), verdict.existing),
+                    {"count": verdict.count, "lastTimestamp": timestamp, "message": message},
                 )
                 self.updated += 1
                 return
             except NotFound:
-                pass  # the Event expired (the API server keeps them an hour): start a new one
-        name = f"{involved['name']}.{secrets.token_hex(8)}"
+                pass  # the Event expired (the API server keeps them an hour): create it again
+        await self._create(pending, verdict, message, timestamp)
+
+    async def _create(self, pending: _Pending, verdict: Verdict, message: str, timestamp: str) -> None:
+        involved = pending.involved
+        # client-go's naming: the object's name and the time in nanoseconds, in hex.
+        name = f"{involved['name']}.{time.time_ns():x}"
         event = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -206,13 +152,10 @@ class EventRecorder:
             "source": {"component": self.component},
             "reportingComponent": self.component,
             "reportingInstance": self.component,
-            "firstTimestamp": timestamp,
+            "firstTimestamp": verdict.first_timestamp or timestamp,
             "lastTimestamp": timestamp,
-            "count": 1,
+            "count": verdict.count,
         }
-        await self.client.create(EVENTS.path(involved["namespace"]), event)
+        await self.client.create(EVENTS.path(str(involved["namespace"])), event)
+        self.correlator.created(verdict, name)
         self.created += 1
-        self._series[key] = _Series(name, involved["namespace"], 1, timestamp, now)
-        self._series.move_to_end(key)
-        while len(self._series) > self._remembered:
-            self._series.popitem(last=False)

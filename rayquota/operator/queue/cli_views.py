@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
+from rayquota.operator.queue.pod_set_words import in_words, words_of
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import Admit, Engine, Pending, Phase, Preempt, format_quantity
+from rayquota.queueing import (
+    Admit,
+    Engine,
+    Pending,
+    Phase,
+    PodSetAssignment,
+    Preempt,
+    Workload,
+    format_quantity,
+)
 
 Obj = Mapping[str, Any]
 KIND_ALIASES = {
@@ -175,7 +185,8 @@ class _Quiet:
 
 
 def rebuild(state: QueueState) -> Driver:
-    """The engine as the operator has it: configuration, admitted Workloads restored, the rest pending."""
+    """The engine as the operator has it: configuration, admitted Workloads restored (with the
+    rest of their demand as a waiting slice, as the operator submits it), the rest pending."""
     priorities = {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in state.priority_classes}
     driver = Driver(Engine(), _Quiet())
     for flavor in state.flavors:
@@ -186,19 +197,53 @@ def rebuild(state: QueueState) -> Driver:
         driver.configure(converter.cluster_queue(cq))
     for lq in state.local_queues:
         driver.configure(converter.local_queue(lq))
+    load_workloads(driver, state.workloads, lambda wl: converter.workload(wl, priorities.get))
+    return driver
+
+
+WorkloadConversion = Callable[[Obj], Workload]
+AdmissionParse = Callable[[Obj], "tuple[str, tuple[PodSetAssignment, ...]] | None"]
+
+
+def recorded_admission(workload: Obj) -> tuple[str, tuple[PodSetAssignment, ...]] | None:
+    admission = (workload.get("status") or {}).get("admission")
+    return converter.admission_from_api(admission) if admission else None
+
+
+def load_workloads(
+    driver: Driver,
+    workloads: Iterable[Obj],
+    convert: WorkloadConversion,
+    admission_of: AdmissionParse = recorded_admission,
+) -> None:
+    """Into a configured driver, as the operator's start-up does: each admission recorded in a
+    Workload's status restored, then every unfinished Workload's demand submitted (an admitted
+    one whose demand grew waits as a scale-up slice; one whose demand is exactly its admission
+    needs no submit). ``convert`` and ``admission_of`` read the Workload as the engine sees it
+    (callers may memoise them)."""
     known = set(driver.engine.cluster_queue_names())
-    for wl in state.workloads:
+    for wl in workloads:
         if is_finished(wl):
             continue
-        spec = converter.workload(wl, priorities.get)
-        admission = (wl.get("status") or {}).get("admission")
-        if admission:
-            cluster_queue, pod_sets = converter.admission_from_api(admission)
-            if cluster_queue in known:
-                driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(wl))
+        spec = convert(wl)
+        admission = admission_of(wl)
+        if admission is not None and admission[0] in known:
+            driver.restore(spec, admission[0], admission[1], evicting=is_evicted(wl))
+            if demand_is_admission(spec, admission[1]):
                 continue
         driver.submit(spec)
-    return driver
+
+
+def demand_is_admission(spec: Workload, assignments: Sequence[PodSetAssignment]) -> bool:
+    """The demand is exactly what was admitted: same pod sets and counts, same totals."""
+    admitted = {ps.name: ps for ps in assignments}
+    if set(admitted) != {ps.name for ps in spec.pod_sets}:
+        return False
+    for pod_set in spec.pod_sets:
+        got = admitted[pod_set.name]
+        if got.count != pod_set.count or dict(got.usage) != pod_set.totals():
+            return False
+    return True
 
 
 def find_workload(state: QueueState, kind: str, name: str, namespace: str) -> Obj | None:
@@ -222,6 +267,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     driver = rebuild(state)
     engine = driver.engine
     decisions = driver.cycle(0.0)
+    words = words_of(workload)
     lines = [f"{kind}/{name}: Workload {key}, {workload_phase(workload)}"]
     spec = converter.workload(workload)
     lines.append("  needs: " + requested(workload) + f" (priority {spec.priority})")
@@ -231,10 +277,17 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         reason = (status.pending_reason if status else "") or (workload.get("status") or {}).get(
             "pendingReason"
         )
-        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason}")
+        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {in_words(str(reason), words)}")
         return "\n".join(lines)
     lines.append(f"  ClusterQueue: {cluster_queue}")
     lines.append("  free now: " + _free(engine, cluster_queue))
+    if workload_phase(workload) == "Admitted":
+        waiting = driver.pending_reason(key)
+        if waiting:
+            # An upgrade (a RayService's new cluster) or a scale-up asks for more than is admitted.
+            lines.append(
+                f"  more is asked for (an upgrade or a scale-up) and waits: {in_words(waiting, words)}"
+            )
     if workload_phase(workload) != "Pending":
         return "\n".join(lines)
     ahead = _ahead(state, engine, key, cluster_queue)
@@ -249,16 +302,16 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     for decision in decisions:
         if isinstance(decision, Preempt) and (decision.preemptor == key or key in decision.victims):
             lines.append(f"  preemption: {decision.reason}; victims {', '.join(decision.victims)}")
-        elif isinstance(decision, Pending) and decision.workload == key:
-            lines.append(f"  why it waits: {decision.reason}")
+        elif isinstance(decision, Pending) and workload_key_of(decision.workload) == key:
+            lines.append(f"  why it waits: {in_words(decision.reason, words)}")
         elif isinstance(decision, Admit) and decision.workload == key:
             lines.append("  it fits now: the next admission cycle admits it")
     if (
-        not any(isinstance(d, Pending) and d.workload == key for d in decisions)
+        not any(isinstance(d, Pending) and workload_key_of(d.workload) == key for d in decisions)
         and status
         and status.pending_reason
     ):
-        lines.append(f"  why it waits: {status.pending_reason}")
+        lines.append(f"  why it waits: {in_words(status.pending_reason, words)}")
     return "\n".join(lines)
 
 

@@ -7,8 +7,10 @@ baseline: 2-4 writes per pending Workload, admissions waiting behind them). So:
 
 - a Workload the engine has not looked at yet gets no "waiting" write: its cycle's verdict
   (admitted, or a reason) comes next;
-- once a pending status is stored, a change of words alone is written at most once per
-  ``min_interval_s``; any other change (admitted, evicted, requeued, finished) at once;
+- once a pending status is stored, new numbers for the same cause ("has 3 of 20 free" becoming
+  "has 2 of 20 free") are written at most once per ``min_interval_s``; a new cause (the queue
+  stopped or deleted, another flavor, another workload ahead) and any other change (admitted,
+  evicted, requeued, finished) at once: the user must never read a cause that is no longer true;
 - a change of words held back is not lost: :meth:`retry_after` says when to look again, so
   the last sentence (a queue stopped or being deleted, say) lands within ``min_interval_s``;
 - sentences (a first verdict, new words) share one budget across all Workloads, ``rate_per_s``
@@ -21,6 +23,7 @@ baseline: 2-4 writes per pending Workload, admissions waiting behind them). So:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +31,9 @@ from typing import Any
 
 QUOTA_RESERVED = "QuotaReserved"
 RETRY_MARGIN_S = 0.1
+# A quantity standing as a word of its own ("8", "36Gi", "500m", "1.5"): the numbers of a
+# sentence, as opposed to the digits inside names ("rayjob-first-61347").
+_QUANTITY = re.compile(r"(?<![^\s])[0-9]+(?:\.[0-9]+)?[A-Za-z]*(?=[\s,;:)]|$)")
 
 
 def _is_pending(status: Mapping[str, Any]) -> bool:
@@ -35,6 +41,17 @@ def _is_pending(status: Mapping[str, Any]) -> bool:
         return False
     return any(
         c.get("type") == QUOTA_RESERVED and c.get("status") == "False" for c in status.get("conditions") or ()
+    )
+
+
+def cause_of(sentence: str) -> str:
+    """The sentence with its quantities blanked: two sentences with one cause differ only there."""
+    return _QUANTITY.sub("#", sentence)
+
+
+def _same_cause(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return cause_of(str(stored.get("pendingReason") or "")) == cause_of(
+        str(wanted.get("pendingReason") or "")
     )
 
 
@@ -68,8 +85,15 @@ class PendingWrites:
         if not evaluated and not stored.get("admission"):
             return False
         now = self.clock()
-        sentence = not stored.get("admission") and not _is_pending(stored)  # a first verdict
-        if _is_pending(stored) and _without_words(stored) == _without_words(wanted):
+        # A first verdict, or a new cause: written now, within the shared budget.
+        sentence = not stored.get("admission") and (
+            not _is_pending(stored) or not _same_cause(stored, wanted)
+        )
+        if (
+            _is_pending(stored)
+            and _without_words(stored) == _without_words(wanted)
+            and _same_cause(stored, wanted)
+        ):
             last = self._last_write.get(key)
             if last is not None and now - last < self.min_interval_s:
                 if stored != wanted:

@@ -14,14 +14,16 @@ from rayquota.operator.kube import ApiError
 from rayquota.operator.queue import metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.workload_status import is_finished
 from rayquota.operator.ray import conditions
-from rayquota.queueing import ClusterQueueStatus, Engine, format_quantity
+from rayquota.queueing import ClusterQueueStatus, Engine, StopPolicy, format_quantity
 
 log = logging.getLogger(__name__)
 
 STATUS_PERIOD_S = 2.0
+STOPPED_REASON = "Stopped"
 
 
 def _flavor_list(
@@ -36,12 +38,43 @@ def _flavor_list(
     return [{"name": name, "resources": res} for name, res in flavors.items()]
 
 
-def _active_condition(status: ClusterQueueStatus, terminating: bool) -> tuple[bool, str, str]:
+def stop_policy_of(queue: Mapping[str, Any] | None) -> StopPolicy:
+    raw = str(((queue or {}).get("spec") or {}).get("stopPolicy") or StopPolicy.NONE)
+    try:
+        return StopPolicy(raw)
+    except ValueError:
+        return StopPolicy.NONE  # the CRD refuses other values; a status pass never fails on one
+
+
+def _active_condition(
+    status: ClusterQueueStatus, terminating: bool, stop_policy: StopPolicy
+) -> tuple[bool, str, str]:
+    """Kueue's ``Active`` condition: its reasons (Terminating, Stopped, ...) and when each applies."""
     if terminating:
         return False, TERMINATING_REASON, terminating_message(status.name, status.admitted)
+    if stop_policy is not StopPolicy.NONE:
+        return False, STOPPED_REASON, f"Can't admit new workloads: stopPolicy is {stop_policy.value}"
     if status.disabled_reason is not None:
         return False, "Inactive", str(status.disabled_reason)
     return True, "Ready", "Can admit new workloads"
+
+
+def local_queue_active(
+    local_queue: Mapping[str, Any], cluster_queue: Mapping[str, Any] | None
+) -> tuple[bool, str, str]:
+    """A LocalQueue is active when it is not stopped and its ClusterQueue is (Kueue's reasons)."""
+    stop_policy = stop_policy_of(local_queue)
+    if stop_policy is not StopPolicy.NONE:
+        return False, STOPPED_REASON, f"Can't submit new workloads: stopPolicy is {stop_policy.value}"
+    if cluster_queue is None:
+        return (
+            False,
+            "ClusterQueueDoesNotExist",
+            "Can't submit new workloads: its ClusterQueue does not exist",
+        )
+    if not conditions.is_true((cluster_queue.get("status") or {}).get("conditions"), "Active"):
+        return False, "ClusterQueueIsInactive", "Can't submit new workloads: its ClusterQueue is inactive"
+    return True, "Ready", "Can submit new workloads"
 
 
 def cluster_queue_status(
@@ -51,17 +84,21 @@ def cluster_queue_status(
     now: str,
     *,
     terminating: bool = False,
+    stop_policy: StopPolicy = StopPolicy.NONE,
+    waiting_slices: int = 0,
 ) -> dict[str, Any]:
     """``flavorsUsage[].resources[].total`` and ``.borrowed`` for every flavor and resource with
-    quota. ``terminating``: the ClusterQueue is being deleted (Active=False, reason Terminating)."""
+    quota. ``terminating``: the ClusterQueue is being deleted (Active=False, reason Terminating).
+    ``waiting_slices``: admitted workloads whose scale-up slice waits; the engine counts those
+    slices as pending, but each is one Workload, and it is admitted."""
     usage = {fr: status.usage.get(fr, 0) for fr in quota} | dict(status.usage)
-    active, reason, message = _active_condition(status, terminating)
+    active, reason, message = _active_condition(status, terminating, stop_policy)
     conds = conditions.set_condition(
         list((previous or {}).get("conditions") or []), "Active", active, reason, message, now=now
     )
     flavors = _flavor_list(usage, status.borrowed)
     return {
-        "pendingWorkloads": status.pending,
+        "pendingWorkloads": max(0, status.pending - waiting_slices),
         "reservingWorkloads": status.admitted,
         "admittedWorkloads": status.admitted,
         "flavorsReservation": flavors,
@@ -77,8 +114,10 @@ def local_queue_status(
     workloads: Iterable[Mapping[str, Any]],
     now: str,
     admissions: AdmissionMemo | None = None,
+    active: tuple[bool, str, str] = (True, "Ready", "Can submit new workloads"),
 ) -> dict[str, Any]:
-    """Counts and usage of one LocalQueue, from the Workloads the API server holds."""
+    """Counts and usage of one LocalQueue, from the Workloads the API server holds; ``active``:
+    its Active condition (:func:`local_queue_active`)."""
     memo = admissions if admissions is not None else AdmissionMemo()
     pending = admitted = 0
     usage: dict[tuple[str, str], int] = {}
@@ -102,12 +141,7 @@ def local_queue_status(
         for f in _flavor_list(usage, None)
     ]
     conds = conditions.set_condition(
-        list((previous or {}).get("conditions") or []),
-        "Active",
-        True,
-        "Ready",
-        "Can submit new workloads",
-        now=now,
+        list((previous or {}).get("conditions") or []), "Active", *active, now=now
     )
     return {
         "pendingWorkloads": pending,
@@ -117,6 +151,26 @@ def local_queue_status(
         "flavorUsage": flavors,
         "conditions": conds,
     }
+
+
+def waiting_slices_per_cluster_queue(engine: Engine) -> dict[str, int]:
+    """Per ClusterQueue, the scale-up slices that wait beside an admission of the same Workload.
+
+    Slices are rare (an upgrade or a scale-up waiting for quota) and only they carry the
+    separator in their key, so this costs one pass over the keys and nothing per Workload."""
+    slices: dict[str, list[str]] = {}
+    for key in engine.workload_keys():
+        if SLICE_SEPARATOR in key:
+            slices.setdefault(workload_key_of(key), []).append(key)
+    counts: dict[str, int] = {}
+    for base, slice_keys in slices.items():
+        states = [s for s in (engine.workload(k) for k in (base, *slice_keys)) if s is not None]
+        if not any(s.phase != "Pending" for s in states):
+            continue  # nothing admitted: the Workload is pending once, as it should be
+        for state in states:
+            if state.phase == "Pending" and state.cluster_queue:
+                counts[state.cluster_queue] = counts.get(state.cluster_queue, 0) + 1
+    return counts
 
 
 class QueueStatusWriter:
@@ -149,6 +203,7 @@ class QueueStatusWriter:
         now = now_rfc3339()
         metrics.observe_queues(self.engine)
         known = set(self.engine.cluster_queue_names())
+        waiting_slices = waiting_slices_per_cluster_queue(self.engine)
         quota: dict[str, list[tuple[str, str]]] = {}
         for node in self.engine.snapshot():
             if node.is_cluster_queue:
@@ -163,6 +218,8 @@ class QueueStatusWriter:
                 quota[name],
                 now,
                 terminating=bool(cq["metadata"].get("deletionTimestamp")),
+                stop_policy=stop_policy_of(cq),
+                waiting_slices=waiting_slices.get(name, 0),
             )
             await self.manager.status.write(self.api.cluster_queues, cq, status)
         # One pass over the Workloads for all LocalQueues (not one per queue: 10^4 x 10^2 adds up).
@@ -174,5 +231,9 @@ class QueueStatusWriter:
             meta = lq["metadata"]
             namespace, name = str(meta["namespace"]), str(meta["name"])
             workloads = by_queue.get((namespace, name), [])
-            status = local_queue_status(lq.get("status"), namespace, name, workloads, now, self.admissions)
+            cluster_queue = self.cluster_queues.store.get("", str((lq.get("spec") or {}).get("clusterQueue")))
+            active = local_queue_active(lq, cluster_queue)
+            status = local_queue_status(
+                lq.get("status"), namespace, name, workloads, now, self.admissions, active
+            )
             await self.manager.status.write(self.api.local_queues, lq, self.api.local_queue_status(status))

@@ -32,6 +32,13 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
 from rayquota.operator.queue.pending_writes import PendingWrites
+from rayquota.operator.queue.pod_set_words import (
+    POD_SET_WORDS_ANNOTATION,
+    annotation_value,
+    in_words,
+    pod_set_words,
+    words_of,
+)
 from rayquota.operator.queue.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
@@ -75,6 +82,8 @@ class WorkloadReconciler:
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
+        # Admitted Workloads whose Admitted event (and wait metric) is still due.
+        self._unannounced: set[ObjectKey] = set()
         self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
@@ -124,7 +133,13 @@ class WorkloadReconciler:
         else:
             held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
             api_pod_sets = [converter.api_pod_set(ps) for ps in held]
-            workload = await self._ensure_workload(queued, workload, api_pod_sets)
+            words = pod_set_words(
+                queued.kind,
+                str(obj["metadata"]["name"]),
+                demand,
+                (str(c["metadata"]["name"]) for c in children),
+            )
+            workload = await self._ensure_workload(queued, workload, api_pod_sets, words)
             if workload is None:
                 return None
         engine_key = str(key)
@@ -160,7 +175,9 @@ class WorkloadReconciler:
                 if state is not None:
                     await self._write_status(workload, requeue_state=state)
                 return None
-            first = not (workload.get("status") or {}).get("admission")
+            if not (workload.get("status") or {}).get("admission"):
+                # Announced once the cache shows it, which may be a later reconcile than this one.
+                self._unannounced.add(key)
             stored = await self._write_status(workload, pods_ready=readiness)
             if stored is None:
                 return None
@@ -169,7 +186,8 @@ class WorkloadReconciler:
                 # The gate (and the validating webhook) read the cached Workload: lift nothing
                 # until the cache shows the admission; its watch event brings us back.
                 return None
-            if first:
+            if key in self._unannounced:
+                self._unannounced.discard(key)
                 self._observe_wait(workload, admission.cluster_queue)
                 self.manager.recorder.post(
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
@@ -190,7 +208,7 @@ class WorkloadReconciler:
             await self._apply(adapter.suspend(obj, children))
         reason = self.driver.pending_reason(engine_key)
         if reason:
-            self.manager.recorder.post(obj, "Normal", "Pending", reason)
+            self.manager.recorder.post(obj, "Normal", "Pending", in_words(reason, words_of(workload)))
         backoff = requeue_at(workload)
         if backoff is not None and backoff > time.time():
             # The Requeued condition turns True when the backoff ends.
@@ -198,7 +216,7 @@ class WorkloadReconciler:
         return self._deferred_words(engine_key)
 
     async def _ensure_workload(
-        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]]
+        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
     ) -> Obj | None:
         obj = queued.obj
         meta = obj["metadata"]
@@ -229,7 +247,8 @@ class WorkloadReconciler:
                     "annotations": {
                         naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
                             obj, self.creation_versions.of(obj)
-                        )
+                        ),
+                        POD_SET_WORDS_ANNOTATION: annotation_value(words),
                     },
                     "ownerReferences": [labels.owner_reference(obj)],
                 },
@@ -239,9 +258,15 @@ class WorkloadReconciler:
             self._created[queued.workload] = created
             return created
         current = workload.get("spec") or {}
-        if all(current.get(k) == v for k, v in spec.items()):
+        annotations = workload["metadata"].get("annotations") or {}
+        worded = annotation_value(words)
+        if (
+            all(current.get(k) == v for k, v in spec.items())
+            and annotations.get(POD_SET_WORDS_ANNOTATION) == worded
+        ):
             return workload
-        updated = {**workload, "spec": {**current, **spec}}
+        metadata = {**workload["metadata"], "annotations": {**annotations, POD_SET_WORDS_ANNOTATION: worded}}
+        updated = {**workload, "metadata": metadata, "spec": {**current, **spec}}
         return await self.client.replace(path + f"/{queued.workload.name}", updated)
 
     # --- a Workload created directly (no owner): benchmarks and batch systems -------------
@@ -303,6 +328,7 @@ class WorkloadReconciler:
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
+        self._unannounced.discard(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.request_cycle()
@@ -329,18 +355,19 @@ class WorkloadReconciler:
         requeue_state: Mapping[str, Any] | None = None,
     ) -> Obj | None:
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+        reason = self.driver.pending_reason(key)
         status = desired_status(
             workload.get("status"),
             admission=self.driver.admission(key),
             eviction=self.driver.eviction(key),
-            pending_reason=self.driver.pending_reason(key),
+            pending_reason=in_words(reason, words_of(workload)) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
             pods_ready=pods_ready,
             requeue_state=requeue_state,
         )
         status = self.objects.api.workload_status(status)
-        evaluated = bool(self.driver.pending_reason(key))
+        evaluated = bool(reason)
         if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
             return workload
         return await self.manager.status.write(self.objects.api.workloads, workload, status)

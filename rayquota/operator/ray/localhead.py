@@ -3,6 +3,11 @@ for tests: RayJobs run their entrypoints here through the local dashboard resolv
 
 Started with `ray start --head --block` in its own session, and stopped by ending exactly that
 session's processes: `ray stop` would kill every Ray process on the machine, other users' too.
+
+Serve is started on the head before anything is deployed, listening on 127.0.0.1 and a free
+port: a deploy through the dashboard would otherwise start it on 0.0.0.0:8000, where every local
+head's proxy shares the port and a request lands on any of them. (Serve keeps the HTTP options
+it started with; the defaults a later deploy carries are ignored.)
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from rayquota.ports import free_port
 
 VENV_BIN = Path(sys.executable).parent
 STARTED_MESSAGE = "Ray runtime started."
+LOOPBACK = "127.0.0.1"
 
 
 class LocalRayHead:
@@ -34,10 +40,16 @@ class LocalRayHead:
         self.log_path = self.temp_dir / "ray-start.log"
         self.gcs_port = 0
         self.dashboard_port = 0
+        self.serve_port = 0
 
     @property
     def dashboard_url(self) -> str:
-        return f"http://127.0.0.1:{self.dashboard_port}"
+        return f"http://{LOOPBACK}:{self.dashboard_port}"
+
+    @property
+    def serve_url(self) -> str:
+        """Where Serve applications deployed on this head answer over HTTP."""
+        return f"http://{LOOPBACK}:{self.serve_port}"
 
     def start(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
         """Start; a start that loses a port race to another process is retried on new ports."""
@@ -56,7 +68,7 @@ class LocalRayHead:
         self.gcs_port, self.dashboard_port = free_port(), free_port()
         return [
             str(VENV_BIN / "ray"), "start", "--head", "--block",
-            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+            f"--node-ip-address={LOOPBACK}", f"--dashboard-host={LOOPBACK}",
             f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
             f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
             "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
@@ -77,9 +89,27 @@ class LocalRayHead:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ray start exited: {self._log_tail()}")
             if STARTED_MESSAGE in self.log_path.read_text(errors="replace") and self._jobs_api_ready():
+                self._start_serve(max(10.0, deadline - time.monotonic()), env)
                 return
             time.sleep(0.5)
         raise RuntimeError(f"Ray head not ready in {timeout_s}s: {self._log_tail()}")
+
+    def _start_serve(self, timeout_s: float, env: dict[str, str]) -> None:
+        self.serve_port = free_port()
+        script = (
+            "import ray\n"
+            "from ray import serve\n"
+            f"ray.init(address='{LOOPBACK}:{self.gcs_port}', logging_level='ERROR', log_to_driver=False)\n"
+            f"serve.start(http_options={{'host': '{LOOPBACK}', 'port': {self.serve_port}}})\n"
+        )
+        try:
+            started = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"Serve did not start in {timeout_s:.0f}s") from exc
+        if started.returncode != 0:
+            raise RuntimeError(f"Serve did not start: {started.stderr[-2000:]}")
 
     def _log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]
@@ -135,6 +165,8 @@ def main() -> int:
     print("Ray head ready. Run the operator with:", flush=True)
     print("  export RAYQUOTA_DASHBOARD_RESOLVER=local")
     print(f"  export RAYQUOTA_DASHBOARD_URL={head.dashboard_url}", flush=True)
+    print(f"Serve applications answer on {head.serve_url}/", flush=True)
+    print("Ctrl-C stops this head, and only it (not `ray stop`: that stops every Ray on the machine).")
     stop = False
 
     def request_stop(*_: object) -> None:

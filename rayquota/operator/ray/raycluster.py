@@ -261,15 +261,19 @@ class RayClusterReconciler:
                 except ApiError as exc:
                     failures.append(f"re-stamp pod {pod_name}: {exc.message}")
         self.expectations.expect_creations(key, [str(m["metadata"]["name"]) for m in plan.create])
-        for manifest in plan.create:
+        for index, manifest in enumerate(plan.create):
             pod_name = str(manifest["metadata"]["name"])
             kind = "Head" if node_type(manifest) == labels.HEAD_NODE else "Worker"
             try:
                 await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
             except ApiError as exc:
-                self.expectations.creation_failed(key, pod_name)
+                # Like KubeRay, the first refusal ends this round of creations: the next ones
+                # would meet the same refusal (a quota, an admission policy), and the retry
+                # with backoff tries again.
+                for skipped in plan.create[index:]:
+                    self.expectations.creation_failed(key, str(skipped["metadata"]["name"]))
                 # Without the generated name, so the status does not change with every retry.
                 add_failure(failures, f"create {kind.lower()} pod: {exc.message.replace(pod_name, '<pod>')}")
                 recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
-                continue
+                break
             recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")

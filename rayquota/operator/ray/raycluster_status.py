@@ -174,12 +174,16 @@ def cluster_status(
 
     all_ready = head_ready and ready_workers == desired_workers and len(workers) == desired_workers
     if plan.suspended or plan.suspending or plan.recreating:
+        # Suspended means no pod is left (KubeRay says so too): only pods that exist are removed.
+        message = "pods are being removed"
+        if plan.suspended:
+            message = "the RayCluster is suspended: it has no pods"
         conds = conditions.set_condition(
             conds,
             PROVISIONED,
             False,
             "RayClusterPodsProvisioning",
-            "pods are being removed",
+            message,
             now=now,
             observed_generation=generation,
         )

@@ -196,7 +196,13 @@ class RayServiceReconciler:
         if pending is None or verdict is None:
             return
         if (pending.get("spec") or {}).get("suspend"):
-            why = f"RayCluster {pending['metadata']['name']} waits for quota: {verdict.message}"
+            name = pending["metadata"]["name"]
+            if verdict.admitted and not verdict.slice_waiting:
+                # Admitted with no waiting slice on record: the queue has yet to judge the new
+                # cluster's slice, or is lifting its gate. The admission's words are no reason.
+                why = f"RayCluster {name} waits for the queue to lift its gate"
+            else:
+                why = f"RayCluster {name} waits for quota: {verdict.message}"
         elif verdict.slice_waiting:
             why = f"the upgrade's next slice waits for quota: {verdict.message}"
         else:

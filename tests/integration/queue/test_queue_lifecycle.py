@@ -205,3 +205,72 @@ def test_local_queue_hold(queue_operator: Path, kube: Kube, quota: Quota) -> Non
 def test_local_queue_hold_and_drain(queue_operator: Path, kube: Kube, quota: Quota) -> None:
     cq = quota.a100_team_queue(8)
     drain_evicts_then_readmits(kube, cq, lambda policy: set_stop_policy(kube, LQ, "team", policy))
+
+
+# --- a new cause is written at once -------------------------------------------------------
+
+# The 30 s bound on rewording a pending reason applies to new numbers for the same cause only;
+# a new cause must reach the Workload (and the Ray object) within a few seconds.
+NEW_CAUSE_WITHIN_S = 10.0
+
+
+def reason_soon(kube: Kube, rayjob: str, words: str) -> str:
+    return wait_for(
+        f"{rayjob} pending because {words!r}, within {NEW_CAUSE_WITHIN_S} s",
+        lambda: words in (reason := pending_reason(kube, rayjob)) and reason,
+        timeout_s=NEW_CAUSE_WITHIN_S,
+        interval_s=0.1,
+    )
+
+
+def rayjob_condition_soon(kube: Kube, rayjob: str, words: str) -> None:
+    wait_for(
+        f"{rayjob}'s QuotaReserved condition saying {words!r}",
+        lambda: words in str((condition(kube.get("rayjob", rayjob), "QuotaReserved") or {}).get("message")),
+        timeout_s=NEW_CAUSE_WITHIN_S,
+        interval_s=0.1,
+    )
+
+
+def active_condition_soon(kube: Kube, cq: str, status: str, reason: str) -> dict[str, Any]:
+    return wait_for(
+        f"ClusterQueue {cq} Active={status} ({reason})",
+        lambda: (
+            (active := condition(kube.get(CQ, cq), "Active") or {}).get("status") == status
+            and active.get("reason") == reason
+            and active
+        ),
+        timeout_s=NEW_CAUSE_WITHIN_S,
+        interval_s=0.1,
+    )
+
+
+def test_a_new_cause_is_written_at_once_and_a_held_queue_is_not_active(
+    queue_operator: Path, kube: Kube, quota: Quota
+) -> None:
+    cq = quota.a100_team_queue(8)
+    active_condition_soon(kube, cq, "True", "Ready")
+    kube.apply(gpu_rayjob("running", "team", workers=2, gpus_per_worker=4))  # all 8 GPUs
+    admitted_workload(kube, "RayJob", "running")
+    wait_for("an Admitted event", lambda: any(e["reason"] == "Admitted" for e in kube.events("running")))
+    kube.apply(gpu_rayjob("waiting", "team", workers=1, gpus_per_worker=4))
+    # The first verdict: a shortage. Each change below comes well within 30 s of the last write.
+    reason_soon(kube, "waiting", "0 of 8 free")
+
+    set_stop_policy(kube, CQ, cq, "Hold")
+    reason_soon(kube, "waiting", f"ClusterQueue {cq} is stopped (Hold)")
+    rayjob_condition_soon(kube, "waiting", "is stopped (Hold)")
+    held = active_condition_soon(kube, cq, "False", "Stopped")
+    assert "Can admit" not in held["message"] and "Hold" in held["message"]
+
+    set_stop_policy(kube, CQ, cq, None)
+    reason_soon(kube, "waiting", "0 of 8 free")
+    active_condition_soon(kube, cq, "True", "Ready")
+
+    kube.kubectl("delete", CQ, cq, "--wait=false")
+    reason_soon(kube, "waiting", "being deleted")
+    # Quota freed: the running job goes; once its pods are gone the queue goes with it.
+    kube.kubectl("delete", "rayjob", "running", "--wait=false")
+    wait_for("the ClusterQueue gone", lambda: kube.get(CQ, cq) is None, timeout_s=120)
+    reason_soon(kube, "waiting", "does not exist")
+    rayjob_condition_soon(kube, "waiting", "does not exist")

@@ -8,6 +8,7 @@ helpers), so the service really becomes Ready and really upgrades.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rayquota.operator.queue import cli_views
 from rayquota.queueing import parse_quantity
 from tests.integration.queue.conftest import Quota, is_admitted, workload_of
 from tests.integration.ray import rayservice_support
@@ -74,6 +76,10 @@ def cpu_queue(quota: Quota, cpu: str) -> None:
 def gpu_queue(quota: Quota, gpus: int) -> None:
     """A100 GPUs (CPU and memory plentiful)."""
     quota.local_queue("serve", quota.cluster_queue("serve", {quota.flavor("a100", "a100"): gpus}))
+
+
+def workload_status(kube: Kube) -> dict[str, Any]:
+    return dict((workload_of(kube, "RayService", NAME) or {}).get("status") or {})
 
 
 def admitted(kube: Kube, resource: str) -> int | None:
@@ -137,6 +143,14 @@ def upgrade_waits_for_quota(
     quota_condition = condition(service(kube), "QuotaReserved") or {}
     assert quota_condition.get("status") == "True" and quota_condition.get("reason") == "Admitted"
     assert str(quota_condition.get("message")).startswith("scale-up waiting: ")
+    # The waiting pod sets are named as the user knows them: the new cluster's worker group.
+    reason = str(workload_status(kube).get("pendingReason"))
+    assert f"`{pending}`" in reason and "worker group `" in reason and "pod set " not in reason, reason
+    # `rayquota explain` says why the admitted service's upgrade waits.
+    explained = cli_views.explain(asyncio.run(cli_views.fetch_state()), "rayservice", NAME, kube.ns)
+    assert "Admitted" in explained.splitlines()[0], explained
+    assert "an upgrade or a scale-up) and waits: " in explained and f"`{pending}`" in explained, explained
+    cluster_queue = workload_status(kube)["admission"]["clusterQueue"]
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
     def still_waiting() -> None:
         child = kube.get("raycluster", pending)
@@ -144,6 +158,11 @@ def upgrade_waits_for_quota(
         assert kube.pods(pending) == []
         assert len(kube.pods(first)) == 2
         assert usage() == old_usage
+        said = str((condition(service(kube), "UpgradeInProgress") or {}).get("message"))
+        assert "waits for quota: The workload is admitted" not in said, said
+        # `rayquota queues` reads these: one Workload, admitted, not pending as well.
+        counts = (kube.get("clusterqueue.rayquota.io", cluster_queue) or {}).get("status") or {}
+        assert (counts.get("admittedWorkloads"), counts.get("pendingWorkloads")) == (1, 0), counts
 
     holds("the pending cluster gated, the active one running", still_waiting, seconds=10)
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
+from rayquota.operator.core.event_correlator import SPAM_BURST
 from rayquota.operator.ray import labels
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
@@ -136,6 +137,21 @@ def selectors(kube: Kube) -> set[str | None]:
 
 def reasons(kube: Kube) -> set[str]:
     return {e["reason"] for e in kube.events(NAME)}
+
+
+def assert_milestone_events(kube: Kube, wanted: set[str]) -> None:
+    """The RayService's events name each of ``wanted``, unless its event budget was spent: as
+    client-go's recorder does, the operator writes at most SPAM_BURST events about one object in
+    a burst (an upgrade's milestones come last), and an event's ``count`` includes the
+    occurrences that were not written, so fewer occurrences than the burst mean nothing was
+    dropped."""
+    events = kube.events(NAME)
+    missing = wanted - {e["reason"] for e in events}
+    occurrences = sum(int(e.get("count") or 1) for e in events)
+    assert not missing or occurrences >= SPAM_BURST, (
+        missing,
+        sorted((e["reason"], e.get("count")) for e in events),
+    )
 
 
 def start_upgrade_on_second_head(kube: Kube, dashboards: Dashboards, first: str, head_b: RayHead,

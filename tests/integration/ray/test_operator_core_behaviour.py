@@ -107,9 +107,17 @@ def test_state_stays_ready_while_scaling(kube: Kube) -> None:
     assert states == {"ready"}, f"state flapped while scaling: {states}"
 
 
-def test_failures_back_off_and_events_stay_bounded(kube: Kube) -> None:
-    """A ResourceQuota refuses most pods: the operator retries with backoff and the events
-    aggregate instead of piling up (the old operator posted 75 Events in 10 s)."""
+# KubeRay v1.6.2 (its operator run for real beside the same ResourceQuota: BENCHMARKS.md, "Events
+# under a failure loop") posts, in the first 30 s, one Event object per Created* event (head
+# Service, head pod, the one worker the quota admits) and, its failure messages naming a new
+# generated pod each time, nine separate FailedToCreateWorkerPod Events and one combined.
+KUBERAY_EVENT_OBJECTS_IN_30_S = 13
+
+
+def test_a_failure_loop_posts_no_more_event_objects_than_kuberay(kube: Kube) -> None:
+    """A ResourceQuota refuses most pods: the operator retries with backoff, and the events are
+    correlated as client-go correlates KubeRay's (the operator used to post 16 Event objects in
+    30 s here)."""
     kube.apply(
         {
             "apiVersion": "v1",
@@ -123,20 +131,21 @@ def test_failures_back_off_and_events_stay_bounded(kube: Kube) -> None:
     )
     body = sample("blocked")
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 4
+    started = time.monotonic()
     kube.apply(body)
     wait_for(
         "failure events",
         lambda: any(e["reason"] == "FailedToCreateWorkerPod" for e in kube.events("blocked")),
     )
-    started = time.monotonic()
-    wait_for(
-        "the failure to persist for 15 s",
-        lambda: time.monotonic() - started > 15 and kube.events("blocked"),
-        timeout_s=30,
-    )
-    failures = [e for e in kube.events("blocked") if e["reason"] == "FailedToCreateWorkerPod"]
-    assert len(failures) <= 11, f"{len(failures)} separate failure Events"
-    assert sum(int(e.get("count") or 1) for e in failures) >= 3, "retries continued"
+    wait_for("30 s of the failure loop", lambda: time.monotonic() - started > 30, timeout_s=40)
+    events = kube.events("blocked")
+    summary = sorted((e["reason"], int(e.get("count") or 1), e["message"][:60]) for e in events)
+    assert len(events) <= KUBERAY_EVENT_OBJECTS_IN_30_S, summary
+    failures = [e for e in events if e["reason"] == "FailedToCreateWorkerPod"]
+    combined = [e for e in failures if e["message"].startswith("(combined from similar events): ")]
+    # client-go's aggregation: nine different messages each, then one combined Event that counts.
+    assert len(failures) == 10 and len(combined) == 1, summary
+    assert combined[0]["count"] >= 2, "retries continued, counted on the combined Event"
     assert all(e["type"] == "Warning" for e in failures)
     cluster = kube.get("raycluster", "blocked")
     failure = [c for c in cluster["status"]["conditions"] if c["type"] == "ReplicaFailure"]

@@ -170,10 +170,37 @@ def test_suspend_and_resume(kube: Kube) -> None:
     assert cluster["status"]["desiredWorkerReplicas"] == 2
     reasons = [e["reason"] for e in kube.events(NAME)]
     assert reasons.count("DeletedWorkerPod") == 2 and reasons.count("DeletedHeadPod") == 1
+    # No pod left: it says it is suspended, not that pods are being removed.
+    assert_suspended_with_no_pods(wait_for("the last status", lambda: settled_status(kube, NAME)))
 
     kube.patch("raycluster", NAME, {"spec": {"suspend": False}})
     cluster = wait_ready(kube, workers=2)
     assert condition(cluster, "RayClusterSuspended")["status"] == "False"
+
+
+def settled_status(kube: Kube, name: str) -> dict[str, Any] | None:
+    """The cluster once its status says suspended and no pod of it is left, terminating or not."""
+    cluster = kube.get("raycluster", name)
+    status = (cluster or {}).get("status") or {}
+    if status.get("state") != "suspended" or kube.list("pods", f"ray.io/cluster={name}"):
+        return None
+    return cluster
+
+
+def assert_suspended_with_no_pods(cluster: dict[str, Any]) -> None:
+    provisioned = condition(cluster, "RayClusterProvisioned") or {}
+    assert provisioned.get("status") == "False", provisioned
+    assert "being removed" not in str(provisioned.get("message")), provisioned
+    assert "suspended" in str(provisioned.get("message")), provisioned
+    assert (condition(cluster, "RayClusterSuspended") or {}).get("status") == "True"
+
+
+def test_a_cluster_created_suspended_says_it_is_suspended(kube: Kube) -> None:
+    body = sample()
+    body["spec"]["suspend"] = True
+    kube.apply(body)
+    assert_suspended_with_no_pods(wait_for("suspended", lambda: settled_status(kube, NAME)))
+    assert kube.list("pods") == []
 
 
 def test_deletion_cascades_to_pods_and_services(kube: Kube) -> None:

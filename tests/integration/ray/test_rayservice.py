@@ -23,6 +23,7 @@ from tests.integration.ray.rayservice_support import (
     NAME,
     NEW_IMAGE,
     Dashboards,
+    assert_milestone_events,
     cluster_name,
     clusters,
     deployed_message,
@@ -115,7 +116,7 @@ def test_image_change_runs_a_new_cluster_upgrade(
     # The old cluster outlives the switch by rayClusterDeletionDelaySeconds, then goes.
     assert first in clusters(kube)
     wait_for("the old cluster deleted", lambda: clusters(kube) == [pending], timeout_s=60)
-    assert {"ScheduledRayClusterDeletion", "DeletedRayCluster", "UpdatedService"} <= reasons(kube)
+    assert_milestone_events(kube, {"ScheduledRayClusterDeletion", "DeletedRayCluster", "UpdatedService"})
 
 
 def test_a_failing_serve_application_keeps_the_old_cluster_serving(

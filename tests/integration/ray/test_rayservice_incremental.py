@@ -23,6 +23,7 @@ from tests.integration.ray.rayservice_support import (
     NEW_IMAGE,
     OLD_IMAGE,
     Dashboards,
+    assert_milestone_events,
     cluster_name,
     clusters,
     manifest,
@@ -168,7 +169,7 @@ def test_incremental_upgrade_walks_its_steps(
         lambda: gateway.route_backends(kube.get("httproute", gateway.httproute_name(NAME)) or {}) == alone,
     )
     wait_for("the old cluster deleted", lambda: clusters(kube) == [new], timeout_s=60)
-    assert {"TargetCapacityChanged", "TrafficMigrated", "PromotedRayCluster"} <= reasons(kube)
+    assert_milestone_events(kube, {"TargetCapacityChanged", "TrafficMigrated", "PromotedRayCluster"})
 
 
 def test_a_revert_mid_upgrade_rolls_back(

@@ -23,6 +23,31 @@ def test_committed_crds_match_the_models_run_rayquota_crds_if_this_fails(tmp_pat
         assert committed[name] == content, f"crds/{name} is out of date: run `rayquota crds`"
 
 
+CHART = CRDS.parent / "helm" / "rayquota"
+
+
+def test_the_charts_crds_are_copies_of_the_generated_ones_not_links() -> None:
+    copies = crdgen.chart_copies(CHART)
+    assert set(copies) == {p.name for p in CRDS.glob("*.yaml")}
+    for name, copy in copies.items():
+        assert not copy.is_symlink(), f"{copy} is a link: Helm warns about it on every command"
+        assert copy.read_bytes() == (CRDS / name).read_bytes(), f"{copy} is out of date: run `rayquota crds`"
+    assert {p.parent.parent.name for p in copies.values() if p.name.startswith("ray.io_")} == {"ray-crds"}
+
+
+def test_check_mode_refuses_a_linked_chart_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chart = tmp_path / "chart"
+    crdgen.generate(tmp_path / "crds", chart)
+    assert crdgen.main(tmp_path / "crds", check=True, chart_dir=chart) == 0
+    linked = chart / "crds" / "rayquota.io_cohorts.yaml"
+    linked.unlink()
+    linked.symlink_to(tmp_path / "crds" / "rayquota.io_cohorts.yaml")
+    assert crdgen.main(tmp_path / "crds", check=True, chart_dir=chart) == 1
+    assert "rayquota.io_cohorts.yaml is a symbolic link" in capsys.readouterr().err
+    crdgen.generate(tmp_path / "crds", chart)  # replaces the link, never writes through it
+    assert not linked.is_symlink() and crdgen.main(tmp_path / "crds", check=True, chart_dir=chart) == 0
+
+
 def test_generation_is_deterministic(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     crdgen.generate(first)

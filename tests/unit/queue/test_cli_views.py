@@ -97,3 +97,47 @@ def test_explain_says_what_it_needs_what_is_free_and_who_is_ahead() -> None:
 
 def test_explain_an_object_that_is_not_queued() -> None:
     assert "has no Workload" in cli_views.explain(state(), "rayjob", "nope", "ns")
+
+
+def test_rebuild_keeps_a_grown_demand_waiting_as_a_scale_up_slice() -> None:
+    """An admitted Workload whose demand grew (a RayService upgrade's second cluster) is pending
+    in the rebuilt engine too, with the engine's sentence, while its admission stays counted."""
+    queue_state = state()
+    grown = job_workload("first", 8, "2026-01-01T00:00:00Z", admitted=True)
+    grown["spec"]["podSets"][0]["count"] = 2  # the admission covers 1 pod of 8 GPUs
+    queue_state.workloads = [grown]
+    driver = cli_views.rebuild(queue_state)
+    driver.cycle(0.0)
+    key = "ns/rayjob-first-abcde"
+    assert driver.admission(key) is not None
+    assert "0 of 8 free" in str(driver.pending_reason(key))
+    assert driver.engine.cluster_queue_status("team").usage == {("a100", "nvidia.com/gpu"): 8000}
+
+
+def service_workload() -> dict[str, Any]:
+    """An admitted RayService (2 GPUs) whose upgrade asks for 2 more GPUs in a new shape."""
+    body = job_workload("greeter", 2, "2026-01-01T00:00:00Z", admitted=True)
+    body["metadata"]["labels"] = {"rayquota.io/owner-kind": "rayservice", "rayquota.io/owner-name": "greeter"}
+    body["metadata"]["annotations"] = {
+        "rayquota.io/pod-set-names": (
+            '{"gpu":"worker group `gpu` of cluster `greeter-old`",'
+            '"gpu-50baf":"worker group `gpu` of cluster `greeter-new`"}'
+        )
+    }
+    body["spec"]["podSets"].append({"name": "gpu-50baf", "count": 1, "requests": {"nvidia.com/gpu": "2"}})
+    return body
+
+
+def test_explain_an_admitted_upgrade_that_waits() -> None:
+    full = QueueState(
+        flavors=[{"metadata": {"name": "a100"}, "spec": {}}],
+        cluster_queues=[gpu_queue("team", 8, usage=8)],
+        local_queues=[{"metadata": {"name": "team", "namespace": "ns"}, "spec": {"clusterQueue": "team"}}],
+        workloads=[service_workload(), job_workload("first", 6, "2026-01-01T00:00:01Z", admitted=True)],
+    )
+    text = cli_views.explain(full, "rayservice", "greeter", "ns")
+    assert "Admitted" in text.splitlines()[0]
+    (waits,) = [line for line in text.splitlines() if "waits" in line]
+    assert "upgrade" in waits and "0 of 8 free" in waits
+    assert "worker group `gpu` of cluster `greeter-new`" in waits and "gpu-50baf" not in waits
+    assert "The workload is admitted" not in text

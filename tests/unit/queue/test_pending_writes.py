@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.operator.queue.pending_writes import PendingWrites
+from rayquota.operator.queue.pending_writes import PendingWrites, cause_of
 
 
 def _pending(words: str) -> dict[str, object]:
@@ -43,19 +43,46 @@ def test_transitions_are_written_at_once() -> None:
     assert writes.should_write("ns/w", _pending("b"), requeued, evaluated=True)
 
 
-def test_held_back_words_say_when_to_look_again() -> None:
+def test_held_back_numbers_say_when_to_look_again() -> None:
     now = [100.0]
     writes = PendingWrites(min_interval_s=30, clock=lambda: now[0])
-    assert writes.should_write("ns/w", None, _pending("3 of 20 free"), evaluated=True)
+    assert writes.should_write("ns/w", None, _pending("has 3 of 20 free"), evaluated=True)
     assert writes.retry_after("ns/w") is None
     now[0] += 10
-    stopped = _pending("ClusterQueue cq is stopped (Hold)")
-    assert not writes.should_write("ns/w", _pending("3 of 20 free"), stopped, evaluated=True)
+    fewer = _pending("has 2 of 20 free")
+    assert not writes.should_write("ns/w", _pending("has 3 of 20 free"), fewer, evaluated=True)
     retry = writes.retry_after("ns/w")
     assert retry is not None and 20 <= retry < 21
     now[0] += retry
-    assert writes.should_write("ns/w", _pending("3 of 20 free"), stopped, evaluated=True)
+    assert writes.should_write("ns/w", _pending("has 3 of 20 free"), fewer, evaluated=True)
     assert writes.retry_after("ns/w") is None
+
+
+SHORTAGE = "needs 8 nvidia.com/gpu in flavor a100; ClusterQueue gpu-8 has 0 of 8 free"
+
+
+def test_a_new_cause_is_written_at_once() -> None:
+    now = [100.0]
+    writes = PendingWrites(min_interval_s=30, clock=lambda: now[0])
+    assert writes.should_write("ns/w", None, _pending(SHORTAGE), evaluated=True)
+    now[0] += 1
+    for cause in (
+        "ClusterQueue gpu-8 is stopped (Hold)",
+        "ClusterQueue gpu-8 does not exist",
+        "needs 8 nvidia.com/gpu in flavor h100; ClusterQueue gpu-8 has 0 of 8 free",
+        "waiting behind default/rayjob-first-61347 at the head of StrictFIFO ClusterQueue gpu-8",
+        "waiting behind default/rayjob-third-0a1b2 at the head of StrictFIFO ClusterQueue gpu-8",
+    ):
+        assert writes.should_write("ns/w", _pending(SHORTAGE), _pending(cause), evaluated=True), cause
+        assert writes.retry_after("ns/w") is None
+    # The same cause with new numbers waits for the interval.
+    more = SHORTAGE.replace("needs 8", "needs 16").replace("0 of 8", "4 of 8")
+    assert not writes.should_write("ns/w", _pending(SHORTAGE), _pending(more), evaluated=True)
+
+
+def test_cause_of_blanks_quantities_not_names() -> None:
+    assert cause_of("needs 36Gi memory; has 1.5 of 8 free") == cause_of("needs 4Gi memory; has 0 of 64 free")
+    assert cause_of("waiting behind ns/job-61347") != cause_of("waiting behind ns/job-61348")
 
 
 def test_first_verdicts_share_a_budget_and_over_budget_ones_get_the_next_free_slot() -> None:

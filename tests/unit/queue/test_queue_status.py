@@ -1,9 +1,16 @@
-"""The ClusterQueue's Active condition: Ready, Inactive with the engine's reason, or Terminating."""
+"""The queues' status: the ClusterQueue's Active condition (Ready, Stopped, Inactive with the
+engine's reason, Terminating), the LocalQueue's, and the pending count."""
 
 from __future__ import annotations
 
-from rayquota.operator.queue.status import cluster_queue_status
-from rayquota.queueing import ClusterQueueStatus
+from rayquota.operator.queue.status import (
+    cluster_queue_status,
+    local_queue_active,
+    local_queue_status,
+    waiting_slices_per_cluster_queue,
+)
+from rayquota.queueing import ClusterQueueStatus, StopPolicy
+from tests.unit.queue.fakes import gpu_workload, new_driver
 
 NOW = "2026-11-22T09:00:00Z"
 
@@ -28,3 +35,48 @@ def test_an_inactive_cluster_queue_gives_the_engines_reason() -> None:
     inactive = active(status)
     assert inactive["status"] == "False" and inactive["reason"] == "Inactive"
     assert inactive["message"] == "flavor x does not exist"
+
+
+def test_a_held_cluster_queue_is_not_active_with_kueues_stopped_reason() -> None:
+    status = ClusterQueueStatus("team", 3, 1, {}, {}, disabled_reason=None)
+    for policy in (StopPolicy.HOLD, StopPolicy.HOLD_AND_DRAIN):
+        written = cluster_queue_status(None, status, [], NOW, stop_policy=policy)
+        (held,) = [c for c in written["conditions"] if c["type"] == "Active"]
+        assert (held["status"], held["reason"]) == ("False", "Stopped")
+        assert policy in held["message"] and "Can admit" not in held["message"]
+    # Terminating says more than Stopped (Kueue checks it first too).
+    written = cluster_queue_status(None, status, [], NOW, terminating=True, stop_policy=StopPolicy.HOLD)
+    assert [c["reason"] for c in written["conditions"] if c["type"] == "Active"] == ["Terminating"]
+
+
+def test_a_local_queue_is_inactive_when_stopped_or_its_cluster_queue_is() -> None:
+    lq = {"spec": {"clusterQueue": "cq"}}
+    ready_cq = {"status": {"conditions": [{"type": "Active", "status": "True"}]}}
+    held_cq = {"status": {"conditions": [{"type": "Active", "status": "False", "reason": "Stopped"}]}}
+    assert local_queue_active(lq, ready_cq)[:2] == (True, "Ready")
+    assert local_queue_active({"spec": {"clusterQueue": "cq", "stopPolicy": "Hold"}}, ready_cq)[:2] == (
+        False,
+        "Stopped",
+    )
+    assert local_queue_active(lq, held_cq)[:2] == (False, "ClusterQueueIsInactive")
+    assert local_queue_active(lq, None)[:2] == (False, "ClusterQueueDoesNotExist")
+    written = local_queue_status(None, "ns", "lq", [], NOW, active=local_queue_active(lq, held_cq))
+    assert [c["status"] for c in written["conditions"] if c["type"] == "Active"] == ["False"]
+
+
+def test_an_admitted_workload_whose_scale_up_waits_counts_once_as_admitted() -> None:
+    driver, _ = new_driver(nominal=4)
+    driver.submit(gpu_workload("svc", "a", {"w1": 2}))
+    driver.submit(gpu_workload("other", "a", {"w1": 2}, created=1))
+    driver.submit(gpu_workload("b-team", "b", {"w1": 4}, created=1))  # nothing to borrow
+    driver.cycle(0.0)
+    driver.submit(gpu_workload("svc", "a", {"w1": 4}))  # an upgrade: 2 more GPUs, none free in the cohort
+    driver.submit(gpu_workload("late", "a", {"w1": 1}, created=2))
+    driver.cycle(1.0)
+    engine = driver.engine
+    assert driver.pending_reason("ns/svc") and driver.admission("ns/svc")
+    raw = engine.cluster_queue_status("a")
+    assert (raw.pending, raw.admitted) == (2, 2)  # the engine sees the slice as a workload of its own
+    assert waiting_slices_per_cluster_queue(engine) == {"a": 1}
+    written = cluster_queue_status(None, raw, [], NOW, waiting_slices=1)
+    assert (written["pendingWorkloads"], written["admittedWorkloads"]) == (1, 2)

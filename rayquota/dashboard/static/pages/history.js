@@ -1,0 +1,15 @@
+// History: usage of the charted resource and pending counts per ClusterQueue.
+import { h } from "../dom.js";
+import { lineChart } from "../charts.js";
+
+export function renderHistory(page) {
+  const span = page.times.length > 1 ? Math.round((page.times[page.times.length - 1] - page.times[0]) / 60) : 0;
+  return h(
+    "div",
+    {},
+    h("h1", {}, "History"),
+    h("p", { class: "facts" }, `${page.times.length} samples, one every ${page.intervalSeconds}s, over the last ${span} minutes (kept in the dashboard process).`),
+    lineChart(`${page.resource} in use per ClusterQueue`, page.times, page.series, "usage"),
+    lineChart("Pending workloads per ClusterQueue", page.times, page.series, "pending"),
+  );
+}
