@@ -15,21 +15,11 @@ from dataclasses import dataclass
 
 from .accounting import Accounting, ClusterQueueStatus, NodeSnapshot
 from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .model import (
-    ClusterNode,
-    ClusterQueue,
-    Cohort,
-    FlavorResource,
-    LocalQueue,
-    ResourceFlavor,
-    Topology,
-    Workload,
-)
+from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
 from .policies import StopPolicy
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
-from .topology_admission import TopologyAdmission
-from .topology_capacity import TopologyCapacity
+from .topology_events import TopologyEvents
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +34,7 @@ class WorkloadStatus:
     """The ``now`` of the cycle that admitted it (``None`` while pending)."""
 
 
-class EngineEvents:
+class EngineEvents(TopologyEvents):
     def __init__(self) -> None:
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
@@ -52,12 +42,7 @@ class EngineEvents:
         self._router = Router(
             self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
         )
-        self._topology = TopologyCapacity()
-        self._placement = TopologyAdmission(self._topology, self._accounting.flavors)
-        self._topology_waiting: set[str] = set()
-        """ClusterQueues with workloads parked for want of room in a topology domain."""
-        self._admission_hold: str | None = None
-        """Why nothing is admitted now (waitForPodsReady's blockAdmission), if so."""
+        self._init_topology()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -170,39 +155,6 @@ class EngineEvents:
         self._namespaces[name] = dict(labels)
         self._accounting.unpark_everything()
 
-    # ------------------------------------------------------------ topology
-
-    def upsert_topology(self, topology: Topology) -> None:
-        if self._topology.upsert_topology(topology):
-            self._accounting.unpark_everything()
-
-    def delete_topology(self, name: str) -> None:
-        if self._topology.delete_topology(name):
-            self._accounting.unpark_everything()
-
-    def upsert_node(self, node: ClusterNode) -> None:
-        """A node's labels, allocatable, taints, readiness (topology placement counts its room)."""
-        if self._topology.upsert_node(node):
-            self._topology_room_changed()
-
-    def delete_node(self, name: str) -> None:
-        if self._topology.delete_node(name):
-            self._topology_room_changed()
-
-    def upsert_pod(
-        self, key: str, node: str, requests: Mapping[str, int], workload: str | None = None
-    ) -> None:
-        """A pod bound to ``node`` that has not finished, with its requests (milli-units) and the
-        workload it belongs to, if any: while that workload holds a topology assignment the
-        assignment accounts for the pod."""
-        if self._topology.upsert_pod(key, node, requests, workload):
-            self._topology_room_changed()
-
-    def delete_pod(self, key: str) -> None:
-        """The pod finished or is gone: its room is free."""
-        if self._topology.delete_pod(key):
-            self._topology_room_changed()
-
     # --------------------------------------------------------------- workloads
 
     def add_workload(self, workload: Workload) -> None:
@@ -262,16 +214,6 @@ class EngineEvents:
             return
         wl.phase = Phase.EVICTING
         wl.drop_on_release = True
-
-    def hold_admissions(self, reason: str | None) -> None:
-        """Admit nothing while ``reason`` is set (a workload's pods are not ready yet, with
-        waitForPodsReady's blockAdmission); ``None`` lifts the hold and wakes every queue."""
-        if reason == self._admission_hold:
-            return
-        lifted = reason is None
-        self._admission_hold = reason
-        if lifted:
-            self._accounting.unpark_everything()
 
     def evict(self, key: str) -> None:
         """The operator evicts an admitted workload; quota is held until :meth:`release`."""
@@ -389,17 +331,6 @@ class EngineEvents:
         """Quota was freed: parked workloads that might now fit go back to the active queue."""
         self._clear_fit_caches()
         self._accounting.unpark_members(cq)
-
-    def _topology_room_changed(self) -> None:
-        """Room in a topology may have been freed: what waits for a domain is looked at again."""
-        if not self._topology_waiting:
-            return
-        self._clear_fit_caches()
-        for name in self._topology_waiting:
-            cq = self._accounting.queues.get(name)
-            if cq is not None:
-                cq.unpark()
-        self._topology_waiting.clear()
 
     def _rebuild(self) -> None:
         for orphan in self._accounting.rebuild():

@@ -287,6 +287,23 @@ class TopologyCapacity:
             add_into(free, placed, -1)
         return free
 
+    def room(self, flavor: ResourceFlavor, level: str, resource: str) -> list[tuple[str, int, int]]:
+        """Per domain of ``level`` of the flavor's topology: (domain value, free, allocatable) of
+        ``resource`` on its usable nodes, for views (``rayquota explain``, the simulator)."""
+        view = self.flavor_topology(flavor)
+        if view is None or level not in view.topology.levels:
+            return []
+        depth = view.topology.levels.index(level) + 1
+        everything = NodeFilter()
+        totals: dict[LeafId, list[int]] = {}
+        for leaf, nodes in view.leaves.items():
+            free = self.leaf_free(view, leaf, everything).get(resource, 0)
+            size = sum(n.allocatable.get(resource, 0) for n in nodes)
+            entry = totals.setdefault(leaf[:depth], [0, 0])
+            entry[0] += max(0, free)
+            entry[1] += size
+        return [(domain[-1], free, size) for domain, (free, size) in sorted(totals.items())]
+
     def charges_of(self, workload: str) -> list[tuple[str, LeafId, dict[str, int]]]:
         return self._charges.get(workload, [])
 
