@@ -119,18 +119,22 @@ def load_pools(path: Path | None) -> tuple[NodePool, ...]:
     """
     if path is None:
         return DEFAULT_POOLS
-    raw = yaml.safe_load(path.read_text())
+    return pools_from(yaml.safe_load(path.read_text()), str(path))
+
+
+def pools_from(raw: Any, where: str) -> tuple[NodePool, ...]:
+    """Pools from a parsed list of NodePool fields (a nodes file, a simulation scenario's nodes)."""
     if not isinstance(raw, list):
-        raise ValueError(f"{path}: expected a list of node pools, got {type(raw).__name__}")
+        raise ValueError(f"{where}: expected a list of node pools, got {type(raw).__name__}")
     pools = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict):
-            raise ValueError(f"{path}: pool {i} must be a mapping, got {entry!r}")
+            raise ValueError(f"{where}: pool {i} must be a mapping, got {entry!r}")
         try:
             fields: dict[str, Any] = {k: (str(v) if k in ("cpu", "memory") else v) for k, v in entry.items()}
             pools.append(NodePool(**fields))
         except TypeError as exc:
-            raise ValueError(f"{path}: pool {i}: {exc}") from None
+            raise ValueError(f"{where}: pool {i}: {exc}") from None
     return tuple(pools)
 
 
