@@ -382,25 +382,28 @@ class TopologyPlacer:
         need = f"{total} {resource} ({_pods(ask)})"
         units = counts.units[level]
         best = max(units, key=lambda d: (units[d], counts.pods[level].get(d, 0), d), default=None)
-        if len(members) > 1:
-            names = ", ".join(m.name for m in members)
-            subject = f"pod sets {names} (group {ask.request.group}) need {need} for {ask.name} and the rest"
-        else:
-            subject = f"pod set {ask.name} needs {need}"
         inside = f" inside {level_name(levels[len(within) - 1])} {within[-1]}" if within else ""
-        if best is None:
-            return f"{subject} in one {where}{inside}; there is no {where} with room"
-        free = self._domain_free(ask, level, best, resource)
-        fits = units[best] * counts.pods_per_unit(level)
-        if len(members) > 1 and units[best] * counts.pods_per_unit(level) >= ask.count:
-            return (
-                f"{subject} in one {where}{inside}; no {where} has room for all of them (the {where} "
-                f"with the most room, {best[-1]}, has {format_quantity(free, resource)} {resource} free)"
+        room = ""
+        if best is not None:
+            free = format_quantity(self._domain_free(ask, level, best, resource), resource)
+            fits = units[best] * counts.pods_per_unit(level)
+            room = (
+                f"the {where} with the most room, {best[-1]}, has {free} {resource} free "
+                f"(fits {fits} of the pods)"
             )
-        return (
-            f"{subject} in one {where}{inside}; the {where} with the most room, {best[-1]}, has "
-            f"{format_quantity(free, resource)} {resource} free (fits {fits} of the pods)"
-        )
+        if len(members) > 1:
+            # Named one by one ("pod set X"): the operator puts each pod set's own words in.
+            together = " and ".join(f"pod set {m.name}" for m in members)
+            if best is not None and units[best] * counts.pods_per_unit(level) >= ask.count:
+                return (
+                    f"{together} must share one {where}{inside}; no {where} has room for all of them "
+                    f"(pod set {ask.name} needs {need}; {room})"
+                )
+            return f"{together} must share one {where}{inside}; pod set {ask.name} alone needs {need}; " + (
+                room or f"there is no {where} with room"
+            )
+        subject = f"pod set {ask.name} needs {need} in one {where}{inside}"
+        return f"{subject}; {room}" if room else f"{subject}; there is no {where} with room"
 
     def _spread_failure(self, ask: PlacementAsk, counts: _Counts) -> str:
         resource = _main_resource(ask.requests)

@@ -195,8 +195,8 @@ def test_a_group_that_fits_no_rack_together_waits() -> None:
     head = PodSet.of("head", 1, {GPU: 4}, topology_request=required(group="ray"))
     engine.add_workload(job("grouped", 4, request=required(group="ray"), extra=(head,)))
     reason = pending_reason(engine.run_cycle(), "team/grouped")
-    assert reason.startswith("pod sets head, workers (group ray) need")
-    assert "no rack has room for all of them" in reason
+    assert reason.startswith("pod set head and pod set workers must share one rack; no rack has room")
+    assert "(pod set workers needs 16 nvidia.com/gpu (4 pods); the rack with the most room, b0-r0" in reason
 
 
 # ---------------------------------------------------------------------- preemption
