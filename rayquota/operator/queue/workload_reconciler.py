@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
 TOO_MANY_POD_SETS = "TooManyPodSets"
+INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
 
 
 class WorkloadReconciler:
@@ -123,10 +124,15 @@ class WorkloadReconciler:
             return None
         demand = adapter.pod_sets(obj, children)
         refused = too_many_pod_sets(queued.kind, obj, demand)
+        refusal = TOO_MANY_POD_SETS
+        unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]
+        if refused is None and any(unreadable):
+            # The webhook refuses these; without it, the object waits, gated, with the reason.
+            refused, refusal = "; ".join(u for u in unreadable if u), INVALID_TOPOLOGY_REQUEST
         if refused is not None:
             # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
             # stays shut on everything it does not cover.
-            self.manager.recorder.post(obj, "Warning", TOO_MANY_POD_SETS, refused)
+            self.manager.recorder.post(obj, "Warning", refusal, refused)
             if workload is None:
                 await self._apply(adapter.suspend(obj, children))
                 return None
