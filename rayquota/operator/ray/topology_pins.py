@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rayquota.operator.core.pods import pod_finished
+from rayquota.operator.ray import labels
+
 Selector = Mapping[str, str]
 
 
@@ -60,3 +63,45 @@ def pinned(pod_spec: Mapping[str, Any], selector: Selector) -> dict[str, Any]:
     spec = dict(pod_spec)
     spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **selector}
     return spec
+
+
+Domains = tuple[tuple[Selector, int], ...]
+"""A group's assigned domains: (nodeSelector, pods) each, in the assignment's order."""
+
+
+def _group(pod: Mapping[str, Any]) -> str | None:
+    pod_labels = pod["metadata"].get("labels") or {}
+    if pod_labels.get(labels.RAY_NODE_TYPE) == labels.HEAD_NODE:
+        return None
+    return str(pod_labels.get(labels.RAY_GROUP, ""))
+
+
+def pin_created(
+    creates: Sequence[dict[str, Any]],
+    head: Domains | None,
+    workers: Mapping[str, Domains],
+    live: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The planner's new pods, each pinned to a domain of its group's assignment (``head`` for
+    the head, ``workers`` by group label; a group without one is left as it is), and why some
+    are not created: their group's domains are full (with the live pods, finished ones aside)."""
+    by_group: dict[str | None, list[dict[str, Any]]] = {}
+    for pod in creates:
+        by_group.setdefault(_group(pod), []).append(pod)
+    out: list[dict[str, Any]] = []
+    waiting: list[str] = []
+    for group, pods in by_group.items():
+        domains = head if group is None else workers.get(group)
+        if domains is None:
+            out.extend(pods)
+            continue
+        mine = [p.get("spec") or {} for p in live if _group(p) == group and not pod_finished(p)]
+        pins = pins_for_new_pods(domains, mine, len(pods))
+        for pod, selector in zip(pods, pins, strict=False):
+            out.append({**pod, "spec": pinned(pod.get("spec") or {}, selector)})
+        if len(pins) < len(pods):
+            who = "the head" if group is None else f"worker group {group!r}"
+            waiting.append(
+                f"{who}: its assigned topology domains are full ({len(pods) - len(pins)} pods wait)"
+            )
+    return out, waiting

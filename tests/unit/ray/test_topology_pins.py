@@ -3,7 +3,9 @@ domain's count, in the assignment's order."""
 
 from __future__ import annotations
 
-from rayquota.operator.ray.topology_pins import domain_of, pinned, pins_for_new_pods
+from typing import Any
+
+from rayquota.operator.ray.topology_pins import domain_of, pin_created, pinned, pins_for_new_pods
 
 HOST = "kubernetes.io/hostname"
 DOMAINS = [({HOST: "n1"}, 2), ({HOST: "n2"}, 1), ({HOST: "n3"}, 1)]
@@ -29,3 +31,40 @@ def test_a_pin_keeps_the_templates_own_selector() -> None:
     assert spec["nodeSelector"] == {"pool": "a", HOST: "n2"}
     assert domain_of(spec, (HOST,)) == ("n2",)
     assert domain_of({"containers": []}, (HOST,)) is None
+
+
+def _pod(group: str | None, selector: dict[str, str] | None = None, phase: str = "Pending") -> dict[str, Any]:
+    pod_labels = (
+        {"ray.io/node-type": "head"}
+        if group is None
+        else {"ray.io/node-type": "worker", "ray.io/group": group}
+    )
+    spec: dict[str, Any] = {"containers": []}
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"metadata": {"labels": pod_labels}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_planners_new_pods_are_pinned_group_by_group() -> None:
+    creates = [_pod(None), _pod("gpu"), _pod("gpu"), _pod("cpu")]
+    live = [_pod("gpu", {HOST: "n1"}), _pod("gpu", {HOST: "n2"}, phase="Succeeded")]
+    pinned_pods, waiting = pin_created(
+        creates,
+        ((({HOST: "n9"}), 1),),
+        {"gpu": (({HOST: "n1"}, 1), ({HOST: "n2"}, 1), ({HOST: "n3"}, 1))},
+        live,
+    )
+    assert [p["spec"].get("nodeSelector") for p in pinned_pods] == [
+        {HOST: "n9"},
+        {HOST: "n2"},  # n1 is taken by a live pod; a finished pod takes no room
+        {HOST: "n3"},
+        None,  # a group without an assignment is left as it is
+    ]
+    assert waiting == []
+
+
+def test_pods_beyond_the_assigned_domains_wait() -> None:
+    creates = [_pod("gpu"), _pod("gpu")]
+    pinned_pods, waiting = pin_created(creates, None, {"gpu": (({HOST: "n1"}, 1),)}, [])
+    assert len(pinned_pods) == 1
+    assert waiting == ["worker group 'gpu': its assigned topology domains are full (1 pods wait)"]
