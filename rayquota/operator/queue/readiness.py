@@ -140,6 +140,32 @@ class ReadinessKeeper:
         self.loop.request_cycle()
 
 
+UNPLACED = "PodNotPlacedInDomain"
+
+
+def unplaced_pods(pods: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Pods pinned to a topology domain (a nodeSelector on one of ``keys``) that the scheduler
+    cannot place there, each with its domain and the scheduler's words."""
+    out: list[str] = []
+    for pod in pods:
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        pin = {k: v for k, v in selector.items() if k in keys}
+        if not pin or (pod.get("spec") or {}).get("nodeName"):
+            continue
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
+                where = ", ".join(f"{k}={v}" for k, v in sorted(pin.items()))
+                out.append(
+                    f"pod {pod['metadata']['name']} cannot be scheduled in its assigned domain {where}: "
+                    f"{condition.get('message') or 'unschedulable'}"
+                )
+    return out
+
+
 def _seconds(timestamp: object, default: float) -> float:
     moment = parse_rfc3339(timestamp)
     return moment.timestamp() if moment is not None else default

@@ -46,7 +46,13 @@ from rayquota.operator.queue.pods_ready import (
     WaitForPodsReady,
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
-from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
+from rayquota.operator.queue.readiness import (
+    UNPLACED,
+    ReadinessKeeper,
+    requeue_at,
+    requeue_state,
+    unplaced_pods,
+)
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor, Workload
@@ -176,6 +182,9 @@ class WorkloadReconciler:
         if admission is not None:
             now = time.time()
             readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)
+            pinned_on = {level for ps in admission.pod_sets if ps.topology for level in ps.topology.levels}
+            for unplaced in unplaced_pods(pods, tuple(pinned_on)) if pinned_on else ():
+                self.manager.recorder.post(obj, "Warning", UNPLACED, unplaced)
             if readiness is not None and readiness.timed_out(now):
                 state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
                 if state is not None:

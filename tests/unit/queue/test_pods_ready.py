@@ -159,3 +159,29 @@ def test_block_admission_holds_every_admission_until_lifted() -> None:
     assert engine.workload("ns/b").pending_reason == "waiting for the pods of ns/a to be ready"  # type: ignore[union-attr]
     engine.hold_admissions(None)
     assert any(isinstance(d, Admit) for d in engine.run_cycle())
+
+
+def test_a_pinned_pod_the_scheduler_cannot_place_is_told() -> None:
+    from rayquota.operator.queue.readiness import unplaced_pods
+
+    stuck = {
+        "metadata": {"name": "w-0"},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": "n3", "pool": "a"}},
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "1 node(s) had untolerated taint",
+                }
+            ]
+        },
+    }
+    placed = {
+        "metadata": {"name": "w-1"},
+        "spec": {"nodeName": "n2", "nodeSelector": {"kubernetes.io/hostname": "n2"}},
+    }
+    assert unplaced_pods([stuck, placed], ("kubernetes.io/hostname",)) == [
+        "pod w-0 cannot be scheduled in its assigned domain kubernetes.io/hostname=n3: 1 node(s) had untolerated taint"
+    ]
