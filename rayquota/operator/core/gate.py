@@ -15,6 +15,10 @@ from typing import Any, Protocol
 class AdmittedCaps:
     head: bool  # may the head pod exist
     workers: Mapping[str, int] = field(default_factory=dict)  # worker group -> most pods
+    # Topology-aware admission: where each group's pods go, (nodeSelector, pods) per domain in
+    # the assignment's order; None / absent: no assignment, pods go wherever the flavor allows.
+    head_domains: tuple[tuple[Mapping[str, str], int], ...] | None = None
+    worker_domains: Mapping[str, tuple[tuple[Mapping[str, str], int], ...]] = field(default_factory=dict)
 
     def worker_cap(self, group: str) -> int:
         return int(self.workers.get(group, 0)) if self.head else 0

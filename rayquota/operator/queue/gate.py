@@ -17,6 +17,7 @@ from rayquota.operator.queue.adapters.protocol import allocation_of
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 
@@ -60,10 +61,17 @@ class QueueGate:
         if queued.kind == "RayJob":
             children = [c for c in children if c["metadata"]["name"] == cluster["metadata"]["name"]]
         demand, allocation = allocation_of(queued.adapter, queued.obj, children, admission)
-        share = allocation.get(str(cluster["metadata"]["name"]))
+        part = str(cluster["metadata"]["name"])
+        share = allocation.get(part)
         if share is None:
             return NOTHING
-        return AdmittedCaps(head=share.head_allowed(demand), workers=share.worker_caps(demand))
+        head_domains, worker_domains = cluster_domains(demand, part, admission)
+        return AdmittedCaps(
+            head=share.head_allowed(demand),
+            workers=share.worker_caps(demand),
+            head_domains=head_domains,
+            worker_domains=worker_domains,
+        )
 
     def queue_condition(self, kind: str, obj: Mapping[str, Any]) -> QueueCondition | None:
         """The recorded Workload's verdict, in the engine's words: its pending reason while it

@@ -11,7 +11,7 @@ from typing import Any
 
 from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.core.pods import pod_finished as is_finished
-from rayquota.operator.ray import conditions, labels
+from rayquota.operator.ray import conditions, labels, topology_pins
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 
@@ -246,6 +246,10 @@ def plan_cluster(
                 plan.delete.append(
                     PodDeletion(pod, "ScaleDown", f"group {name!r} has more pods than desired")
                 )
+    if caps is not None and (caps.head_domains is not None or caps.worker_domains):
+        # Topology-aware admission: every new pod is pinned to a domain of its group's
+        # assignment; a pod with no room left in its domains is not created.
+        plan.create, _ = topology_pins.pin_created(plan.create, caps.head_domains, caps.worker_domains, pods)
     return plan
 
 
