@@ -123,7 +123,8 @@ def test_a_required_rack_holds_the_whole_job_or_it_waits_with_the_sentence(
     )
     assert reason.startswith(
         "the head of RayJob `third` and worker group `gpu` of RayJob `third` must share one rack; "
-        "worker group `gpu` of RayJob `third` alone needs 16 nvidia.com/gpu (4 pods); the rack with the most room"
+        "worker group `gpu` of RayJob `third` alone needs 16 nvidia.com/gpu (4 pods); "
+        "the rack with the most room"
     )
     assert reason.endswith("has 0 nvidia.com/gpu free (fits 0 of the pods)")
     third = kube.get("rayjob", "third")
@@ -148,3 +149,40 @@ def test_preferred_falls_back_to_the_block(topology_operator: Path, kube: Kube, 
     workers = assigned_nodes(admitted_workload(kube, "RayJob", "wide"), "gpu")
     assert sum(workers.values()) == 3
     assert racks_of(racks, workers) == {"b0-r0", "b0-r1"}  # no rack of 2 nodes holds 3 hosts
+
+
+def test_preemption_frees_the_rack_that_would_then_fit(
+    topology_operator: Path, kube: Kube, racks: Racks, quota: Any
+) -> None:
+    racks.add("r0", 4)
+    racks.add("r1", 4)
+    racks.queue(gpus=64, preemption={"withinClusterQueue": "LowerPriority"})
+    low = quota.apply("WorkloadPriorityClass", "low", {"value": 1})
+    high = quota.apply("WorkloadPriorityClass", "high", {"value": 100})
+    # Two low-priority jobs fill rack r0 (the tightest fit for the second), one takes 4 GPUs of r1.
+    kube.apply(rack_job("low-a", hosts=2, grouped=False, priority=low))
+    a = assigned_nodes(admitted_workload(kube, "RayJob", "low-a"), "gpu")
+    kube.apply(rack_job("low-b", hosts=2, grouped=False, priority=low))
+    b = assigned_nodes(admitted_workload(kube, "RayJob", "low-b"), "gpu")
+    assert racks_of(racks, a) == racks_of(racks, b) == {"b0-r0"}
+    kube.apply(rack_job("low-c", hosts=1, grouped=False, priority=low))
+    c = assigned_nodes(admitted_workload(kube, "RayJob", "low-c"), "gpu")
+    assert racks_of(racks, c) == {"b0-r1"}
+    # A whole rack for the high-priority job: evicting low-c (one victim) frees r1; r0 needs two.
+    kube.apply(rack_job("high", hosts=4, grouped=False, priority=high))
+    preempted = wait_for(
+        "low-c preempted",
+        lambda: (
+            (wl := workload_of(kube, "RayJob", "low-c"))
+            and any(
+                c["type"] == "Preempted" and c["status"] == "True"
+                for c in (wl.get("status") or {}).get("conditions") or ()
+            )
+        ),
+    )
+    assert preempted
+    winner = assigned_nodes(admitted_workload(kube, "RayJob", "high", timeout_s=90), "gpu")
+    assert racks_of(racks, winner) == {"b0-r1"}
+    for name in ("low-a", "low-b"):
+        kept = workload_of(kube, "RayJob", name) or {}
+        assert (kept.get("status") or {}).get("admission"), f"{name} kept its admission"
