@@ -52,6 +52,8 @@ class ReadinessKeeper:
         self.config = config
         self._unready: dict[str, str] = {}
         """Admitted Workloads whose pods were never all ready yet (blockAdmission), and why."""
+        self._told: dict[str, set[str]] = {}
+        """Per Workload, the unplaced pods already told (an object's events share one budget)."""
 
     @property
     def enabled(self) -> bool:
@@ -83,6 +85,19 @@ class ReadinessKeeper:
     def forget(self, key: str) -> None:
         """Not admitted (any more): it blocks nothing."""
         self._release(key)
+        self._told.pop(key, None)
+
+    def tell_unplaced(
+        self, key: str, obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], keys: Sequence[str]
+    ) -> None:
+        """A Warning event on the Ray object for each pinned pod the scheduler cannot place in
+        its domain, once per pod."""
+        told = self._told.setdefault(key, set())
+        for pod, words in unplaced_pods(pods, keys):
+            name = str(pod["metadata"]["name"])
+            if name not in told:
+                told.add(name)
+                self.manager.recorder.post(obj, "Warning", UNPLACED, words)
 
     async def time_out(
         self, queued_obj: Mapping[str, Any], workload: Obj, key: str, verdict: Readiness, now: float
@@ -143,10 +158,12 @@ class ReadinessKeeper:
 UNPLACED = "PodNotPlacedInDomain"
 
 
-def unplaced_pods(pods: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
+def unplaced_pods(
+    pods: Sequence[Mapping[str, Any]], keys: Sequence[str]
+) -> list[tuple[Mapping[str, Any], str]]:
     """Pods pinned to a topology domain (a nodeSelector on one of ``keys``) that the scheduler
     cannot place there, each with its domain and the scheduler's words."""
-    out: list[str] = []
+    out: list[tuple[Mapping[str, Any], str]] = []
     for pod in pods:
         selector = (pod.get("spec") or {}).get("nodeSelector") or {}
         pin = {k: v for k, v in selector.items() if k in keys}
@@ -159,10 +176,11 @@ def unplaced_pods(pods: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> lis
                 and condition.get("reason") == "Unschedulable"
             ):
                 where = ", ".join(f"{k}={v}" for k, v in sorted(pin.items()))
-                out.append(
+                words = (
                     f"pod {pod['metadata']['name']} cannot be scheduled in its assigned domain {where}: "
                     f"{condition.get('message') or 'unschedulable'}"
                 )
+                out.append((pod, words))
     return out
 
 

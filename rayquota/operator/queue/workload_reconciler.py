@@ -46,13 +46,7 @@ from rayquota.operator.queue.pods_ready import (
     WaitForPodsReady,
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
-from rayquota.operator.queue.readiness import (
-    UNPLACED,
-    ReadinessKeeper,
-    requeue_at,
-    requeue_state,
-    unplaced_pods,
-)
+from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor, Workload
@@ -183,9 +177,15 @@ class WorkloadReconciler:
             now = time.time()
             readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)
             pinned_on = {level for ps in admission.pod_sets if ps.topology for level in ps.topology.levels}
-            for unplaced in unplaced_pods(pods, tuple(pinned_on)) if pinned_on else ():
-                self.manager.recorder.post(obj, "Warning", UNPLACED, unplaced)
-            if readiness is not None and readiness.timed_out(now):
+            if pinned_on:
+                self.readiness.tell_unplaced(engine_key, obj, pods, tuple(pinned_on))
+            # The readiness deadline comes back whatever else this reconcile does (no event may).
+            timer = None
+            if readiness is not None and readiness.deadline is not None:
+                timer = Result(requeue_after_s=max(0.0, readiness.deadline - now) + 0.5)
+            # Judged on the PodsReady condition as written: not on a cache that lags our write.
+            stale = self.manager.status.is_stale(workload)
+            if readiness is not None and readiness.timed_out(now) and not stale:
                 state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
                 if state is not None:
                     await self._write_status(workload, requeue_state=state)
@@ -200,7 +200,7 @@ class WorkloadReconciler:
             if cached is None or self.manager.status.is_stale(cached):
                 # The gate (and the validating webhook) read the cached Workload: lift nothing
                 # until the cache shows the admission; its watch event brings us back.
-                return None
+                return timer
             if key in self._unannounced:
                 self._unannounced.discard(key)
                 self._observe_wait(workload, admission.cluster_queue)
@@ -208,9 +208,7 @@ class WorkloadReconciler:
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
                 )
             await self._apply(adapter.run_with(obj, children, admission, self.flavors))
-            if readiness is not None and readiness.deadline is not None:
-                return Result(requeue_after_s=max(0.0, readiness.deadline - now) + 0.5)
-            return None
+            return timer
         self.readiness.forget(engine_key)
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):

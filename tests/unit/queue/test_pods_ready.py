@@ -182,7 +182,7 @@ def test_a_pinned_pod_the_scheduler_cannot_place_is_told() -> None:
         "metadata": {"name": "w-1"},
         "spec": {"nodeName": "n2", "nodeSelector": {"kubernetes.io/hostname": "n2"}},
     }
-    assert unplaced_pods([stuck, placed], ("kubernetes.io/hostname",)) == [
+    assert [words for _, words in unplaced_pods([stuck, placed], ("kubernetes.io/hostname",))] == [
         "pod w-0 cannot be scheduled in its assigned domain kubernetes.io/hostname=n3: "
         "1 node(s) had untolerated taint"
     ]
