@@ -4,7 +4,15 @@ from rayquota.operator.core import resources
 from rayquota.operator.core.controller import Controller, Result, WaitForCache
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.expectations import Expectations
-from rayquota.operator.core.gate import QUOTA_RESERVED, AdmissionGate, AdmittedCaps, NoGate, QueueCondition
+from rayquota.operator.core.gate import (
+    QUOTA_RESERVED,
+    AdmissionGate,
+    AdmittedCaps,
+    GateVerdict,
+    NoGate,
+    Placement,
+    QueueCondition,
+)
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED, Informer
 from rayquota.operator.core.manager import Manager
 from rayquota.operator.core.resources import ObjectKey, Resource
@@ -22,11 +30,13 @@ __all__ = [
     "Controller",
     "EventRecorder",
     "Expectations",
+    "GateVerdict",
     "Informer",
     "Manager",
     "NamespaceScope",
     "NoGate",
     "ObjectKey",
+    "Placement",
     "QueueCondition",
     "Resource",
     "Result",

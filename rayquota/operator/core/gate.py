@@ -1,7 +1,11 @@
-"""The admission gate: how many pods a RayCluster may have while it is under quota control,
-and the queue's verdict on a Ray object, for its status.
+"""The admission gate: the one question every controller asks before it creates something that
+runs on quota (a child RayCluster, a submitter Job, a pod), and the queue's verdict on a Ray
+object, for its status.
 
-The queue integration installs its own gate; without one nothing is capped.
+The rule it enforces: for a queued object, nothing is created until its Workload is admitted
+for that part *and* the admission's edits (the flavor's nodeSelector and tolerations) are in
+the spec the builder reads; until then the object behaves as suspended, whatever its own
+``suspend`` says. The queue integration installs its own gate; without one nothing is gated.
 """
 
 from __future__ import annotations
@@ -12,9 +16,46 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class Placement:
+    """The nodeSelector and tolerations a pod must carry to run on the flavor it was admitted to."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def missing_from(self, pod_spec: Mapping[str, Any]) -> list[str]:
+        """What ``pod_spec`` (a pod's or a pod template's spec) lacks of this placement."""
+        selector = pod_spec.get("nodeSelector") or {}
+        missing = [f"nodeSelector {k}={v}" for k, v in self.node_selector.items() if selector.get(k) != v]
+        tolerations = pod_spec.get("tolerations") or []
+        missing += [f"toleration {_describe(t)}" for t in self.tolerations if dict(t) not in tolerations]
+        return missing
+
+    def carried_by(self, pod_spec: Mapping[str, Any]) -> bool:
+        return not self.missing_from(pod_spec)
+
+
+def _describe(toleration: Mapping[str, Any]) -> str:
+    key, value, effect = toleration.get("key", "*"), toleration.get("value"), toleration.get("effect")
+    text = f"{key}={value}" if value else f"{key} ({toleration.get('operator', 'Equal')})"
+    return f"{text}:{effect}" if effect else text
+
+
+ANYWHERE = Placement()
+
+
+@dataclass(frozen=True)
 class AdmittedCaps:
+    """What one RayCluster under quota control may run."""
+
     head: bool  # may the head pod exist
     workers: Mapping[str, int] = field(default_factory=dict)  # worker group -> most pods
+    # Where the pods must run: the head's placement, and each worker group's.
+    head_placement: Placement = ANYWHERE
+    worker_placements: Mapping[str, Placement] = field(default_factory=dict)
+    # resource -> milli-units that all the cluster's pods that hold resources (terminating ones
+    # included) may request together; a resource not named may not be requested at all. None:
+    # no resource bound (counts only).
+    budget: Mapping[str, int] | None = None
     # Topology-aware admission: where each group's pods go, (nodeSelector, pods) per domain in
     # the assignment's order; None / absent: no assignment, pods go wherever the flavor allows.
     head_domains: tuple[tuple[Mapping[str, str], int], ...] | None = None
@@ -22,6 +63,10 @@ class AdmittedCaps:
 
     def worker_cap(self, group: str) -> int:
         return int(self.workers.get(group, 0)) if self.head else 0
+
+    def placement_of(self, group: str | None) -> Placement:
+        """``group`` None: the head."""
+        return self.head_placement if group is None else self.worker_placements.get(group, ANYWHERE)
 
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -43,9 +88,31 @@ class QueueCondition:
     evaluated: bool = True
 
 
+@dataclass(frozen=True)
+class GateVerdict:
+    """May a part of a queued object run (have its children, submitter and pods created)?
+
+    ``admitted``: its Workload's recorded admission covers the part; ``placed``: the admitted
+    placement is in the templates the builders read. Only both open the gate."""
+
+    admitted: bool
+    placed: bool
+    reason: str  # a CamelCase word for a status reason
+    message: str
+
+    @property
+    def open(self) -> bool:
+        return self.admitted and self.placed
+
+
 class AdmissionGate(Protocol):
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         """None when the cluster is not under quota control."""
+        ...
+
+    def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
+        """May ``part`` of a queued object (a child cluster's name; None: the object as a whole)
+        be created and run? None when the object is not queued."""
         ...
 
     def queue_condition(self, kind: str, obj: Mapping[str, Any]) -> QueueCondition | None:
@@ -55,6 +122,9 @@ class AdmissionGate(Protocol):
 
 class NoGate:
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
+        return None
+
+    def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
         return None
 
     def queue_condition(self, kind: str, obj: Mapping[str, Any]) -> QueueCondition | None:

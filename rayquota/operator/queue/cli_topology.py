@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.podsets import pod_requests
 from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, cluster_node, pod_key
 from rayquota.operator.ray import labels
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import Engine, TopologyMode, Workload, format_quantity
 from rayquota.queueing.topology_fit import level_name
 

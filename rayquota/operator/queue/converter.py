@@ -15,7 +15,8 @@ from typing import Any
 
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue import creation_order, kueue_shapes, topology_request
-from rayquota.operator.queue.podsets import PodSetDemand, pod_requests
+from rayquota.operator.queue.podsets import PodSetDemand
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import (
     BorrowWithinCohort,
     BorrowWithinCohortPolicy,

@@ -1,29 +1,42 @@
-"""The second lock: the RayCluster planner asks this gate how many pods a cluster may have.
+"""The gate the Ray reconcilers ask before they create anything of a queued object: a child
+RayCluster, a submitter Job (:meth:`QueueGate.may_run`), or a pod (:meth:`QueueGate.caps_for`,
+for the RayCluster planner).
 
-It answers from what the API server holds (the cached Workloads' ``status.admission``),
-never from the engine's memory, which runs ahead of the writes: after a crash, no pod may
-exist that a recorded admission does not cover.
+It answers from what the API server holds (the cached Workloads' ``status.admission``, the
+cached objects and flavors), never from the engine's memory, which runs ahead of the writes:
+after a crash, no pod may exist that a recorded admission does not cover. It fails closed: a
+cluster that belongs to a queued object it cannot find, or an admission naming a flavor it
+does not know, allows nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
-from rayquota.operator.core import AdmittedCaps, QueueCondition
-from rayquota.operator.queue import converter
-from rayquota.operator.queue.adapters.protocol import allocation_of
+from rayquota.operator.core import AdmittedCaps, GateVerdict, ObjectKey, QueueCondition
+from rayquota.operator.queue import caps, converter
+from rayquota.operator.queue.adapters.protocol import allocation_of, cluster_templates
 from rayquota.operator.queue.admission_memo import AdmissionMemo
+from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.objects import Queued, QueueObjects
+from rayquota.operator.queue.podsets import Role
 from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
+from rayquota.operator.ray.pod_resources import held_by
+from rayquota.operator.ray.rayjob_validation import submission_mode
+from rayquota.queueing import ResourceFlavor
 
-NOTHING = AdmittedCaps(head=False, workers={})
+NOTHING = caps.NOTHING
 ADMITTED = "Admitted"
 PENDING = "Pending"
+# GateVerdict reasons: the Ray objects' status says which of the two the gate waits for.
+WAITING_FOR_QUOTA = "WaitingForQuota"
+WAITING_FOR_PLACEMENT = "WaitingForPlacement"
 
 
 def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
@@ -37,9 +50,22 @@ def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | No
     return AdmittedSlice(cluster_queue, pod_sets, {})
 
 
+def _no_lingering_parts(_key: ObjectKey) -> Iterable[str]:
+    return ()
+
+
 class QueueGate:
-    def __init__(self, objects: QueueObjects) -> None:
+    def __init__(
+        self,
+        objects: QueueObjects,
+        flavors: Mapping[str, ResourceFlavor] | None = None,
+        lingering_parts: Callable[[ObjectKey], Iterable[str]] = _no_lingering_parts,
+    ) -> None:
         self.objects = objects
+        # The ResourceFlavor cache (by name), kept by the queue integration.
+        self.flavors: Mapping[str, ResourceFlavor] = flavors if flavors is not None else {}
+        # Clusters an object had whose pods may outlive them (their pods still hold quota).
+        self.lingering_parts = lingering_parts
         # Asked on every event of every queued cluster: parse each Workload version once.
         self.admissions = AdmissionMemo()
 
@@ -50,28 +76,99 @@ class QueueGate:
         parsed = self.admissions.parsed(workload)
         return AdmittedSlice(parsed[0], parsed[1], {}) if parsed is not None else None
 
+    # --- pods: the RayCluster planner's caps ------------------------------------------------
+
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
+        if queued is None:
+            # A child whose parent the cache does not show is capped at nothing until it does.
+            return NOTHING if self.objects.parent_unknown(cluster) else None
+        admission = self._recorded_admission(self.objects.workload(queued.workload))
+        if admission is None:
+            return NOTHING
+        name = str(cluster["metadata"]["name"])
+        children = self.objects.children(queued.kind, queued.obj)
+        if queued.kind == "RayJob":
+            children = [c for c in children if c["metadata"]["name"] == name]
+        demand, allocation = allocation_of(queued.adapter, queued.obj, children, admission)
+        share = allocation.get(name)
+        placements = caps.admitted_placements(admission, self.flavors)
+        if share is None or placements is None:
+            return NOTHING
+        head_domains, worker_domains = cluster_domains(demand, name, admission)
+        held_elsewhere = self._held_elsewhere(queued, children, name)
+        return replace(
+            caps.part_caps(demand, share, admission, placements, held_elsewhere),
+            head_domains=head_domains,
+            worker_domains=worker_domains,
+        )
+
+    def _held_elsewhere(self, queued: Queued, children: list[dict[str, Any]], part: str) -> dict[str, int]:
+        """What the pods of the object's other clusters (a deleted one's too) hold."""
+        if queued.kind == "RayJob":
+            children = self.objects.children(queued.kind, queued.obj)
+        by_part = self.objects.pods_by_part(queued, children, self.lingering_parts(queued.workload))
+        return held_by(p for name, pods in by_part.items() if name != part for p in pods)
+
+    # --- children and submitters: may a part run? -------------------------------------------
+
+    def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
+        queued = self.objects.queued(kind, dict(obj))
         if queued is None:
             return None
         admission = self._recorded_admission(self.objects.workload(queued.workload))
         if admission is None:
-            return NOTHING
-        children = self.objects.children(queued.kind, queued.obj)
-        if queued.kind == "RayJob":
-            children = [c for c in children if c["metadata"]["name"] == cluster["metadata"]["name"]]
-        demand, allocation = allocation_of(queued.adapter, queued.obj, children, admission)
-        part = str(cluster["metadata"]["name"])
-        share = allocation.get(part)
-        if share is None:
-            return NOTHING
-        head_domains, worker_domains = cluster_domains(demand, part, admission)
-        return AdmittedCaps(
-            head=share.head_allowed(demand),
-            workers=share.worker_caps(demand),
-            head_domains=head_domains,
-            worker_domains=worker_domains,
-        )
+            verdict = self.queue_condition(kind, obj)
+            message = verdict.message if verdict is not None else NOT_YET_EVALUATED
+            return GateVerdict(False, False, WAITING_FOR_QUOTA, f"not admitted: {message}")
+        children = self.objects.children(kind, obj)
+        demand = queued.adapter.pod_sets(obj, children)
+        # Covered means covered whole: as if nothing of it ran yet.
+        allocation = allocate(demand, admission.counts(), ())
+        parts = list(demand.parts) if part is None else [part]
+        uncovered = [p for p in parts if not (allocation.get(p) and allocation[p].runs)]
+        if uncovered:
+            return GateVerdict(
+                False,
+                False,
+                WAITING_FOR_QUOTA,
+                f"the admitted quota does not cover {', '.join(uncovered)} yet",
+            )
+        placements = caps.admitted_placements(admission, self.flavors)
+        if placements is None:
+            flavors = sorted(
+                {f for ps in admission.pod_sets for f in ps.flavors.values()} - set(self.flavors)
+            )
+            return GateVerdict(True, False, WAITING_FOR_PLACEMENT, f"unknown flavor {', '.join(flavors)}")
+        misses: list[str] = []
+        for name in parts:
+            misses += caps.template_misses(
+                self._templates(kind, obj, children, name), demand.pod_set_of[name], placements
+            )
+        if misses:
+            return GateVerdict(True, False, WAITING_FOR_PLACEMENT, "; ".join(misses))
+        return GateVerdict(True, True, ADMITTED, f"admitted by ClusterQueue {admission.cluster_queue}")
+
+    @staticmethod
+    def _templates(
+        kind: str, obj: Mapping[str, Any], children: list[dict[str, Any]], part: str
+    ) -> list[tuple[Any, Mapping[str, Any]]]:
+        """The pod templates the builders read for one part: a RayJob's own (its cluster spec
+        and submitter), a standalone cluster's spec, or a RayService child's spec."""
+        spec = obj.get("spec") or {}
+        if kind == "RayJob":
+            templates: list[tuple[Any, Mapping[str, Any]]] = list(
+                cluster_templates(dict(spec.get("rayClusterSpec") or {}))
+            )
+            if submission_mode(obj) == "K8sJobMode":
+                templates.append(((Role.SUBMITTER, ""), spec.get("submitterPodTemplate") or {}))
+            return templates
+        if kind == "RayCluster":
+            return list(cluster_templates(dict(spec)))
+        child = next((c for c in children if c["metadata"]["name"] == part), None)
+        return list(cluster_templates(dict(child.get("spec") or {}))) if child is not None else []
+
+    # --- the status condition ------------------------------------------------------------------
 
     def queue_condition(self, kind: str, obj: Mapping[str, Any]) -> QueueCondition | None:
         """The recorded Workload's verdict, in the engine's words: its pending reason while it

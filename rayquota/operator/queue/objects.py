@@ -28,6 +28,10 @@ RESOURCE_OF_KIND: dict[str, Resource] = {
 OWNER_INDEX = "queue-owner"
 WORKLOAD_INDEX = "queue-workload"
 CLUSTER_INDEX = "queue-cluster"
+RAYJOB_INDEX = "queue-rayjob"
+# What the Job controller labels its pods with (the newer key, and the older one).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEGACY_JOB_NAME_LABEL = "job-name"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class QueueObjects:
     # namespace -> creationTimestamp of its LocalQueue "default" (manageJobsWithoutQueueName)
     default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
+    # The pods of RayJobs' submitter Jobs (K8sJobMode): they hold quota too.
+    submitter_pods: Informer | None = None
 
     @classmethod
     def register(
@@ -88,6 +94,11 @@ class QueueObjects:
                 indexers={CLUSTER_INDEX: _cluster_label, OWNER_INDEX: owner_uids},
             ),
             api=api,
+            submitter_pods=manager.informer(
+                resources.PODS,
+                label_selector=f"{labels.RAY_JOB_SUBMITTER}=true",
+                indexers={RAYJOB_INDEX: submitter_rayjob_key},
+            ),
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
@@ -136,6 +147,17 @@ class QueueObjects:
             return self.queued(kind, parent)
         return self.queued("RayCluster", dict(cluster))
 
+    def parent_unknown(self, cluster: Mapping[str, Any]) -> bool:
+        """A child whose parent (RayJob, RayService) the cache does not show: it may be queued,
+        so nothing of it may run until the parent is seen."""
+        owner = controller_owner(cluster)
+        if owner is None or owner.get("kind") not in PARENT_KINDS:
+            return False
+        parent = self.informers[str(owner["kind"])].store.get(
+            str(cluster["metadata"]["namespace"]), str(owner["name"])
+        )
+        return parent is None or parent["metadata"].get("uid") != owner.get("uid")
+
     def children(self, kind: str, obj: Mapping[str, Any]) -> list[Obj]:
         if kind == "RayCluster":
             return []
@@ -154,7 +176,28 @@ class QueueObjects:
             cluster = (queued.obj.get("status") or {}).get("rayClusterName")
             names = [str(cluster)] if cluster else []
         names += [name for name in known if name not in names]
-        return {name: self.pods_of_cluster(namespace, name) for name in names}
+        by_part = {name: self.pods_of_cluster(namespace, name) for name in names}
+        if queued.kind == "RayJob":
+            meta = queued.obj["metadata"]
+            submitters = self.submitter_pods_of(str(meta["namespace"]), str(meta["name"]))
+            if submitters:
+                # The submitter belongs to the RayJob's one part (named after its cluster, or
+                # after the RayJob while it has none).
+                part = names[0] if names else str(meta["name"])
+                by_part[part] = [*by_part.get(part, []), *submitters]
+        return by_part
+
+    @staticmethod
+    def submitter_rayjobs(pod: Mapping[str, Any]) -> list[str]:
+        """The name of the RayJob a submitter pod ran for."""
+        return [key.split("/", 1)[1] for key in submitter_rayjob_key(pod)]
+
+    def submitter_pods_of(self, namespace: str, rayjob: str) -> list[Obj]:
+        """The pods of a RayJob's submitter Job (named after the RayJob), found by the Job name
+        the Job controller labels them with: they are found even once the Job is gone."""
+        if self.submitter_pods is None:
+            return []
+        return self.submitter_pods.store.by_index(RAYJOB_INDEX, f"{namespace}/{labels.label_value(rayjob)}")
 
     def pods_of_cluster(self, namespace: str, cluster: str) -> list[Obj]:
         return self.pods.store.by_index(CLUSTER_INDEX, f"{namespace}/{labels.label_value(cluster)}")
@@ -188,6 +231,13 @@ class QueueObjects:
             queued = self.queued("RayJob", job) if job is not None else None
             return str(queued.workload) if queued is not None else None
         return None
+
+
+def submitter_rayjob_key(pod: Mapping[str, Any]) -> list[str]:
+    """Indexer: "namespace/<RayJob>" of a submitter pod (its Job is named after the RayJob)."""
+    pod_labels = pod["metadata"].get("labels") or {}
+    job = pod_labels.get(JOB_NAME_LABEL) or pod_labels.get(LEGACY_JOB_NAME_LABEL)
+    return [f"{pod['metadata']['namespace']}/{job}"] if job else []
 
 
 def _cluster_label(pod: Mapping[str, Any]) -> list[str]:

@@ -20,11 +20,18 @@ from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming, topology_request
 from rayquota.operator.ray import labels, submitter
-from rayquota.operator.ray.podspec import PodContext, build_autoscaler_container
+from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.ray.podspec import (
+    WAIT_GCS_INIT_CONTAINER,
+    PodContext,
+    build_autoscaler_container,
+    build_wait_gcs_init_container,
+    ray_container_index,
+)
 from rayquota.operator.ray.raycluster_plan import desired_pods
 from rayquota.operator.ray.rayjob_validation import submission_mode
 from rayquota.operator.ray.resolver import dashboard_port
-from rayquota.queueing import TopologyRequest, parse_quantity
+from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"
 SUBMITTER_POD_SET = "submitter"
@@ -78,28 +85,6 @@ class Demand:
 # --- pod shapes -----------------------------------------------------------------------------
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
-    """A container's effective requests: its request, else its limit (as the API server defaults)."""
-    resources = container.get("resources") or {}
-    merged: dict[str, Any] = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(str(value)) for name, value in merged.items()}
-
-
-def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
-    """What the scheduler reserves for one pod: containers summed, init containers at their
-    peak, plus the pod overhead. Zero amounts are dropped."""
-    total: dict[str, int] = {}
-    for container in pod_spec.get("containers") or []:
-        for name, amount in _container_requests(container).items():
-            total[name] = total.get(name, 0) + amount
-    for container in pod_spec.get("initContainers") or []:
-        for name, amount in _container_requests(container).items():
-            total[name] = max(total.get(name, 0), amount)
-    for name, value in (pod_spec.get("overhead") or {}).items():
-        total[name] = total.get(name, 0) + parse_quantity(str(value))
-    return {name: amount for name, amount in total.items() if amount}
-
-
 def injected_placement(template: Mapping[str, Any]) -> dict[str, Any]:
     """The nodeSelector/tolerations the queue integration injected into a template (if any)."""
     raw = ((template.get("metadata") or {}).get("annotations") or {}).get(naming.INJECTED_ANNOTATION)
@@ -131,10 +116,13 @@ def _pod_set(
     extra: Sequence[Any] = (),
     where: str = "",
     hosts: int = 1,
+    extra_init: Sequence[Any] = (),
 ) -> PodSetDemand:
     spec = dict(template.get("spec") or {})
     if extra:
         spec["containers"] = [*(spec.get("containers") or []), *extra]
+    if extra_init:
+        spec["initContainers"] = [*(spec.get("initContainers") or []), *extra_init]
     selector, tolerations = user_placement(template)
     try:
         topology = topology_request.read(template, where or f"{name} pod template", hosts)
@@ -166,13 +154,33 @@ def worker_pod_set_name(group_name: str) -> str:
     )
 
 
+def _sizing_context(cluster_spec: Mapping[str, Any]) -> PodContext:
+    """A stand-in cluster for the containers the pod builder adds: only their sizes matter."""
+    return PodContext(
+        cluster={"metadata": {"name": "sizing", "namespace": "sizing"}, "spec": cluster_spec},
+        operator_version="",
+        spec_hash="",
+    )
+
+
 def _autoscaler_containers(cluster_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not cluster_spec.get("enableInTreeAutoscaling"):
         return []
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     ray_container = ((head_template.get("spec") or {}).get("containers") or [{}])[0]
-    ctx = PodContext(cluster={"metadata": {}, "spec": cluster_spec}, operator_version="", spec_hash="")
-    return [build_autoscaler_container(ctx, ray_container)]
+    return [build_autoscaler_container(_sizing_context(cluster_spec), ray_container)]
+
+
+def _worker_init_containers(
+    cluster_spec: Mapping[str, Any], template: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The wait-for-GCS init container the pod builder gives every worker: a worker asking for
+    less CPU or memory than it still reserves that much while it waits."""
+    spec = template.get("spec") or {}
+    if any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in spec.get("initContainers") or []):
+        return []
+    ray_container = spec["containers"][ray_container_index(spec)] if spec.get("containers") else {}
+    return [build_wait_gcs_init_container(_sizing_context(cluster_spec), ray_container)]
 
 
 def cluster_pod_sets(
@@ -189,8 +197,16 @@ def cluster_pod_sets(
         template = group.get("template") or {}
         hosts = int(group.get("numOfHosts") or 1)
         where = f"worker group {name}'s pod template"
-        count = desired_pods(group)
-        pod_set = _pod_set(worker_pod_set_name(name), Role.WORKER, count, template, (), where, hosts)
+        pod_set = _pod_set(
+            worker_pod_set_name(name),
+            Role.WORKER,
+            desired_pods(group),
+            template,
+            (),
+            where,
+            hosts,
+            extra_init=_worker_init_containers(cluster_spec, template),
+        )
         out.append(((Role.WORKER, name), pod_set))
     return out
 

@@ -75,6 +75,17 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
     controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
 
+    def rayjob_of_submitter_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
+        namespace = str(pod["metadata"]["namespace"])
+        return [
+            key
+            for rayjob in objects.submitter_rayjobs(pod)
+            for key in reconciler.workloads_of_rayjob(namespace, rayjob)
+        ]
+
+    if objects.submitter_pods is not None:
+        controller.watch(objects.submitter_pods, rayjob_of_submitter_pod, when=event_filters.pod_changed)
+
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),
         "ClusterQueue": manager.informer(api.cluster_queues),
@@ -123,7 +134,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         ray.jobs.controller.watch(objects.workloads, owner_of_kind("RayJob"), primary=False)
         ray.services.controller.watch(objects.workloads, owner_of_kind("RayService"), primary=False)
 
-    gate = QueueGate(objects)
+    gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(

@@ -212,6 +212,8 @@ class QueueStatusWriter:
             name = str(cq["metadata"]["name"])
             if name not in known:
                 continue
+            if name not in self.engine.cluster_queue_names():
+                continue  # deleted while an earlier write of this pass was awaited
             status = cluster_queue_status(
                 cq.get("status"),
                 self.engine.cluster_queue_status(name),

@@ -17,7 +17,7 @@ from typing import Any
 
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.podsets import pod_requests
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import ClusterNode, Engine, Taint, parse_quantity
 
 log = logging.getLogger(__name__)

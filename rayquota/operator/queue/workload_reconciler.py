@@ -28,6 +28,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
+from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
@@ -80,6 +81,8 @@ class WorkloadReconciler:
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
+        # The RayJob each Workload stands for (by name): its submitter pods count until gone too.
+        self._rayjobs: dict[ObjectKey, str] = {}
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
@@ -102,6 +105,15 @@ class WorkloadReconciler:
             return None
         return await self._queued(key, queued, workload)
 
+    def parts_of(self, key: ObjectKey) -> list[str]:
+        """The clusters a Workload's object was last seen with (a deleted one's pods count there
+        until they are gone)."""
+        return list(self._parts.get(key, ()))
+
+    def workloads_of_rayjob(self, namespace: str, rayjob: str) -> list[ObjectKey]:
+        """The Workloads that stood for a RayJob of this name (its submitter pods count there)."""
+        return [key for key, name in self._rayjobs.items() if key.namespace == namespace and name == rayjob]
+
     def workloads_holding(self, namespace: str, cluster: str) -> list[ObjectKey]:
         """The Workloads that last saw ``cluster`` as one of their parts (its pods count there)."""
         return [key for key, parts in self._parts.items() if key.namespace == namespace and cluster in parts]
@@ -116,6 +128,8 @@ class WorkloadReconciler:
         self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
             str(c["metadata"]["name"]) for c in children
         ]
+        if queued.kind == "RayJob":
+            self._rayjobs[key] = str(obj["metadata"]["name"])
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
@@ -166,11 +180,15 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if adapter.pods_gone(obj, pods):
-                self.driver.pods_gone(engine_key)
-                self.loop.request_cycle()
-                await self._apply(adapter.restore(obj, children))
-            await self._write_status(workload)
+            if not adapter.pods_gone(obj, pods):
+                await self._write_status(workload)
+                return None
+            # The admission is cleared in the API before the engine may give the quota to anyone
+            # else: a preemptor's recorded admission never shows beside its victim's.
+            await self._write_status(workload, released=True)
+            self.driver.pods_gone(engine_key)
+            self.loop.request_cycle()
+            await self._apply(adapter.restore(obj, children))
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
@@ -212,12 +230,19 @@ class WorkloadReconciler:
         self.readiness.forget(engine_key)
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
-            self.manager.recorder.post(
-                obj,
-                "Warning",
-                "QuotaGateReasserted",
-                "the object is not admitted; suspend was set again (clearing it does not bypass the quota)",
-            )
+            if gate_cleared_by_hand(obj):
+                self.manager.recorder.post(
+                    obj,
+                    "Warning",
+                    "QuotaGateReasserted",
+                    "the object is not admitted; suspend was set again "
+                    "(clearing it does not bypass the quota)",
+                )
+            else:
+                queue = self.objects.queue_name(queued.kind, obj)
+                self.manager.recorder.post(
+                    obj, "Normal", "Queued", f"suspended until LocalQueue {queue} admits it"
+                )
             await self._apply(adapter.suspend(obj, children))
         reason = self.driver.pending_reason(engine_key)
         if reason:
@@ -244,6 +269,10 @@ class WorkloadReconciler:
         }
         if class_name:
             spec["priorityClassName"] = class_name
+        if workload is not None:
+            # spec.active is the user's lever (as in Kueue): false suspends an admitted object and
+            # releases its quota once its pods are gone; true queues it again.
+            spec["active"] = (workload.get("spec") or {}).get("active", True) is not False
         spec = self.objects.api.workload_spec(spec)
         path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
@@ -338,10 +367,14 @@ class WorkloadReconciler:
         pods += [
             p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
         ]
+        rayjob = self._rayjobs.get(key)
+        if rayjob is not None:
+            pods += self.objects.submitter_pods_of(key.namespace, rayjob)
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
+        self._rayjobs.pop(key, None)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.request_cycle()
@@ -364,15 +397,18 @@ class WorkloadReconciler:
         workload: Obj,
         *,
         finished: bool = False,
+        released: bool = False,
         pods_ready: Readiness | None = None,
         requeue_state: Mapping[str, Any] | None = None,
     ) -> Obj | None:
+        """``released``: an evicted workload whose pods are gone, written before the engine
+        frees its quota."""
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
         reason = self.driver.pending_reason(key)
         status = desired_status(
             workload.get("status"),
-            admission=self.driver.admission(key),
-            eviction=self.driver.eviction(key),
+            admission=None if released else self.driver.admission(key),
+            eviction=None if released else self.driver.eviction(key),
             pending_reason=in_words(reason, words_of(workload)) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
@@ -397,3 +433,4 @@ class WorkloadReconciler:
             waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
             metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+

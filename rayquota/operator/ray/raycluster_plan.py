@@ -12,6 +12,7 @@ from typing import Any
 from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.core.pods import pod_finished as is_finished
 from rayquota.operator.ray import conditions, labels, topology_pins
+from rayquota.operator.ray import raycluster_caps as caps_module
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 
@@ -142,6 +143,9 @@ class ClusterPlan:
     suspending: bool = False
     suspended: bool = False
     recreating: bool = False
+    # Under quota: why pods the spec asks for are not created yet (placement not in the
+    # template, or the admitted budget is held by pods still alive).
+    waiting: list[str] = field(default_factory=list)
 
     @property
     def changes_pods(self) -> bool:
@@ -162,7 +166,10 @@ def plan_cluster(
 
     `caps` (the admitted quota, when the cluster is under quota control) bounds what may exist:
     no head unless `caps.head`, and never more pods in a worker group than its cap, whatever the
-    spec asks for; pods beyond a cap are removed like a scale-down.
+    spec asks for; pods beyond a cap are removed like a scale-down. No pod is built from a
+    template that lacks the admitted placement, a live pod that lacks it is replaced, and a new
+    pod waits while the cluster's pods (terminating ones too) hold its share of the budget
+    (see raycluster_caps).
     """
     plan = ClusterPlan(errors=validate_cluster(cluster))
     if plan.errors:
@@ -206,13 +213,20 @@ def plan_cluster(
             phase = pod["status"]["phase"]
             plan.delete.append(PodDeletion(pod, "ReplacePod", f"pod {phase}; it will be replaced"))
 
-    if not heads and (caps is None or caps.head):
+    names = [str(g.get("groupName")) for g in worker_groups(cluster)]
+    placed = [p for p in active if not _replace_misplaced(plan, caps, p, names)]
+    placed_ids = {id(p) for p in placed}
+    heads = [p for p in heads if id(p) in placed_ids]
+    head_misses = caps_module.template_misses(caps, None, spec["headGroupSpec"]["template"])
+    if head_misses:
+        plan.waiting.append(f"the head template lacks the admitted {', '.join(head_misses)}")
+    if not heads and (caps is None or caps.head) and not head_misses:
         plan.create.append(build_head_pod(ctx))
     for extra in heads[1:]:
         plan.delete.append(PodDeletion(extra, "SurplusHead", "more than one head pod"))
 
-    group_names = {str(g.get("groupName")) for g in worker_groups(cluster)}
-    workers = [p for p in active if node_type(p) == labels.WORKER_NODE]
+    group_names = {labels.label_value(name) for name in names}
+    workers = [p for p in placed if node_type(p) == labels.WORKER_NODE]
     for pod in workers:
         if group_of(pod) not in group_names:
             plan.delete.append(PodDeletion(pod, "GroupRemoved", f"worker group {group_of(pod)!r} is gone"))
@@ -223,34 +237,62 @@ def plan_cluster(
         # The list stays as written (as in KubeRay): clearing it is a spec write GitOps sees as drift.
         to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
         wanted = _capped(desired_pods(group), group, caps)
+        misses = caps_module.template_misses(caps, name, group.get("template") or {})
+        if misses:
+            plan.waiting.append(f"worker group {name!r}: its template lacks the admitted {', '.join(misses)}")
+        creating_from = len(plan.create)
         if int(group.get("numOfHosts") or 1) > 1:
             _plan_multi_host_group(plan, ctx, group, group_pods, to_delete, wanted)
-            continue
-        remaining = []
-        for pod in group_pods:
-            if pod["metadata"]["name"] in to_delete:
-                plan.delete.append(
-                    PodDeletion(pod, "WorkersToDelete", "listed in scaleStrategy.workersToDelete")
-                )
-            else:
-                remaining.append(pod)
-        missing = wanted - len(remaining)
-        # Each new pod takes the lowest replica index its group does not use (KubeRay's labels).
-        for index in labels.free_replica_indices(labels.replica_indices_in_use(remaining), missing):
-            plan.create.append(build_worker_pod(ctx, group, replica_index=index))
-        if missing < 0:
-            # Remove the least useful first: pods not ready, then the newest.
-            surplus = sorted(remaining, key=_age_key, reverse=True)
-            surplus.sort(key=is_ready)
-            for pod in surplus[:-missing]:
-                plan.delete.append(
-                    PodDeletion(pod, "ScaleDown", f"group {name!r} has more pods than desired")
-                )
+        else:
+            _plan_single_host_group(plan, ctx, group, group_pods, to_delete, wanted)
+        if misses:
+            del plan.create[creating_from:]  # its pods would never find a node they may use
     if caps is not None and (caps.head_domains is not None or caps.worker_domains):
         # Topology-aware admission: every new pod is pinned to a domain of its group's
         # assignment; a pod with no room left in its domains is not created.
         plan.create, _ = topology_pins.pin_created(plan.create, caps.head_domains, caps.worker_domains, pods)
+    if caps is not None:
+        plan.create, waiting = caps_module.within_budget(plan.create, caps_module.Budget.of(caps, pods))
+        plan.waiting += waiting
     return plan
+
+
+def _replace_misplaced(
+    plan: ClusterPlan, caps: AdmittedCaps | None, pod: Mapping[str, Any], group_names: Sequence[str]
+) -> bool:
+    """Plan the deletion of a live pod that lacks its admitted placement; True if it is one."""
+    misses = caps_module.misplaced(caps, pod, group_names)
+    if misses:
+        message = f"the pod lacks the admitted {', '.join(misses)}; it will be replaced"
+        plan.delete.append(PodDeletion(pod, "Misplaced", message))
+    return bool(misses)
+
+
+def _plan_single_host_group(
+    plan: ClusterPlan,
+    ctx: PodContext,
+    group: Mapping[str, Any],
+    group_pods: Sequence[Mapping[str, Any]],
+    to_delete: set[str],
+    wanted: int,
+) -> None:
+    name = str(group["groupName"])
+    remaining = []
+    for pod in group_pods:
+        if pod["metadata"]["name"] in to_delete:
+            plan.delete.append(PodDeletion(pod, "WorkersToDelete", "listed in scaleStrategy.workersToDelete"))
+        else:
+            remaining.append(pod)
+    missing = wanted - len(remaining)
+    # Each new pod takes the lowest replica index its group does not use (KubeRay's labels).
+    for index in labels.free_replica_indices(labels.replica_indices_in_use(remaining), missing):
+        plan.create.append(build_worker_pod(ctx, group, replica_index=index))
+    if missing < 0:
+        # Remove the least useful first: pods not ready, then the newest.
+        surplus = sorted(remaining, key=_age_key, reverse=True)
+        surplus.sort(key=is_ready)
+        for pod in surplus[:-missing]:
+            plan.delete.append(PodDeletion(pod, "ScaleDown", f"group {name!r} has more pods than desired"))
 
 
 def _capped(desired: int, group: Mapping[str, Any], caps: AdmittedCaps | None) -> int:

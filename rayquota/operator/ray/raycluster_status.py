@@ -204,7 +204,7 @@ def cluster_status(
             PROVISIONED,
             False,
             "RayClusterPodsProvisioning",
-            "waiting for all Ray pods to be running and ready",
+            "; ".join(plan.waiting) or "waiting for all Ray pods to be running and ready",
             now=now,
             observed_generation=generation,
         )

@@ -364,7 +364,7 @@ class RayJobReconciler:
             )
             return Result(0.1)
 
-        if state in ACTIVE and spec.get("suspend"):
+        if state in ACTIVE and (spec.get("suspend") or self._quota_withdrawn(rayjob)):
             status["jobDeploymentStatus"] = SUSPENDING
             return Result(0.1)
         if deadline_exceeded({"spec": spec, "status": status}, now):
@@ -404,6 +404,8 @@ class RayJobReconciler:
         if spec.get("suspend"):
             status.update(jobDeploymentStatus=SUSPENDED)
             return Result()
+        if self._held_by_queue(rayjob, status):
+            return Result()  # the Workload's events wake it up
         name = rayjob["metadata"]["name"]
         selector = spec.get("clusterSelector") or {}
         if mode_of(rayjob) == "InteractiveMode":
@@ -559,7 +561,7 @@ class RayJobReconciler:
         return Result()
 
     async def _suspended(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
-        if rayjob["spec"].get("suspend"):
+        if rayjob["spec"].get("suspend") or self._held_by_queue(rayjob, status):
             return Result()
         status["jobDeploymentStatus"] = NEW
         self.recorder.post(rayjob, "Normal", "Resumed", "the RayJob is resumed")
@@ -592,6 +594,29 @@ class RayJobReconciler:
 
     # --- helpers --------------------------------------------------------------------------------
 
+    def _held_by_queue(self, rayjob: Mapping[str, Any], status: dict[str, Any]) -> bool:
+        """A queued RayJob whose gate is not open (not admitted, or the admitted placement not yet
+        in its templates) behaves as suspended, whatever spec.suspend says, and says why."""
+        verdict = self.manager.gate.may_run("RayJob", rayjob)
+        if verdict is None or verdict.open:
+            return False
+        status.update(jobDeploymentStatus=SUSPENDED, reason=verdict.reason, message=verdict.message)
+        return True
+
+    def _quota_withdrawn(self, rayjob: Mapping[str, Any]) -> bool:
+        """A running queued RayJob that no recorded admission covers (evicted, or its Workload
+        gone) stops as if suspended."""
+        verdict = self.manager.gate.may_run("RayJob", rayjob)
+        return verdict is not None and not verdict.admitted
+
+    def _gate_shut(self, rayjob: Mapping[str, Any], status: dict[str, Any], what: str) -> bool:
+        """Nothing is created for a queued RayJob its gate does not let run."""
+        verdict = self.manager.gate.may_run("RayJob", rayjob)
+        if verdict is None or verdict.open:
+            return False
+        status["message"] = f"{what} is not created: {verdict.message}"
+        return True
+
     def _finish(self, status: dict[str, Any], state: str, reason: str | None, message: str) -> None:
         status.update(jobDeploymentStatus=state, reason=reason, message=message, endTime=now_rfc3339())
 
@@ -617,6 +642,8 @@ class RayJobReconciler:
             if cluster is None:
                 status["message"] = f"RayCluster {cluster_name} named by spec.clusterSelector does not exist"
             return cluster
+        if self._gate_shut(rayjob, status, f"RayCluster {cluster_name}"):
+            return None
         manifest = cluster_manifest(rayjob, status, self.config.submitter_image)
         try:
             cluster = await self.client.create(cluster_path(namespace), manifest)
@@ -636,6 +663,8 @@ class RayJobReconciler:
         existing = self._submitter(namespace, name)
         if existing is not None:
             return True
+        if self._gate_shut(rayjob, status, "the submitter Job"):
+            return False
         manifest = submitter.submitter_job(
             rayjob,
             status["jobId"],

@@ -241,6 +241,11 @@ class RayServiceReconciler:
                 self.config.version,
                 autoscale_from_min=incremental and current.active is not None,
             )
+            verdict = self.manager.gate.may_run(RAYSERVICE_KIND, service, part=name)
+            if verdict is not None and not verdict.open:
+                # A queued service's new cluster is born gated, whatever rayClusterConfig says:
+                # the queue lifts the gate once its slice is admitted and its placement is in.
+                manifest["spec"]["suspend"] = True
             await self.writes.create_cluster(service, manifest)
             current.soon()
             return False

@@ -119,7 +119,10 @@ class RayServiceWrites:
         await self.client.merge_patch(resources.RAYCLUSTERS.path(meta["namespace"], meta["name"]), patch)
 
     async def delete_cluster(self, service: Mapping[str, Any], namespace: str, name: str, why: str) -> None:
-        if await self.client.delete(resources.RAYCLUSTERS.path(namespace, name)):
+        # Foreground: the cluster stays (being deleted) until its pods are gone, so whatever
+        # accounts for its pods (a queue's quota) sees them as its own until then.
+        path = resources.RAYCLUSTERS.path(namespace, name)
+        if await self.client.delete(path, propagation="Foreground"):
             self.event(service, "DeletedRayCluster", f"Deleted RayCluster {namespace}/{name}: {why}")
 
     # --- Services ---------------------------------------------------------------------------------

@@ -19,13 +19,13 @@ def namespace_prefix() -> str:
     return PREFIX
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def dashboard_operator(crds_installed: None) -> Iterator[Path]:
     with running_operator(PREFIX) as dashboard_map:
         yield dashboard_map
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def dashboard(crds_installed: None) -> Iterator[Served]:
     with dashboard_thread([f"{PREFIX}-*"], history_interval_s=1.0) as served:
         yield served

@@ -27,7 +27,7 @@ def kueue_crds(control_plane: Any) -> None:
     kueue_crds.install(control_plane)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def kueue_operator(crds_installed: None, kueue_crds: None) -> Iterator[None]:
     with running_operator(KUEUE_TEST_NAMESPACE_PREFIX, {"RAYQUOTA_QUEUE_API": "kueue"}):
         yield

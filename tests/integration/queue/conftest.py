@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
+from rayquota.operator.webhooks.settings import WebhookSettings
+from tests.gate_invariants import FlavorPlacement
+from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.operator_thread import operator_thread
 
@@ -29,11 +32,15 @@ def namespace_prefix() -> str:
 
 @contextlib.contextmanager
 def running_operator(
-    namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX, env: Mapping[str, str] | None = None
+    namespace_prefix: str = QUEUE_TEST_NAMESPACE_PREFIX,
+    env: Mapping[str, str] | None = None,
+    *,
+    webhooks: bool = False,
 ) -> Iterator[Path]:
     """The operator in a thread, scoped to ``<namespace_prefix>-*``; yields its dashboard map
     (cluster -> URL of a real Ray head). ``env`` is set only while it starts (its setup reads
-    settings once), so operators started by other folders keep theirs."""
+    settings once), so operators started by other folders keep theirs. ``webhooks``: it serves
+    the admission webhooks on 127.0.0.1 (a free port)."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")
     os.close(fd)
     dashboard_map = Path(name)
@@ -41,7 +48,10 @@ def running_operator(
     previous = {key: os.environ.get(key) for key in env or {}}
     os.environ.update(env or {})
     config = OperatorConfig(
-        version="test-1", dashboard_resolver="local", dashboard_map_file=str(dashboard_map)
+        version="test-1",
+        dashboard_resolver="local",
+        dashboard_map_file=str(dashboard_map),
+        webhooks=WebhookSettings.loopback() if webhooks else None,
     )
     try:
         with operator_thread(config, [f"{namespace_prefix}-*"]):
@@ -61,7 +71,7 @@ def _restore(previous: Mapping[str, str | None]) -> None:
             os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def queue_operator(crds_installed: None) -> Iterator[Path]:
     with running_operator() as dashboard_map:
         yield dashboard_map
@@ -70,6 +80,14 @@ def queue_operator(crds_installed: None) -> Iterator[Path]:
 @pytest.fixture
 def kube(control_plane: Any, namespace: str) -> Kube:
     return Kube(control_plane, namespace)
+
+
+# Where Quota.flavor's pods must run: the pool's nodes, tolerating their GPU taint.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pool_placement(pool: str) -> FlavorPlacement:
+    return FlavorPlacement({"rayquota.io/gpu-pool": pool}, (GPU_TOLERATION,))
 
 
 class Quota:
@@ -102,7 +120,7 @@ class Quota:
             {
                 "spec": {
                     "nodeLabels": {"rayquota.io/gpu-pool": pool},
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [GPU_TOLERATION],
                 }
             },
         )
@@ -152,6 +170,27 @@ class Quota:
         for kind, name in reversed(self.created):
             group = self.api_version.split("/")[0]
             self.cp.kubectl("delete", f"{kind.lower()}.{group}", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def gate_sampler(control_plane: Any, namespace: str) -> Iterator[Any]:
+    """Starts a :class:`GateSampler` on this test's namespace (``start(cluster_queue, pool)``);
+    after the test, the invariants must have held at every state it saw."""
+    started: list[GateSampler] = []
+
+    def start(cluster_queue: str, pool: str | None = "a100") -> GateSampler:
+        placement = pool_placement(pool) if pool is not None else None
+        sampler = GateSampler(str(control_plane.kubeconfig), namespace, cluster_queue, placement).start()
+        started.append(sampler)
+        return sampler
+
+    try:
+        yield start
+        for sampler in started:
+            sampler.assert_holds()
+    finally:
+        for sampler in started:
+            sampler.close()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ helpers), so the service really becomes Ready and really upgrades.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -104,6 +105,13 @@ def with_gpu_workers(spec: dict[str, Any], gpus: int) -> list[dict[str, Any]]:
     return list(groups)
 
 
+def fetched_state() -> Any:
+    """What `rayquota explain` reads, fetched on a loop of its own thread: the dashboard's browser
+    test runs this scenario inside Playwright's sync API, whose loop runs on the calling thread."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, cli_views.fetch_state()).result(timeout=60)
+
+
 def upgrade_waits_for_quota(
     kube: Kube,
     dashboards: Dashboards,
@@ -147,7 +155,7 @@ def upgrade_waits_for_quota(
     reason = str(workload_status(kube).get("pendingReason"))
     assert f"`{pending}`" in reason and "worker group `" in reason and "pod set " not in reason, reason
     # `rayquota explain` says why the admitted service's upgrade waits.
-    explained = cli_views.explain(asyncio.run(cli_views.fetch_state()), "rayservice", NAME, kube.ns)
+    explained = cli_views.explain(fetched_state(), "rayservice", NAME, kube.ns)
     assert "Admitted" in explained.splitlines()[0], explained
     assert "an upgrade or a scale-up) and waits: " in explained and f"`{pending}`" in explained, explained
     cluster_queue = workload_status(kube)["admission"]["clusterQueue"]

@@ -4,6 +4,7 @@ import copy
 
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand
@@ -165,3 +166,27 @@ def test_rayjob_demand_is_remembered_per_generation() -> None:
     bigger["metadata"]["generation"] = 2
     assert adapter.pod_sets(bigger, []) != first
     assert adapter.pod_sets(bigger, []).counts() != first.counts()
+
+
+def test_rayjob_run_with_places_a_cluster_created_before_the_admission_first() -> None:
+    """A RayJob's cluster made before its admission (an older operator; a gate cleared by
+    hand) gets the placement too, in an edit ahead of the one that lifts the RayJob's gate."""
+    adapter = ADAPTERS["RayJob"]
+    job = bodies.rayjob()
+    child = bodies.raycluster("job-abcde")
+    child["metadata"]["ownerReferences"] = [
+        {"kind": "RayJob", "name": "job", "uid": job["metadata"]["uid"], "controller": True}
+    ]
+    child["spec"] = copy.deepcopy(job["spec"]["rayClusterSpec"])
+    edits = adapter.run_with(job, [child], admit_all(adapter.pod_sets(job, [child])), FLAVORS)
+    assert [e.kind for e in edits] == ["RayCluster", "RayJob"]
+    worker = edits[0].body["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
+    assert edits[1].body["spec"]["suspend"] is False
+
+
+def test_only_a_gate_cleared_after_creation_is_reported_as_cleared_by_hand() -> None:
+    """An object at its first generation was written without suspend: gated quietly. A later
+    generation without the gate means someone cleared it."""
+    assert not gate_cleared_by_hand({"metadata": {"generation": 1}})
+    assert gate_cleared_by_hand({"metadata": {"generation": 3}})

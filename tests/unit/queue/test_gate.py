@@ -2,12 +2,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core import QueueCondition
+from rayquota.operator.core import Placement, QueueCondition
 from rayquota.operator.queue import converter, naming
-from rayquota.operator.queue.gate import NOTHING, QueueGate
+from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.gate import (
+    NOTHING,
+    WAITING_FOR_PLACEMENT,
+    WAITING_FOR_QUOTA,
+    QueueGate,
+    recorded_admission,
+)
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.queue.podsets import rayjob_demand
-from rayquota.queueing import PodSetAssignment
+from rayquota.queueing import PodSetAssignment, ResourceFlavor, Toleration
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer
 
@@ -122,3 +129,117 @@ def test_a_standalone_queued_cluster_gets_its_own_verdict() -> None:
     queued = bodies.raycluster("alone", **{"rayquota.io/queue-name": "team"})
     verdict = gate.queue_condition("RayCluster", queued)
     assert verdict is not None and not verdict.admitted
+
+
+# --- the placement and budget the caps carry, and the gate's question -----------------------
+
+A100 = ResourceFlavor(
+    "a100",
+    {"rayquota.io/gpu-pool": "a100"},
+    tolerations=(Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),),
+)
+
+
+def admitted_to_a100(workers: int = 2) -> tuple[QueueGate, dict[str, Any]]:
+    """The RayJob admitted on the a100 flavor, usage as the engine records it (per pod set)."""
+    gate, cluster = setup(admitted_workers=None)
+    job = the_job(gate)
+    demand = rayjob_demand(job, "job-cluster")
+    counts = {"head": 1, "gpu": workers, "submitter": 1}
+    pod_sets = [
+        PodSetAssignment(
+            ps.name,
+            counts[ps.name],
+            dict.fromkeys(ps.requests, "a100"),
+            {r: q * counts[ps.name] for r, q in ps.requests.items()},
+        )
+        for ps in demand.pod_sets
+    ]
+    with_status(gate, {"admission": converter.admission_to_api("cq", pod_sets)})
+    gate.flavors = {"a100": A100}
+    return gate, cluster
+
+
+def test_caps_carry_the_flavors_placement_and_the_admitted_budget() -> None:
+    gate, cluster = admitted_to_a100()
+    caps = gate.caps_for(cluster)
+    assert caps is not None and caps.head and caps.worker_cap("gpu") == 2
+    wanted = Placement(
+        {"rayquota.io/gpu-pool": "a100"},
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+    )
+    assert caps.placement_of(None) == wanted and caps.placement_of("gpu") == wanted
+    assert caps.budget is not None and caps.budget["nvidia.com/gpu"] == 2000  # 2 workers of 1 GPU
+
+
+def test_an_admission_on_a_flavor_the_cache_does_not_hold_allows_nothing() -> None:
+    gate, cluster = admitted_to_a100()
+    gate.flavors = {}
+    assert gate.caps_for(cluster) == NOTHING
+
+
+def test_the_budget_leaves_out_what_the_objects_other_clusters_still_hold() -> None:
+    gate, cluster = admitted_to_a100()
+    # An earlier cluster of the job (its pods terminating) still holds a GPU worker.
+    old_worker = bodies.pod("job-old", "worker", "gpu")
+    old_worker["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    old_worker["spec"] = {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    gate.objects.pods = PodsByCluster({"job-old": [old_worker]})  # type: ignore[assignment]
+    gate.lingering_parts = lambda _key: ["job-old"]
+    caps = gate.caps_for(cluster)
+    assert caps is not None and caps.budget is not None and caps.budget["nvidia.com/gpu"] == 1000
+
+
+def test_a_cluster_of_a_parent_the_cache_does_not_show_gets_nothing() -> None:
+    gate, cluster = setup(admitted_workers=1)
+    orphan = dict(cluster, metadata={**cluster["metadata"], "name": "other"})
+    orphan["metadata"]["ownerReferences"] = [
+        {"kind": "RayService", "name": "gone", "uid": "uid-gone", "controller": True}
+    ]
+    assert gate.caps_for(orphan) == NOTHING
+
+
+def test_an_unsuspended_job_that_is_not_admitted_may_not_run() -> None:
+    gate, _ = setup(admitted_workers=None, job_suspended=False)
+    verdict = gate.may_run("RayJob", the_job(gate))
+    assert verdict is not None and not verdict.open and verdict.reason == WAITING_FOR_QUOTA
+
+
+def test_an_admitted_job_runs_only_once_its_templates_carry_the_placement() -> None:
+    gate, _ = admitted_to_a100()
+    job = the_job(gate)
+    verdict = gate.may_run("RayJob", job)
+    assert verdict is not None and verdict.admitted and not verdict.placed
+    assert verdict.reason == WAITING_FOR_PLACEMENT and "gpu-pool=a100" in verdict.message
+    workload = gate.objects.workload(workload_key("RayJob", job))
+    admission = recorded_admission(workload)
+    assert admission is not None
+    edits = ADAPTERS["RayJob"].run_with(job, [], admission, {"a100": A100})
+    verdict = gate.may_run("RayJob", edits[-1].body)
+    assert verdict is not None and verdict.open
+
+
+def test_a_job_whose_admission_covers_less_than_it_asks_may_not_run() -> None:
+    gate, _ = admitted_to_a100(workers=1)  # the job asks for 2 workers
+    verdict = gate.may_run("RayJob", the_job(gate))
+    assert verdict is not None and not verdict.admitted
+
+
+def test_a_new_child_of_a_queued_service_is_born_gated() -> None:
+    gate, _ = setup(admitted_workers=None)
+    service = bodies.rayservice()
+    service["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    verdict = gate.may_run("RayService", service, part="svc-new")
+    assert verdict is not None and not verdict.open
+    assert gate.may_run("RayService", bodies.rayservice()) is None  # not queued: no gate
+
+
+class PodsByCluster:
+    """A pod cache answering the by-cluster index."""
+
+    def __init__(self, by_cluster: dict[str, list[dict[str, Any]]]) -> None:
+        self.store = self
+        self.by_cluster = by_cluster
+
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+        return self.by_cluster.get(value.split("/", 1)[-1], [])

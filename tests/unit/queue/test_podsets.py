@@ -7,6 +7,7 @@ from typing import Any
 from rayquota.operator.queue import naming, podsets
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.podsets import Role
+from rayquota.operator.ray import pod_resources
 from tests.unit.queue import bodies
 
 GI = 2**30 * 1000
@@ -25,7 +26,16 @@ def test_pod_requests_use_request_else_limit_init_peak_and_overhead() -> None:
         "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
         "overhead": {"memory": "1Gi"},
     }
-    assert podsets.pod_requests(spec) == {"cpu": 4000, "nvidia.com/gpu": 1000, "memory": 2 * GI}
+    assert pod_resources.pod_requests(spec) == {"cpu": 4000, "nvidia.com/gpu": 1000, "memory": 2 * GI}
+
+
+def test_a_small_worker_is_counted_with_the_wait_for_gcs_container_the_builder_adds() -> None:
+    """The pod builder gives every worker an init container of 200m CPU / 256Mi: a worker asking
+    for less reserves that much, and its pod set says so (the quota matches the pods)."""
+    group = bodies.gpu_worker_group()
+    group["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    demand = podsets.raycluster_demand({"metadata": {"name": "c"}, "spec": bodies.cluster_spec(group)})
+    assert by_name(demand)["gpu"].requests == {"cpu": 200, "memory": 256 * 2**20 * 1000}
 
 
 def test_raycluster_head_and_workers_replicas_times_hosts() -> None:

@@ -3,13 +3,26 @@ engine's reason, Terminating), the LocalQueue's, and the pending count."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from rayquota.operator.queue.status import (
+    QueueStatusWriter,
     cluster_queue_status,
     local_queue_active,
     local_queue_status,
     waiting_slices_per_cluster_queue,
 )
-from rayquota.queueing import ClusterQueueStatus, StopPolicy
+from rayquota.queueing import (
+    ClusterQueue,
+    ClusterQueueStatus,
+    Engine,
+    FlavorQuotas,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    StopPolicy,
+)
 from tests.unit.queue.fakes import gpu_workload, new_driver
 
 NOW = "2026-11-22T09:00:00Z"
@@ -80,3 +93,34 @@ def test_an_admitted_workload_whose_scale_up_waits_counts_once_as_admitted() -> 
     assert waiting_slices_per_cluster_queue(engine) == {"a": 1}
     written = cluster_queue_status(None, raw, [], NOW, waiting_slices=1)
     assert (written["pendingWorkloads"], written["admittedWorkloads"]) == (1, 2)
+
+
+def test_a_cluster_queue_deleted_during_a_status_pass_is_skipped_not_fatal() -> None:
+    """The pass awaits each write; a ClusterQueue the engine forgets meanwhile (deleted) must not
+    end the status writer (it used to raise KeyError and stop the operator)."""
+
+    engine = Engine()
+    engine.upsert_flavor(ResourceFlavor("f"))
+    for name in ("a", "b"):
+        group = ResourceGroup(("cpu",), (FlavorQuotas("f", {"cpu": ResourceQuota.of(1)}),))
+        engine.upsert_cluster_queue(ClusterQueue(name, (group,)))
+    written: list[str] = []
+
+    class Status:
+        async def write(self, resource: Any, obj: Any, status: Any) -> None:
+            written.append(obj["metadata"]["name"])
+            engine.delete_cluster_queue("b")  # deleted while this write is awaited
+
+    class Store:
+        def __init__(self, objs: list[dict[str, Any]]) -> None:
+            self.store = self
+            self.objs = objs
+
+        def list(self) -> list[dict[str, Any]]:
+            return self.objs
+
+    manager = type("Manager", (), {"status": Status()})()
+    queues = Store([{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}])
+    writer = QueueStatusWriter(manager, engine, queues, Store([]), Store([]))  # type: ignore[arg-type]
+    asyncio.run(writer.write_all())
+    assert written == ["a"]

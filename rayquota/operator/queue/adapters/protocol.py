@@ -123,6 +123,14 @@ def set_spec_suspend(kind: str, obj: Body) -> list[Edit]:
     return changed(kind, obj, after)
 
 
+def gate_cleared_by_hand(obj: Mapping[str, Any]) -> bool:
+    """Was the gate of this unadmitted, ungated object cleared by someone? An object still at
+    its first generation is as its author created it: written without ``suspend`` (no webhook set
+    it), it is gated quietly. Any later spec change since means someone (after the queue or a
+    webhook had set the gate) cleared it."""
+    return int(obj["metadata"].get("generation") or 1) > 1
+
+
 def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
     """Finished pods release their node's resources; any other pod (terminating too) holds them."""
     return all(pod_finished(p) for p in pods)

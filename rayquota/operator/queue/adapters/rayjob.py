@@ -73,6 +73,15 @@ class RayJobAdapter(SpecSuspendGate):
         after = edited(obj)
         spec = after["spec"]
         by_pod_set = placements(admission, flavors)
+        # A cluster created before this admission (by an older operator, or before the gate
+        # closed) gets the placement too, before the gate lifts: its planner replaces the pods
+        # built without it.
+        edits: list[Edit] = []
+        for child in children:
+            placed = edited(child)
+            for part in demand.parts:
+                inject_cluster(placed["spec"], demand.pod_set_of[part], by_pod_set)
+            edits += changed("RayCluster", child, placed)
         for part in demand.parts:
             if spec.get("rayClusterSpec"):
                 inject_cluster(spec["rayClusterSpec"], demand.pod_set_of[part], by_pod_set)
@@ -81,7 +90,7 @@ class RayJobAdapter(SpecSuspendGate):
                 placement.inject(spec.setdefault("submitterPodTemplate", {}), wanted)
         if all(a.runs for a in allocation.values()):
             spec["suspend"] = False
-        return changed(self.kind, obj, after)
+        return edits + changed(self.kind, obj, after)
 
     def restore(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
         after = edited(obj)

@@ -61,6 +61,8 @@ class RayServiceAdapter:
     def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
         edits = self._gate_template(obj)
         for child in children:
+            if child["metadata"].get("deletionTimestamp"):
+                continue  # going away with its pods
             gated = edited(child)
             gated["spec"]["suspend"] = True
             edits += changed("RayCluster", child, gated)
@@ -82,7 +84,7 @@ class RayServiceAdapter:
         for child in children:
             part = _name(child)
             share = allocation.get(part)
-            if share is None or not share.runs:
+            if share is None or not share.runs or child["metadata"].get("deletionTimestamp"):
                 continue
             after = edited(child)
             inject_cluster(after["spec"], demand.pod_set_of.get(part, {}), by_pod_set)

@@ -1,0 +1,48 @@
+"""What the scheduler reserves for a pod: its requests, computed in one place for the queue's pod
+sets, the RayCluster planner's quota budget and the status columns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rayquota.operator.core.pods import pod_finished
+from rayquota.queueing import parse_quantity
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    """A container's effective requests: its request, else its limit (as the API server defaults)."""
+    resources = container.get("resources") or {}
+    merged: dict[str, Any] = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: parse_quantity(str(value)) for name, value in merged.items()}
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """What the scheduler reserves for one pod, in milli-units: containers summed, init
+    containers at their peak, plus the pod overhead. Zero amounts are dropped."""
+    total: dict[str, int] = {}
+    for container in pod_spec.get("containers") or []:
+        for name, amount in container_requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in pod_spec.get("initContainers") or []:
+        for name, amount in container_requests(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, value in (pod_spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + parse_quantity(str(value))
+    return {name: amount for name, amount in total.items() if amount}
+
+
+def holds_resources(pod: Mapping[str, Any]) -> bool:
+    """A pod holds its node's resources until it has finished or is gone: a terminating pod
+    still does."""
+    return not pod_finished(pod)
+
+
+def held_by(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The requests of the pods that hold resources, summed per resource."""
+    total: dict[str, int] = {}
+    for pod in pods:
+        if holds_resources(pod):
+            for name, amount in pod_requests(pod.get("spec") or {}).items():
+                total[name] = total.get(name, 0) + amount
+    return total

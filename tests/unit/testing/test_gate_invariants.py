@@ -1,0 +1,83 @@
+"""The sampler's judge catches what it is there to catch: the invariants on hand-made histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.gate_invariants import FlavorPlacement, Judge, Version
+
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+A100 = FlavorPlacement({"pool": "a100"}, (TOLERATION,))
+NODES = {"a100-0": {"pool": "a100"}, "cpu-0": {"pool": "cpu"}}
+OWNER = [{"kind": "RayCluster", "name": "rc", "uid": "uid-rc", "controller": True}]
+
+
+def pod(name: str, gpus: int, *, placed: bool = True, node: str | None = None, **meta: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}
+    if placed:
+        spec.update(nodeSelector={"pool": "a100"}, tolerations=[TOLERATION])
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "ownerReferences": OWNER, **meta}, "spec": spec, "status": {}}
+
+
+def workload(gpus: int | None, **meta: Any) -> dict[str, Any]:
+    owner = [{"kind": "RayCluster", "name": "rc", "uid": "uid-rc", "controller": True}]
+    status: dict[str, Any] = {}
+    if gpus is not None:
+        status["admission"] = {
+            "podSetAssignments": [{"name": "gpu", "resourceUsage": {"nvidia.com/gpu": str(gpus)}}]
+        }
+    return {"metadata": {"name": "wl", "ownerReferences": owner, **meta}, "status": status}
+
+
+def cluster_queue(gpus: int) -> dict[str, Any]:
+    resources = [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]
+    return {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [{"resources": resources}]}]}}
+
+
+RAYCLUSTER = {"metadata": {"name": "rc", "uid": "uid-rc"}, "spec": {}}
+
+
+def judged(*writes: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], bool]) -> list[str]:
+    """Problems over a history of (kind, object[, deleted]) writes, in order."""
+    versions = [
+        Version(i, w[0], bool(w[2]) if len(w) > 2 else False, w[1])  # type: ignore[misc]
+        for i, w in enumerate([("ClusterQueue", cluster_queue(4)), ("RayCluster", RAYCLUSTER), *writes])
+    ]
+    judge = Judge("cq", A100, NODES)
+    return [p for version, state in judge.replay(versions) for p in judge.judge(version, state)]
+
+
+def test_a_quiet_history_breaks_nothing() -> None:
+    assert judged(("Workload", workload(2)), ("Pod", pod("p", 2, node="a100-0"))) == []
+
+
+def test_a_pod_before_its_admission_is_caught() -> None:
+    problems = judged(("Pod", pod("p", 2)), ("Workload", workload(2)))
+    assert any("nvidia.com/gpu 2 > admitted 0" in p for p in problems)
+
+
+def test_an_admission_shrunk_while_a_pod_terminates_is_caught() -> None:
+    terminating = pod("p", 2, node="a100-0", deletionTimestamp="t")
+    problems = judged(("Workload", workload(2)), ("Pod", terminating), ("Workload", workload(0)))
+    assert any("> admitted 0" in p for p in problems)
+
+
+def test_a_deleted_objects_admission_counts_while_its_pods_hold() -> None:
+    gone = workload(2)
+    history = [("Workload", gone), ("Pod", pod("p", 2, node="a100-0")), ("Workload", gone, True)]
+    assert judged(*history) == []  # (its quota is still held: the pod is alive)
+    # ... but another admission on top of it, while the pod is alive, is quota given twice.
+    again = workload(4, name="other")
+    assert any(
+        "admitted nvidia.com/gpu 6 > nominal quota 4" in p for p in judged(*history, ("Workload", again))
+    )
+
+
+def test_a_pod_without_the_placement_or_on_another_flavors_node_is_caught() -> None:
+    problems = judged(("Workload", workload(2)), ("Pod", pod("p", 1, placed=False)))
+    assert any("lacks the flavor's nodeSelector" in p for p in problems)
+    assert any("lacks the flavor's toleration" in p for p in problems)
+    problems = judged(("Workload", workload(2)), ("Pod", pod("q", 1, node="cpu-0")))
+    assert any("runs on node cpu-0, not on the flavor's nodes" in p for p in problems)
