@@ -166,6 +166,21 @@ def _ms_between(first: Any, last: Any) -> float:
     return (parse(last) - parse(first)).total_seconds() * 1000
 
 
+def scaled_generator(generator: Path, fraction: float, run_dir: Path) -> Path:
+    """The generator config with every workload set's count times ``fraction`` (at least one
+    each; queues, nodes and quotas unchanged), written into ``run_dir``; 1.0: upstream's file."""
+    if fraction == 1.0:
+        return generator
+    config = yaml.safe_load(generator.read_text())
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for workloads in queues["workloadsSets"]:
+                workloads["count"] = max(1, round(int(workloads["count"]) * fraction))
+    scaled = run_dir / "generator.yaml"
+    scaled.write_text(yaml.safe_dump(config, sort_keys=False))
+    return scaled
+
+
 def controller_wrapper(run_dir: Path, name: str, argv: Sequence[str]) -> Path:
     """An executable the runner can start in minimalkueue's place.
 
@@ -224,12 +239,20 @@ def run_checker(run_dir: Path, stats: Path, rangespec: Path) -> tuple[bool, list
 
 
 def run_once(
-    name: str, argv: Sequence[str] | None, *, scale: str, out: Path, nice: int, audit: bool
+    name: str,
+    argv: Sequence[str] | None,
+    *,
+    scale: str,
+    out: Path,
+    nice: int,
+    audit: bool,
+    fraction: float = 1.0,
 ) -> RunResult:
     """One runner invocation with one controller (argv None: Kueue's own minimalkueue)."""
     config = peers.kueue_config(SCALES[scale])
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
+    generator_file = scaled_generator(config / "generator.yaml", fraction, run_dir)
     for stale in ("kubeconfig", "summary.yaml", "wlStates.csv", "audit.log"):
         (run_dir / stale).unlink(missing_ok=True)
     controller = peers.kueue_tool("minimalkueue") if argv is None else controller_wrapper(run_dir, name, argv)
@@ -247,7 +270,7 @@ def run_once(
         str(peers.kueue_tool("runner")),
         f"--o={run_dir}",
         f"--crds={peers.kueue_crd_dir()}",
-        f"--generatorConfig={config / 'generator.yaml'}",
+        f"--generatorConfig={generator_file}",
         f"--minimalKueue={controller}",
         f"--timeout={RUNNER_TIMEOUT[scale]}",
         # Upstream's make target keeps the controller's logs in files; no metrics scraping,
@@ -284,7 +307,7 @@ def run_once(
         for cls, s in sorted(summary["workloadClasses"].items())
     }
     used_cpu_s = sum(cq["cpuUsed"] for cq in summary["clusterQueueClasses"].values()) / 1e6
-    generator = yaml.safe_load((config / "generator.yaml").read_text())
+    generator = yaml.safe_load(generator_file.read_text())
     api = poller.last or harness.RequestCounts()
     controller_requests = controller_writes = None
     if audit_log is not None and audit_log.exists():
@@ -388,6 +411,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--nice", type=int, default=10, help="niceness of the runner and everything it starts"
     )
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        help="run this fraction of each workload set (e.g. 0.1 on a busy machine); Kueue's "
+        "checker still judges against the full config's limits",
+    )
     parser.add_argument("--no-audit", dest="audit", action="store_false", help="no per-client request counts")
     args = parser.parse_args(argv)
 
@@ -412,7 +442,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = harness.run_each(
         (
             functools.partial(
-                run_once, name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit
+                run_once,
+                name,
+                command,
+                scale=args.scale,
+                out=args.out,
+                nice=args.nice,
+                audit=args.audit,
+                fraction=args.fraction,
             )
             for name, command in controllers
         ),

@@ -38,7 +38,7 @@ def namespace_prefix() -> str:
     return PREFIX
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def topology_operator(crds_installed: None) -> Iterator[Path]:
     with running_operator(PREFIX, READINESS) as dashboard_map:
         yield dashboard_map
