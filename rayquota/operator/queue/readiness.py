@@ -53,7 +53,7 @@ class ReadinessKeeper:
         self._unready: dict[str, str] = {}
         """Admitted Workloads whose pods were never all ready yet (blockAdmission), and why."""
         self._told: dict[str, set[str]] = {}
-        """Per Workload, the unplaced pods already told (an object's events share one budget)."""
+        """Per Workload, the domains whose unplaced pods were already told (one event budget per object)."""
 
     @property
     def enabled(self) -> bool:
@@ -90,13 +90,16 @@ class ReadinessKeeper:
     def tell_unplaced(
         self, key: str, obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], keys: Sequence[str]
     ) -> None:
-        """A Warning event on the Ray object for each pinned pod the scheduler cannot place in
-        its domain, once per pod."""
+        """A Warning event on the Ray object when a pinned pod the scheduler cannot place in its
+        domain is seen, once per domain while the workload stays admitted: the pods the planner
+        creates again in the same domain (each under a new name) would otherwise spend the
+        object's whole event budget and hide the events that follow (PodsReadyTimeout)."""
         told = self._told.setdefault(key, set())
         for pod, words in unplaced_pods(pods, keys):
-            name = str(pod["metadata"]["name"])
-            if name not in told:
-                told.add(name)
+            selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+            domain = ",".join(f"{k}={v}" for k, v in sorted(selector.items()) if k in keys)
+            if domain not in told:
+                told.add(domain)
                 self.manager.recorder.post(obj, "Warning", UNPLACED, words)
 
     async def time_out(
