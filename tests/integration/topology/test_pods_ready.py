@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rayquota.operator.core.timestamps import parse_rfc3339
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
 from tests.integration.queue.conftest import admitted_workload, workload_of
@@ -52,16 +53,24 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         )
         state = evicted["status"]["requeueState"]
         assert state["count"] == 1
-        waiting = wait_for(
-            "the job waiting out its backoff",
+        evicted_at = parse_rfc3339(condition(evicted, "Evicted")["lastTransitionTime"])
+        requeue_at = parse_rfc3339(state["requeueAt"])
+        assert evicted_at is not None and requeue_at is not None
+        # Backoff base 4s, attempt 1: requeueAt is 4s after the eviction was decided, which the
+        # condition's time (second precision) follows by the time its write took.
+        assert 0 < (requeue_at - evicted_at).total_seconds() <= 5
+        # Released once its pods are gone; it waits out the backoff (BackoffPending), unless the
+        # pods took longer than the backoff to go, then it is back in its queue at once.
+        wait_for(
+            "the job's quota released and the job requeued",
             lambda: (
                 (wl := workload_of(kube, "RayJob", "train"))
-                and (condition(wl, "Requeued") or {}).get("reason") in ("BackoffPending", "BackoffFinished")
-                and wl
+                and not (wl.get("status") or {}).get("admission")
+                and (condition(wl, "Requeued") or {}).get("reason")
+                in ("BackoffPending", "BackoffFinished", "Requeued")
             ),
             timeout_s=60,
         )
-        assert not (waiting.get("status") or {}).get("admission")  # released: its pods are gone
         told = wait_for(
             "the PodsReadyTimeout event on the RayJob",
             lambda: [e for e in kube.events("train") if e["reason"] == "PodsReadyTimeout"],
@@ -70,22 +79,24 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         assert "requeued in 4s" in told[0]["message"]
         assert any(e["reason"] == "PodNotPlacedInDomain" for e in kube.events("train"))
         # Back in its queue, it waits: the only rack is tainted. A new rack appears.
-        wait_for(
-            "the requeued job waiting for room",
-            lambda: (
-                "topology"
-                in (
-                    ((workload_of(kube, "RayJob", "train") or {}).get("status") or {}).get("pendingReason")
-                    or ""
-                )
-            ),
-            timeout_s=60,
-        )
+        reasons: list[str] = []
+
+        def waiting_for_a_rack() -> str | None:
+            wl = workload_of(kube, "RayJob", "train") or {}
+            reasons.append(str((wl.get("status") or {}).get("pendingReason") or ""))
+            return reasons[-1] if "must share one rack" in reasons[-1] else None
+
+        try:
+            wait_for("the requeued job waiting for a rack", waiting_for_a_rack, timeout_s=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its last pendingReason: {reasons[-1:]}") from exc
         second_rack = racks.add("r1", 4)
         # The judge knows the nodes that existed when it started: tell it of the new rack's.
         sampler.judge.nodes = {**sampler.judge.nodes, **{n: {POOL: namespace} for n in second_rack}}
         again = admitted_workload(kube, "RayJob", "train", timeout_s=60)
         assert racks_of(racks, assigned_nodes(again, "gpu")) == {"b0-r1"}
+        readmitted_at = parse_rfc3339(condition(again, "QuotaReserved")["lastTransitionTime"])
+        assert readmitted_at is not None and readmitted_at >= requeue_at  # not before its backoff
         wait_for(
             "the job's pods ready in the new rack",
             lambda: (
