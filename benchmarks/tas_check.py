@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rayquota.operator.queue import converter
-from rayquota.operator.queue.podsets import pod_requests
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import HOSTNAME_LABEL, parse_quantity
 
 RACK = "cloud.provider.com/topology-rack"
