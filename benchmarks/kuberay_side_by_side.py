@@ -234,6 +234,39 @@ and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch)
   override it, because it is how the operator finds its own pods.
 - **Finalizers, requeue timing, Events** are the operator core's business (issue 7), not compared.
 
+## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
+
+Not in the side-by-side run: v1.6.2's RayCronJob names its RayJobs with a random suffix and
+records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
+what we follow. Every field of v1.7.0's type is implemented: `spec.jobTemplate` (a RayJob spec,
+validated as a RayJob's), `spec.schedule`, `spec.timeZone`, `spec.suspend`,
+`status.lastScheduleTime`, and its `kubectl get` columns (schedule, timezone, last schedule, age,
+suspend).
+
+- **Runs as v1.7.0 makes them**: the run due is the first after `lastScheduleTime` (before any,
+  after the object's creation); its RayJob is `<name>-<minutes since the epoch of the run>`,
+  labelled `ray.io/cronjob-name`, annotated `ray.io/cronjob-scheduled-timestamp` (the run's time,
+  RFC 3339 UTC), owned by the RayCronJob (controller reference, so deleting it deletes its
+  RayJobs); an AlreadyExists for that name counts as the run done. Runs missed while the operator
+  was down or the RayCronJob was suspended are each created in turn, oldest first, as v1.7.0
+  does; a `MissedSchedules` Warning event says how many are still due.
+- **Schedule syntax**: robfig/cron's standard parser's (five fields, names, ranges, steps, `?`,
+  `@yearly` ... `@hourly`, `@every <Go duration>`), read with croniter, which also accepts a few
+  forms robfig refuses (`L`, `#`, day of week `7`); daylight-saving edges follow croniter. Without
+  `timeZone`, the operator's local zone ($TZ, else /etc/localtime, else UTC), as KubeRay.
+- **Refused by the API server at creation** (v1.7.0 refuses them only in its reconciler, with an
+  event): a name over 36 characters, `TZ`/`CRON_TZ` in the schedule, an empty `timeZone`. The
+  rest of v1.7.0's rules (the schedule parses, the zone exists, the template is a valid RayJob)
+  give the same `InvalidRayCronJobSpec` Warning event as KubeRay, naming the field and value.
+- **Under the queue** (Kueue's way with CronJobs): the RayCronJob is never queued; each RayJob
+  carries the RayCronJob's queue and priority-class labels (KubeRay copies no labels; no other
+  label is copied, so a GitOps tool's tracking label does not claim the runs) and is queued on
+  its own.
+- **Feature gate**: KubeRay's `RayCronJob` gate (alpha, off by default in KubeRay) is read; in
+  rayquota it is on unless set to false.
+- Events of our own besides KubeRay's two (`InvalidRayCronJobSpec`, `SuspendedRayCronJob`):
+  `CreatedRayJob` and `MissedSchedules`.
+
 """
 
 

@@ -97,6 +97,10 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(GATEWAYS, "get create update delete")
         | _grant(HTTPROUTES, "get create update delete")
     ),
+    # RayCronJob (ray/raycronjob): creates the RayJob of each run, records the run in its status.
+    "raycronjob": frozenset(
+        _grant(resources.RAYJOBS, "create") | _grant(resources.RAYCRONJOBS, "update", "status")
+    ),
     "queue": frozenset(
         _grant(resources.WORKLOADS, "create update")
         | _grant(resources.WORKLOADS, "update", "status")

@@ -60,6 +60,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", "RayService")
+RAYCRONJOBS = Resource("ray.io", "v1", "raycronjobs", "RayCronJob")
 
 QUEUEING_GROUP, QUEUEING_VERSION = "rayquota.io", "v1alpha1"
 RESOURCE_FLAVORS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "resourceflavors", "ResourceFlavor", False)

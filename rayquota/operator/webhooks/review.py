@@ -3,6 +3,7 @@ operator's caches."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,8 +68,11 @@ def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
     """CREATE of a queued Ray object: born suspended (the gate on the object, or on the
     RayService's cluster template so every child is born gated). Topology annotations that
     cannot be read are refused here, with the field and the value."""
-    if objects.queue_name(kind, obj) is None:
+    queue = objects.queue_name(kind, obj)
+    if queue is None:
         return ALLOW
+    if kind == "RayJob" and (refusal := _queued_rayjob_refusal(obj, queue)):
+        return Verdict(False, refusal)
     refused = _topology_refusal(kind, obj)
     if refused is not None:
         return refused
@@ -81,6 +85,22 @@ def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
     else:
         op = {"op": "add", "path": "/spec/suspend", "value": True}
     return Verdict(True, patch=(op,), warning="suspended until its queue admits it")
+
+
+def _queued_rayjob_refusal(obj: Body, queue: str) -> str | None:
+    """Kueue's rule for a queued RayJob, said at creation: the queue suspends it, and KubeRay
+    lets a suspended RayJob run only if its cluster goes when the job ends (else the cluster
+    would keep the queue's quota after the work is done)."""
+    spec = obj.get("spec") or {}
+    if spec.get("clusterSelector") or spec.get("shutdownAfterJobFinishes"):
+        return None
+    value = spec.get("shutdownAfterJobFinishes")
+    said = "unset" if value is None else json.dumps(value)
+    return (
+        f"spec.shutdownAfterJobFinishes: {said}: a RayJob in queue {queue} "
+        "must set spec.shutdownAfterJobFinishes: true (the queue suspends it until admitted, and its "
+        "RayCluster would otherwise hold the queue's quota after the job ends)"
+    )
 
 
 def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:

@@ -31,6 +31,24 @@ def test_queued_objects_are_born_suspended_and_others_untouched() -> None:
     assert review.mutate("RayCluster", plain, objects()).patch == ()
 
 
+def test_a_queued_rayjob_that_would_keep_its_cluster_is_refused_naming_the_field() -> None:
+    job = bodies.rayjob()
+    job["spec"].pop("shutdownAfterJobFinishes", None)
+    verdict = review.mutate("RayJob", job, objects())
+    assert not verdict.allowed
+    assert verdict.message.startswith("spec.shutdownAfterJobFinishes: unset: a RayJob in queue ")
+    job["spec"]["shutdownAfterJobFinishes"] = False
+    assert (
+        "spec.shutdownAfterJobFinishes: false: a RayJob in queue team-a must set"
+        in review.mutate("RayJob", job, objects()).message
+    )
+    job["spec"]["shutdownAfterJobFinishes"] = True
+    assert review.mutate("RayJob", job, objects()).allowed
+    job["metadata"]["labels"] = {}  # not queued: KubeRay's rules only
+    job["spec"]["shutdownAfterJobFinishes"] = False
+    assert review.mutate("RayJob", job, objects()).allowed
+
+
 def test_clearing_the_gate_is_refused_until_the_workload_is_admitted() -> None:
     old = bodies.rayjob()
     new = copy.deepcopy(old)
