@@ -18,6 +18,7 @@ from .decisions import PodSetAssignment
 from .model import ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .state import NOTHING_PARKED, ClusterQueueState, Phase, WorkloadState
+from .topology_fit import trimmed
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ class Accounting:
     def scale_down(self, wl: WorkloadState, workload: Workload) -> ClusterQueueState:
         """An admitted workload needs less: charge the new demand on the admitted flavors."""
         flavors_of = {ps.name: ps.flavors for ps in wl.pod_sets}
+        placed = {ps.name: ps.topology for ps in wl.pod_sets if ps.topology is not None}
         usage: dict[FlavorResource, int] = {}
         assignments: list[PodSetAssignment] = []
         for pod_set in workload.pod_sets:
@@ -171,7 +173,10 @@ class Accounting:
                     )
                 fr = (flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
-            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals))
+            topology = placed.get(pod_set.name)
+            if topology is not None:
+                topology = trimmed(topology, pod_set.count)
+            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals, topology))
         for fr, amount in usage.items():
             if amount > wl.usage.get(fr, 0):
                 raise ValueError(

@@ -19,6 +19,7 @@ from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFla
 from .policies import StopPolicy
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
+from .topology_events import TopologyEvents
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +34,15 @@ class WorkloadStatus:
     """The ``now`` of the cycle that admitted it (``None`` while pending)."""
 
 
-class EngineEvents:
+class EngineEvents(TopologyEvents):
     def __init__(self) -> None:
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
         self._accounting = Accounting()
-        self._router = Router(self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason))
+        self._router = Router(
+            self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
+        )
+        self._init_topology()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -191,6 +195,9 @@ class EngineEvents:
             return
         if workload.pod_sets != wl.spec.pod_sets:
             self._capacity_changed(self._accounting.scale_down(wl, workload))
+            if self._topology.free(wl.key):
+                self._placement.charge(wl)  # the trimmed assignment
+                self._topology_room_changed()
         wl.set_spec(workload)
         if not workload.active and wl.phase is Phase.ADMITTED:
             self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
@@ -256,6 +263,7 @@ class EngineEvents:
                 fr = (ps.flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
         self._accounting.charge(wl, cluster_queue, usage, tuple(pod_sets), cycle=self._cycle, now=self._now)
+        self._placement.charge(wl)
         if evicting:
             wl.phase = Phase.EVICTING
 
@@ -278,6 +286,10 @@ class EngineEvents:
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
         )
+
+    def next_requeue_at(self) -> float | None:
+        """When the next workload's requeue backoff ends (a cycle is due then), if any waits."""
+        return min(self._router.backing_off.values(), default=None)
 
     def workload_keys(self) -> list[str]:
         return list(self._workloads)
@@ -314,6 +326,8 @@ class EngineEvents:
     # --------------------------------------------------------------- internals
 
     def _free(self, wl: WorkloadState) -> None:
+        if self._topology.free(wl.key):
+            self._topology_room_changed()
         cq = self._accounting.free(wl)
         if cq is None:
             return

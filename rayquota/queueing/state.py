@@ -87,6 +87,7 @@ def _shape(spec: Workload) -> Shape:
             tuple(sorted(ps.requests.items())),
             tuple(sorted(ps.node_selector.items())),
             ps.tolerations,
+            ps.topology_request,
         )
         for ps in spec.pod_sets
     )

@@ -156,7 +156,13 @@ class AdmissionLoop:
             self.writer.enqueue(key)
         self.restored.set()
         while True:
-            await self._wake.wait()
+            due = self.driver.engine.next_requeue_at()
+            try:
+                # A workload's requeue backoff ending is an event too: a cycle is due then.
+                timeout = None if due is None else max(0.0, due - time.time()) + 0.05
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
             self._wake.clear()
             await asyncio.sleep(0)  # let the events of this loop turn arrive first: one cycle for all
             started = time.perf_counter()

@@ -214,6 +214,24 @@ class QueueObjects:
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
 
+    def workload_of_pod(self, pod: Mapping[str, Any]) -> str | None:
+        """The Workload (``namespace/name``) a pod's resources count in, if it belongs to a
+        queued object: through its RayCluster, or, for a submitter pod, its RayJob."""
+        meta = pod["metadata"]
+        namespace = str(meta.get("namespace"))
+        pod_labels = meta.get("labels") or {}
+        cluster_name = pod_labels.get(labels.RAY_CLUSTER)
+        if cluster_name:
+            cluster = self.informers["RayCluster"].store.get(namespace, str(cluster_name))
+            queued = self.queued_owner_of_cluster(cluster) if cluster is not None else None
+            return str(queued.workload) if queued is not None else None
+        if pod_labels.get(labels.ORIGINATED_FROM_CRD) == "RayJob":
+            job_name = str(pod_labels.get(labels.ORIGINATED_FROM_CR_NAME))
+            job = self.informers["RayJob"].store.get(namespace, job_name)
+            queued = self.queued("RayJob", job) if job is not None else None
+            return str(queued.workload) if queued is not None else None
+        return None
+
 
 def submitter_rayjob_key(pod: Mapping[str, Any]) -> list[str]:
     """Indexer: "namespace/<RayJob>" of a submitter pod (its Job is named after the RayJob)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
-from rayquota.operator.queue import naming
+from rayquota.operator.queue import naming, topology_request
 from rayquota.operator.ray import labels, submitter
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import (
@@ -30,6 +30,7 @@ from rayquota.operator.ray.podspec import (
 from rayquota.operator.ray.raycluster_plan import desired_pods
 from rayquota.operator.ray.rayjob_validation import submission_mode
 from rayquota.operator.ray.resolver import dashboard_port
+from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"
 SUBMITTER_POD_SET = "submitter"
@@ -51,6 +52,9 @@ class PodSetDemand:
     requests: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_request: TopologyRequest | None = None
+    """Kueue's topology annotations on the template (see :mod:`.topology_request`); one that
+    could not be read is a request marked ``invalid``: the pod set waits with that reason."""
 
     def totals(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items() if q}
@@ -109,6 +113,8 @@ def _pod_set(
     count: int,
     template: Mapping[str, Any],
     extra: Sequence[Any] = (),
+    where: str = "",
+    hosts: int = 1,
     extra_init: Sequence[Any] = (),
 ) -> PodSetDemand:
     spec = dict(template.get("spec") or {})
@@ -117,7 +123,11 @@ def _pod_set(
     if extra_init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *extra_init]
     selector, tolerations = user_placement(template)
-    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations)
+    try:
+        topology = topology_request.read(template, where or f"{name} pod template", hosts)
+    except topology_request.TopologyAnnotationError as exc:
+        topology = TopologyRequest(invalid=str(exc))
+    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations, topology)
 
 
 def shape_key(pod_set: PodSetDemand) -> str:
@@ -127,6 +137,8 @@ def shape_key(pod_set: PodSetDemand) -> str:
         "nodeSelector": sorted(pod_set.node_selector.items()),
         "tolerations": sorted(json.dumps(t, sort_keys=True) for t in pod_set.tolerations),
     }
+    if pod_set.topology_request is not None:
+        shape["topology"] = repr(pod_set.topology_request)
     return naming.short_hash(json.dumps(shape, sort_keys=True))
 
 
@@ -177,22 +189,24 @@ def cluster_pod_sets(
     containers) and one pod set per worker group: replicas x numOfHosts."""
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     extra = [*_autoscaler_containers(cluster_spec), *head_extra]
-    out = [((Role.HEAD, ""), _pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra))]
+    head = _pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
+    out = [((Role.HEAD, ""), head)]
     for group in cluster_spec.get("workerGroupSpecs") or []:
         name = str(group.get("groupName") or "")
         template = group.get("template") or {}
-        out.append(
-            (
-                (Role.WORKER, name),
-                _pod_set(
-                    worker_pod_set_name(name),
-                    Role.WORKER,
-                    desired_pods(group),
-                    template,
-                    extra_init=_worker_init_containers(cluster_spec, template),
-                ),
-            )
+        hosts = int(group.get("numOfHosts") or 1)
+        where = f"worker group {name}'s pod template"
+        pod_set = _pod_set(
+            worker_pod_set_name(name),
+            Role.WORKER,
+            desired_pods(group),
+            template,
+            (),
+            where,
+            hosts,
+            extra_init=_worker_init_containers(cluster_spec, template),
         )
+        out.append(((Role.WORKER, name), pod_set))
     return out
 
 
@@ -241,7 +255,13 @@ def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) ->
         keyed.append(
             (
                 (Role.SUBMITTER, ""),
-                _pod_set(SUBMITTER_POD_SET, Role.SUBMITTER, 1, _submitter_template(rayjob)),
+                _pod_set(
+                    SUBMITTER_POD_SET,
+                    Role.SUBMITTER,
+                    1,
+                    _submitter_template(rayjob),
+                    where="the submitter's pod template",
+                ),
             )
         )
     part = cluster_name or str(rayjob["metadata"]["name"])
@@ -277,7 +297,15 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
         part_counts = parts.setdefault(part, {})
         part_names = pod_set_of.setdefault(part, {})
         for key, ps in cluster_pod_sets(cluster_spec):
-            name = _service_pod_set_name(ps.role, key[1], shape_key(ps))
+            shape = shape_key(ps)
+            if ps.topology_request is not None:
+                # Placed pods belong to one cluster: during an upgrade the new cluster's groups
+                # are placed (together, in their own domain) apart from the old cluster's.
+                shape = naming.short_hash(f"{shape}/{part}")
+                if ps.topology_request.group is not None:
+                    grouped = replace(ps.topology_request, group=f"{ps.topology_request.group}/{part}")
+                    ps = replace(ps, topology_request=grouped)
+            name = _service_pod_set_name(ps.role, key[1], shape)
             part_names[key] = name
             part_counts[name] = part_counts.get(name, 0) + ps.count
             previous = merged.get(name)

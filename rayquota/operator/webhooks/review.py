@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.operator.queue import converter
+from rayquota.operator.queue import converter, topology_request
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 
@@ -33,14 +33,49 @@ def _suspended(kind: str, obj: Body) -> bool:
     return bool(spec.get("suspend"))
 
 
+def topology_errors(kind: str, obj: Body) -> list[str]:
+    """Kueue's topology annotations on the object's pod templates that cannot be read."""
+    spec = obj.get("spec") or {}
+    clusters: list[tuple[str, Mapping[str, Any]]] = []
+    if kind == "RayCluster":
+        clusters.append(("spec", spec))
+    elif kind == "RayJob":
+        clusters.append(("spec.rayClusterSpec", spec.get("rayClusterSpec") or {}))
+    elif kind == "RayService":
+        clusters.append(("spec.rayClusterConfig", spec.get("rayClusterConfig") or {}))
+    errors: list[str] = []
+    if kind == "RayJob" and spec.get("submitterPodTemplate"):
+        errors += topology_request.errors(spec["submitterPodTemplate"], "spec.submitterPodTemplate")
+    for path, cluster in clusters:
+        head = (cluster.get("headGroupSpec") or {}).get("template") or {}
+        errors += topology_request.errors(head, f"{path}.headGroupSpec.template")
+        for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
+            template = group.get("template") or {}
+            hosts = int(group.get("numOfHosts") or 1)
+            errors += topology_request.errors(template, f"{path}.workerGroupSpecs[{index}].template", hosts)
+    return errors
+
+
+def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
+    errors = topology_errors(kind, obj)
+    if not errors:
+        return None
+    name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
+    return Verdict(False, f"{name}: " + "; ".join(errors))
+
+
 def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
     """CREATE of a queued Ray object: born suspended (the gate on the object, or on the
-    RayService's cluster template so every child is born gated)."""
+    RayService's cluster template so every child is born gated). Topology annotations that
+    cannot be read are refused here, with the field and the value."""
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
     if kind == "RayJob" and (refusal := _queued_rayjob_refusal(obj, queue)):
         return Verdict(False, refusal)
+    refused = _topology_refusal(kind, obj)
+    if refused is not None:
+        return refused
     if _suspended(kind, obj):
         return ALLOW
     if kind == "RayService":
@@ -69,7 +104,12 @@ def _queued_rayjob_refusal(obj: Body, queue: str) -> str | None:
 
 
 def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
-    """UPDATE that clears a gate: allowed only as far as the recorded admission covers."""
+    """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
+    queued object gets topology annotations that cannot be read."""
+    if old is not None and objects.queue_name(kind, obj) is not None:
+        refused = _topology_refusal(kind, obj)
+        if refused is not None:
+            return refused
     if old is None or not _suspended(kind, old) or _suspended(kind, obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"

@@ -102,3 +102,24 @@ def test_configurations_never_block_a_down_operator_and_select_queued_objects() 
     assert all(h["failurePolicy"] == "Ignore" for h in hooks)
     selected = [h["objectSelector"]["matchExpressions"][0]["key"] for h in mutating["webhooks"]]
     assert selected == [naming.QUEUE_LABEL, naming.KUEUE_QUEUE_LABEL]
+
+
+def test_unreadable_topology_annotations_are_refused_naming_field_and_value() -> None:
+    job = bodies.rayjob()
+    group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    group["template"].setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-slice-required-topology": "topology.rayquota.io/rack",
+        "kueue.x-k8s.io/podset-slice-size": "three",
+    }
+    verdict = review.mutate("RayJob", job, objects())
+    assert not verdict.allowed
+    assert (
+        "spec.rayClusterSpec.workerGroupSpecs[0].template: annotation kueue.x-k8s.io/podset-slice-size: "
+        in (verdict.message)
+    )
+    assert "'three' is not a positive integer" in verdict.message
+    old = copy.deepcopy(job)
+    group["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] = "2"
+    assert review.mutate("RayJob", job, objects()).allowed
+    store = objects()
+    assert not review.validate_ray("RayJob", old, job, store, QueueGate(store)).allowed  # an update to it too
