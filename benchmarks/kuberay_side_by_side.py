@@ -1,14 +1,16 @@
 """KubeRay's operator and ours, side by side, on the same manifests; prints the differences.
 
     .venv/bin/python benchmarks/kuberay_side_by_side.py [--out docs/kuberay-compatibility.md] [--keep]
+        [--cluster-prefix parity]
 
-Two local control planes (`parity-kuberay`, `parity-rayquota`): KubeRay's CRDs and its operator
-(v1.6.2, built with `go install` and cached like the other binaries) in the first, our CRDs and
-`rayquota run` in the second. The same manifests are applied to both: KubeRay's samples
-ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from the Go
-module cache) and ours under samples/parity plus samples/ray-job.http-mode.yaml. When both sides
-have settled, every Pod, Service, Job, ServiceAccount, Role, RoleBinding, RayCluster and RayJob in
-the namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
+Two local control planes (`<prefix>-kuberay`, `<prefix>-rayquota`): KubeRay's CRDs and its operator
+(v1.6.2, built with `go install` and cached like the other binaries, its RayCronJob gate on) in the
+first, our CRDs and `rayquota run` in the second. The same manifests are applied to both: KubeRay's
+samples ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from
+the Go module cache) and ours in OUR_SAMPLES. They are applied without kubectl's client-side schema
+check, so a field v1.6.2's CRDs lack is pruned by its API server (and shows as a difference)
+instead of failing the apply. When both sides have settled, every object of COLLECTED in the
+namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
 is matched against KNOWN_DIFFERENCES, which says why it is deliberate; anything unmatched is
 reported as UNEXPLAINED and makes the script exit 1.
 
@@ -18,10 +20,14 @@ Not part of `make test`: it builds KubeRay's operator (minutes, once) and runs t
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import shlex
+import subprocess
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,12 @@ OUR_SAMPLES = (
     "samples/parity/ray-cluster.multi-host-gpu.yaml",
     "samples/parity/ray-cluster.recreate.yaml",
     "samples/ray-job.http-mode.yaml",
+    "samples/ray-cluster.auth-token.yaml",
+    "samples/ray-cluster.autoscaler-v2.yaml",
+    "samples/ray-cluster.gcs-ft-redis.yaml",
+    "samples/ray-cluster.ingress.yaml",
+    "samples/ray-service.custom-serve-service.yaml",
+    "samples/ray-cronjob.yaml",
 )
 COLLECTED = (
     "pods",
@@ -53,7 +65,13 @@ COLLECTED = (
     "rolebindings",
     "rayclusters",
     "rayjobs",
+    "rayservices",
+    "raycronjobs",
+    "secrets",
+    "ingresses.networking.k8s.io",
 )
+# KubeRay's RayCronJob controller is alpha and off unless its gate is on.
+KUBERAY_FEATURE_GATES = "RayCronJob=true"
 # Labels that belong to rayquota's queueing, not to KubeRay's manifests.
 STRIPPED_LABELS = ("rayquota.io/queue-name",)
 SETTLE_TIMEOUT_S = 240.0
@@ -166,7 +184,8 @@ def manifests() -> list[dict[str, Any]]:
 def apply_all(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     text = "\n---\n".join(yaml.safe_dump(d) for d in docs)
-    cluster.kubectl("apply", "--server-side", "-f", "-", input=text)
+    # --validate=false: a field the peer's CRDs lack is pruned by its API server, not refused.
+    cluster.kubectl("apply", "--server-side", "--validate=false", "-f", "-", input=text)
 
 
 def snapshot(cluster: LocalCluster) -> list[dict[str, Any]]:
@@ -283,12 +302,32 @@ suspend).
 """
 
 
-def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]]) -> str:
+@dataclass(frozen=True)
+class RunInfo:
+    started: dt.datetime
+    commit: str
+    command: str
+
+
+def git_commit() -> str:
+    """The commit the run measured, marked `+dirty` when the work tree had changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    return git("rev-parse", "--short=12", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+
+
+def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]], info: RunInfo) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
     lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names)]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
-        f"## Result of the last run\n\n{len(explained)} differences, {len(unexplained)} unexplained.\n"
+        f"## Result of the last run\n\n"
+        f"Run {info.started:%Y-%m-%d %H:%M} UTC at commit `{info.commit}`: `{info.command}`.\n\n"
+        f"{len(explained)} differences, {len(unexplained)} unexplained.\n"
     )
     by_reason: dict[str, list[Difference]] = {}
     for difference, reason in explained:
@@ -310,11 +349,13 @@ def _short(value: Any, limit: int = 160) -> str:
 # --- main -----------------------------------------------------------------------------------------
 
 
-def run(out: Path | None, keep: bool) -> int:
+def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
     binaries.ensure_all()
     peers.build_kuberay()
     docs = manifests()
-    theirs, ours = LocalCluster(name="parity-kuberay"), LocalCluster(name="parity-rayquota")
+    started = dt.datetime.now(dt.UTC)
+    theirs = LocalCluster(name=f"{cluster_prefix}-kuberay")
+    ours = LocalCluster(name=f"{cluster_prefix}-rayquota")
     with ExitStack() as stack:
         for cluster in (theirs, ours):
             cluster.up()
@@ -322,9 +363,10 @@ def run(out: Path | None, keep: bool) -> int:
                 stack.callback(cluster.down, purge=True)
         install_crds(theirs, peers.kuberay_crd_dir())
         install_crds(ours)
-        kuberay_argv = peers.kuberay_command(
-            metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]
-        )
+        kuberay_argv = [
+            *peers.kuberay_command(metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]),
+            f"--feature-gates={KUBERAY_FEATURE_GATES}",
+        ]
         our_argv = [
             str(Path(sys.executable).with_name("rayquota")),
             "run",
@@ -343,7 +385,7 @@ def run(out: Path | None, keep: bool) -> int:
             apply_all(cluster, docs)
         kuberay_objects, our_objects = settled(theirs), settled(ours)
     explained = explain(compare(kuberay_objects, our_objects), KNOWN_DIFFERENCES)
-    text = report(explained, docs)
+    text = report(explained, docs, RunInfo(started, git_commit(), command))
     if out is None:
         print(text)
     else:
@@ -358,8 +400,14 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, help="write the Markdown report here (default: stdout)")
     parser.add_argument("--keep", action="store_true", help="leave both clusters running afterwards")
+    parser.add_argument(
+        "--cluster-prefix",
+        default="parity",
+        help="the two clusters are named <prefix>-kuberay and <prefix>-rayquota",
+    )
     args = parser.parse_args()
-    return run(args.out, args.keep)
+    command = shlex.join(["python", "benchmarks/kuberay_side_by_side.py", *sys.argv[1:]])
+    return run(args.out, args.keep, args.cluster_prefix, command)
 
 
 if __name__ == "__main__":
