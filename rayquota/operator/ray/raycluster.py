@@ -56,7 +56,8 @@ class ReconcileFailed(Exception):
 
 def warn_unimplemented_fields(manager: Manager, obj: Mapping[str, Any]) -> None:
     """One Warning per spec generation naming the KubeRay fields set on the object that we ignore
-    (they round-trip, but nothing acts on them)."""
+    (they round-trip, but nothing acts on them). A kind without status.observedGeneration (a
+    RayCronJob) gets it on every reconcile, which the recorder aggregates into one Event."""
     observed = (obj.get("status") or {}).get("observedGeneration")
     if observed is not None and observed == obj["metadata"].get("generation"):
         return
