@@ -160,6 +160,11 @@ KNOWN_DIFFERENCES = (
         "the same.",
     ),
     KnownDifference(
+        r"RayCluster/.*\.metadata\.annotations\.ray\.io/hash-without-replicas-and-workers-to-delete$",
+        "A RayService stamps its cluster with a digest of the cluster spec to notice a changed spec; "
+        "each operator computes and compares only its own.",
+    ),
+    KnownDifference(
         r"RayCronJob/.*\.spec\.timeZone$",
         "`timeZone` is new in KubeRay v1.7.0's RayCronJob: v1.6.2's CRD prunes it.",
     ),
@@ -266,29 +271,35 @@ timestamps and IPs, and treating `ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-6553
 master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining difference is
 listed with the reason it is deliberate.
 
-Every spec field of KubeRay v1.7.0's RayCluster, RayJob and RayService types is kept by our CRDs
-and either implemented or warned on the object; none is ignored silently
-(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields against our models and the
-operator's code). Fields we keep but do not act on, with a Warning event `UnimplementedField` on
-the object when set: `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
-`authOptions.enableK8sTokenAuth` (the cluster runs with the Secret's token instead),
-`headGroupSpec.ingressOptions` without `enableIngress` (KubeRay reads it only with it too),
-`serveService` on a RayService with `NewClusterWithIncrementalUpgrade` (KubeRay does not use it
-there either), and RayService's `serviceUnhealthySecondThreshold` and
-`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an
-error naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's
-embedded GCS store, behind a feature gate that is off by default), and
-`deletionStrategy` `DeleteWorkers` on a RayJob whose cluster autoscales (KubeRay's rule and
-message, at admission by the CRD). Implemented since the run below: GCS fault tolerance on Redis
-(`gcsFaultToleranceOptions`, the Redis cleanup Job), token auth (`authOptions.mode: token`),
-Autoscaler v2, the head Ingress (`headGroupSpec.enableIngress`) and RayService `serveService`.
-Fields read by the Ray autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
-`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from
-KubeRay's next release rather than {version}
-(`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
-`networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
-`JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`
-and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch).
+Every spec field of KubeRay v1.7.0's RayCluster, RayJob, RayService and RayCronJob types is kept by
+our CRDs and either implemented or warned on the object; none is ignored silently
+(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields, listed by
+`tools/kuberay_spec_fields.py`, against our models and the operator's code). A RayCronJob's
+`spec.jobTemplate` becomes each of its RayJobs' spec unchanged, so a template field is implemented
+or warned exactly as the RayJob field is, and a warned field set in a template is also named on the
+RayCronJob (e.g. `spec.jobTemplate.rayClusterSpec.networkPolicy`). Fields we keep but do not act
+on, with a Warning event `UnimplementedField` on the object when set: `historyServerOptions`,
+`networkPolicy`, `tlsOptions` (when enabled), `authOptions.enableK8sTokenAuth` (the cluster runs
+with the Secret's token instead), `headGroupSpec.ingressOptions` without `enableIngress` (KubeRay
+reads it only with it too), `serveService` on a RayService with `NewClusterWithIncrementalUpgrade`
+(KubeRay does not use it there either), and RayService's `serviceUnhealthySecondThreshold` and
+`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an error
+naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's embedded
+GCS store, behind a feature gate that is off by default), and `deletionStrategy` `DeleteWorkers` on
+a RayJob whose cluster autoscales (KubeRay's rule and message, at admission by the CRD).
+Implemented since the first run (2026-11-22) and compared in the run below, each with its sample:
+GCS fault tolerance on Redis (`gcsFaultToleranceOptions`; the cleanup Job runs on deletion only, so
+it is not compared), token auth (`authOptions.mode: token`), Autoscaler v2, the head Ingress
+(`headGroupSpec.enableIngress`), RayService `serveService` and RayCronJob. KubeRay v1.6.2 has all
+of these; of the samples' fields it lacks only v1.7.0's `headGroupSpec.ingressOptions` and
+RayCronJob `timeZone`, which its CRDs prune (the differences below say so). Fields read by the Ray
+autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
+`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from KubeRay's
+next release rather than {version} (`preRunningDeadlineSeconds` is in {version};
+`autoscalerOptions.command/args`, `ingressOptions`, `networkPolicy`, `tlsOptions`,
+`historyServerOptions`, `workerGroupSpecs[].priority`, `JobStatusCheckTimeoutExceeded`,
+`RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD` and the K8sJobMode submitter
+waiting for the GCS are on KubeRay's master branch).
 
 ## Differences by design (not shown by the run below)
 
@@ -304,8 +315,10 @@ and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch)
 
 ## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
 
-Not in the side-by-side run: v1.6.2's RayCronJob names its RayJobs with a random suffix and
-records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
+In the side-by-side run as an object only: samples/ray-cronjob.yaml runs nightly, so neither
+operator creates a RayJob during the run (KubeRay's with its RayCronJob gate on). Its runs are
+checked against v1.7.0's source instead: v1.6.2's RayCronJob names its RayJobs with a random suffix
+and records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
 what we follow. Every field of v1.7.0's type is implemented: `spec.jobTemplate` (a RayJob spec,
 validated as a RayJob's), `spec.schedule`, `spec.timeZone`, `spec.suspend`,
 `status.lastScheduleTime`, and its `kubectl get` columns (schedule, timezone, last schedule, age,
