@@ -1,5 +1,5 @@
 """What the webhooks decide, as pure functions of the AdmissionReview request and the
-operator's caches."""
+operator's caches. Each kind's gate is the one its integration record names."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.queue import converter
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 
@@ -25,30 +26,22 @@ class Verdict:
 ALLOW = Verdict(True)
 
 
-def _suspended(kind: str, obj: Body) -> bool:
-    spec = obj.get("spec") or {}
-    if kind == "RayService":
-        return bool((spec.get("rayClusterConfig") or {}).get("suspend"))
-    return bool(spec.get("suspend"))
-
-
 def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
-    """CREATE of a queued Ray object: born suspended (the gate on the object, or on the
-    RayService's cluster template so every child is born gated)."""
-    if objects.queue_name(kind, obj) is None or _suspended(kind, obj):
+    """CREATE of a queued object: born suspended (the gate its record names: on the object, or
+    on the RayService's cluster template so every child is born gated)."""
+    gate = ADAPTERS[kind].gate
+    if objects.queue_name(kind, obj) is None or gate.is_set(obj):
         return ALLOW
-    if kind == "RayService":
-        if "rayClusterConfig" not in (obj.get("spec") or {}):
-            return ALLOW
-        op = {"op": "add", "path": "/spec/rayClusterConfig/suspend", "value": True}
-    else:
-        op = {"op": "add", "path": "/spec/suspend", "value": True}
+    op = gate.set_patch(obj)
+    if op is None:
+        return ALLOW
     return Verdict(True, patch=(op,), warning="suspended until its queue admits it")
 
 
-def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
+def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers."""
-    if old is None or not _suspended(kind, old) or _suspended(kind, obj):
+    suspend = ADAPTERS[kind].gate
+    if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
     if kind == "RayCluster" and is_child(obj):
@@ -63,13 +56,13 @@ def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, 
     queued = objects.queued(kind, dict(obj))
     if queued is None:
         return ALLOW
-    if kind == "RayService":
-        return Verdict(False, f"{name}: spec.rayClusterConfig.suspend is the queue's gate and stays set")
+    if suspend.cleared_by_queue_only:
+        return Verdict(False, f"{name}: {suspend.field} is the queue's gate and stays set")
     if recorded_admission(objects.workload(queued.workload)) is None:
         return Verdict(
             False,
             f"{name} is waiting in queue {objects.queue_name(kind, obj)} and is not admitted; "
-            "spec.suspend is cleared by the queue integration when quota is reserved "
+            f"{suspend.field} is cleared by the queue integration when quota is reserved "
             f"(see: rayquota explain {kind.lower()}/{obj['metadata']['name']})",
         )
     return ALLOW
