@@ -359,8 +359,12 @@ class WorkloadReconciler:
     async def _apply(self, edits: Sequence[Edit]) -> None:
         for edit in edits:
             meta = edit.body["metadata"]
-            path = RESOURCE_OF_KIND[edit.kind].path(str(meta["namespace"]), str(meta["name"]))
-            await self.client.replace(path, edit.body)
+            resource = RESOURCE_OF_KIND[edit.kind]
+            if edit.status_patch:
+                path = resource.path(str(meta["namespace"]), str(meta["name"]), "status")
+                await self.client.merge_patch(path, {"status": edit.body["status"]})
+                continue
+            await self.client.replace(resource.path(str(meta["namespace"]), str(meta["name"])), edit.body)
 
     def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
         created = converter.timestamp(workload["metadata"].get("creationTimestamp"))

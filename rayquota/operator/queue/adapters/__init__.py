@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rayquota.operator.queue.adapters.job import JobAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
@@ -13,6 +14,7 @@ ADAPTERS: dict[str, KindAdapter] = {
         RayClusterAdapter(),
         RayJobAdapter(),
         RayServiceAdapter(),
+        JobAdapter(),
     )
 }
 

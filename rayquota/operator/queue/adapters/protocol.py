@@ -26,10 +26,12 @@ Body = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Edit:
-    """The whole new body of one object (it carries the resourceVersion it was made from)."""
+    """The whole new body of one object (it carries the resourceVersion it was made from), or,
+    with ``status_patch``, a merge patch of its status subresource (``body["status"]``)."""
 
     kind: str
     body: dict[str, Any]
+    status_patch: bool = False
 
 
 @dataclass(frozen=True)
