@@ -132,6 +132,22 @@ def test_without_the_webhook_an_unsuspended_job_is_suspended_until_admitted(
     runs only as admitted, on the flavor's nodes. Not sampled: the early pods break the
     invariants by design."""
     quota.a100_team_queue(4)
+    # One that fits at once: admitted maybe before the queue suspended it, it must still end up
+    # running only placed (it used to be left running unplaced: its template cannot change
+    # while it runs).
+    kube.apply(gpu_job("fits", "team", parallelism=1, completions=None, gpus=4, suspend=False))
+    admitted_workload(kube, "Job", "fits", timeout_s=120)
+
+    def placed_and_alone() -> list[dict[str, Any]] | None:
+        pods = [p for p in job_pods(kube, "fits") if not p["metadata"].get("deletionTimestamp")]
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        placed = all((p["spec"].get("nodeSelector") or {}).get(GPU_POOL) == "a100" for p in pods)
+        return running if len(running) == 1 and len(pods) == 1 and placed else None
+
+    wait_for("the fitting Job running placed, and only placed", placed_and_alone, timeout_s=120)
+    kube.kubectl("delete", "job", "fits", "--wait=false")
+    wait_for("its pods gone", lambda: not job_pods(kube, "fits"), timeout_s=120)
+
     kube.apply(gpu_job("eager", "team", parallelism=2, completions=None, gpus=4, suspend=False))
     # 8 GPUs on a queue of 4: never admitted, so the Job must end suspended and without pods.
     wait_for(

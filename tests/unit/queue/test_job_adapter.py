@@ -131,3 +131,20 @@ def test_a_rayjobs_submitter_job_is_never_queued_on_its_own() -> None:
 def test_the_webhook_creates_a_queued_job_suspended() -> None:
     verdict = review.mutate("Job", {**job(), "spec": {"parallelism": 1}}, objects())
     assert verdict.patch == ({"op": "add", "path": "/spec/suspend", "value": True},)
+
+
+def test_an_admitted_job_running_unplaced_is_stopped_first() -> None:
+    """Written unsuspended and admitted before the queue suspended it: its template cannot
+    change while it runs, so it is suspended (its pods deleted) and placed on the next pass."""
+    running = job()
+    running["spec"]["suspend"] = False
+    running["status"] = {"startTime": "2026-01-01T00:00:00Z"}
+    admission = admit_all(JOB.pod_sets(running, []))
+    edits = JOB.run_with(running, [], admission, FLAVORS)
+    assert (
+        edits[0].body["spec"]["suspend"] is True
+        and "nodeSelector" not in edits[0].body["spec"]["template"]["spec"]
+    )
+    # Once placed and running, nothing more to do.
+    [placed] = JOB.run_with(job(), [], admission, FLAVORS)
+    assert JOB.run_with(placed.body, [], admission, FLAVORS) == []

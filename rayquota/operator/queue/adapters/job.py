@@ -146,6 +146,13 @@ class JobAdapter(SpecSuspendKind):
         wanted = placements(admission, flavors).get(JOB_POD_SET)
         if wanted is not None:
             placement.inject(after["spec"].setdefault("template", {}), wanted)
+        if not self.is_suspended(obj) and after["spec"].get("template") != (obj.get("spec") or {}).get(
+            "template"
+        ):
+            # Running without the placement (written unsuspended, admitted before the queue
+            # suspended it): its template cannot change while it runs, so it stops first (the
+            # Job controller deletes its pods) and starts again placed.
+            return self.suspend(obj, children)
         if allocation[_name(obj)].runs:
             after["spec"]["suspend"] = False
         return changed(self.kind, obj, after)
