@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test venv binaries chromium lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run test venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -41,6 +41,11 @@ venv: $(STAMP)
 binaries: $(STAMP)
 	$(BIN)/rayquota cluster build
 
+# KubeRay's operator, for the e2e test beside it and the side-by-side benchmark: built once with
+# `go` (about 2 minutes cold) and cached beside the control-plane binaries.
+peers: binaries
+	$(BIN)/rayquota peers build kuberay
+
 # The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by a driver).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
@@ -52,7 +57,30 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
 
-run: binaries
+# GCS fault tolerance runs on a real Redis: Debian's redis-server (the server users run, with
+# redis-cli beside it). Tests start their own on 127.0.0.1 with a password; the package's
+# system service is not used.
+REDIS_SERVER := /usr/bin/redis-server
+
+redis: $(REDIS_SERVER)
+
+$(REDIS_SERVER):
+	@echo "$(REDIS_SERVER) is missing: installing Debian's redis-server for the GCS fault-tolerance tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y redis-server
+
+# The dashboard's History-from-Prometheus test scrapes the operator's metrics with Debian's
+# Prometheus server.
+PROMETHEUS := /usr/bin/prometheus
+
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	@echo "$(PROMETHEUS) is missing: installing Debian's prometheus for the dashboard's History test"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends prometheus
+
+run: binaries redis
 	$(BIN)/rayquota cluster up
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota install --samples
 	@echo "operator starting in the foreground, admission webhooks on 127.0.0.1 (removed on exit); Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
@@ -64,7 +92,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 
-test: binaries chromium
+test: binaries peers chromium prometheus redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests

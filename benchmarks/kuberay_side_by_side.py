@@ -211,12 +211,25 @@ timestamps and IPs, and treating `ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-6553
 master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining difference is
 listed with the reason it is deliberate.
 
-KubeRay fields we keep but do not act on (a Warning event `UnimplementedField` says so on the
-object): `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
-`gcsFaultToleranceOptions`, `authOptions` (token mode), `headGroupSpec.enableIngress` and
-`headGroupSpec.ingressOptions`. Fields read by the Ray autoscaler itself from the RayCluster
-(`workerGroupSpecs[].priority`, `idleTimeoutSeconds`, `autoscalerOptions.upscalingMode`) work
-unchanged. Some fields and behaviours come from KubeRay's next release rather than {version}
+Every spec field of KubeRay v1.7.0's RayCluster, RayJob and RayService types is kept by our CRDs
+and either implemented or warned on the object; none is ignored silently
+(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields against our models and the
+operator's code). Fields we keep but do not act on, with a Warning event `UnimplementedField` on
+the object when set: `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
+`authOptions.enableK8sTokenAuth` (the cluster runs with the Secret's token instead),
+`headGroupSpec.ingressOptions` without `enableIngress` (KubeRay reads it only with it too),
+`serveService` on a RayService with `NewClusterWithIncrementalUpgrade` (KubeRay does not use it
+there either), and RayService's `serviceUnhealthySecondThreshold` and
+`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an
+error naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's
+embedded GCS store, behind a feature gate that is off by default), and
+`deletionStrategy` `DeleteWorkers` on a RayJob whose cluster autoscales (KubeRay's rule and
+message, at admission by the CRD). Implemented since the run below: GCS fault tolerance on Redis
+(`gcsFaultToleranceOptions`, the Redis cleanup Job), token auth (`authOptions.mode: token`),
+Autoscaler v2, the head Ingress (`headGroupSpec.enableIngress`) and RayService `serveService`.
+Fields read by the Ray autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
+`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from
+KubeRay's next release rather than {version}
 (`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
 `networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
 `JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`
@@ -233,6 +246,39 @@ and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch)
   keep working; set `RAYQUOTA_CREATED_BY_LABEL` to change it. Unlike KubeRay, a pod template cannot
   override it, because it is how the operator finds its own pods.
 - **Finalizers, requeue timing, Events** are the operator core's business (issue 7), not compared.
+
+## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
+
+Not in the side-by-side run: v1.6.2's RayCronJob names its RayJobs with a random suffix and
+records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
+what we follow. Every field of v1.7.0's type is implemented: `spec.jobTemplate` (a RayJob spec,
+validated as a RayJob's), `spec.schedule`, `spec.timeZone`, `spec.suspend`,
+`status.lastScheduleTime`, and its `kubectl get` columns (schedule, timezone, last schedule, age,
+suspend).
+
+- **Runs as v1.7.0 makes them**: the run due is the first after `lastScheduleTime` (before any,
+  after the object's creation); its RayJob is `<name>-<minutes since the epoch of the run>`,
+  labelled `ray.io/cronjob-name`, annotated `ray.io/cronjob-scheduled-timestamp` (the run's time,
+  RFC 3339 UTC), owned by the RayCronJob (controller reference, so deleting it deletes its
+  RayJobs); an AlreadyExists for that name counts as the run done. Runs missed while the operator
+  was down or the RayCronJob was suspended are each created in turn, oldest first, as v1.7.0
+  does; a `MissedSchedules` Warning event says how many are still due.
+- **Schedule syntax**: robfig/cron's standard parser's (five fields, names, ranges, steps, `?`,
+  `@yearly` ... `@hourly`, `@every <Go duration>`), read with croniter, which also accepts a few
+  forms robfig refuses (`L`, `#`, day of week `7`); daylight-saving edges follow croniter. Without
+  `timeZone`, the operator's local zone ($TZ, else /etc/localtime, else UTC), as KubeRay.
+- **Refused by the API server at creation** (v1.7.0 refuses them only in its reconciler, with an
+  event): a name over 36 characters, `TZ`/`CRON_TZ` in the schedule, an empty `timeZone`. The
+  rest of v1.7.0's rules (the schedule parses, the zone exists, the template is a valid RayJob)
+  give the same `InvalidRayCronJobSpec` Warning event as KubeRay, naming the field and value.
+- **Under the queue** (Kueue's way with CronJobs): the RayCronJob is never queued; each RayJob
+  carries the RayCronJob's queue and priority-class labels (KubeRay copies no labels; no other
+  label is copied, so a GitOps tool's tracking label does not claim the runs) and is queued on
+  its own.
+- **Feature gate**: KubeRay's `RayCronJob` gate (alpha, off by default in KubeRay) is read; in
+  rayquota it is on unless set to false.
+- Events of our own besides KubeRay's two (`InvalidRayCronJobSpec`, `SuspendedRayCronJob`):
+  `CreatedRayJob` and `MissedSchedules`.
 
 """
 

@@ -10,6 +10,12 @@ Run:
     .venv/bin/python benchmarks/kueue_side_by_side.py                      # both controllers
     .venv/bin/python benchmarks/kueue_side_by_side.py --controller minimalkueue
     .venv/bin/python benchmarks/kueue_side_by_side.py --scale large        # 1,000 CQs, 50,000 wls
+    .venv/bin/python benchmarks/kueue_side_by_side.py --scale tas          # TAS: 640 nodes, 15,000 wls
+
+With ``--scale tas`` the runner creates the 640 nodes of Kueue's TAS config (1 block x 10 racks
+x 64) and a Topology, starts the controller with TAS on (minimalkueue ``--enableTAS``), and the
+Workloads ask for required / preferred / sliced rack placement; the run ends with a check of
+every recorded topology assignment against the nodes (see ``tas_check.py``).
 
 Each run's artifacts (summary.yaml, wlStates.csv, the controller's logs and stats, the audit
 log) stay in --out/<controller>/. The last line printed is one JSON object with every figure.
@@ -37,14 +43,16 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
+from benchmarks.tas_check import AssignmentWatch, TasCheck
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
 from rayquota.ports import free_port
+from rayquota.queueing import parse_quantity
 
-SCALES = {"baseline": "baseline", "large": "large-scale"}
+SCALES = {"baseline": "baseline", "large": "large-scale", "tas": "tas"}
 # A cap on the runner's recording, not an expectation: upstream's 10 minutes is too short
 # for the baseline on a loaded 2-core machine, and a run that hits the cap writes no summary.
-RUNNER_TIMEOUT = {"baseline": "40m", "large": "120m"}
+RUNNER_TIMEOUT = {"baseline": "40m", "large": "120m", "tas": "40m"}
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -106,6 +114,7 @@ class RunResult:
     controller_writes: int | None
     checker_passed: bool
     checker_failures: list[str] = field(default_factory=list)
+    tas: TasCheck | None = None
 
     @property
     def evictions(self) -> int:
@@ -126,12 +135,17 @@ def useful_work_cpu_s(generator: dict[str, Any]) -> float:
     for cohort in generator["cohorts"]:
         for queues in cohort["queuesSets"]:
             per_queue = sum(
-                wset["count"] * wl["request"] * wl["runtimeMs"]
+                wset["count"] * _cpus(wl) * wl["runtimeMs"]
                 for wset in queues["workloadsSets"]
                 for wl in wset["workloads"]
             )
             total_ms += cohort["count"] * queues["count"] * per_queue
     return total_ms / 1000
+
+
+def _cpus(workload: dict[str, Any]) -> float:
+    """CPUs of one generated Workload: a number (baseline) or a quantity per pod (TAS)."""
+    return parse_quantity(workload["request"]) / 1000 * int(workload.get("podCount") or 1)
 
 
 def cq_usage(summary: dict[str, Any]) -> dict[str, float]:
@@ -150,6 +164,21 @@ def _ms_between(first: Any, last: Any) -> float:
         return t if isinstance(t, datetime) else datetime.fromisoformat(str(t).replace("Z", "+00:00"))
 
     return (parse(last) - parse(first)).total_seconds() * 1000
+
+
+def scaled_generator(generator: Path, fraction: float, run_dir: Path) -> Path:
+    """The generator config with every workload set's count times ``fraction`` (at least one
+    each; queues, nodes and quotas unchanged), written into ``run_dir``; 1.0: upstream's file."""
+    if fraction == 1.0:
+        return generator
+    config = yaml.safe_load(generator.read_text())
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for workloads in queues["workloadsSets"]:
+                workloads["count"] = max(1, round(int(workloads["count"]) * fraction))
+    scaled = run_dir / "generator.yaml"
+    scaled.write_text(yaml.safe_dump(config, sort_keys=False))
+    return scaled
 
 
 def controller_wrapper(run_dir: Path, name: str, argv: Sequence[str]) -> Path:
@@ -210,12 +239,20 @@ def run_checker(run_dir: Path, stats: Path, rangespec: Path) -> tuple[bool, list
 
 
 def run_once(
-    name: str, argv: Sequence[str] | None, *, scale: str, out: Path, nice: int, audit: bool
+    name: str,
+    argv: Sequence[str] | None,
+    *,
+    scale: str,
+    out: Path,
+    nice: int,
+    audit: bool,
+    fraction: float = 1.0,
 ) -> RunResult:
     """One runner invocation with one controller (argv None: Kueue's own minimalkueue)."""
     config = peers.kueue_config(SCALES[scale])
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
+    generator_file = scaled_generator(config / "generator.yaml", fraction, run_dir)
     for stale in ("kubeconfig", "summary.yaml", "wlStates.csv", "audit.log"):
         (run_dir / stale).unlink(missing_ok=True)
     controller = peers.kueue_tool("minimalkueue") if argv is None else controller_wrapper(run_dir, name, argv)
@@ -233,19 +270,24 @@ def run_once(
         str(peers.kueue_tool("runner")),
         f"--o={run_dir}",
         f"--crds={peers.kueue_crd_dir()}",
-        f"--generatorConfig={config / 'generator.yaml'}",
+        f"--generatorConfig={generator_file}",
         f"--minimalKueue={controller}",
         f"--timeout={RUNNER_TIMEOUT[scale]}",
         # Upstream's make target keeps the controller's logs in files; no metrics scraping,
         # which would make minimalkueue listen on every interface.
         "--withLogs=true",
         "--logToFile=true",
+        *(["--enableTAS"] if scale == "tas" else []),
     ]
     print(f"[{name}] {shlex.join(cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     server = harness.ApiServer(run_dir / "kubeconfig")
+    placement = AssignmentWatch(run_dir / "kubeconfig") if scale == "tas" else None
+    if placement is not None:
+        placement.start()
     with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
         proc = subprocess.run(cmd, cwd=peers.kueue_workdir(), env=env, stdout=runner_log, stderr=runner_log)
+    tas = placement.stop() if placement is not None else None
     if proc.returncode != 0:
         tail = "\n".join((run_dir / "runner.log").read_text().splitlines()[-20:])
         raise SystemExit(f"[{name}] the runner failed ({proc.returncode}); {run_dir}/runner.log:\n{tail}")
@@ -265,7 +307,7 @@ def run_once(
         for cls, s in sorted(summary["workloadClasses"].items())
     }
     used_cpu_s = sum(cq["cpuUsed"] for cq in summary["clusterQueueClasses"].values()) / 1e6
-    generator = yaml.safe_load((config / "generator.yaml").read_text())
+    generator = yaml.safe_load(generator_file.read_text())
     api = poller.last or harness.RequestCounts()
     controller_requests = controller_writes = None
     if audit_log is not None and audit_log.exists():
@@ -292,6 +334,7 @@ def run_once(
         controller_writes=controller_writes,
         checker_passed=passed,
         checker_failures=failures,
+        tas=tas,
     )
 
 
@@ -320,6 +363,12 @@ def describe(r: RunResult) -> list[str]:
         )
     verdict = "PASS" if r.checker_passed else "FAIL: " + "; ".join(r.checker_failures[:6])
     lines.append(f"  Kueue's checker: {verdict}")
+    if r.tas is not None:
+        placed = "PASS" if r.tas.passed else "FAIL: " + "; ".join(r.tas.violations[:6])
+        lines.append(
+            f"  placement check ({r.tas.workloads_placed} admissions, {r.tas.pods_placed} pods; peak node "
+            f"{r.tas.peak_node_cpu_pct:.0f}% cpu, {r.tas.peak_node_pods} pods): {placed}"
+        )
     return lines
 
 
@@ -362,6 +411,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--nice", type=int, default=10, help="niceness of the runner and everything it starts"
     )
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        help="run this fraction of each workload set (e.g. 0.1 on a busy machine); Kueue's "
+        "checker still judges against the full config's limits",
+    )
     parser.add_argument("--no-audit", dest="audit", action="store_false", help="no per-client request counts")
     args = parser.parse_args(argv)
 
@@ -386,7 +442,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = harness.run_each(
         (
             functools.partial(
-                run_once, name, command, scale=args.scale, out=args.out, nice=args.nice, audit=args.audit
+                run_once,
+                name,
+                command,
+                scale=args.scale,
+                out=args.out,
+                nice=args.nice,
+                audit=args.audit,
+                fraction=args.fraction,
             )
             for name, command in controllers
         ),

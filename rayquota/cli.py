@@ -41,12 +41,36 @@ def _simulate(args: argparse.Namespace) -> int:
     return runner.main(Path(args.scenario), Path(args.out) if args.out else None)
 
 
+PODS_READY_FLAGS = (
+    ("--wait-for-pods-ready", "RAYQUOTA_WAIT_FOR_PODS_READY"),
+    ("--pods-ready-block-admission", "RAYQUOTA_PODS_READY_BLOCK_ADMISSION"),
+    ("--requeuing-timestamp", "RAYQUOTA_REQUEUING_TIMESTAMP"),
+    ("--pods-ready-timeout", "RAYQUOTA_PODS_READY_TIMEOUT"),
+    ("--pods-ready-recovery-timeout", "RAYQUOTA_PODS_READY_RECOVERY_TIMEOUT"),
+    ("--requeuing-backoff-limit-count", "RAYQUOTA_REQUEUING_BACKOFF_LIMIT_COUNT"),
+    ("--requeuing-backoff-base-seconds", "RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS"),
+    ("--requeuing-backoff-max-seconds", "RAYQUOTA_REQUEUING_BACKOFF_MAX_SECONDS"),
+)
+"""``rayquota run`` flags for waitForPodsReady, each setting the environment variable the
+queue integration reads (the Helm chart sets the same variables from its values)."""
+
+
 def _run(args: argparse.Namespace) -> int:
     from rayquota.operator import main as operator_main
     from rayquota.operator.config import OperatorConfig
 
     if args.queue_api:
         os.environ["RAYQUOTA_QUEUE_API"] = args.queue_api
+    for flag, env in PODS_READY_FLAGS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None:
+            os.environ[env] = str(value).lower() if isinstance(value, bool) else str(value)
+    try:
+        from rayquota.operator.queue.pods_ready import WaitForPodsReady
+
+        WaitForPodsReady.from_env(os.environ)  # a bad setting is refused here, by name
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
     if os.environ.get("RAYQUOTA_QUEUE_API") == "kueue" and (refused := _kueue_refusal()):
         print(f"error: {refused}", file=sys.stderr)
         return 2
@@ -60,7 +84,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.dashboard_port is not None:
         from rayquota.dashboard.settings import DashboardSettings
 
-        config = dataclasses.replace(config, web_dashboard=DashboardSettings(port=args.dashboard_port))
+        web = config.web_dashboard or DashboardSettings()
+        config = dataclasses.replace(config, web_dashboard=dataclasses.replace(web, port=args.dashboard_port))
     code = operator_main.run(
         config=config,
         namespaces=args.namespace or None,
@@ -141,7 +166,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _dashboard(args: argparse.Namespace) -> int:
     from rayquota.dashboard import main as dashboard_main
-    from rayquota.dashboard.settings import DashboardSettings
+    from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
 
     if args.dashboard_command == "token":
         return dashboard_main.token(
@@ -150,10 +175,18 @@ def _dashboard(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             url=args.url,
         )
+    try:
+        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return dashboard_main.run(
         namespaces=args.namespace or None,
         settings=DashboardSettings(
-            bind=args.bind, port=args.port, allowed_origins=tuple(args.allowed_origin or ())
+            bind=args.bind,
+            port=args.port,
+            allowed_origins=tuple(args.allowed_origin or ()),
+            prometheus_url=prometheus,
         ),
         verbose=args.verbose,
     )
@@ -247,6 +280,23 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="also serve the read-only dashboard on 127.0.0.1:PORT (default: $RAYQUOTA_DASHBOARD_PORT, off)",
     )
+    run.add_argument(
+        "--wait-for-pods-ready",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="evict an admitted workload whose pods are not all ready in time, requeue it with "
+        "backoff (default: $RAYQUOTA_WAIT_FOR_PODS_READY or off)",
+    )
+    run.add_argument(
+        "--pods-ready-block-admission",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="admit nothing while an admitted workload's pods are not yet all ready",
+    )
+    run.add_argument("--requeuing-timestamp", choices=("Eviction", "Creation"))
+    for flag, env in PODS_READY_FLAGS[2:]:
+        if flag != "--requeuing-timestamp":
+            run.add_argument(flag, type=float, help=f"seconds or a count (default: ${env})")
     for flag, env, default in (
         ("--lease-duration", "RAYQUOTA_LEASE_DURATION", 15),
         ("--lease-renew-period", "RAYQUOTA_LEASE_RENEW_PERIOD", 5),
@@ -275,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allowed-origin",
         action="append",
         help="another origin the pages may be served from (a port-forward or ingress URL)",
+    )
+    dashboard.add_argument(
+        "--prometheus-url",
+        default=os.environ.get("RAYQUOTA_DASHBOARD_PROMETHEUS_URL"),
+        help="draw the History page from this Prometheus (it scrapes the operator's /metrics) instead "
+        "of the dashboard's own samples (default: $RAYQUOTA_DASHBOARD_PROMETHEUS_URL)",
     )
     dashboard.add_argument("--verbose", "-v", action="store_true")
     dsub = dashboard.add_subparsers(dest="dashboard_command")

@@ -8,12 +8,16 @@ import time
 from collections.abc import Iterator
 
 from rayquota.operator.config import OperatorConfig
+from rayquota.operator.ray.raycronjob.clock import Clock
 
 
 @contextlib.contextmanager
-def operator_thread(config: OperatorConfig, namespace_patterns: list[str]) -> Iterator[None]:
+def operator_thread(
+    config: OperatorConfig, namespace_patterns: list[str], *, clock: Clock | None = None
+) -> Iterator[None]:
     """Run the operator scoped to `namespace_patterns` until the block ends; fails if it does not
-    get ready (caches synced) within 60 s or does not stop within 60 s."""
+    get ready (caches synced) within 60 s or does not stop within 60 s. `clock`: the RayCronJob
+    controller's (tests move it)."""
     from rayquota.operator import main
 
     stop, ready = threading.Event(), threading.Event()
@@ -27,6 +31,7 @@ def operator_thread(config: OperatorConfig, namespace_patterns: list[str]) -> It
             "stop_flag": stop,
             "ready_flag": ready,
             "config": config,
+            "clock": clock,
         },
         name="rayquota-operator",
         daemon=True,

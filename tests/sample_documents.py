@@ -11,10 +11,11 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def sample_documents() -> list[tuple[str, dict[str, Any]]]:
-    """(file#index, document) for each non-empty document, in a stable order."""
+    """(file#index, document) for each Kubernetes manifest, in a stable order (a nodes file for
+    the local control plane is not one)."""
     docs = []
     for path in sorted(SAMPLES.rglob("*.yaml")):
         for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
-            if doc:
+            if isinstance(doc, dict) and "kind" in doc:
                 docs.append((f"{path.relative_to(SAMPLES)}#{index}", doc))
     return docs

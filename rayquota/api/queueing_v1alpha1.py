@@ -85,11 +85,13 @@ class Taint(K8sModel):
 
 
 class ResourceFlavorSpec(K8sModel):
-    """Which nodes a flavor stands for (nodeLabels) and how pods get onto them (tolerations)."""
+    """Which nodes a flavor stands for (nodeLabels) and how pods get onto them (tolerations);
+    ``topologyName`` names the Topology of its nodes: its pods are then placed in domains."""
 
     node_labels: Annotated[dict[str, str], Field(max_length=MAX_NODE_LABELS)] = Field(default_factory=dict)
     node_taints: Annotated[list[Taint], Field(max_length=MAX_TAINTS)] = Field(default_factory=list)
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_TAINTS)] = Field(default_factory=list)
+    topology_name: ObjectName | None = None
 
 
 class ResourceFlavor(KubeObject):
@@ -106,6 +108,60 @@ class ResourceFlavor(KubeObject):
     )
 
     spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Topology
+
+MAX_TOPOLOGY_LEVELS = 16
+NODE_LABEL_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+LevelLabel = Annotated[str, Field(min_length=1, max_length=316, pattern=NODE_LABEL_PATTERN)]
+
+
+class TopologyLevel(K8sModel):
+    node_label: LevelLabel
+
+
+class TopologySpec(K8sModel):
+    """The levels of the data centre, highest first (e.g. block, rack, kubernetes.io/hostname)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.levels == oldSelf.levels", "message": "levels are immutable"},
+                {
+                    "rule": "self.levels.all(l, "
+                    "self.levels.filter(m, m.nodeLabel == l.nodeLabel).size() == 1)",
+                    "message": "each level's nodeLabel must be unique",
+                },
+                {
+                    "rule": "self.levels.all(l, l.nodeLabel != 'kubernetes.io/hostname') "
+                    "|| self.levels[size(self.levels) - 1].nodeLabel == 'kubernetes.io/hostname'",
+                    "message": "kubernetes.io/hostname can only be the lowest level",
+                },
+            ]
+        }
+    )
+
+    levels: Annotated[list[TopologyLevel], Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)]
+
+
+class Topology(KubeObject):
+    crd = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="Topology",
+        plural="topologies",
+        scope="Cluster",
+        categories=("rayquota",),
+        printer_columns=(PrinterColumn("Age", "date", ".metadata.creationTimestamp"),),
+        status_subresource=False,
+    )
+
+    spec: TopologySpec
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -353,6 +409,33 @@ class LocalQueue(KubeObject):
 # Workload
 
 
+class PodSetTopologyRequest(K8sModel):
+    """Where a pod set's pods must or should be (Kueue's podset-*-topology annotations)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "[has(self.required), has(self.preferred), "
+                    "has(self.unconstrained) && self.unconstrained].filter(x, x).size() <= 1",
+                    "message": "at most one of required, preferred and unconstrained",
+                },
+                {
+                    "rule": "has(self.podSetSliceRequiredTopology) == has(self.podSetSliceSize)",
+                    "message": "podSetSliceRequiredTopology and podSetSliceSize go together",
+                },
+            ]
+        }
+    )
+
+    required: Annotated[str, Field(max_length=316)] | None = None
+    preferred: Annotated[str, Field(max_length=316)] | None = None
+    unconstrained: bool | None = None
+    pod_set_slice_required_topology: Annotated[str, Field(max_length=316)] | None = None
+    pod_set_slice_size: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    pod_set_group_name: Annotated[str, Field(max_length=256)] | None = None
+
+
 class PodSet(K8sModel):
     """A group of identical pods. ``requests`` (ours) gives per-pod requests when no template is kept."""
 
@@ -377,6 +460,7 @@ class PodSet(K8sModel):
     min_count: NonNegativeInt32 | None = None
     template: PodTemplateSpec | None = None
     requests: Annotated[dict[str, NonNegativeQuantity], Field(max_length=32)] | None = None
+    topology_request: PodSetTopologyRequest | None = None
 
 
 class WorkloadSpec(K8sModel):
@@ -389,11 +473,26 @@ class WorkloadSpec(K8sModel):
     maximum_execution_time_seconds: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
 
 
+class TopologyDomainAssignment(K8sModel):
+    values: Annotated[list[str], Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)]
+    count: Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+
+class TopologyAssignment(K8sModel):
+    """Where the pod set's pods go (Kueue v1beta1's shape): node labels, highest level first
+    (only kubernetes.io/hostname when the topology ends at nodes), and per domain the values
+    of those labels and how many pods go there."""
+
+    levels: Annotated[list[str], Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)]
+    domains: list[TopologyDomainAssignment] = Field(default_factory=list)
+
+
 class PodSetAssignment(K8sModel):
     name: str
     flavors: dict[str, str] = Field(default_factory=dict)
     resource_usage: dict[str, Quantity] = Field(default_factory=dict)
     count: int | None = None
+    topology_assignment: TopologyAssignment | None = None
 
 
 class Admission(K8sModel):
@@ -469,6 +568,7 @@ class WorkloadPriorityClass(KubeObject):
 
 
 QUEUEING_KINDS: tuple[type[KubeObject], ...] = (
+    Topology,
     ResourceFlavor,
     ClusterQueue,
     Cohort,

@@ -2,9 +2,11 @@
 
 A KubeRay user's manifest must never lose a field silently: the CRDs keep every field KubeRay's
 schema has, and the reconcilers emit one Warning event per object naming what is ignored:
-"field X is not implemented and is ignored". Fields read by the Ray autoscaler itself from the
-RayCluster (workerGroupSpecs[].priority, idleTimeoutSeconds, autoscalerOptions.upscalingMode)
-work without the operator and are not listed.
+"field X is not implemented and is ignored". docs/kuberay-compatibility.md lists the same fields,
+and a test walks KubeRay v1.7.0's types to check that every field is declared and either
+implemented or listed here. Fields read by the Ray autoscaler itself from the RayCluster
+(workerGroupSpecs[].priority, idleTimeoutSeconds, autoscalerOptions.upscalingMode) work without
+the operator and are not listed.
 """
 
 from __future__ import annotations
@@ -12,23 +14,47 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# Field path -> "is it in use" (a field set to its off value is not worth a warning).
+
+def _head(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return spec.get("headGroupSpec") or {}
+
+
+# Field path -> "is it set in a way we ignore" (a field set to its off value is not worth a warning).
 _CLUSTER_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    # KubeRay's log collector sidecar for its history server (alpha, behind a feature gate).
     "spec.historyServerOptions": lambda spec: bool(spec.get("historyServerOptions")),
+    # NetworkPolicies and cert-manager mTLS (v1.7 alpha, behind feature gates).
     "spec.networkPolicy": lambda spec: spec.get("networkPolicy") is not None,
     "spec.tlsOptions": lambda spec: bool((spec.get("tlsOptions") or {}).get("enabled")),
-    "spec.gcsFaultToleranceOptions": lambda spec: bool(spec.get("gcsFaultToleranceOptions")),
-    "spec.authOptions": lambda spec: (
-        (spec.get("authOptions") or {}).get("mode", "token") != "disabled"
-        and spec.get("authOptions") is not None
+    # Kubernetes-delegated token auth: the cluster runs with the Secret's token instead.
+    "spec.authOptions.enableK8sTokenAuth": lambda spec: bool(
+        (spec.get("authOptions") or {}).get("enableK8sTokenAuth")
     ),
-    "spec.headGroupSpec.enableIngress": lambda spec: bool(
-        (spec.get("headGroupSpec") or {}).get("enableIngress")
-    ),
-    "spec.headGroupSpec.ingressOptions": lambda spec: bool(
-        (spec.get("headGroupSpec") or {}).get("ingressOptions")
+    # Only read with enableIngress, in KubeRay too.
+    "spec.headGroupSpec.ingressOptions": lambda spec: (
+        bool(_head(spec).get("ingressOptions")) and not _head(spec).get("enableIngress")
     ),
 }
+
+# RayService fields outside its cluster config.
+_SERVICE_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    # KubeRay does not use a custom serve Service with incremental upgrades (traffic goes through
+    # per-cluster Services and the Gateway), and neither do we.
+    "spec.serveService": lambda spec: (
+        bool(spec.get("serveService"))
+        and (spec.get("upgradeStrategy") or {}).get("type") == "NewClusterWithIncrementalUpgrade"
+    ),
+    # Deprecated in KubeRay, which ignores them too (kuberay#1685); kept so old manifests apply.
+    "spec.serviceUnhealthySecondThreshold": lambda spec: (
+        spec.get("serviceUnhealthySecondThreshold") is not None
+    ),
+    "spec.deploymentUnhealthySecondThreshold": lambda spec: (
+        spec.get("deploymentUnhealthySecondThreshold") is not None
+    ),
+}
+
+IGNORED_FIELD_PATHS: tuple[str, ...] = (*_CLUSTER_FIELDS, *_SERVICE_FIELDS)
+"""Every field that may be warned about, as a path in a RayCluster (or RayService) spec."""
 
 
 def unimplemented_cluster_fields(cluster_spec: Mapping[str, Any], prefix: str = "spec") -> list[str]:
@@ -46,8 +72,11 @@ def unimplemented_fields(obj: Mapping[str, Any]) -> list[str]:
         return unimplemented_cluster_fields(spec)
     if kind == "RayJob" and spec.get("rayClusterSpec"):
         return unimplemented_cluster_fields(spec["rayClusterSpec"], "spec.rayClusterSpec")
-    if kind == "RayService" and spec.get("rayClusterConfig"):
-        return unimplemented_cluster_fields(spec["rayClusterConfig"], "spec.rayClusterConfig")
+    if kind == "RayService":
+        ignored = [path for path, in_use in _SERVICE_FIELDS.items() if in_use(spec)]
+        if spec.get("rayClusterConfig"):
+            ignored += unimplemented_cluster_fields(spec["rayClusterConfig"], "spec.rayClusterConfig")
+        return ignored
     return []
 
 

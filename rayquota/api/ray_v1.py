@@ -70,6 +70,21 @@ class RayClusterConditionType(StrEnum):
     SUSPENDED = "RayClusterSuspended"
 
 
+class AuthMode(StrEnum):
+    DISABLED = "disabled"
+    TOKEN = "token"
+
+
+class GcsFaultToleranceBackend(StrEnum):
+    REDIS = "redis"
+    ROCKSDB = "rocksdb"
+
+
+class GcsStorageDeletionPolicy(StrEnum):
+    DELETE_WITH_CLUSTER = "DeleteWithCluster"
+    RETAIN = "Retain"
+
+
 class NetworkPolicyMode(StrEnum):
     DENY_ALL = "DenyAll"
     DENY_ALL_INGRESS = "DenyAllIngress"
@@ -212,15 +227,35 @@ class RedisCredential(K8sModel):
     value_from: FreeForm | None = None
 
 
+class GcsEmbeddedStorage(K8sModel):
+    """The volume of KubeRay's embedded (RocksDB) GCS store; see gcs_ft for what we do with it."""
+
+    claim_name: str | None = None
+    size: Quantity | None = None
+    storage_class_name: str | None = None
+    access_modes: list[str] | None = None
+    sub_path: str | None = None
+    deletion_policy: GcsStorageDeletionPolicy | None = None
+
+
 class GcsFaultToleranceOptions(K8sModel):
     """GCS fault tolerance through an external Redis (or an embedded store on newer KubeRay)."""
 
-    backend: str | None = None
+    backend: GcsFaultToleranceBackend | None = None
     redis_address: str | None = None
     redis_username: RedisCredential | None = None
     redis_password: RedisCredential | None = None
     external_storage_namespace: str | None = None
-    storage: FreeForm | None = None
+    storage: GcsEmbeddedStorage | None = None
+
+
+class AuthOptions(K8sModel):
+    """Ray's token authentication: the token lives in a Secret (``auth_token``) the operator makes
+    per cluster unless ``secretName`` names one; ``mode`` left out means disabled, as in KubeRay."""
+
+    mode: AuthMode | None = None
+    secret_name: str | None = None
+    enable_k8s_token_auth: bool | None = Field(default=None, alias="enableK8sTokenAuth")
 
 
 class RayClusterUpgradeStrategy(K8sModel):
@@ -351,7 +386,7 @@ class RayClusterSpec(K8sModel):
     managed_by: str | None = None
     gcs_fault_tolerance_options: GcsFaultToleranceOptions | None = None
     upgrade_strategy: RayClusterUpgradeStrategy | None = None
-    auth_options: FreeForm | None = None
+    auth_options: AuthOptions | None = None
     history_server_options: HistoryServerOptions | None = None
     network_policy: NetworkPolicyConfig | None = None
     tls_options: TLSOptions | None = Field(default=None, alias="tlsOptions")
@@ -471,7 +506,46 @@ class DeletionStrategy(K8sModel):
     deletion_rules: Annotated[list[DeletionRule], Field(min_length=1, max_length=16)] | None = None
 
 
+# KubeRay's reasons, word for word, for refusing DeleteWorkers when the autoscaler is on (it would
+# bring the deleted workers back). The CRD refuses it at admission; the RayJob validation repeats
+# the check for objects stored before the rule existed.
+DELETE_WORKERS_WITH_AUTOSCALING = (
+    "DeletionStrategy=DeleteWorkers currently does not support RayCluster with autoscaling enabled"
+)
+DELETE_WORKERS_RULE_WITH_AUTOSCALING = (
+    "DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled"
+)
+_AUTOSCALING_CLUSTER = (
+    "has(self.rayClusterSpec) && has(self.rayClusterSpec.enableInTreeAutoscaling) "
+    "&& self.rayClusterSpec.enableInTreeAutoscaling && has(self.deletionStrategy)"
+)
+
+
+def _policy_is_delete_workers(when: str) -> str:
+    path = f"self.deletionStrategy.{when}"
+    return f"(has({path}) && has({path}.policy) && {path}.policy == 'DeleteWorkers')"
+
+
 class RayJobSpec(K8sModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"!({_AUTOSCALING_CLUSTER} && ({_policy_is_delete_workers('onSuccess')} "
+                    f"|| {_policy_is_delete_workers('onFailure')}))",
+                    "message": DELETE_WORKERS_WITH_AUTOSCALING,
+                    "fieldPath": ".deletionStrategy",
+                },
+                {
+                    "rule": f"!({_AUTOSCALING_CLUSTER} && has(self.deletionStrategy.deletionRules) "
+                    "&& self.deletionStrategy.deletionRules.exists(r, r.policy == 'DeleteWorkers'))",
+                    "message": f"deletionRules: {DELETE_WORKERS_RULE_WITH_AUTOSCALING}",
+                    "fieldPath": ".deletionStrategy.deletionRules",
+                },
+            ]
+        }
+    )
+
     entrypoint: str | None = None
     runtime_env_yaml: str | None = Field(default=None, alias="runtimeEnvYAML")
     job_id: str | None = Field(default=None, alias="jobId")

@@ -2,21 +2,22 @@
 resource, shared with the operator's controllers when it runs inside the operator), and a
 version number that moves on every change so live pages know when to look again.
 
-The queue configuration also feeds a configuration-only copy of the admission engine through
-the operator's own event handlers (:class:`AdmissionLoop`), so a queue snapshot never has to
-configure a thousand ClusterQueues from scratch (:mod:`.queue_model`).
+The queue configuration also feeds a copy of the admission engine through the operator's own
+event handlers (:class:`AdmissionLoop`), and the Workloads that changed are noted, so a queue
+snapshot applies only what moved to that copy (:mod:`.queue_model`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
 from rayquota.operator.core.store import Obj
-from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND
 from rayquota.operator.ray import labels
@@ -64,6 +65,19 @@ class Changes:
         return True
 
 
+class IgnoredDecisions:
+    """The copy's driver writer: the dashboard reads decisions back, it never carries them out."""
+
+    def admitted(self, workload: str, admission: Any) -> None:
+        pass
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        pass
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        pass
+
+
 @dataclass
 class DashboardCache:
     api: QueueApi
@@ -79,13 +93,16 @@ class DashboardCache:
     pods: Informer
     events: Informer
     config: AdmissionLoop
-    """Only its configuration handlers and engine are used: the queue configuration as the
-    operator's engine has it, never a workload, never a cycle."""
+    """Its configuration handlers keep the copy's engine configured as the operator's is; the
+    queue model loads the Workloads into it and runs its cycles (its loop never runs)."""
     changes: Changes = field(default_factory=Changes)
     queue_version: int = 0
     """Moves only with what the engine reads (queue configuration, Workloads, namespaces,
     priority classes): pods and events churn without costing a queue snapshot."""
     priority_version: int = 0
+    changed_workloads: set[str] = field(default_factory=set)
+    """``namespace/name`` of the Workloads added, changed or deleted since the queue model last
+    took them (:meth:`take_changed_workloads`)."""
 
     @classmethod
     def register(cls, manager: Manager, api: QueueApi) -> DashboardCache:
@@ -110,7 +127,7 @@ class DashboardCache:
                 indexers={CLUSTER_INDEX: label_indexer(labels.RAY_CLUSTER), OWNER_INDEX: owner_uids},
             ),
             events=manager.informer(resources.EVENTS, indexers={INVOLVED_INDEX: involved_uid}),
-            config=AdmissionLoop(),
+            config=AdmissionLoop(fair_sharing_from_env(os.environ), IgnoredDecisions()),
         )
         for kind, informer in (
             ("ResourceFlavor", cache.flavors),
@@ -122,6 +139,7 @@ class DashboardCache:
         cache.namespaces.on_change(cache.config.on_namespace)
         cache.priority_classes.on_change(cache.config.on_priority_class)
         cache.priority_classes.on_change(cache._priorities_changed)
+        cache.workloads.on_change(cache._workload_changed)
         for informer in cache.queue_informers():
             informer.on_change(cache._queue_changed)
         for informer in cache.informers():
@@ -147,6 +165,14 @@ class DashboardCache:
 
     def _priorities_changed(self, *_args: Any) -> None:
         self.priority_version += 1
+
+    def _workload_changed(self, _event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
+        meta = obj["metadata"]
+        self.changed_workloads.add(f"{meta.get('namespace')}/{meta.get('name')}")
+
+    def take_changed_workloads(self) -> set[str]:
+        taken, self.changed_workloads = self.changed_workloads, set()
+        return taken
 
     # --- lookups ---------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The History page's data: GPU usage and pending counts per ClusterQueue over the last hours,
-sampled in process into fixed-size rings (a few bytes per queue and sample, never growing)."""
+in fixed-size rings (a few bytes per queue and sample, never growing), filled from the
+dashboard's own snapshots or, when configured, from Prometheus (:mod:`.prometheus_history`)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ class HistoryRing:
     def __len__(self) -> int:
         return len(self._times)
 
-    def record(self, at: float, usage: Mapping[str, float], pending: Mapping[str, int]) -> None:
-        """One sample: per ClusterQueue, usage of the resource (whole units) and pending count."""
+    def record(self, at: float, usage: Mapping[str, float], pending: Mapping[str, float]) -> None:
+        """One sample: per ClusterQueue, usage of the resource (whole units) and pending count
+        (NaN: no value, drawn as a gap)."""
         full = len(self._times) >= self.capacity
         slot = self._start if full else len(self._times)
         for name in set(usage) | set(pending):

@@ -15,6 +15,7 @@ from typing import Any
 from rayquota.dashboard.access import Visibility
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.dashboard.history import HistoryRing
+from rayquota.dashboard.prometheus_history import PrometheusHistory
 from rayquota.dashboard.queue_model import QueueModel
 from rayquota.dashboard.views.cohorts import cohorts_page
 from rayquota.dashboard.views.common import Page
@@ -55,10 +56,18 @@ class Route:
 
 
 class Pages:
-    def __init__(self, cache: DashboardCache, model: QueueModel, history: HistoryRing) -> None:
+    def __init__(
+        self,
+        cache: DashboardCache,
+        model: QueueModel,
+        history: HistoryRing,
+        prometheus: PrometheusHistory | None = None,
+    ) -> None:
         self.cache = cache
         self.model = model
         self.history = history
+        self.prometheus = prometheus
+        """where the history ring is filled from, when not from the dashboard's own snapshots"""
         api = cache.api
         self.routes = [
             Route(re.compile(r"/api/whoami"), lambda r: {}, self._whoami),
@@ -235,4 +244,7 @@ class Pages:
             hours = float(raw_hours)
         except ValueError:
             raise PageError(400, f"hours={raw_hours!r}: expected a number") from None
-        return self.history.view(names, since=time.time() - hours * 3600)
+        view = self.history.view(names, since=time.time() - hours * 3600)
+        if self.prometheus is None:
+            return {**view, "source": {"kind": "dashboard"}}
+        return {**view, "source": {"kind": "prometheus", "error": self.prometheus.error}}

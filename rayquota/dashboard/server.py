@@ -23,6 +23,7 @@ from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from yarl import URL
 
@@ -30,6 +31,7 @@ from rayquota.dashboard.access import AccessReviewer, User, Visibility
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.dashboard.history import HistoryRing
 from rayquota.dashboard.pages import PageError, Pages
+from rayquota.dashboard.prometheus_history import PrometheusHistory
 from rayquota.dashboard.queue_model import QueueModel
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.kube import ApiError
@@ -74,7 +76,10 @@ class Dashboard:
         self.history = HistoryRing(
             settings.history_resource, settings.history_interval_s, settings.history_hours
         )
-        self.pages = Pages(cache, self.model, self.history)
+        self.prometheus = (
+            PrometheusHistory(settings.prometheus_url, self.history) if settings.prometheus_url else None
+        )
+        self.pages = Pages(cache, self.model, self.history, self.prometheus)
         self.port = settings.port
         self.live_connections = 0
 
@@ -110,6 +115,11 @@ class Dashboard:
             await runner.cleanup()
 
     async def _sample_history(self) -> None:
+        if self.prometheus is not None:
+            async with aiohttp.ClientSession() as session:
+                while True:
+                    await self.prometheus.refresh(session)
+                    await asyncio.sleep(self.history.interval_s)
         while True:
             self.history.record_snapshot(time.time(), self.model.snapshot())
             await asyncio.sleep(self.history.interval_s)

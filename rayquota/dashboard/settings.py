@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 PORT_ENV = "RAYQUOTA_DASHBOARD_PORT"
 BIND_ENV = "RAYQUOTA_DASHBOARD_BIND_ADDRESS"
+ORIGINS_ENV = "RAYQUOTA_DASHBOARD_ALLOWED_ORIGINS"
+PROMETHEUS_ENV = "RAYQUOTA_DASHBOARD_PROMETHEUS_URL"
 
 
 @dataclass
@@ -21,6 +23,8 @@ class DashboardSettings:
     history_hours: float = 6.0
     history_resource: str = "nvidia.com/gpu"
     review_ttl_s: float = 30.0
+    prometheus_url: str | None = None
+    """The History page's source when set: a Prometheus that scrapes the operator's /metrics."""
 
     def origins(self, port: int) -> set[str]:
         local = {f"http://{host}:{port}" for host in ("127.0.0.1", "localhost", "[::1]")}
@@ -28,7 +32,8 @@ class DashboardSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DashboardSettings | None:
-        """``RAYQUOTA_DASHBOARD_PORT`` (and ``RAYQUOTA_DASHBOARD_BIND_ADDRESS``); None when unset."""
+        """``RAYQUOTA_DASHBOARD_PORT`` (and ``..._BIND_ADDRESS``, ``..._ALLOWED_ORIGINS``, a comma
+        list, ``..._PROMETHEUS_URL``); None when the port is unset."""
         env = os.environ if env is None else env
         raw = env.get(PORT_ENV, "").strip()
         if not raw:
@@ -37,4 +42,22 @@ class DashboardSettings:
             port = int(raw)
         except ValueError:
             raise ValueError(f"{PORT_ENV}={raw!r}: expected a port number") from None
-        return cls(bind=env.get(BIND_ENV) or "127.0.0.1", port=port)
+        origins = tuple(o.strip() for o in env.get(ORIGINS_ENV, "").split(",") if o.strip())
+        return cls(
+            bind=env.get(BIND_ENV) or "127.0.0.1",
+            port=port,
+            allowed_origins=origins,
+            prometheus_url=checked_prometheus_url(env.get(PROMETHEUS_ENV), PROMETHEUS_ENV),
+        )
+
+
+def checked_prometheus_url(raw: str | None, where: str) -> str | None:
+    """An http(s) base URL (trailing slash dropped), None when empty; else a clear error."""
+    url = (raw or "").strip().rstrip("/")
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
+        raise ValueError(
+            f"{where}={raw!r}: expected the base URL of a Prometheus, e.g. http://prometheus:9090"
+        )
+    return url

@@ -39,9 +39,7 @@ def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
         raise FileNotFoundError(f"no CRDs in {dirs[0]}: run `rayquota crds`")
     files = [arg for path in dirs for arg in ("-f", str(path))]
     target.kubectl("apply", "--server-side", "--force-conflicts", *files)
-    names = [
-        line.split("/", 1)[-1] for line in target.kubectl("get", *files, "-o", "name").stdout.split()
-    ]
+    names = [line.split("/", 1)[-1] for line in target.kubectl("get", *files, "-o", "name").stdout.split()]
     deadline = time.monotonic() + 60
     for name in names:
         while True:

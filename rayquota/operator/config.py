@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 
 from rayquota.dashboard.settings import DashboardSettings
+from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.webhooks.settings import WebhookSettings
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
@@ -44,6 +45,13 @@ class OperatorConfig:
     # The admission webhooks: None serves none (the gate still holds: the reconcilers re-assert
     # it and the planner creates no pod beyond the admitted caps).
     webhooks: WebhookSettings | None = None
+    # The queue integration (and with it the webhooks). Off for a namespace-only install, whose
+    # ServiceAccount may not read the cluster-scoped queue configuration (ClusterQueues, ...).
+    queue_enabled: bool = True
+    # KubeRay's operator feature gates (`--feature-gates` syntax); see feature_gates.py.
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    # KubeRay's control-plane metrics (kuberay_*) beside ours; KubeRay's chart `metrics.enabled`.
+    kuberay_metrics: bool = True
     # The read-only web dashboard (rayquota.dashboard, not the Ray dashboard above) served by this
     # process; None serves none (`rayquota dashboard` runs it on its own).
     web_dashboard: DashboardSettings | None = None
@@ -65,6 +73,9 @@ class OperatorConfig:
                 env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
             ),
             reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
+            queue_enabled=_flag(env, "RAYQUOTA_QUEUE_ENABLED", defaults.queue_enabled),
+            feature_gates=_feature_gates(env),
+            kuberay_metrics=_flag(env, "RAYQUOTA_KUBERAY_METRICS", defaults.kuberay_metrics),
             webhooks=WebhookSettings.from_env(env),
             web_dashboard=DashboardSettings.from_env(env),
         )
@@ -79,3 +90,10 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"{name}={env[name]!r}: expected true or false")
+
+
+def _feature_gates(env: Mapping[str, str]) -> FeatureGates:
+    try:
+        return FeatureGates.parse(env.get("RAYQUOTA_FEATURE_GATES", ""))
+    except ValueError as exc:
+        raise ValueError(f"RAYQUOTA_FEATURE_GATES: {exc}") from exc

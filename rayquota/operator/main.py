@@ -21,10 +21,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from rayquota import __version__
 from rayquota.dashboard import main as dashboard_main
 from rayquota.dashboard.server import Dashboard
+from rayquota.operator import log_format
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
@@ -32,6 +34,7 @@ from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 from rayquota.operator.queue import setup as queue_setup
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.ray import setup as ray_setup
+from rayquota.operator.ray.raycronjob.clock import Clock
 from rayquota.operator.ray.setup import RayControllers
 from rayquota.operator.webhooks import setup as webhooks_setup
 from rayquota.operator.webhooks.setup import WebhookComponent
@@ -43,19 +46,27 @@ log = logging.getLogger("rayquota")
 class Components:
     ray: RayControllers | None
     """None in admission-only mode: KubeRay's operator reconciles the Ray objects there."""
-    queue: QueueComponent
+    queue: QueueComponent | None
+    """None in a namespace-only install (no cluster-scoped reads): the Ray reconcilers alone."""
     webhooks: WebhookComponent | None
     dashboard: Dashboard | None = None
     """The read-only web dashboard, with --dashboard-port."""
 
     def names(self) -> tuple[str, ...]:
         """The components that run, by the names `rayquota.operator.permissions` declares."""
-        present = {"ray": self.ray, "queue": self.queue, "webhooks": self.webhooks}
+        present = {
+            "ray": self.ray,
+            "raycronjob": self.ray.cronjobs if self.ray is not None else None,
+            "queue": self.queue,
+            "webhooks": self.webhooks,
+        }
         return tuple(name for name, handle in present.items() if handle is not None)
 
     def describe(self) -> str:
         """For the start-up log: each component once, the webhooks with where they are served."""
-        described = [name for name in self.names() if name != "webhooks"]
+        described = [name for name in self.names() if name not in ("webhooks", "raycronjob")]
+        if self.ray is not None and self.ray.cronjobs is not None:
+            described[0] = "ray (with RayCronJob)"
         if self.webhooks is not None:
             described.append(self.webhooks.describe())
         if self.dashboard is not None:
@@ -63,10 +74,16 @@ class Components:
         return ", ".join(described)
 
 
-def setup_components(manager: Manager, config: OperatorConfig) -> Components:
-    ray = ray_setup.setup(manager, config) if config.reconcilers_enabled else None
-    queue = queue_setup.setup(manager, ray)
-    webhooks = webhooks_setup.setup(manager, config.webhooks, queue) if config.webhooks is not None else None
+def setup_components(manager: Manager, config: OperatorConfig, *, clock: Clock | None = None) -> Components:
+    """`clock`: the RayCronJob controller's (tests move it); the system clock by default."""
+    if not config.reconcilers_enabled and not config.queue_enabled:
+        raise ValueError("with the Ray reconcilers and the queue both off there is nothing to run")
+    ray = ray_setup.setup(manager, config, clock=clock) if config.reconcilers_enabled else None
+    queue = queue_setup.setup(manager, ray) if config.queue_enabled else None
+    if queue is not None and config.webhooks is not None:
+        webhooks = webhooks_setup.setup(manager, config.webhooks, queue)
+    else:
+        webhooks = None
     web = config.web_dashboard
     dashboard = dashboard_main.attach(manager, web) if web is not None else None
     return Components(ray, queue, webhooks, dashboard)
@@ -93,16 +110,18 @@ def run(
     leader_elect: bool = False,
     lease: LeaseSettings | None = None,
     config: OperatorConfig | None = None,
+    clock: Clock | None = None,
 ) -> int:
     """Run until SIGINT/SIGTERM/SIGHUP (or `stop_flag`). Returns the exit code.
 
-    `ready_flag` is set once every cache has synced and the controllers run (tests wait on it).
+    `ready_flag` is set once every cache has synced and the controllers run (tests wait on it);
+    `clock` is the RayCronJob controller's (tests move it).
     """
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        log_format.configure(verbose=verbose, log_format=os.environ.get("RAYQUOTA_LOG_FORMAT") or "text")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not os.environ.get("KUBECONFIG") and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: KUBECONFIG is not set and not running in a cluster", file=sys.stderr)
         return 2
@@ -118,6 +137,9 @@ def run(
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not config.reconcilers_enabled and not config.queue_enabled:
+        print("error: the Ray reconcilers and the queue are both off: nothing to run", file=sys.stderr)
+        return 2
     _start_metrics(metrics_port, bind)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -131,6 +153,8 @@ def run(
                 stop_flag=stop_flag,
                 ready_flag=ready_flag,
                 lease=lease if leader_elect else None,
+                serve_metrics=metrics_port > 0,
+                clock=clock,
             )
         )
     finally:
@@ -148,6 +172,8 @@ async def _main(
     stop_flag: threading.Event | None,
     ready_flag: threading.Event | None,
     lease: LeaseSettings | None,
+    serve_metrics: bool,
+    clock: Clock | None,
 ) -> int:
     log.info(
         "rayquota operator %s starting (%s)", __version__, "all namespaces" if scope.cluster_wide else scope
@@ -158,8 +184,11 @@ async def _main(
         helpers.append(asyncio.create_task(_watch_thread_flag(stop_flag, shutdown)))
     client = KubeClient.from_environment()
     manager = Manager(client, scope, workers=config.workers, resync_interval_s=config.resync_interval_s)
-    components = setup_components(manager, config)
+    components = setup_components(manager, config, clock=clock)
     log.info("components: %s", components.describe())
+    kuberay_metrics = components.ray.kuberay_metrics if components.ray is not None else None
+    if serve_metrics and kuberay_metrics is not None:
+        REGISTRY.register(kuberay_metrics)
     if ready_flag is not None:
         helpers.append(asyncio.create_task(_signal_ready(manager, ready_flag)))
     try:
@@ -171,6 +200,8 @@ async def _main(
     finally:
         for task in helpers:
             task.cancel()
+        if serve_metrics and kuberay_metrics is not None:
+            REGISTRY.unregister(kuberay_metrics)
         await client.close()
 
 

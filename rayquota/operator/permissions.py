@@ -17,6 +17,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.ray.ingress import INGRESSES
 from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
@@ -93,7 +94,12 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.RAYJOBS, "update", "status")
         | _grant(resources.PODS, "create delete patch")  # patch: re-stamp the operator version
         | _grant(resources.SERVICES, "create")
-        | _grant(resources.JOBS, "create delete")  # the K8sJobMode submitter
+        | _grant(resources.JOBS, "create delete")  # the K8sJobMode submitter; the Redis cleanup Job
+        # Token auth (ray/auth_token.py): the per-cluster Secret is created, and the token read by
+        # name for the operator's dashboard calls (not watched: that would cache every Secret).
+        | _grant(SECRETS, "create get")
+        # enableIngress (ray/ingress.py): the head's Ingress, brought back to the spec.
+        | _grant(INGRESSES, "create update")
         # The autoscaler sidecar's own ServiceAccount and Role.
         | _grant(resources.SERVICE_ACCOUNTS, "create")
         | _grant(resources.ROLES, "create")
@@ -106,6 +112,10 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(GATEWAY_CLASSES, "get")
         | _grant(GATEWAYS, "get create update delete")
         | _grant(HTTPROUTES, "get create update delete")
+    ),
+    # RayCronJob (ray/raycronjob): creates the RayJob of each run, records the run in its status.
+    "raycronjob": frozenset(
+        _grant(resources.RAYJOBS, "create") | _grant(resources.RAYCRONJOBS, "update", "status")
     ),
     "queue": frozenset(
         _grant(resources.WORKLOADS, "create update")

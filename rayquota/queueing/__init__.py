@@ -30,6 +30,15 @@ its queue), ``finish_workload(key)`` or ``delete_workload(key)`` when a
 workload ended and its pods were deleted (``finish_workload(key,
 pods_gone=False)`` holds the quota until ``release``).
 
+Topology-aware admission: ``upsert_topology(Topology(name, levels))``, a flavor with
+``topology_name``, and the cluster's nodes and bound pods (``upsert_node``, ``upsert_pod``,
+``delete_*``). A pod set admitted to such a flavor gets a ``PodSetAssignment.topology`` (domains
+with pod counts), placed as its ``PodSet.topology_request`` asks; a workload that fits the quota
+but no domain waits with a sentence naming the domain it needs.
+
+A workload whose ``requeue_at`` lies after the cycle's ``now`` waits out of line until then
+(``next_requeue_at()`` says when the next one is due).
+
 A scale-up is a replacement slice: ``add_workload(Workload(..., replaces=old_key))``
 needs only the difference to fit; when it is admitted the old slice is
 forgotten and its usage transferred (``Admit.replaces`` names it). A
@@ -43,11 +52,22 @@ workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
 """
 
 from .accounting import ClusterQueueStatus, NodeSnapshot
-from .decisions import Admit, Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
+from .decisions import (
+    Admit,
+    Decision,
+    Pending,
+    PodSetAssignment,
+    Preempt,
+    PreemptionReason,
+    TopologyAssignment,
+    TopologyDomain,
+)
 from .engine import Engine
 from .engine_events import WorkloadStatus
 from .model import (
+    HOSTNAME_LABEL,
     BorrowWithinCohort,
+    ClusterNode,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -63,6 +83,9 @@ from .model import (
     ResourceQuota,
     Taint,
     Toleration,
+    Topology,
+    TopologyMode,
+    TopologyRequest,
     Workload,
 )
 from .policies import (
@@ -78,9 +101,11 @@ from .quantities import QuantityError, format_quantity, parse_quantity
 from .state import Phase
 
 __all__ = [
+    "HOSTNAME_LABEL",
     "Admit",
     "BorrowWithinCohort",
     "BorrowWithinCohortPolicy",
+    "ClusterNode",
     "ClusterQueue",
     "ClusterQueueStatus",
     "Cohort",
@@ -109,6 +134,11 @@ __all__ = [
     "StopPolicy",
     "Taint",
     "Toleration",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyDomain",
+    "TopologyMode",
+    "TopologyRequest",
     "WhenCanBorrow",
     "WhenCanPreempt",
     "WithinClusterQueuePolicy",

@@ -3,8 +3,9 @@
 Kueue keeps this in its cache: the ClusterQueues, cohorts and flavors as configured, and per node
 of the cohort tree the usage of what was admitted. Here the same: a workload is charged when
 admitted (or restored at start-up), freed when its pods are gone, shrunk in place on a
-scale-down; the tree is rebuilt when a ClusterQueue or cohort changes. Which queue a pending
-workload waits in is :mod:`.routing`'s business, and what to admit the cycle's (:mod:`.engine`).
+scale-down; a ClusterQueue change updates the tree in place, a cohort change rebuilds it.
+Which queue a pending workload waits in is :mod:`.routing`'s business, and what to admit the
+cycle's (:mod:`.engine`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from .cohorts import QuotaNode, QuotaTree, add_usage, available
 from .decisions import PodSetAssignment
 from .model import ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
-from .state import ClusterQueueState, Phase, WorkloadState
+from .state import NOTHING_PARKED, ClusterQueueState, Phase, WorkloadState
+from .topology_fit import trimmed
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +66,16 @@ class Accounting:
         """Deleted ClusterQueues kept until their admitted workloads are released."""
         self.usage_epochs: dict[QuotaNode, int] = {}
         """Per cohort-tree root, bumped on every usage change in the tree."""
+        self._config_epoch = 0
+        """Bumped on every change of the tree: counts towards every root's usage epoch."""
         self._admission_seq = 0
 
     def members_of(self, cq: ClusterQueueState) -> Sequence[ClusterQueueState]:
         return self.members.get(cq.node.root(), (cq,))
 
     def usage_epoch(self, root: QuotaNode) -> int:
-        return self.usage_epochs.get(root, 0)
+        # Both parts only grow, so any change to either gives a number never seen before.
+        return self._config_epoch + self.usage_epochs.get(root, 0)
 
     def _usage_changed(self, cq: ClusterQueueState) -> None:
         root = cq.node.root()
@@ -144,16 +149,17 @@ class Accounting:
         return cq
 
     def finish_deletion(self, cq: ClusterQueueState) -> bool:
-        """A deleted ClusterQueue whose last admitted workload is gone goes away (rebuild then)."""
+        """A deleted ClusterQueue whose last admitted workload is gone may go away now
+        (:meth:`remove_cluster_queue`)."""
         if cq.name not in self.deleting or cq.admitted:
             return False
         self.deleting.discard(cq.name)
-        self.cluster_queue_specs.pop(cq.name, None)
         return True
 
     def scale_down(self, wl: WorkloadState, workload: Workload) -> ClusterQueueState:
         """An admitted workload needs less: charge the new demand on the admitted flavors."""
         flavors_of = {ps.name: ps.flavors for ps in wl.pod_sets}
+        placed = {ps.name: ps.topology for ps in wl.pod_sets if ps.topology is not None}
         usage: dict[FlavorResource, int] = {}
         assignments: list[PodSetAssignment] = []
         for pod_set in workload.pod_sets:
@@ -167,7 +173,10 @@ class Accounting:
                     )
                 fr = (flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
-            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals))
+            topology = placed.get(pod_set.name)
+            if topology is not None:
+                topology = trimmed(topology, pod_set.count)
+            assignments.append(PodSetAssignment(pod_set.name, pod_set.count, dict(flavors), totals, topology))
         for fr, amount in usage.items():
             if amount > wl.usage.get(fr, 0):
                 raise ValueError(
@@ -208,12 +217,49 @@ class Accounting:
                         wl.group.remove(wl)
                     orphans.append(wl)
         self.queues = queues
-        self.members = {}
-        # Verdicts naming an old root must not stand: the tree and its usage were rebuilt.
-        self.usage_epochs = {root: epoch + 1 for root, epoch in self.usage_epochs.items()}
-        for state in queues.values():
-            self.members.setdefault(state.node.root(), []).append(state)
+        self._regroup_members()
         return orphans
+
+    def upsert_cluster_queue(self, spec: ClusterQueue) -> None:
+        """One ClusterQueue added or changed, the rest of the tree updated in place: the same
+        result as :meth:`rebuild`, at the cost of one path of the tree."""
+        self.cluster_queue_specs[spec.name] = spec
+        state = self.queues.get(spec.name)
+        old_root = state.node.root() if state is not None else None
+        node = self.tree.set_cluster_queue(spec, self.cohort_specs)
+        if state is None:
+            state = self.queues[spec.name] = ClusterQueueState(spec, node)
+        else:
+            state.set_spec(spec, node)
+        root = node.root()
+        if old_root is None:
+            # The newest queue is last in queue order, as a rebuild would list it.
+            self.members.setdefault(root, []).append(state)
+        elif old_root is not root:
+            self._regroup_members()
+        self._config_epoch += 1
+
+    def remove_cluster_queue(self, name: str) -> list[WorkloadState]:
+        """A ClusterQueue gone for good (its spec already dropped); its pending workloads are
+        returned, taken out of their groups, as :meth:`rebuild` returns them."""
+        self.cluster_queue_specs.pop(name, None)
+        state = self.queues.pop(name, None)
+        self.tree.remove_cluster_queue(name, self.cohort_specs)
+        orphans: list[WorkloadState] = []
+        if state is not None:
+            for wl in state.pending_workloads():
+                if wl.group is not None:
+                    wl.group.remove(wl)
+                orphans.append(wl)
+        self._regroup_members()
+        return orphans
+
+    def _regroup_members(self) -> None:
+        self.members = {}
+        # Verdicts naming a root must not stand: the tree changed.
+        self._config_epoch += 1
+        for state in self.queues.values():
+            self.members.setdefault(state.node.root(), []).append(state)
 
     def unpark_members(self, cq: ClusterQueueState) -> None:
         for member in self.members_of(cq):
@@ -221,7 +267,10 @@ class Accounting:
 
     def unpark_everything(self) -> None:
         for cq in self.queues.values():
-            cq.unpark()
+            if cq.parked_groups:
+                cq.unpark()
+            else:
+                cq.parked_top = NOTHING_PARKED
 
     # ------------------------------------------------------------------ queries
 
@@ -251,7 +300,11 @@ class Accounting:
         )
 
     def snapshot(self) -> list[NodeSnapshot]:
-        nodes = [*self.tree.cluster_queues.values(), *self.tree.cohorts.values()]
+        """ClusterQueues, then cohorts, each by name."""
+        nodes = [
+            *sorted(self.tree.cluster_queues.values(), key=_name),
+            *sorted(self.tree.cohorts.values(), key=_name),
+        ]
         return [
             NodeSnapshot(
                 node.name,
@@ -265,3 +318,7 @@ class Accounting:
             )
             for node in nodes
         ]
+
+
+def _name(node: QuotaNode) -> str:
+    return node.name

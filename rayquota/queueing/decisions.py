@@ -10,6 +10,33 @@ from .model import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyDomain:
+    """One domain of an assignment: its value at each of the assignment's levels, and how many
+    of the pod set's pods go there."""
+
+    values: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """Where a pod set's pods go, in Kueue's shape: ``levels`` are node labels (only
+    ``kubernetes.io/hostname`` when the topology ends at nodes, which names a node by itself),
+    and each domain's values select its nodes."""
+
+    levels: tuple[str, ...]
+    domains: tuple[TopologyDomain, ...]
+
+    @property
+    def count(self) -> int:
+        return sum(d.count for d in self.domains)
+
+    def node_selectors(self) -> list[tuple[dict[str, str], int]]:
+        """Per domain, the nodeSelector that pins a pod there, and how many pods go there."""
+        return [(dict(zip(self.levels, d.values, strict=True)), d.count) for d in self.domains]
+
+
+@dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     """The flavor chosen for each resource of one pod set, and the pod count admitted."""
 
@@ -19,6 +46,8 @@ class PodSetAssignment:
     """resource -> flavor"""
     usage: Mapping[str, int]
     """resource -> milli-units for all ``count`` pods"""
+    topology: TopologyAssignment | None = None
+    """Where the pods go, when the flavor has a topology."""
 
 
 @dataclass(frozen=True, slots=True)

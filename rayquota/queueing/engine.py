@@ -82,6 +82,7 @@ class Engine(EngineEvents):
         """
         self._cycle += 1
         self._now = now
+        self._router.route_due(now)
         out = self._outbox
         self._outbox = []
         self._clear_fit_caches()
@@ -291,7 +292,9 @@ class Engine(EngineEvents):
         same_queue = predecessor is not None and predecessor.cluster_queue == cq.name
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
-        assignment = assign_flavors(cq, spec.pod_sets, self._accounting.flavors, credit, preferred)
+        assignment = assign_flavors(
+            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal
+        )
 
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
             # Like Kueue: while quota in a cohort is being reclaimed by preemption, nobody
@@ -303,53 +306,112 @@ class Engine(EngineEvents):
             )
         if assignment.mode is FitMode.BORROW and not may_borrow:
             return _Outcome.WOULD_BORROW
+        if assignment.mode < FitMode.PREEMPT:
+            if not spec.replaces:
+                self._no_fit[(cq.name, wl.shape)] = "; ".join(assignment.reasons) or "does not fit"
+                self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
+            return self._not_admitted(wl, cq, out, "; ".join(assignment.reasons) or "does not fit")
+
+        kept = {}
+        if predecessor is not None and same_queue:
+            kept = {ps.name: ps.topology for ps in predecessor.pod_sets if ps.topology is not None}
+        asks = self._placement.asks(spec.pod_sets, assignment.pod_sets, kept)
+        if assignment.mode >= FitMode.BORROW and self._admission_hold is not None:
+            self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
+            return self._not_admitted(wl, cq, out, self._admission_hold)
         if assignment.mode >= FitMode.BORROW:
-            self._admit(wl, cq, assignment.usage, tuple(assignment.pod_sets), predecessor)
-            out.append(
-                Admit(
-                    wl.key,
-                    cq.name,
-                    wl.pod_sets,
-                    dict(wl.usage),
-                    assignment.borrowing,
-                    predecessor.key if predecessor is not None else None,
+            placement = self._placement.place(asks) if asks else None
+            if placement is None or placement.failure is None:
+                chosen = assignment.pod_sets
+                if placement is not None:
+                    chosen = self._placement.with_placement(chosen, placement)
+                self._admit(wl, cq, assignment.usage, tuple(chosen), predecessor)
+                out.append(
+                    Admit(
+                        wl.key,
+                        cq.name,
+                        wl.pod_sets,
+                        dict(wl.usage),
+                        assignment.borrowing,
+                        predecessor.key if predecessor is not None else None,
+                    )
                 )
-            )
-            return _Outcome.ADMITTED
+                return _Outcome.ADMITTED
+            # The quota is there, the room in one domain is not: free a domain, or wait for one.
+            members = self._accounting.members_of(cq)
+            topology_victims = self._placement.victims(wl, cq, asks, (), members, self._cycle)
+            if topology_victims is not None:
+                return self._preempt(wl, cq, out, topology_victims, {})
+            return self._no_room(wl, cq, out, placement.failure or "no room")
 
         reason = "; ".join(assignment.reasons) or "does not fit"
-        if assignment.mode is FitMode.PREEMPT:
-            victims = find_victims(
-                wl,
-                cq,
-                assignment.need,
-                self._accounting.members_of(cq),
-                self._accounting.queues.__getitem__,
-                self._cycle,
-                self.fair_sharing,
-            )
-            if victims is not None:
-                keys = tuple(v.key for v in victims.workloads)
-                # Victims already being evicted free their quota anyway: only the rest are new.
-                fresh = tuple(v for v in victims.workloads if v.phase is Phase.ADMITTED)
-                for victim in fresh:
-                    victim.phase = Phase.EVICTING
-                wl.awaiting = set(keys)
-                self._preemptors[wl.key] = wl
-                self._reclaiming.add(cq.node.root())
-                if fresh:
-                    fresh_kinds = {v.key: victims.kinds[v.key] for v in fresh}
-                    kinds = set(fresh_kinds.values())
-                    kind = kinds.pop() if len(kinds) == 1 else PreemptionReason.RECLAIM_WITHIN_COHORT
-                    why = f"preempted to admit {wl.key} (priority {spec.priority}) in ClusterQueue {cq.name}"
-                    out.append(Preempt(tuple(v.key for v in fresh), why, wl.key, kind, fresh_kinds))
-                self._pend(out, wl, f"waiting for {len(keys)} preempted workload(s) to release quota")
-                return _Outcome.PREEMPTING
-            if not spec.replaces:
-                self._no_victims[victims_key] = reason
-                if not newer_matters:
-                    self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
-        elif not spec.replaces:
+        victims = find_victims(
+            wl,
+            cq,
+            assignment.need,
+            self._accounting.members_of(cq),
+            self._accounting.queues.__getitem__,
+            self._cycle,
+            self.fair_sharing,
+        )
+        if victims is not None:
+            chosen_victims = victims.workloads
+            if asks:
+                placement = self._placement.place(asks, [v.key for v in chosen_victims])
+                if placement.failure is not None:
+                    members = self._accounting.members_of(cq)
+                    more = self._placement.victims(wl, cq, asks, chosen_victims, members, self._cycle)
+                    if more is None:
+                        return self._no_room(wl, cq, out, placement.failure)
+                    chosen_victims = more
+            return self._preempt(wl, cq, out, chosen_victims, victims.kinds)
+        if not spec.replaces:
+            self._no_victims[victims_key] = reason
+            if not newer_matters:
+                self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
+        return self._not_admitted(wl, cq, out, reason)
+
+    def _preempt(
+        self,
+        wl: WorkloadState,
+        cq: ClusterQueueState,
+        out: list[Decision],
+        victims: list[WorkloadState],
+        kinds: dict[str, PreemptionReason],
+    ) -> _Outcome:
+        """Evict ``victims`` for ``wl``, which waits for them to release their quota and room.
+        Victims chosen for room in a domain (no quota kind known) are named by their queue."""
+        keys = tuple(v.key for v in victims)
+        # Victims already being evicted free their quota anyway: only the rest are new.
+        fresh = tuple(v for v in victims if v.phase is Phase.ADMITTED)
+        for victim in fresh:
+            victim.phase = Phase.EVICTING
+        wl.awaiting = set(keys)
+        self._preemptors[wl.key] = wl
+        self._reclaiming.add(cq.node.root())
+        if fresh:
+            fresh_kinds = {
+                v.key: kinds.get(
+                    v.key,
+                    PreemptionReason.IN_CLUSTER_QUEUE
+                    if v.cluster_queue == cq.name
+                    else PreemptionReason.RECLAIM_WITHIN_COHORT,
+                )
+                for v in fresh
+            }
+            distinct = set(fresh_kinds.values())
+            kind = distinct.pop() if len(distinct) == 1 else PreemptionReason.RECLAIM_WITHIN_COHORT
+            why = f"preempted to admit {wl.key} (priority {wl.spec.priority}) in ClusterQueue {cq.name}"
+            out.append(Preempt(tuple(v.key for v in fresh), why, wl.key, kind, fresh_kinds))
+        self._pend(out, wl, f"waiting for {len(keys)} preempted workload(s) to release quota")
+        return _Outcome.PREEMPTING
+
+    def _no_room(
+        self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], reason: str
+    ) -> _Outcome:
+        """Fits the quota, not the topology: parked until room in a domain is freed."""
+        self._topology_waiting.add(cq.name)
+        if not wl.spec.replaces:
             self._no_fit[(cq.name, wl.shape)] = reason
             self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         return self._not_admitted(wl, cq, out, reason)
@@ -379,6 +441,7 @@ class Engine(EngineEvents):
     ) -> None:
         cq.active.pop(wl.key, None)
         self._accounting.charge(wl, cq.name, usage, pod_sets, cycle=self._cycle, now=self._now)
+        self._placement.charge(wl)
         self._accounting.wake_possible_preemptors(wl, cq)
         if predecessor is not None:
             # The slice takes over: the predecessor's pods now count as the slice's.

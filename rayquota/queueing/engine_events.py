@@ -19,6 +19,7 @@ from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFla
 from .policies import StopPolicy
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
+from .topology_events import TopologyEvents
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +34,15 @@ class WorkloadStatus:
     """The ``now`` of the cycle that admitted it (``None`` while pending)."""
 
 
-class EngineEvents:
+class EngineEvents(TopologyEvents):
     def __init__(self) -> None:
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
         self._accounting = Accounting()
-        self._router = Router(self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason))
+        self._router = Router(
+            self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
+        )
+        self._init_topology()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -90,8 +94,8 @@ class EngineEvents:
         ):
             return
         self._accounting.deleting.discard(cluster_queue.name)
-        self._accounting.cluster_queue_specs[cluster_queue.name] = cluster_queue
-        self._rebuild()
+        self._accounting.upsert_cluster_queue(cluster_queue)
+        self._tree_changed([])
         if cluster_queue.stop_policy is StopPolicy.HOLD_AND_DRAIN:
             state = self._accounting.queues[cluster_queue.name]
             self._drain(list(state.admitted.values()), f"ClusterQueue {cluster_queue.name} is stopped")
@@ -118,8 +122,7 @@ class EngineEvents:
         if state.admitted:
             self._accounting.deleting.add(name)
         else:
-            self._accounting.cluster_queue_specs.pop(name, None)
-            self._rebuild()
+            self._tree_changed(self._accounting.remove_cluster_queue(name))
 
     def upsert_local_queue(self, local_queue: LocalQueue) -> None:
         old = self._router.local_queues.get(local_queue.key)
@@ -149,6 +152,11 @@ class EngineEvents:
         if self._namespaces.get(name) == labels:
             return
         self._namespaces[name] = dict(labels)
+        self._accounting.unpark_everything()
+
+    def wake_all(self) -> None:
+        """Every parked workload is judged again by the next cycle (changes no decision: what was
+        parked could not fit; a read-only copy asks for it to have every sentence current)."""
         self._accounting.unpark_everything()
 
     # --------------------------------------------------------------- workloads
@@ -187,6 +195,9 @@ class EngineEvents:
             return
         if workload.pod_sets != wl.spec.pod_sets:
             self._capacity_changed(self._accounting.scale_down(wl, workload))
+            if self._topology.free(wl.key):
+                self._placement.charge(wl)  # the trimmed assignment
+                self._topology_room_changed()
         wl.set_spec(workload)
         if not workload.active and wl.phase is Phase.ADMITTED:
             self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
@@ -252,6 +263,7 @@ class EngineEvents:
                 fr = (ps.flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
         self._accounting.charge(wl, cluster_queue, usage, tuple(pod_sets), cycle=self._cycle, now=self._now)
+        self._placement.charge(wl)
         if evicting:
             wl.phase = Phase.EVICTING
 
@@ -261,15 +273,23 @@ class EngineEvents:
         wl = self._workloads.get(key)
         if wl is None:
             return None
+        # A member of a group of look-alikes that a cycle did not judge on its own has the
+        # verdict its group got last (the one it would get).
+        group = wl.group
+        reason = group.reason if group is not None and group.reason else wl.reason
         return WorkloadStatus(
             wl.key,
             wl.phase,
             wl.cluster_queue,
-            wl.reason,
+            reason,
             dict(wl.usage),
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
         )
+
+    def next_requeue_at(self) -> float | None:
+        """When the next workload's requeue backoff ends (a cycle is due then), if any waits."""
+        return min(self._router.backing_off.values(), default=None)
 
     def workload_keys(self) -> list[str]:
         return list(self._workloads)
@@ -306,12 +326,14 @@ class EngineEvents:
     # --------------------------------------------------------------- internals
 
     def _free(self, wl: WorkloadState) -> None:
+        if self._topology.free(wl.key):
+            self._topology_room_changed()
         cq = self._accounting.free(wl)
         if cq is None:
             return
         self._capacity_changed(cq)
         if self._accounting.finish_deletion(cq):
-            self._rebuild()
+            self._tree_changed(self._accounting.remove_cluster_queue(cq.name))
 
     def _capacity_changed(self, cq: ClusterQueueState) -> None:
         """Quota was freed: parked workloads that might now fit go back to the active queue."""
@@ -319,7 +341,12 @@ class EngineEvents:
         self._accounting.unpark_members(cq)
 
     def _rebuild(self) -> None:
-        for orphan in self._accounting.rebuild():
+        self._tree_changed(self._accounting.rebuild())
+
+    def _tree_changed(self, orphans: list[WorkloadState]) -> None:
+        """After the cohort tree changed: the workloads of queues gone wait unrouted, everybody
+        parked is judged again, and the unrouted look for their queue."""
+        for orphan in orphans:
             self._router.make_unrouted(orphan)
         self._accounting.unpark_everything()
         self._router.reroute_unrouted()

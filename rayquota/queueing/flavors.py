@@ -10,7 +10,7 @@ there, otherwise the search goes on and falls back to the best one seen.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -50,8 +50,16 @@ class FlavorAssignment:
     reasons: list[str] = field(default_factory=list)
 
 
+TopologyRefusal = Callable[[ResourceFlavor, PodSet], str | None]
+"""Why a pod set's topology request rules a flavor out (see :mod:`.topology_admission`)."""
+
+
 def _flavor_refusal(
-    flavor: ResourceFlavor, pod_set: PodSet, group: ResourceGroup, flavors: Mapping[str, ResourceFlavor]
+    flavor: ResourceFlavor,
+    pod_set: PodSet,
+    group: ResourceGroup,
+    flavors: Mapping[str, ResourceFlavor],
+    topology_refusal: TopologyRefusal | None,
 ) -> str | None:
     if pod_set.node_selector:
         known_keys: set[str] = set()
@@ -68,6 +76,8 @@ def _flavor_refusal(
         tolerations = (*pod_set.tolerations, *flavor.tolerations)
         if not any(t.tolerates(taint) for t in tolerations):
             return f"flavor {flavor.name} has untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    if topology_refusal is not None:
+        return topology_refusal(flavor, pod_set)
     return None
 
 
@@ -117,6 +127,7 @@ def assign_flavors(
     flavors: Mapping[str, ResourceFlavor],
     credit: Mapping[FlavorResource, int],
     preferred: Mapping[str, Mapping[str, str]],
+    topology_refusal: TopologyRefusal | None = None,
 ) -> FlavorAssignment:
     """Pick a flavor per pod set and resource group; report the weakest fit across pod sets.
 
@@ -154,7 +165,7 @@ def assign_flavors(
                 if flavor is None:
                     refusals.append(f"flavor {flavor_quotas.flavor} does not exist")
                     continue
-                refusal = _flavor_refusal(flavor, pod_set, group, flavors)
+                refusal = _flavor_refusal(flavor, pod_set, group, flavors, topology_refusal)
                 if refusal is not None:
                     refusals.append(refusal)
                     continue

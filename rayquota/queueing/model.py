@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .policies import (
     BorrowWithinCohortPolicy,
@@ -84,6 +85,66 @@ class ResourceFlavor:
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+    """The :class:`Topology` of the flavor's nodes: pod sets admitted to it are placed in domains."""
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The levels of a data centre, highest first, each named by the node label that says
+    which domain of the level a node is in (e.g. block -> rack -> ``kubernetes.io/hostname``)."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNode:
+    """A node as topology placement sees it: where it is, what it offers, whether pods may go."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    """milli-units per resource (``pods`` included when the node reports it)"""
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+class TopologyMode(StrEnum):
+    REQUIRED = "Required"
+    """Every pod in one domain of ``level``, or not admitted."""
+    PREFERRED = "Preferred"
+    """One domain of ``level`` if one fits, else one domain a level higher, and so on; at the
+    top, spread over several."""
+    UNCONSTRAINED = "Unconstrained"
+    """Anywhere there is room (placement only makes the admission exact)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Where a pod set's pods must (or should) be, read from Kueue's pod-template annotations.
+
+    With ``slice_size`` > 1 the pods come in slices of that many, each slice in one domain of
+    ``slice_level`` (a multi-host worker group is a natural slice). ``group`` names pod sets that
+    are placed in one domain together (a RayCluster's head with its workers).
+    """
+
+    mode: TopologyMode = TopologyMode.UNCONSTRAINED
+    level: str | None = None
+    """The node label of the level (required / preferred)."""
+    slice_level: str | None = None
+    slice_size: int = 1
+    group: str | None = None
+    invalid: str | None = None
+    """Why the annotations could not be read: the pod set is admitted nowhere, with this reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +253,9 @@ class PodSet:
     requests: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    topology_request: TopologyRequest | None = None
+    """``None``: no annotation. On a flavor with a topology such a pod set is placed
+    unconstrained (Kueue's implied request), so every pod on those nodes is accounted."""
 
     @classmethod
     def of(
@@ -201,6 +265,7 @@ class PodSet:
         requests: Mapping[str, str | int],
         node_selector: Mapping[str, str] | None = None,
         tolerations: tuple[Toleration, ...] = (),
+        topology_request: TopologyRequest | None = None,
     ) -> PodSet:
         """Build from Kubernetes quantities per pod."""
         return cls(
@@ -209,6 +274,7 @@ class PodSet:
             {r: parse_quantity(q) for r, q in requests.items()},
             dict(node_selector or {}),
             tolerations,
+            topology_request,
         )
 
     def totals(self) -> dict[str, int]:
@@ -238,6 +304,12 @@ class Workload:
     active: bool = True
     replaces: str | None = None
     sequence: int = 0
+    pod_owner: str | None = None
+    """The key its pods are reported under (``Engine.upsert_pod(..., workload=...)``), when not its
+    own: every slice of one object names the object, so a slice's pods are known as its own."""
+    requeue_at: float = 0.0
+    """Not before this moment (the caller's clock) does it wait in its queue again: the backoff
+    after an eviction for pods that did not become ready in time (Kueue's ``requeueState``)."""
 
     @property
     def key(self) -> str:

@@ -81,7 +81,7 @@ def _overlaps(wl: WorkloadState, need: Mapping[FlavorResource, int]) -> bool:
     return any(fr in need for fr in wl.usage)
 
 
-def _same_queue_eligible(
+def same_queue_eligible(
     preemptor: WorkloadState, victim: WorkloadState, policy: WithinClusterQueuePolicy
 ) -> bool:
     if policy is WithinClusterQueuePolicy.NEVER:
@@ -123,7 +123,7 @@ def find_victims(
     same = [
         v
         for v in cq.admitted.values()
-        if eligible(v) and _same_queue_eligible(preemptor, v, policy.within_cluster_queue)
+        if eligible(v) and same_queue_eligible(preemptor, v, policy.within_cluster_queue)
     ]
     reclaim: list[WorkloadState] = []
     borrow: list[WorkloadState] = []

@@ -24,18 +24,28 @@ def local_queue_key(spec: Workload) -> str:
 
 
 class Router:
-    def __init__(self, accounting: Accounting, tell: Tell) -> None:
+    def __init__(self, accounting: Accounting, tell: Tell, clock: Callable[[], float]) -> None:
         self.accounting = accounting
         self.tell = tell
+        self.clock = clock
+        """The moment of the last cycle: a workload whose ``requeue_at`` is later waits unrouted."""
         self.local_queues: dict[str, LocalQueue] = {}
         self.unrouted: dict[str, WorkloadState] = {}
+        self.backing_off: dict[str, float] = {}
+        """Unrouted workloads waiting for their ``requeue_at``, and when that is."""
 
     def route(self, wl: WorkloadState) -> None:
         """Put a pending workload in its ClusterQueue's line, or unrouted with the reason."""
         spec = wl.spec
         if not spec.active:
+            self.backing_off.pop(wl.key, None)
             self.make_unrouted(wl, f"workload {wl.key} is inactive")
             return
+        if spec.requeue_at > self.clock():
+            self.backing_off[wl.key] = spec.requeue_at
+            self.make_unrouted(wl, "waiting for its requeue backoff to end (requeueState.requeueAt)")
+            return
+        self.backing_off.pop(wl.key, None)
         local_queue = self.local_queues.get(local_queue_key(spec))
         if local_queue is None:
             self.make_unrouted(wl, f"LocalQueue {local_queue_key(spec)} does not exist")
@@ -68,9 +78,19 @@ class Router:
         for wl in list(self.unrouted.values()):
             self.route(wl)
 
+    def route_due(self, now: float) -> None:
+        """Workloads whose backoff ended by ``now`` join their lines."""
+        for key, when in sorted(self.backing_off.items(), key=lambda item: (item[1], item[0])):
+            if when <= now:
+                wl = self.unrouted.get(key)
+                self.backing_off.pop(key, None)
+                if wl is not None:
+                    self.route(wl)
+
     def remove_from_queue(self, wl: WorkloadState) -> None:
         """Take a pending workload out of its line (or out of the unrouted)."""
         self.unrouted.pop(wl.key, None)
+        self.backing_off.pop(wl.key, None)
         if wl.cluster_queue is not None and wl.phase is Phase.PENDING:
             cq = self.accounting.queues.get(wl.cluster_queue)
             if cq is not None:

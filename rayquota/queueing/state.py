@@ -11,6 +11,9 @@ from .decisions import PodSetAssignment
 from .model import ClusterQueue, FlavorResource, ResourceGroup, Workload
 from .policies import StopPolicy
 
+NOTHING_PARKED = -(1 << 62)
+"""``parked_top`` of a queue with nothing parked: below every priority."""
+
 Order = tuple[int, float, int, int]
 """Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""
 
@@ -84,6 +87,7 @@ def _shape(spec: Workload) -> Shape:
             tuple(sorted(ps.requests.items())),
             tuple(sorted(ps.node_selector.items())),
             ps.tolerations,
+            ps.topology_request,
         )
         for ps in spec.pod_sets
     )
@@ -170,7 +174,7 @@ class ClusterQueueState:
         self.awake_groups: dict[int, PendingGroup] = {}
         self.parked_groups: dict[Shape, PendingGroup] = {}
         self.admitted: dict[str, WorkloadState] = {}
-        self.parked_top = -(1 << 62)
+        self.parked_top = NOTHING_PARKED
         """The highest priority among parked workloads (an upper bound until the next unpark)."""
         self.group_of: dict[str, ResourceGroup] = {}
         self.selector_keys: dict[int, frozenset[str]] = {}
@@ -283,7 +287,7 @@ class ClusterQueueState:
             group.awake = True
             self.awake_groups[id(group)] = group
         self.parked_groups.clear()
-        self.parked_top = -(1 << 62)
+        self.parked_top = NOTHING_PARKED
 
     @property
     def has_parked(self) -> bool:

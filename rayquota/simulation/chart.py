@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rayquota.queueing.topology_fit import level_name
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.container import BarContainer
@@ -99,7 +101,9 @@ def chart(report: dict[str, Any]) -> Figure:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
+    domains = report.get("domains")
+    rows = 3 if domains else 2
+    fig, axes = plt.subplots(rows, 2, figsize=(13, 4.25 * rows), squeeze=False)
     fig.suptitle(
         f"{report['scenario']}: makespan {report['makespan_s']:.1f} s "
         f"(capacity bound {report['capacity_bound_s']:.1f} s), "
@@ -114,8 +118,25 @@ def chart(report: dict[str, Any]) -> Figure:
     ax.set_xlabel("time (s)")
     _classes(axes[1][0], report)
     _queues(axes[1][1], report)
+    if domains:
+        _domains(axes[2][0], domains)
+        axes[2][1].axis("off")
     fig.tight_layout()
     return fig
+
+
+def _domains(ax: Axes, domains: dict[str, Any]) -> None:
+    """Mean and peak use of each topology domain (a rack, say) of its resource."""
+    names = list(domains["per_domain"])
+    mean = [100 * d["utilisation_mean"] for d in domains["per_domain"].values()]
+    peak = [100 * d["utilisation_peak"] for d in domains["per_domain"].values()]
+    positions = range(len(names))
+    bars = ax.bar(positions, mean, color="tab:blue", label="mean")
+    _label(ax, bars, mean)
+    ax.plot(positions, peak, "v", color="tab:red", label="peak")
+    ax.set_xticks(list(positions), names, rotation=30, ha="right")
+    ax.set_ylim(0, 110)
+    _title_and_legend(ax, f"{domains['resource']} use per {level_name(domains['level'])} (%)")
 
 
 def write_chart(report: dict[str, Any], path: Path) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rayquota.queueing import format_quantity
+from rayquota.queueing.topology_fit import level_name
 
 from .simulator import SimulationResult, WorkloadRecord
 
@@ -76,7 +77,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     wasted_s = max(
         (result.wasted.get(r, 0) / c / 1000 for r, c in result.capacity.items() if c > 0), default=0.0
     )
-    return {
+    report: dict[str, Any] = {
         "scenario": result.scenario.name,
         "makespan_s": makespan_s,
         "capacity_bound_s": bound_s,
@@ -107,6 +108,22 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             for t, usage, pending in result.timeline[::step]
         ],
     }
+    if result.domains is not None:
+        use = result.domains
+        report["domains"] = {
+            "level": use.level,
+            "resource": use.resource,
+            "per_domain": {
+                domain: {
+                    "capacity": format_quantity(capacity, use.resource),
+                    "utilisation_mean": round(use.used.integral.get(domain, 0) / (capacity * span), 4),
+                    "utilisation_peak": round(use.peak.get(domain, 0) / capacity, 4),
+                }
+                for domain, capacity in sorted(use.capacity.items())
+                if capacity > 0
+            },
+        }
+    return report
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -119,6 +136,15 @@ def summary(report: dict[str, Any]) -> str:
         "  utilisation " + ", ".join(f"{r} {100 * u:.1f}%" for r, u in report["utilisation_mean"].items()),
         f"  engine: {report['cycles']} cycles, {report['decisions']} decisions, {report['engine_seconds']} s",
     ]
+    domains = report.get("domains")
+    if domains:
+        lines.append(
+            f"  {domains['resource']} use per {level_name(domains['level'])} (mean/peak): "
+            + ", ".join(
+                f"{d} {100 * u['utilisation_mean']:.0f}%/{100 * u['utilisation_peak']:.0f}%"
+                for d, u in domains["per_domain"].items()
+            )
+        )
     for name, stats in report["classes"].items():
         w = stats["wait_s"]
         lines.append(

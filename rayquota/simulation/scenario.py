@@ -48,24 +48,36 @@ one exists; times are in seconds; quantities are Kubernetes quantities::
         pods: 1                 # pods per workload ...
         requests: {nvidia.com/gpu: 1}   # ... each requesting this
         nodeSelector: {}
+        topologyRequest: {required: topology.rayquota.io/rack}   # Kueue's PodSetTopologyRequest
+    # Topology-aware admission (optional): Topologies, racks of nodes in the nodes file's format
+    # (rayquota.localcluster.nodes), and a flavor naming the topology (topologyName).
+    topologies:
+      - {name: racks, levels: [topology.rayquota.io/block, topology.rayquota.io/rack, kubernetes.io/hostname]}
+    nodes:
+      - {name: h100, count: 4, blocks: 2, racks: 2, cpu: "64", memory: 512Gi, gpus: 8}
+    domainLevel: topology.rayquota.io/rack    # the level the report's per-domain use is given at
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rayquota.operator.queue import converter
+from rayquota.localcluster.nodes import pools_from
+from rayquota.operator.queue import converter, topology_request
+from rayquota.operator.queue.topology_feed import cluster_node
 from rayquota.queueing import (
+    ClusterNode,
     ClusterQueue,
     Cohort,
     LocalQueue,
     PodSet,
     ResourceFlavor,
+    Topology,
 )
 
 
@@ -95,6 +107,9 @@ class Scenario:
     cluster_queues: list[ClusterQueue] = field(default_factory=list)
     local_queues: list[LocalQueue] = field(default_factory=list)
     classes: list[WorkloadClass] = field(default_factory=list)
+    topologies: list[Topology] = field(default_factory=list)
+    nodes: list[ClusterNode] = field(default_factory=list)
+    domain_level: str | None = None
 
 
 def _cluster_queue(raw: Mapping[str, Any], name: str, cohort: str | None) -> ClusterQueue:
@@ -119,6 +134,7 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
             scenario.cohorts.append(converter.cohort_from_spec(str(cohort["name"]), cohort))
     except converter.ConversionError as exc:
         raise ScenarioError(str(exc)) from exc
+    _parse_topology(raw, scenario)
     for cq in raw.get("clusterQueues") or ():
         scenario.cluster_queues.append(_cluster_queue(cq, str(cq["name"]), cq.get("cohort")))
     topology = raw.get("topology")
@@ -144,6 +160,7 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
                 int(wc.get("pods", 1)),
                 dict(wc.get("requests") or {}),
                 dict(wc.get("nodeSelector") or {}),
+                topology_request=topology_request.from_api(wc.get("topologyRequest")),
             )
         except ValueError as exc:
             raise ScenarioError(f"workloadClass {name}: {exc}") from exc
@@ -163,6 +180,28 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
         if unknown:
             raise ScenarioError(f"workloadClass {name}: unknown LocalQueue(s) {sorted(unknown)}")
     return scenario
+
+
+def _parse_topology(raw: Mapping[str, Any], scenario: Scenario) -> None:
+    for index, entry in enumerate(raw.get("topologies") or ()):
+        levels = [
+            level.get("nodeLabel") if isinstance(level, Mapping) else level
+            for level in entry.get("levels") or ()
+        ]
+        if not entry.get("name") or not levels or not all(levels):
+            raise ScenarioError(f"topologies[{index}]: needs a name and levels (node labels, highest first)")
+        scenario.topologies.append(Topology(str(entry["name"]), tuple(str(level) for level in levels)))
+    try:
+        pools = pools_from(raw["nodes"], "nodes") if raw.get("nodes") else ()
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from exc
+    # kwok would report them Ready: the simulation's nodes are.
+    scenario.nodes = [replace(cluster_node(m), ready=True) for pool in pools for m in pool.manifests()]
+    level = raw.get("domainLevel")
+    if level is None and scenario.topologies:
+        first = scenario.topologies[0].levels
+        level = first[-2] if len(first) > 1 else first[0]
+    scenario.domain_level = str(level) if level else None
 
 
 def load_scenario(path: Path) -> Scenario:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from rayquota.operator.queue.driver import AdmittedSlice, Driver
-from rayquota.queueing import Engine, FlavorResource, Workload
+from rayquota.queueing import HOSTNAME_LABEL, Engine, FlavorResource, Workload
 
 from .scenario import Scenario, WorkloadClass
 
@@ -41,6 +41,8 @@ class WorkloadRecord:
     preemptions: int = 0
     token: int = 0
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    domains: dict[str, int] = field(default_factory=dict)
+    """What it holds per topology domain (of the scenario's domain level and resource)."""
 
 
 @dataclass(slots=True)
@@ -81,6 +83,23 @@ class SimulationResult:
     arrival_bound_ms: int
     wasted: dict[str, int]
     """Work lost to preemption per resource (milli-units x ms): what victims ran before eviction."""
+    domains: DomainUse | None = None
+
+
+@dataclass(slots=True)
+class DomainUse:
+    """Use of one resource per domain of one topology level, over time."""
+
+    level: str
+    resource: str
+    capacity: dict[str, int]
+    used: UsageIntegral = field(default_factory=UsageIntegral)
+    peak: dict[str, int] = field(default_factory=dict)
+
+    def change(self, now_ms: int, held: dict[str, int], sign: int) -> None:
+        for domain, amount in held.items():
+            self.used.change(now_ms, domain, sign * amount)
+            self.peak[domain] = max(self.peak.get(domain, 0), self.used.current.get(domain, 0))
 
 
 class SimulationWriter:
@@ -115,7 +134,56 @@ class Simulation:
             self.driver.configure(cq)
         for lq in scenario.local_queues:
             self.driver.configure(lq)
+        for topology in scenario.topologies:
+            self.engine.upsert_topology(topology)
+        for node in scenario.nodes:
+            self.engine.upsert_node(node)
         self._cq_of_lq = {lq.key: lq.cluster_queue for lq in scenario.local_queues}
+        self.domains = self._domain_use()
+        # node name (its hostname label) -> its domain at the report's level
+        self._domain_of_host = (
+            {
+                node.labels.get(HOSTNAME_LABEL, node.name): node.labels.get(self.domains.level, "")
+                for node in scenario.nodes
+            }
+            if self.domains is not None
+            else {}
+        )
+
+    def _domain_use(self) -> DomainUse | None:
+        level = self.scenario.domain_level
+        if level is None or not self.scenario.nodes:
+            return None
+        requested = {r for wc in self.scenario.classes for r in wc.pod_set.requests}
+        special = sorted(r for r in requested if r not in ("cpu", "memory"))
+        resource = special[0] if special else "cpu"
+        capacity: dict[str, int] = {}
+        for node in self.scenario.nodes:
+            domain = node.labels.get(level)
+            if domain is not None:
+                capacity[domain] = capacity.get(domain, 0) + node.allocatable.get(resource, 0)
+        return DomainUse(level, resource, capacity)
+
+    def _held_per_domain(self, admission: AdmittedSlice) -> dict[str, int]:
+        if self.domains is None:
+            return {}
+        held: dict[str, int] = {}
+        for ps in admission.pod_sets:
+            if ps.topology is None or not ps.count:
+                continue
+            per_pod = ps.usage.get(self.domains.resource, 0) // ps.count
+            levels = ps.topology.levels
+            for domain in ps.topology.domains:
+                if levels[-1] == HOSTNAME_LABEL:
+                    where = self._domain_of_host.get(domain.values[-1], "")
+                else:
+                    where = (
+                        domain.values[levels.index(self.domains.level)]
+                        if self.domains.level in levels
+                        else ""
+                    )
+                held[where] = held.get(where, 0) + per_pod * domain.count
+        return held
 
     def _workloads(self) -> list[tuple[int, Workload, WorkloadClass]]:
         arrivals: list[tuple[int, Workload, WorkloadClass]] = []
@@ -170,6 +238,8 @@ class Simulation:
             for (_, resource), amount in rec.usage.items():
                 total.change(now, resource, sign * amount)
                 queue.change(now, resource, sign * amount)
+            if self.domains is not None:
+                self.domains.change(now, rec.domains, sign)
 
         while events:
             now = events[0][0]
@@ -198,6 +268,7 @@ class Simulation:
                 if rec.admitted_ms is None:
                     rec.admitted_ms = now
                 rec.usage = dict(admission.usage)
+                rec.domains = self._held_per_domain(admission)
                 rec.last_admitted_ms = now
                 rec.token += 1
                 charge(now, rec, +1)
@@ -219,6 +290,8 @@ class Simulation:
         total.close(makespan)
         for queue in per_queue.values():
             queue.close(makespan)
+        if self.domains is not None:
+            self.domains.used.close(makespan)
         return SimulationResult(
             scenario=self.scenario,
             records=list(records.values()),
@@ -234,6 +307,7 @@ class Simulation:
             capacity_bound_ms=self._capacity_bound(records.values()),
             arrival_bound_ms=max((r.arrival_ms + r.runtime_ms for r in records.values()), default=0),
             wasted=wasted,
+            domains=self.domains,
         )
 
     def _capacity(self) -> dict[str, int]:

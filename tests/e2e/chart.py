@@ -30,12 +30,27 @@ def helm(*args: str, cluster: LocalCluster | None = None) -> subprocess.Complete
     return subprocess.run([str(binaries.HELM.path("helm")), *args], capture_output=True, text=True, env=env)
 
 
-def render(*values: str, chart: Path = CHART, namespace: str = "rayquota-system") -> list[dict[str, Any]]:
-    """`helm template --include-crds` with `--set` values, as a list of objects."""
-    sets = [arg for value in values for arg in ("--set", value)]
-    result = helm("template", "rq", str(chart), "-n", namespace, "--include-crds", *sets)
+# KubeRay's own values file for its operator chart at v1.7.0 (data only; see the file's header).
+KUBERAY_VALUES = REPO / "tests" / "e2e" / "data" / "kuberay-operator-values-v1.7.0.yaml"
+
+
+def render(
+    *values: str, chart: Path = CHART, namespace: str = "rayquota-system", files: tuple[Path, ...] = ()
+) -> list[dict[str, Any]]:
+    """`helm template --include-crds` with values files (`-f`, in order) and `--set` values, as a
+    list of objects."""
+    result = template(*values, chart=chart, namespace=namespace, files=files)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def template(
+    *values: str, chart: Path = CHART, namespace: str = "rayquota-system", files: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`helm template` as it ran, for tests of what the chart refuses."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    args = [arg for path in files for arg in ("-f", str(path))]
+    return helm("template", "rq", str(chart), "-n", namespace, "--include-crds", *args, *sets)
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> Iterator[dict[str, Any]]:

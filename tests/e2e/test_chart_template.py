@@ -62,7 +62,7 @@ def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
     assert "--leader-elect" in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["resources"]["requests"] == {"cpu": "200m", "memory": "256Mi"}
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
     assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook"}
     env = env_of(deployment)
     assert env["RAYQUOTA_WEBHOOK_LISTEN_PORT"] == "9443"

@@ -65,6 +65,7 @@ def over_quota_rayjob(namespace: str) -> dict[str, Any]:
         "spec": {
             "entrypoint": "python -c 'print(1)'",
             "suspend": False,
+            "shutdownAfterJobFinishes": True,
             "rayClusterSpec": {
                 "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head]}}},
                 "workerGroupSpecs": [

@@ -1,16 +1,22 @@
+{{- /* nameOverride and fullnameOverride as Helm charts (KubeRay's among them) usually read them. */}}
+{{- define "rayquota.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "rayquota.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- $name := include "rayquota.name" . -}}
+{{- if .Values.fullnameOverride -}}{{ .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}{{- else if contains $name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}{{- end -}}
 {{- end -}}
 
 {{- define "rayquota.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "rayquota.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{- define "rayquota.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "rayquota.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -20,7 +26,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Non-empty when the operator issues its own webhook certificate and patches the caBundle. */}}
 {{- define "rayquota.selfSignedWebhookCerts" -}}
-{{- if and .Values.webhooks.enabled (not .Values.webhooks.certManager.enabled) (not .Values.webhooks.caBundle) -}}true{{- end -}}
+{{- if and (include "rayquota.webhooksEnabled" .) (not .Values.webhooks.certManager.enabled) (not .Values.webhooks.caBundle) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "rayquota.certSecretName" -}}

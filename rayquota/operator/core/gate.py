@@ -56,6 +56,10 @@ class AdmittedCaps:
     # included) may request together; a resource not named may not be requested at all. None:
     # no resource bound (counts only).
     budget: Mapping[str, int] | None = None
+    # Topology-aware admission: where each group's pods go, (nodeSelector, pods) per domain in
+    # the assignment's order; None / absent: no assignment, pods go wherever the flavor allows.
+    head_domains: tuple[tuple[Mapping[str, str], int], ...] | None = None
+    worker_domains: Mapping[str, tuple[tuple[Mapping[str, str], int], ...]] = field(default_factory=dict)
 
     def worker_cap(self, group: str) -> int:
         return int(self.workers.get(group, 0)) if self.head else 0

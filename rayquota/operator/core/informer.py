@@ -45,6 +45,7 @@ class Informer:
         scope: NamespaceScope,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
         watch_timeout_s: tuple[int, int] = (300, 600),
     ) -> None:
@@ -52,6 +53,7 @@ class Informer:
         self.resource = resource
         self.scope = scope
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.store = Store(indexers)
         self._handlers: list[ChangeHandler] = []
         self._watch_timeout_s = watch_timeout_s
@@ -61,7 +63,8 @@ class Informer:
         self.relists = 0  # how many times a LIST was needed (start-up included)
 
     def __repr__(self) -> str:
-        selector = f" [{self.label_selector}]" if self.label_selector else ""
+        selectors = [s for s in (self.label_selector, self.field_selector) if s]
+        selector = f" [{'; '.join(selectors)}]" if selectors else ""
         return f"Informer({self.resource}{selector})"
 
     def on_change(self, handler: ChangeHandler) -> None:
@@ -73,7 +76,11 @@ class Informer:
     # --- internals -------------------------------------------------------------------------------
 
     def _params(self) -> dict[str, str]:
-        return {"labelSelector": self.label_selector} if self.label_selector else {}
+        params = {"labelSelector": self.label_selector} if self.label_selector else {}
+        if self.field_selector:
+            # Objects that stop matching (a pod that finished) arrive as DELETED events.
+            params["fieldSelector"] = self.field_selector
+        return params
 
     async def _list_and_watch(self, namespace: str | None) -> None:
         version: str | None = None

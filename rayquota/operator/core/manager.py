@@ -47,7 +47,7 @@ class Manager:
         self.status = StatusWriter(client)
         self.gate: AdmissionGate = NoGate()
         self.ready = asyncio.Event()
-        self._informers: dict[tuple[Resource, str | None], Informer] = {}
+        self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[str, Runnable]] = []
         self._shutdown_hooks: list[Runnable] = []
@@ -59,13 +59,20 @@ class Manager:
         resource: Resource,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
     ) -> Informer:
-        """The shared informer for a resource and selector (created on first use)."""
-        key = (resource, label_selector)
+        """The shared informer for a resource and selectors (created on first use)."""
+        key = (resource, label_selector, field_selector)
         informer = self._informers.get(key)
         if informer is None:
-            informer = Informer(self.client, resource, self.scope, label_selector=label_selector)
+            informer = Informer(
+                self.client,
+                resource,
+                self.scope,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
             informer.on_change(self.status.observe)
             self._informers[key] = informer
         for name, indexer in (indexers or {}).items():

@@ -50,6 +50,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
@@ -59,6 +60,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", "RayService")
+RAYCRONJOBS = Resource("ray.io", "v1", "raycronjobs", "RayCronJob")
 
 QUEUEING_GROUP, QUEUEING_VERSION = "rayquota.io", "v1alpha1"
 RESOURCE_FLAVORS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "resourceflavors", "ResourceFlavor", False)
@@ -66,6 +68,7 @@ CLUSTER_QUEUES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "clusterqueues", "Cl
 COHORTS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "cohorts", "Cohort", False)
 LOCAL_QUEUES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "localqueues", "LocalQueue")
 WORKLOADS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "workloads", "Workload")
+TOPOLOGIES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "topologies", "Topology", False)
 WORKLOAD_PRIORITY_CLASSES = Resource(
     QUEUEING_GROUP, QUEUEING_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
 )

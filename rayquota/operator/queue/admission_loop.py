@@ -18,7 +18,7 @@ from typing import Any
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, metrics
-from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.driver import AdmittedSlice, Driver, Writer
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import ClusterQueue, Cohort, Engine, LocalQueue, ResourceFlavor
 
@@ -57,10 +57,21 @@ class EnqueueingWriter:
         self._enqueue_decision(object_key(workload))
 
 
+FAIR_SHARING_ENV = "RAYQUOTA_FAIR_SHARING"
+
+
+def fair_sharing_from_env(env: Mapping[str, str]) -> bool:
+    return env.get(FAIR_SHARING_ENV, "") in ("1", "true")
+
+
 class AdmissionLoop:
-    def __init__(self, fair_sharing: bool = False) -> None:
+    def __init__(self, fair_sharing: bool = False, decisions: Writer | None = None) -> None:
+        """``decisions``: where the driver's decisions go instead of the Workload controller (a
+        read-only copy of the engine, such as the dashboard's, passes one that ignores them)."""
         self.writer = EnqueueingWriter()
-        self.driver = Driver(Engine(fair_sharing=fair_sharing), self.writer)
+        self.driver = Driver(
+            Engine(fair_sharing=fair_sharing), self.writer if decisions is None else decisions
+        )
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
         self._priorities: dict[str, int] = {}
@@ -145,7 +156,13 @@ class AdmissionLoop:
             self.writer.enqueue(key)
         self.restored.set()
         while True:
-            await self._wake.wait()
+            due = self.driver.engine.next_requeue_at()
+            try:
+                # A workload's requeue backoff ending is an event too: a cycle is due then.
+                timeout = None if due is None else max(0.0, due - time.time()) + 0.05
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
             self._wake.clear()
             await asyncio.sleep(0)  # let the events of this loop turn arrive first: one cycle for all
             started = time.perf_counter()

@@ -1,7 +1,7 @@
 """Which API group the queue integration acts on: rayquota.io/v1alpha1 (default) or Kueue's
 kueue.x-k8s.io/v1beta2 (Kueue-API mode, for clusters that run no Kueue controller).
 
-Both modes run the same engine, driver and reconciler; a :class:`QueueApi` names the six
+Both modes run the same engine, driver and reconciler; a :class:`QueueApi` names the seven
 resources and translates the few bodies whose shape differs between the two groups.
 """
 
@@ -39,6 +39,7 @@ class QueueApi:
     local_queues: Resource
     workloads: Resource
     workload_priority_classes: Resource
+    topologies: Resource
     # Outbound translations of what the integration writes (rayquota shape in, group's shape out).
     workload_spec: Shape = field(default=_same)
     workload_status: Shape = field(default=_same)
@@ -66,6 +67,7 @@ RAYQUOTA = QueueApi(
     resources.LOCAL_QUEUES,
     resources.WORKLOADS,
     resources.WORKLOAD_PRIORITY_CLASSES,
+    resources.TOPOLOGIES,
 )
 
 KUEUE = QueueApi(
@@ -76,6 +78,7 @@ KUEUE = QueueApi(
     Resource(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue"),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload"),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False),
+    Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", "Topology", False),
     workload_spec=kueue_shapes.workload_spec_to_kueue,
     workload_status=kueue_shapes.workload_status_to_kueue,
     local_queue_status=kueue_shapes.local_queue_status_to_kueue,

@@ -16,7 +16,7 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue import converter
+from rayquota.operator.queue import cli_topology, converter
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
 from rayquota.operator.queue.pod_set_words import in_words, words_of
@@ -57,6 +57,11 @@ class QueueState:
     local_queues: list[Obj] = field(default_factory=list)
     workloads: list[Obj] = field(default_factory=list)
     priority_classes: list[Obj] = field(default_factory=list)
+    # Topology placement's inputs, for explain.
+    topologies: list[Obj] = field(default_factory=list)
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    clusters: list[Obj] = field(default_factory=list)
 
 
 async def fetch_state(namespace: str | None = None) -> QueueState:
@@ -78,7 +83,7 @@ async def fetch_state(namespace: str | None = None) -> QueueState:
     finally:
         await client.close()
     flavors, cohorts, cluster_queues, local_queues, workloads, priority_classes = lists
-    return QueueState(
+    state = QueueState(
         list(flavors),
         list(cohorts),
         list(cluster_queues),
@@ -86,6 +91,9 @@ async def fetch_state(namespace: str | None = None) -> QueueState:
         list(workloads),
         list(priority_classes),
     )
+    if any((f.get("spec") or {}).get("topologyName") for f in state.flavors):
+        await cli_topology.fetch(state)
+    return state
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -199,6 +207,9 @@ def rebuild(state: QueueState) -> Driver:
         driver.configure(converter.cluster_queue(cq))
     for lq in state.local_queues:
         driver.configure(converter.local_queue(lq))
+    cli_topology.feed(
+        driver.engine, state.topologies, state.nodes, state.pods, state.workloads, state.clusters
+    )
     load_workloads(driver, state.workloads, lambda wl: converter.workload(wl, priorities.get))
     return driver
 
@@ -283,6 +294,8 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         return "\n".join(lines)
     lines.append(f"  ClusterQueue: {cluster_queue}")
     lines.append("  free now: " + _free(engine, cluster_queue))
+    flavors = sorted({flavor for flavor, _ in _quota_keys(engine, cluster_queue)})
+    lines.extend(cli_topology.room_lines(engine, spec, flavors))
     if workload_phase(workload) == "Admitted":
         waiting = driver.pending_reason(key)
         if waiting:
@@ -315,6 +328,11 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     ):
         lines.append(f"  why it waits: {in_words(status.pending_reason, words)}")
     return "\n".join(lines)
+
+
+def _quota_keys(engine: Engine, cluster_queue: str) -> list[tuple[str, str]]:
+    node = next(n for n in engine.snapshot() if n.is_cluster_queue and n.name == cluster_queue)
+    return sorted(node.quota)
 
 
 def _free(engine: Engine, cluster_queue: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.queue import creation_order, kueue_shapes
+from rayquota.operator.queue import creation_order, kueue_shapes, topology_request
 from rayquota.operator.queue.podsets import PodSetDemand
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import (
@@ -38,6 +38,9 @@ from rayquota.queueing import (
     StopPolicy,
     Taint,
     Toleration,
+    Topology,
+    TopologyAssignment,
+    TopologyDomain,
     WhenCanBorrow,
     WhenCanPreempt,
     WithinClusterQueuePolicy,
@@ -76,7 +79,19 @@ def flavor_from_spec(name: str, spec: Mapping[str, Any]) -> ResourceFlavor:
             for t in spec.get("nodeTaints") or ()
         ),
         tuple(toleration(t) for t in spec.get("tolerations") or ()),
+        str(spec["topologyName"]) if spec.get("topologyName") else None,
     )
+
+
+def topology_from_spec(name: str, spec: Mapping[str, Any]) -> Topology:
+    levels = tuple(str(level.get("nodeLabel") or "") for level in spec.get("levels") or ())
+    if not levels or not all(levels):
+        raise ConversionError(f"topology {name}.spec.levels: every level needs a nodeLabel")
+    return Topology(name, levels)
+
+
+def topology(body: Mapping[str, Any]) -> Topology:
+    return topology_from_spec(_name(body), body.get("spec") or {})
 
 
 def resource_groups(raw: Sequence[Mapping[str, Any]] | None, where: str) -> tuple[ResourceGroup, ...]:
@@ -203,6 +218,7 @@ def engine_pod_set(demand: PodSetDemand) -> PodSet:
         dict(demand.requests),
         dict(demand.node_selector),
         tuple(toleration(t) for t in demand.tolerations),
+        demand.topology_request,
     )
 
 
@@ -222,6 +238,9 @@ def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
                 "tolerations": [dict(t) for t in demand.tolerations],
             }
         }
+    request = demand.topology_request
+    if request is not None and request.invalid is None:
+        out["topologyRequest"] = topology_request.to_api(request)
     return out
 
 
@@ -240,6 +259,7 @@ def _pod_set_from_api(raw: Mapping[str, Any], where: str) -> PodSet:
         {r: q for r, q in requests.items() if q},
         {str(k): str(v) for k, v in (template_spec.get("nodeSelector") or {}).items()},
         tuple(toleration(t) for t in template_spec.get("tolerations") or ()),
+        topology_request.from_api(raw.get("topologyRequest")),
     )
 
 
@@ -266,6 +286,7 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
     # Our Workloads queue in their owners' creation order; others in their own (creation_order.py).
     order = creation_order.parse(meta.get("annotations"))
     created, sequence = order if order is not None else (meta.get("creationTimestamp"), 0)
+    requeue_state = (body.get("status") or {}).get("requeueState") or {}
     return Workload(
         str(meta["namespace"]),
         str(meta["name"]),
@@ -275,26 +296,53 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
         created=timestamp(created),
         active=spec.get("active", True) is not False,
         sequence=sequence,
+        # Every slice the driver makes of it keeps this: its pods are known by the Workload.
+        pod_owner=f"{meta['namespace']}/{meta['name']}",
+        requeue_at=timestamp(requeue_state.get("requeueAt")),
     )
 
 
 # --- admissions -----------------------------------------------------------------------------
 
 
-def admission_to_api(cluster_queue_name: str, pod_sets: Sequence[PodSetAssignment]) -> dict[str, Any]:
-    """``status.admission``: the ClusterQueue and, per pod set, flavor and usage per resource."""
+def topology_assignment_to_api(assignment: TopologyAssignment) -> dict[str, Any]:
+    """Kueue v1beta1's shape: ``levels`` and ``domains[{values, count}]``."""
     return {
-        "clusterQueue": cluster_queue_name,
-        "podSetAssignments": [
-            {
-                "name": ps.name,
-                "count": ps.count,
-                "flavors": dict(sorted(ps.flavors.items())),
-                "resourceUsage": {r: format_quantity(q, r) for r, q in sorted(ps.usage.items())},
-            }
-            for ps in pod_sets
-        ],
+        "levels": list(assignment.levels),
+        "domains": [{"values": list(d.values), "count": d.count} for d in assignment.domains],
     }
+
+
+def topology_assignment_from_api(raw: Mapping[str, Any] | None) -> TopologyAssignment | None:
+    """Either shape: v1beta1's ``domains`` or Kueue v1beta2's ``slices``."""
+    if not raw:
+        return None
+    if "slices" in raw:
+        return kueue_shapes.topology_assignment_from_slices(raw)
+    return TopologyAssignment(
+        tuple(str(level) for level in raw.get("levels") or ()),
+        tuple(
+            TopologyDomain(tuple(str(v) for v in d.get("values") or ()), int(d.get("count") or 0))
+            for d in raw.get("domains") or ()
+        ),
+    )
+
+
+def admission_to_api(cluster_queue_name: str, pod_sets: Sequence[PodSetAssignment]) -> dict[str, Any]:
+    """``status.admission``: the ClusterQueue and, per pod set, flavor and usage per resource, and
+    where its pods go when its flavor has a topology."""
+    out: list[dict[str, Any]] = []
+    for ps in pod_sets:
+        entry: dict[str, Any] = {
+            "name": ps.name,
+            "count": ps.count,
+            "flavors": dict(sorted(ps.flavors.items())),
+            "resourceUsage": {r: format_quantity(q, r) for r, q in sorted(ps.usage.items())},
+        }
+        if ps.topology is not None:
+            entry["topologyAssignment"] = topology_assignment_to_api(ps.topology)
+        out.append(entry)
+    return {"clusterQueue": cluster_queue_name, "podSetAssignments": out}
 
 
 def admission_from_api(admission: Mapping[str, Any]) -> tuple[str, tuple[PodSetAssignment, ...]]:
@@ -305,6 +353,7 @@ def admission_from_api(admission: Mapping[str, Any]) -> tuple[str, tuple[PodSetA
             int(ps.get("count") or 0),
             {str(r): str(f) for r, f in (ps.get("flavors") or {}).items()},
             {str(r): parse_quantity(q) for r, q in (ps.get("resourceUsage") or {}).items()},
+            topology_assignment_from_api(ps.get("topologyAssignment")),
         )
         for ps in admission.get("podSetAssignments") or ()
     )

@@ -233,6 +233,18 @@ class Driver:
             tracked.pending_key = admitted_key
             self.engine.update_workload(_with_key(tracked.spec, admitted_key))
 
+    def evict(self, key: str, reason: str, kind: str) -> None:
+        """The operator evicts an admitted workload itself (its pods were not ready in time):
+        its quota is held until :meth:`pods_gone`, as for a preemption."""
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.admitted_key is None or tracked.evicting:
+            return
+        self.engine.evict(tracked.admitted_key)
+        tracked.evicting = True
+        tracked.eviction = Eviction(reason, kind, None)
+        self._drop_pending_slice(tracked)
+        self.writer.evict(tracked.key, reason, None, kind)
+
     def remove(self, key: str) -> None:
         """The workload is gone and so are its pods."""
         tracked = self._tracked.pop(key, None)

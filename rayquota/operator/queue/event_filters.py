@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.core.pods import FINISHED_POD_PHASES
+from rayquota.operator.core.pods import FINISHED_POD_PHASES, pod_ready
 from rayquota.operator.ray import labels
 
 Body = Mapping[str, Any]
@@ -57,7 +57,13 @@ def raycluster_changed(event: str, new: Body, old: Body | None) -> bool:
 
 def _pod_view(pod: Body) -> tuple[Any, ...]:
     phase = (pod.get("status") or {}).get("phase")
-    return (pod["metadata"].get("labels"), phase in FINISHED_POD_PHASES)
+    # Readiness: waitForPodsReady's PodsReady condition follows it; a pod the scheduler cannot
+    # place (in its topology domain) is told on its object.
+    unschedulable = any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+    return (pod["metadata"].get("labels"), phase in FINISHED_POD_PHASES, pod_ready(pod), unschedulable)
 
 
 def pod_changed(event: str, new: Body, old: Body | None) -> bool:

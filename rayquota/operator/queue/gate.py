@@ -12,6 +12,7 @@ does not know, allows nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
@@ -23,6 +24,7 @@ from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import Queued, QueueObjects
 from rayquota.operator.queue.podsets import Role
+from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 from rayquota.operator.ray.pod_resources import held_by
@@ -93,8 +95,12 @@ class QueueGate:
         placements = caps.admitted_placements(admission, self.flavors)
         if share is None or placements is None:
             return NOTHING
-        return caps.part_caps(
-            demand, share, admission, placements, self._held_elsewhere(queued, children, name)
+        head_domains, worker_domains = cluster_domains(demand, name, admission)
+        held_elsewhere = self._held_elsewhere(queued, children, name)
+        return replace(
+            caps.part_caps(demand, share, admission, placements, held_elsewhere),
+            head_domains=head_domains,
+            worker_domains=worker_domains,
         )
 
     def _held_elsewhere(self, queued: Queued, children: list[dict[str, Any]], part: str) -> dict[str, int]:

@@ -12,13 +12,19 @@ Outbound (what the integration writes, rayquota shape -> Kueue's), in Kueue-API 
   PodSet has only a template), ``priorityClassName`` becomes ``priorityClassRef``;
 - Workload status: no ``pendingReason`` (its words are in the QuotaReserved condition), and
   the condition reasons Kueue's tools know (``Evicted``/``Preempted``, ``NoReservation``);
-- LocalQueue status: ``flavorUsage`` is ``flavorsUsage`` in v1beta2.
+- LocalQueue status: ``flavorUsage`` is ``flavorsUsage`` in v1beta2;
+- a pod set's ``topologyAssignment``: v1beta1's ``domains[{values, count}]`` become v1beta2's
+  ``slices`` (one slice, a value per level and domain, a common prefix taken out); the
+  inverse reads every v1beta2 variation (universal or individual values, prefix and suffix,
+  universal or individual pod counts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from rayquota.queueing import TopologyAssignment, TopologyDomain
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 PRIORITY_CLASS_KIND = "WorkloadPriorityClass"
@@ -72,7 +78,10 @@ def _kueue_pod_set(pod_set: Mapping[str, Any]) -> dict[str, Any]:
         ]
     template_spec.setdefault("containers", [])
     template["spec"] = {k: v for k, v in template_spec.items() if v or k == "containers"}
-    return {"name": pod_set["name"], "count": pod_set.get("count", 1), "template": template}
+    out = {"name": pod_set["name"], "count": pod_set.get("count", 1), "template": template}
+    if pod_set.get("topologyRequest"):
+        out["topologyRequest"] = pod_set["topologyRequest"]
+    return out
 
 
 def workload_spec_to_kueue(spec: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +111,79 @@ def workload_status_to_kueue(status: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in status.items() if k != "pendingReason"}
     if conditions:
         out["conditions"] = [_kueue_condition(c, preempted) for c in conditions]
+    admission = status.get("admission")
+    if admission and any("topologyAssignment" in ps for ps in admission.get("podSetAssignments") or ()):
+        out["admission"] = {
+            **admission,
+            "podSetAssignments": [
+                {**ps, "topologyAssignment": topology_assignment_to_slices(ps["topologyAssignment"])}
+                if "topologyAssignment" in ps
+                else ps
+                for ps in admission["podSetAssignments"]
+            ],
+        }
     return out
+
+
+def _common_prefix(values: list[str]) -> str:
+    prefix = min(values)
+    for value in values:
+        while not value.startswith(prefix):
+            prefix = prefix[:-1]
+    # Every root must stay non-empty (Kueue's roots have MinLength 1 per item).
+    while prefix and any(len(v) == len(prefix) for v in values):
+        prefix = prefix[:-1]
+    return prefix
+
+
+def topology_assignment_to_slices(assignment: Mapping[str, Any]) -> dict[str, Any]:
+    """v1beta1 ``{levels, domains[{values, count}]}`` -> v1beta2 ``{levels, slices}``."""
+    levels = list(assignment.get("levels") or ())
+    domains = list(assignment.get("domains") or ())
+    if not domains:
+        return {"levels": levels, "slices": []}
+    per_level: list[dict[str, Any]] = []
+    for index in range(len(levels)):
+        values = [str(d["values"][index]) for d in domains]
+        if len(set(values)) == 1:
+            per_level.append({"universal": values[0]})
+            continue
+        prefix = _common_prefix(values)
+        individual: dict[str, Any] = {"roots": [v[len(prefix) :] for v in values]}
+        if prefix:
+            individual["prefix"] = prefix
+        per_level.append({"individual": individual})
+    counts = [int(d["count"]) for d in domains]
+    pod_counts = {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts}
+    return {
+        "levels": levels,
+        "slices": [{"domainCount": len(domains), "valuesPerLevel": per_level, "podCounts": pod_counts}],
+    }
+
+
+def topology_assignment_from_slices(raw: Mapping[str, Any]) -> TopologyAssignment:
+    """v1beta2 ``{levels, slices}`` (any variation) -> the engine's assignment."""
+    levels = tuple(str(level) for level in raw.get("levels") or ())
+    domains: list[TopologyDomain] = []
+    for piece in raw.get("slices") or ():
+        size = int(piece.get("domainCount") or 0)
+        columns: list[list[str]] = []
+        for entry in piece.get("valuesPerLevel") or ():
+            if "universal" in entry:
+                columns.append([str(entry["universal"])] * size)
+            else:
+                individual = entry.get("individual") or {}
+                prefix, suffix = str(individual.get("prefix") or ""), str(individual.get("suffix") or "")
+                columns.append([f"{prefix}{root}{suffix}" for root in individual.get("roots") or ()])
+        counts_raw = piece.get("podCounts") or {}
+        counts = (
+            [int(counts_raw["universal"])] * size
+            if "universal" in counts_raw
+            else [int(c) for c in counts_raw.get("individual") or ()]
+        )
+        for index in range(size):
+            domains.append(TopologyDomain(tuple(column[index] for column in columns), counts[index]))
+    return TopologyAssignment(levels, tuple(domains))
 
 
 def local_queue_status_to_kueue(status: dict[str, Any]) -> dict[str, Any]:

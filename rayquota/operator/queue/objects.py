@@ -217,6 +217,19 @@ class QueueObjects:
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
 
+    def workload_of_pod(self, pod: Mapping[str, Any]) -> str | None:
+        """The Workload (``namespace/name``) a pod's resources count in, if it belongs to a
+        queued object: through the owner its kind's pod watches find it by (a RayCluster, a
+        RayJob's submitter, a Job)."""
+        for watch in pod_watches():
+            if not watch.matches(pod):
+                continue
+            owner = self.pod_owner(watch, pod)
+            queued = self.queued_owner(watch.owner_kind, owner) if owner is not None else None
+            if queued is not None:
+                return str(queued.workload)
+        return None
+
 
 class RecordingLookup:
     """The pod caches, remembering every index key looked up (see :class:`PodLookups`)."""

@@ -19,17 +19,17 @@ from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
-from rayquota.operator.queue import naming
+from rayquota.operator.queue import naming, topology_request
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import (
-    WAIT_GCS_INIT_CONTAINER,
     PodContext,
     build_autoscaler_container,
     build_wait_gcs_init_container,
     ray_container_index,
 )
 from rayquota.operator.ray.raycluster_plan import desired_pods
+from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"
 SUBMITTER_POD_SET = "submitter"
@@ -53,6 +53,9 @@ class PodSetDemand:
     requests: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_request: TopologyRequest | None = None
+    """Kueue's topology annotations on the template (see :mod:`.topology_request`); one that
+    could not be read is a request marked ``invalid``: the pod set waits with that reason."""
 
     def totals(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items() if q}
@@ -111,6 +114,8 @@ def pod_set(
     count: int,
     template: Mapping[str, Any],
     extra: Sequence[Any] = (),
+    where: str = "",
+    hosts: int = 1,
     extra_init: Sequence[Any] = (),
 ) -> PodSetDemand:
     spec = dict(template.get("spec") or {})
@@ -119,7 +124,11 @@ def pod_set(
     if extra_init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *extra_init]
     selector, tolerations = user_placement(template)
-    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations)
+    try:
+        topology = topology_request.read(template, where or f"{name} pod template", hosts)
+    except topology_request.TopologyAnnotationError as exc:
+        topology = TopologyRequest(invalid=str(exc))
+    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations, topology)
 
 
 def shape_key(pod_set: PodSetDemand) -> str:
@@ -129,6 +138,8 @@ def shape_key(pod_set: PodSetDemand) -> str:
         "nodeSelector": sorted(pod_set.node_selector.items()),
         "tolerations": sorted(json.dumps(t, sort_keys=True) for t in pod_set.tolerations),
     }
+    if pod_set.topology_request is not None:
+        shape["topology"] = repr(pod_set.topology_request)
     return naming.short_hash(json.dumps(shape, sort_keys=True))
 
 
@@ -166,7 +177,7 @@ def _worker_init_containers(
     """The wait-for-GCS init container the pod builder gives every worker: a worker asking for
     less CPU or memory than it still reserves that much while it waits."""
     spec = template.get("spec") or {}
-    if any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in spec.get("initContainers") or []):
+    if any(c.get("name") == labels.WAIT_GCS_INIT_CONTAINER for c in spec.get("initContainers") or []):
         return []
     ray_container = spec["containers"][ray_container_index(spec)] if spec.get("containers") else {}
     return [build_wait_gcs_init_container(_sizing_context(cluster_spec), ray_container)]
@@ -179,22 +190,24 @@ def cluster_pod_sets(
     containers) and one pod set per worker group: replicas x numOfHosts."""
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     extra = [*_autoscaler_containers(cluster_spec), *head_extra]
-    out = [((Role.HEAD, ""), pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra))]
+    head = pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
+    out = [((Role.HEAD, ""), head)]
     for group in cluster_spec.get("workerGroupSpecs") or []:
         name = str(group.get("groupName") or "")
         template = group.get("template") or {}
-        out.append(
-            (
-                (Role.WORKER, name),
-                pod_set(
-                    worker_pod_set_name(name),
-                    Role.WORKER,
-                    desired_pods(group),
-                    template,
-                    extra_init=_worker_init_containers(cluster_spec, template),
-                ),
-            )
+        hosts = int(group.get("numOfHosts") or 1)
+        where = f"worker group {name}'s pod template"
+        worker = pod_set(
+            worker_pod_set_name(name),
+            Role.WORKER,
+            desired_pods(group),
+            template,
+            (),
+            where,
+            hosts,
+            extra_init=_worker_init_containers(cluster_spec, template),
         )
+        out.append(((Role.WORKER, name), worker))
     return out
 
 

@@ -15,13 +15,15 @@ from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches
-from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
+from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, TopologyFeed
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
 from rayquota.operator.ray.setup import RayControllers
 
@@ -39,8 +41,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     settings = naming.QueueSettings.from_env(os.environ)
     api = QueueApi.from_env(os.environ)
     objects = QueueObjects.register(manager, settings, api)
-    loop = AdmissionLoop(fair_sharing=os.environ.get("RAYQUOTA_FAIR_SHARING", "") in ("1", "true"))
-    reconciler = WorkloadReconciler(manager, objects, loop)
+    loop = AdmissionLoop(fair_sharing=fair_sharing_from_env(os.environ))
+    reconciler = WorkloadReconciler(manager, objects, loop, WaitForPodsReady.from_env(os.environ))
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
     loop.writer.enqueue_first = controller.enqueue_first
@@ -91,6 +93,12 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         manager, api, loop, config_informers["ClusterQueue"], config_informers["ResourceFlavor"]
     ).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
+    # Topology-aware admission: the domains' room, from the Topologies, the Nodes and the pods
+    # bound to them (all of them: a DaemonSet's pods take room too).
+    feed = TopologyFeed(loop.driver.engine, loop.request_cycle, objects.workload_of_pod)
+    manager.informer(api.topologies).on_change(feed.on_topology)
+    manager.informer(resources.NODES).on_change(feed.on_node)
+    manager.informer(resources.PODS, field_selector=BOUND_AND_RUNNING).on_change(feed.on_pod)
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
     if api.workload_status_manager is not None:
         manager.status.apply_as[api.workloads] = api.workload_status_manager

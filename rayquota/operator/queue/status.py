@@ -196,7 +196,9 @@ class QueueStatusWriter:
             try:
                 await self.write_all()
             except ApiError as exc:
-                log.warning("queue status not written: %s", exc)
+                # A conflict means our cached copy was behind: the next pass writes from a fresh one.
+                level = logging.DEBUG if exc.status == 409 else logging.WARNING
+                log.log(level, "queue status not written: %s", exc)
             await asyncio.sleep(STATUS_PERIOD_S)  # the rate bound: one pass per period
 
     async def write_all(self) -> None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
@@ -45,19 +47,33 @@ from rayquota.operator.queue.pod_set_words import (
     pod_set_words,
     words_of,
 )
+from rayquota.operator.queue.pods_ready import (
+    PODS_READY_TIMEOUT,
+    Readiness,
+    RequeuingTimestamp,
+    WaitForPodsReady,
+)
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
+from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.workload_status import desired_status, is_finished
 from rayquota.operator.ray import labels
-from rayquota.queueing import ResourceFlavor
+from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
 TOO_MANY_POD_SETS = "TooManyPodSets"
+INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
 
 
 class WorkloadReconciler:
-    def __init__(self, manager: Manager, objects: QueueObjects, loop: AdmissionLoop) -> None:
+    def __init__(
+        self,
+        manager: Manager,
+        objects: QueueObjects,
+        loop: AdmissionLoop,
+        pods_ready: WaitForPodsReady | None = None,
+    ) -> None:
         self.manager = manager
         self.client = manager.client
         self.objects = objects
@@ -79,6 +95,7 @@ class WorkloadReconciler:
         self._created: dict[ObjectKey, Obj] = {}
         # Admitted Workloads whose Admitted event (and wait metric) is still due.
         self._unannounced: set[ObjectKey] = set()
+        self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -124,10 +141,15 @@ class WorkloadReconciler:
             return None
         demand = adapter.pod_sets(obj, children)
         refused = too_many_pod_sets(queued.kind, obj, demand)
+        refusal = TOO_MANY_POD_SETS
+        unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]
+        if refused is None and any(unreadable):
+            # The webhook refuses these; without it, the object waits, gated, with the reason.
+            refused, refusal = "; ".join(u for u in unreadable if u), INVALID_TOPOLOGY_REQUEST
         if refused is not None:
             # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
             # stays shut on everything it does not cover.
-            self.manager.recorder.post(obj, "Warning", TOO_MANY_POD_SETS, refused)
+            self.manager.recorder.post(obj, "Warning", refusal, refused)
             if workload is None:
                 await self._apply(adapter.suspend(obj, children))
                 return None
@@ -152,12 +174,12 @@ class WorkloadReconciler:
         lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
-            self.driver.submit(converter.workload(workload, self.loop.priority_of))
+            self.driver.submit(self._engine_workload(workload))
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
             eviction = self.driver.eviction(engine_key)
-            if eviction is not None:
+            if eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
@@ -173,17 +195,33 @@ class WorkloadReconciler:
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None:
+            now = time.time()
+            readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)
+            pinned_on = {level for ps in admission.pod_sets if ps.topology for level in ps.topology.levels}
+            if pinned_on:
+                self.readiness.tell_unplaced(engine_key, obj, pods, tuple(pinned_on))
+            # The readiness deadline comes back whatever else this reconcile does (no event may).
+            timer = None
+            if readiness is not None and readiness.deadline is not None:
+                timer = Result(requeue_after_s=max(0.0, readiness.deadline - now) + 0.5)
+            # Judged on the PodsReady condition as written: not on a cache that lags our write.
+            stale = self.manager.status.is_stale(workload)
+            if readiness is not None and readiness.timed_out(now) and not stale:
+                state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
+                if state is not None:
+                    await self._write_status(workload, requeue_state=state)
+                return None
             if not (workload.get("status") or {}).get("admission"):
                 # Announced once the cache shows it, which may be a later reconcile than this one.
                 self._unannounced.add(key)
-            stored = await self._write_status(workload)
+            stored = await self._write_status(workload, pods_ready=readiness)
             if stored is None:
                 return None
             cached = self.objects.workload(key)
             if cached is None or self.manager.status.is_stale(cached):
                 # The gate (and the validating webhook) read the cached Workload: lift nothing
                 # until the cache shows the admission; its watch event brings us back.
-                return None
+                return timer
             if key in self._unannounced:
                 self._unannounced.discard(key)
                 self._observe_wait(workload, admission.cluster_queue)
@@ -191,7 +229,8 @@ class WorkloadReconciler:
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
                 )
             await self._apply(adapter.run_with(obj, children, admission, self.flavors))
-            return None
+            return timer
+        self.readiness.forget(engine_key)
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
             if gate_cleared_by_hand(obj):
@@ -211,6 +250,10 @@ class WorkloadReconciler:
         reason = self.driver.pending_reason(engine_key)
         if reason:
             self.manager.recorder.post(obj, "Normal", "Pending", in_words(reason, words_of(workload)))
+        backoff = requeue_at(workload)
+        if backoff is not None and backoff > time.time():
+            # The Requeued condition turns True when the backoff ends.
+            return Result(requeue_after_s=backoff - time.time() + 0.5)
         return self._deferred_words(engine_key)
 
     async def _ensure_workload(
@@ -224,7 +267,8 @@ class WorkloadReconciler:
             "queueName": self.objects.queue_name(queued.kind, obj),
             "podSets": pod_sets,
             "priority": int(priority or 0),
-            "active": True,
+            # A Workload deactivated (waitForPodsReady's backoffLimitCount) stays inactive.
+            "active": (workload or {}).get("spec", {}).get("active", True) is not False,
         }
         if class_name:
             spec["priorityClassName"] = class_name
@@ -335,8 +379,25 @@ class WorkloadReconciler:
 
     # --- writes ----------------------------------------------------------------------------
 
+    def _engine_workload(self, workload: Obj) -> Workload:
+        """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
+        requeued workload queues by the time it was evicted, behind those that waited."""
+        spec = converter.workload(workload, self.loop.priority_of)
+        config = self.readiness.config
+        state = requeue_state(workload)
+        if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
+            return spec
+        evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
+        return replace(spec, created=max(spec.created, evicted_at))
+
     async def _write_status(
-        self, workload: Obj, *, finished: bool = False, released: bool = False
+        self,
+        workload: Obj,
+        *,
+        finished: bool = False,
+        released: bool = False,
+        pods_ready: Readiness | None = None,
+        requeue_state: Mapping[str, Any] | None = None,
     ) -> Obj | None:
         """``released``: an evicted workload whose pods are gone, written before the engine
         frees its quota."""
@@ -349,6 +410,8 @@ class WorkloadReconciler:
             pending_reason=in_words(reason, words_of(workload)) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
+            pods_ready=pods_ready,
+            requeue_state=requeue_state,
         )
         status = self.objects.api.workload_status(status)
         evaluated = bool(reason)

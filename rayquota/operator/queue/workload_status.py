@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
+from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.driver import AdmittedSlice, Eviction
+from rayquota.operator.queue.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray import conditions
 
 SCALE_UP_WAITING = "scale-up waiting"
@@ -34,7 +36,11 @@ def desired_status(
     pending_reason: str | None,
     finished: bool,
     now: str,
+    pods_ready: Readiness | None = None,
+    requeue_state: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``pods_ready``: waitForPodsReady's verdict on an admitted workload; ``requeue_state``:
+    a new ``requeueState`` (an eviction for pods not ready in time), else the previous one."""
     prev = dict(previous or {})
     conds: list[dict[str, Any]] = [dict(c) for c in prev.get("conditions") or []]
     status: dict[str, Any] = {}
@@ -62,16 +68,41 @@ def desired_status(
             now=now,
         )
         conds = conditions.remove_condition(conds, Cond.EVICTED)
+        conds = conditions.remove_condition(conds, Cond.REQUEUED)
+        if pods_ready is not None:
+            conds = conditions.set_condition(
+                conds, PODS_READY, pods_ready.ready, pods_ready.reason, pods_ready.message, now=now
+            )
         if pending_reason:
             status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
     else:
+        conds = conditions.remove_condition(conds, PODS_READY)
+        state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
+        backoff_until = parse_rfc3339(state.get("requeueAt"))
+        backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
         if conditions.is_true(conds, Cond.EVICTED):
             # The pods are gone and the quota is back: the workload queues again.
             conds = conditions.set_condition(
                 conds, Cond.EVICTED, False, "QuotaReleased", "the evicted pods are gone", now=now
             )
+            if not backing_off:
+                conds = conditions.set_condition(
+                    conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
+                )
+        if backing_off:
+            attempt = state.get("count")
+            message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"
+            conds = conditions.set_condition(conds, Cond.REQUEUED, False, "BackoffPending", message, now=now)
+        elif conditions.find(conds, Cond.REQUEUED) is not None and not conditions.is_true(
+            conds, Cond.REQUEUED
+        ):
             conds = conditions.set_condition(
-                conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
+                conds,
+                Cond.REQUEUED,
+                True,
+                "BackoffFinished",
+                "back in its queue after the requeue backoff",
+                now=now,
             )
         if not finished:
             reason = pending_reason or NOT_YET_EVALUATED
@@ -82,4 +113,6 @@ def desired_status(
     for key in ("requeueState", "reclaimablePods"):
         if prev.get(key):
             status[key] = prev[key]
+    if requeue_state is not None:
+        status["requeueState"] = dict(requeue_state)
     return {k: v for k, v in status.items() if v is not None}

@@ -134,8 +134,11 @@ class RayDashboardClient:
         timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
         session: aiohttp.ClientSession | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
+        """`headers` go on every request (the auth token of a cluster with token auth)."""
         self.base_url = base_url.rstrip("/")
+        self._headers = dict(headers or {})
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._retry = retry or RetryPolicy()
         self._session = session
@@ -173,7 +176,7 @@ class RayDashboardClient:
                 await asyncio.sleep(self._retry.backoff(attempt - 1))
             try:
                 async with self._get_session().request(
-                    method, url, json=json_body, timeout=self._timeout
+                    method, url, json=json_body, timeout=self._timeout, headers=self._headers
                 ) as resp:
                     text = await resp.text()
                     if resp.status >= 400 and _is_duplicate(text):
@@ -284,10 +287,13 @@ class DashboardClients:
         self._max_per_dashboard = max_connections_per_dashboard
         self._session: aiohttp.ClientSession | None = None
 
-    def client(self, address: str) -> RayDashboardClient:
-        """A client for the dashboard at `address` ("host:port" or a URL)."""
+    def client(self, address: str, headers: Mapping[str, str] | None = None) -> RayDashboardClient:
+        """A client for the dashboard at `address` ("host:port" or a URL); `headers` go on every
+        request."""
         url = address if address.startswith(("http://", "https://")) else f"http://{address}"
-        return RayDashboardClient(url, timeout_s=self._timeout_s, retry=self._retry, session=self._shared())
+        return RayDashboardClient(
+            url, timeout_s=self._timeout_s, retry=self._retry, session=self._shared(), headers=headers
+        )
 
     def _shared(self) -> aiohttp.ClientSession:
         # Made on first use: an aiohttp session belongs to the event loop that is running then.

@@ -9,7 +9,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rayquota.operator.ray.rayjob_validation import submission_mode
+from rayquota.operator.ray import rayjob_validation
 
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
 RAY_CLUSTER = "ray.io/cluster"
@@ -46,6 +46,9 @@ HEAD_GROUP_NAME = "headgroup"
 HASH_ANNOTATION = "ray.io/hash-without-replicas-and-workers-to-delete"
 OPERATOR_VERSION_ANNOTATION = "ray.io/kuberay-version"
 FT_ENABLED_ANNOTATION = "ray.io/ft-enabled"
+
+# The init container of every worker that waits for the head's GCS.
+WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
 
 HEAD_SERVICE_SUFFIX = "-head-svc"
 SERVE_SERVICE_SUFFIX = "-serve-svc"
@@ -130,6 +133,16 @@ def _truncate(name: str, limit: int) -> str:
     return name[:limit].rstrip("-.")
 
 
+def kuberay_trimmed(name: str, limit: int, *, letter_first: bool) -> str:
+    """A name cut as KubeRay cuts it: over `limit` characters it keeps the end; a leading
+    punctuation mark (and with `letter_first` a leading digit) becomes "r"."""
+    if len(name) > limit:
+        name = name[len(name) - limit :]
+    if name and (not name[0].isalnum() or (letter_first and name[0].isdigit())):
+        name = "r" + name[1:]
+    return name
+
+
 def head_pod_name(cluster_name: str) -> str:
     return f"{_truncate(cluster_name, 50)}-head-{_random_suffix()}"
 
@@ -174,7 +187,7 @@ def rayjob_cluster_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
     """Labels of the RayCluster a RayJob creates: the RayJob's own labels, where it came from, and
     its submission mode (tools select on all three, as on KubeRay's)."""
     meta = rayjob["metadata"]
-    mode = submission_mode(rayjob)
+    mode = rayjob_validation.submission_mode(rayjob)
     return {
         **(meta.get("labels") or {}),
         ORIGINATED_FROM_CR_NAME: label_value(str(meta["name"])),

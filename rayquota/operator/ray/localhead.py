@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -33,14 +34,22 @@ LOOPBACK = "127.0.0.1"
 
 
 class LocalRayHead:
-    def __init__(self, num_cpus: int = 2) -> None:
+    """`env` is added to the head's environment and `extra_args` to its `ray start` (a head pod's
+    GCS fault-tolerance or token settings, say)."""
+
+    def __init__(
+        self, num_cpus: int = 2, env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.num_cpus = num_cpus
+        self.env = dict(env or {})
+        self.extra_args = list(extra_args)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rq-ray-", dir="/tmp"))
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.temp_dir / "ray-start.log"
         self.gcs_port = 0
         self.dashboard_port = 0
         self.serve_port = 0
+        self._ports: tuple[int, int, int, int] | None = None  # kept across restart()
 
     @property
     def dashboard_url(self) -> str:
@@ -62,40 +71,48 @@ class LocalRayHead:
                 if attempt + 1 == attempts:
                     raise
 
-    def _command(self) -> list[str]:
+    def _command(self, same_ports: bool = False) -> list[str]:
         # Only ports with fixed defaults are chosen here (two heads would collide on them);
         # Ray picks the others itself.
-        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        if not same_ports or self._ports is None:
+            self._ports = (free_port(), free_port(), free_port(), free_port())
+        self.gcs_port, self.dashboard_port, client_port, agent_port = self._ports
         return [
             str(VENV_BIN / "ray"), "start", "--head", "--block",
             f"--node-ip-address={LOOPBACK}", f"--dashboard-host={LOOPBACK}",
             f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+            f"--ray-client-server-port={client_port}", f"--dashboard-agent-listen-port={agent_port}",
             "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
-            "--disable-usage-stats", f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats", f"--temp-dir={self.temp_dir}", *self.extra_args,
         ]  # fmt: skip
 
-    def _start_once(self, timeout_s: float) -> None:
-        env = dict(os.environ)
+    def _start_once(self, timeout_s: float, same_ports: bool = False) -> None:
+        env = {**os.environ, **self.env}
         # Entrypoints run `python`: make it this environment's interpreter.
         env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                self._command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                self._command(same_ports),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ray start exited: {self._log_tail()}")
             if STARTED_MESSAGE in self.log_path.read_text(errors="replace") and self._jobs_api_ready():
-                self._start_serve(max(10.0, deadline - time.monotonic()), env)
+                self._start_serve(max(10.0, deadline - time.monotonic()), env, same_ports)
                 return
             time.sleep(0.5)
         raise RuntimeError(f"Ray head not ready in {timeout_s}s: {self._log_tail()}")
 
-    def _start_serve(self, timeout_s: float, env: dict[str, str]) -> None:
-        self.serve_port = free_port()
+    def _start_serve(self, timeout_s: float, env: dict[str, str], same_ports: bool = False) -> None:
+        # A restarted head keeps its Serve port: Serve restored from the GCS serves there again.
+        if not (same_ports and self.serve_port):
+            self.serve_port = free_port()
         script = (
             "import ray\n"
             "from ray import serve\n"
@@ -115,11 +132,38 @@ class LocalRayHead:
         return self.log_path.read_text(errors="replace")[-3000:]
 
     def _jobs_api_ready(self) -> bool:
+        request = urllib.request.Request(f"{self.dashboard_url}/api/jobs/")
+        if self.env.get("RAY_AUTH_TOKEN"):  # a head with token auth answers only with it
+            request.add_header("x-ray-authorization", f"Bearer {self.env['RAY_AUTH_TOKEN']}")
         try:
-            with urllib.request.urlopen(f"{self.dashboard_url}/api/jobs/", timeout=2) as resp:
+            with urllib.request.urlopen(request, timeout=2) as resp:
                 return bool(resp.status == 200)
         except OSError:
             return False
+
+    def kill(self) -> None:
+        """End every process of the head at once (SIGKILL), as when its pod is lost: nothing
+        gets to shut down cleanly. The temp dir stays for restart()."""
+        for proc in self.processes():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(self.processes(), timeout=10)
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+
+    def restart(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
+        """Start again on the same ports with the same env and arguments (a new head pod); a
+        start that fails (Ray gives its raylet 30 s to register, too short on a loaded machine)
+        is tried again, as the kubelet would restart the pod."""
+        for attempt in range(attempts):
+            self.kill()
+            try:
+                self._start_once(timeout_s, same_ports=True)
+                return
+            except RuntimeError:
+                if attempt + 1 == attempts:
+                    raise
 
     def processes(self) -> list[psutil.Process]:
         """Live processes of this head: its session, or anything using its temp dir."""

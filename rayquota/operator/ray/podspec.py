@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.operator.ray import autoscaler_sidecar, labels, probes
+from rayquota.operator.ray import auth_token, autoscaler_sidecar, autoscaler_v2, gcs_ft, labels, probes
 from rayquota.operator.ray.ray_start import (
     DEFAULT_METRICS_PORT,
     SHELL_COMMAND,
@@ -28,7 +28,6 @@ DEFAULT_SERVE_PORT = 8000
 
 SHARED_MEMORY_VOLUME = "shared-mem"
 SHARED_MEMORY_MOUNT_PATH = "/dev/shm"
-WAIT_GCS_INIT_CONTAINER = "wait-gcs-ready"
 
 
 @dataclass(frozen=True)
@@ -235,13 +234,19 @@ def _serve_probe_port(ctx: PodContext, node_type: str, container: Mapping[str, A
 
 
 def _finish_ray_container(
-    pod_spec: dict[str, Any], ctx: PodContext, node_type: str, group: Mapping[str, Any]
+    pod_spec: dict[str, Any],
+    ctx: PodContext,
+    node_type: str,
+    group: Mapping[str, Any],
+    param_overrides: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Command, env, ports, /dev/shm and probes of the Ray container; returns it."""
+    """Command, env, ports, /dev/shm and probes of the Ray container; returns it.
+    `param_overrides` replace rayStartParams the operator sets itself (the Redis credentials)."""
     container: dict[str, Any] = pod_spec["containers"][ray_container_index(pod_spec)]
     params = ray_start_params(
         node_type, group, container, f"{ctx.head_service_fqdn}:{ctx.gcs_port}", ctx.autoscaling
     )
+    params.update(param_overrides or {})
     start_cmd = ray_start_command(node_type, params)
     _apply_ray_command(container, start_cmd, ctx)
     _common_env(container, ctx, start_cmd)
@@ -260,12 +265,13 @@ def _set_name(meta: dict[str, Any], name: str) -> None:
     meta["generateName"] = name[: -labels.RANDOM_SUFFIX_LENGTH]
 
 
-def gcs_fault_tolerance_enabled(cluster: Mapping[str, Any]) -> bool:
-    """GCS fault tolerance: gcsFaultToleranceOptions, or the older ray.io/ft-enabled annotation."""
-    annotations = cluster["metadata"].get("annotations") or {}
-    if (cluster.get("spec") or {}).get("gcsFaultToleranceOptions"):
-        return True
-    return str(annotations.get(labels.FT_ENABLED_ANNOTATION, "")).lower() == "true"
+def _production_features(
+    pod_spec: dict[str, Any], meta: dict[str, Any], container: dict[str, Any], ctx: PodContext, node_type: str
+) -> None:
+    """GCS fault tolerance, autoscaler v2 and token auth (each module says what it adds)."""
+    gcs_ft.configure_pod(meta["annotations"], container, ctx.cluster, node_type)
+    autoscaler_v2.configure_pod(pod_spec, container, ctx.spec, head=node_type == labels.HEAD_NODE)
+    auth_token.configure_pod(pod_spec, container, ctx.cluster)
 
 
 def build_head_pod(ctx: PodContext) -> dict[str, Any]:
@@ -274,8 +280,9 @@ def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     pod_spec = copy.deepcopy(template.get("spec") or {})
     meta = _pod_metadata(template, head, ctx, labels.HEAD_NODE, labels.HEAD_GROUP_NAME)
     _set_name(meta, labels.head_pod_name(ctx.name))
-    meta["annotations"][labels.FT_ENABLED_ANNOTATION] = str(gcs_fault_tolerance_enabled(ctx.cluster)).lower()
-    container = _finish_ray_container(pod_spec, ctx, labels.HEAD_NODE, head)
+    container = _finish_ray_container(
+        pod_spec, ctx, labels.HEAD_NODE, head, gcs_ft.head_start_params(ctx.cluster)
+    )
     _set_env_default(container, "RAY_ADDRESS", f"127.0.0.1:{ctx.gcs_port}")
     _set_env_default(
         container,
@@ -285,6 +292,8 @@ def build_head_pod(ctx: PodContext) -> dict[str, Any]:
     if ctx.autoscaling:
         options = ctx.spec.get("autoscalerOptions") or {}
         autoscaler = autoscaler_sidecar.build_autoscaler_container(container.get("image"), options)
+        if auth_token.enabled(ctx.spec):
+            auth_token.set_container_env(autoscaler, ctx.name, ctx.spec)
         pod_spec["containers"].append(autoscaler)
         for shared in (container, autoscaler):
             add_empty_dir(
@@ -292,6 +301,7 @@ def build_head_pod(ctx: PodContext) -> dict[str, Any]:
             )
         # The autoscaler patches the RayCluster: it runs as the account its Role is bound to.
         pod_spec.setdefault("serviceAccountName", ctx.name)
+    _production_features(pod_spec, meta, container, ctx, labels.HEAD_NODE)
     _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
@@ -322,8 +332,9 @@ def build_worker_pod(
     _set_env_default(container, "RAY_IP", labels.head_service_name(ctx.name))
     _set_env_default(container, "RAY_ADDRESS", f"{ctx.head_service_fqdn}:{ctx.gcs_port}")
     init_containers = pod_spec.setdefault("initContainers", [])
-    if not any(c.get("name") == WAIT_GCS_INIT_CONTAINER for c in init_containers):
+    if not any(c.get("name") == labels.WAIT_GCS_INIT_CONTAINER for c in init_containers):
         init_containers.append(build_wait_gcs_init_container(ctx, user_container))
+    _production_features(pod_spec, meta, container, ctx, labels.WORKER_NODE)
     _set_init_container_env(pod_spec, ctx)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
@@ -340,7 +351,7 @@ def build_wait_gcs_init_container(ctx: PodContext, ray_container: Mapping[str, A
         'done; echo "GCS is ready."'
     )
     container: dict[str, Any] = {
-        "name": WAIT_GCS_INIT_CONTAINER,
+        "name": labels.WAIT_GCS_INIT_CONTAINER,
         "image": ray_container.get("image"),
         "command": list(SHELL_COMMAND),
         "args": [script],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from decimal import Decimal
@@ -137,7 +138,14 @@ SHELL_COMMAND = ["/bin/bash", "-c", "--"]
 PRESENCE_FLAGS = frozenset({"block", "no-monitor", "disable-usage-stats"})
 
 
+# A value that is only a reference to the container's env ("$REDIS_PASSWORD"), left for bash to
+# expand as KubeRay leaves it: how Redis credentials reach `ray start` without being in the spec.
+_ENV_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+
+
 def _shell_value(key: str, value: str) -> str:
+    if _ENV_REFERENCE.match(value):
+        return value
     # JSON values (resources, labels) need quoting to survive bash.
     if key in ("resources", "labels") or any(c in value for c in " '\"{}$;&|<>"):
         return shlex.quote(value)

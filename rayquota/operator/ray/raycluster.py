@@ -5,8 +5,9 @@ Services and RBAC objects come from watch-fed caches (server-side selected on `r
 so a reconcile makes no reads; a reconcile that has not yet seen its own pod changes makes no
 new ones (expectations). Failures raise, and the work queue backs off per cluster.
 
-No finalizer: pods, Services and RBAC objects are owned by the cluster, and the garbage
-collector removes them, with or without the operator.
+Pods, Services, RBAC objects, the auth Secret and the Ingress are owned by the cluster, and the
+garbage collector removes them, with or without the operator. The one finalizer is KubeRay's for
+GCS fault tolerance on Redis: the cluster's keys leave Redis before it goes (redis_cleanup).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import ApiError, Conflict
-from rayquota.operator.ray import labels, rbac, services
+from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
+from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.podspec import PodContext, build_head_pod
 from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster
 from rayquota.operator.ray.raycluster_status import cluster_status, status_changed
 
@@ -77,10 +80,13 @@ def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
 
 
 class RayClusterReconciler:
-    def __init__(self, manager: Manager, config: OperatorConfig) -> None:
+    def __init__(self, manager: Manager, config: OperatorConfig, tokens: AuthTokens) -> None:
         self.manager = manager
         self.client = manager.client
         self.config = config
+        self.tokens = tokens
+        self.redis_cleanup = redis_cleanup.RedisCleanup(manager)
+        self.ingresses = manager.informer(ingress.INGRESSES, label_selector=labels.RAY_CLUSTER)
         self.clusters = manager.informer(resources.RAYCLUSTERS)
         owned = {OWNER_INDEX: owner_uids}
         self.pods = manager.informer(resources.PODS, label_selector=labels.RAY_CLUSTER, indexers=owned)
@@ -94,7 +100,8 @@ class RayClusterReconciler:
         self.expectations = Expectations()
         self.controller = manager.controller("raycluster", self.reconcile)
         self.controller.watch(self.clusters)
-        for informer in (self.pods, self.services, *self.rbac.values()):
+        children = (self.pods, self.services, *self.rbac.values(), self.ingresses, self.redis_cleanup.jobs)
+        for informer in children:
             self.controller.watch(informer, owning_cluster)
         self.pods.on_change(self._observe_pod)
 
@@ -118,8 +125,10 @@ class RayClusterReconciler:
         if LEGACY_FINALIZER in (cluster["metadata"].get("finalizers") or []):
             await self._drop_legacy_finalizer(cluster)
             return None
-        if cluster["metadata"].get("deletionTimestamp") or labels.managed_by_other_controller(cluster):
+        if labels.managed_by_other_controller(cluster):
             return None
+        if cluster["metadata"].get("deletionTimestamp"):
+            return await self._being_deleted(cluster)
         if self.manager.status.is_stale(cluster):
             raise WaitForCache  # our last status write is on its way through the watch
         warn_unimplemented_fields(self.manager, cluster)
@@ -133,7 +142,15 @@ class RayClusterReconciler:
             if (cluster.get("status") or {}).get("reason") != message:
                 self.manager.recorder.post(cluster, "Warning", "InvalidRayClusterSpec", message)
         else:
+            if redis_cleanup.wanted(cluster) and redis_cleanup.REDIS_CLEANUP_FINALIZER not in (
+                cluster["metadata"].get("finalizers") or []
+            ):
+                # Before any pod: once the head has written to Redis, deletion must clean it up.
+                await self.redis_cleanup.hold(cluster)
+                return None  # the finalizer's watch event brings the cluster back
+            await self.tokens.ensure_secret(cluster)
             head_service = await self._ensure_services(cluster, failures)
+            await self._ensure_ingress(cluster, failures)
             if cluster["spec"].get("enableInTreeAutoscaling"):
                 await self._ensure_autoscaler_rbac(cluster, failures)
             # Until the cache shows our own last pod changes, acting again could double them.
@@ -174,6 +191,44 @@ class RayClusterReconciler:
         status["lastUpdateTime"] = now
         await self.manager.status.write(resources.RAYCLUSTERS, cluster, status)
         return 0.0
+
+    async def _being_deleted(self, cluster: Obj) -> Result | None:
+        """Only the Redis cleanup has anything to do while a cluster is being deleted."""
+        if not redis_cleanup.wanted(cluster):
+            await self.redis_cleanup.release_if_held(cluster)
+            return None
+        head = build_head_pod(PodContext(cluster, self.config.version, spec_hash(cluster["spec"])))
+        return await self.redis_cleanup.finalize(cluster, self.pods_of(cluster), head)
+
+    async def _ensure_ingress(self, cluster: Obj, failures: list[str]) -> None:
+        """The dashboard's Ingress (enableIngress): created, and brought back to the spec."""
+        if not ingress.enabled(cluster):
+            return
+        wanted = ingress.build_ingress(cluster)
+        meta = wanted["metadata"]
+        live = self.ingresses.store.get(meta["namespace"], meta["name"])
+        if live is None:
+            await self._create_owned(cluster, ingress.INGRESSES, wanted, failures)
+            return
+        if cluster["metadata"]["uid"] not in owner_uids(live):
+            message = (
+                f"Ingress {meta['namespace']}/{meta['name']} exists and is not this RayCluster's: left alone"
+            )
+            self.manager.recorder.post(cluster, "Warning", "FailedToCreateIngress", message)
+            return
+        if not ingress.needs_update(live, wanted):
+            return
+        try:
+            await self.client.replace(
+                ingress.INGRESSES.path(meta["namespace"], meta["name"]), ingress.updated(live, wanted)
+            )
+        except ApiError as exc:
+            failures.append(f"update Ingress {meta['name']}: {exc.message}")
+            self.manager.recorder.post(cluster, "Warning", "FailedToUpdateIngress", exc.message)
+            return
+        self.manager.recorder.post(
+            cluster, "Normal", "UpdatedIngress", f"Updated Ingress {meta['namespace']}/{meta['name']}"
+        )
 
     async def _drop_legacy_finalizer(self, cluster: Obj) -> None:
         finalizers = [f for f in cluster["metadata"].get("finalizers") or [] if f != LEGACY_FINALIZER]

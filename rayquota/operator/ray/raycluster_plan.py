@@ -11,8 +11,9 @@ from typing import Any
 
 from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.core.pods import pod_finished as is_finished
-from rayquota.operator.ray import conditions, labels
+from rayquota.operator.ray import conditions, labels, topology_pins
 from rayquota.operator.ray import raycluster_caps as caps_module
+from rayquota.operator.ray.feature_validation import feature_errors
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 
@@ -115,6 +116,7 @@ def validate_cluster(cluster: Mapping[str, Any]) -> list[str]:
             errors.append(f"spec.workerGroupSpecs[{i}]: minReplicas ({minimum}) > maxReplicas ({maximum})")
         if group.get("suspend") and spec.get("enableInTreeAutoscaling"):
             errors.append(f"spec.workerGroupSpecs[{i}].suspend cannot be used with enableInTreeAutoscaling")
+    errors += feature_errors(spec, cluster["metadata"].get("annotations") or {}, "spec")
     parent = originating_crd(cluster)
     if parent in MANAGED_BY_PARENTS and upgrade_strategy(cluster) is not None:
         errors.append(
@@ -247,6 +249,10 @@ def plan_cluster(
             _plan_single_host_group(plan, ctx, group, group_pods, to_delete, wanted)
         if misses:
             del plan.create[creating_from:]  # its pods would never find a node they may use
+    if caps is not None and (caps.head_domains is not None or caps.worker_domains):
+        # Topology-aware admission: every new pod is pinned to a domain of its group's
+        # assignment; a pod with no room left in its domains is not created.
+        plan.create, _ = topology_pins.pin_created(plan.create, caps.head_domains, caps.worker_domains, pods)
     if caps is not None:
         plan.create, waiting = caps_module.within_budget(plan.create, caps_module.Budget.of(caps, pods))
         plan.waiting += waiting

@@ -26,6 +26,7 @@ from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, res
 from rayquota.operator.core.timestamps import format_rfc3339, now_rfc3339, parse_rfc3339
 from rayquota.operator.kube import ApiError, Conflict, group_path
 from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
+from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
@@ -168,12 +169,15 @@ def rayjob_cluster(rayjob: Mapping[str, Any]) -> list[str]:
 
 
 class RayJobReconciler:
-    def __init__(self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver) -> None:
+    def __init__(
+        self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver, tokens: AuthTokens
+    ) -> None:
         self.manager = manager
         self.client = manager.client
         self.recorder = manager.recorder
         self.config = config
         self.resolver = resolver
+        self.tokens = tokens
         self.rayjobs = manager.informer(resources.RAYJOBS)
         self.clusters = manager.informer(resources.RAYCLUSTERS)
         self.submitters = manager.informer(
@@ -197,8 +201,12 @@ class RayJobReconciler:
     async def close(self) -> None:
         await self._dashboards.close()
 
-    def dashboard(self, address: str) -> RayDashboardClient:
-        return self._dashboards.client(address)
+    async def dashboard(self, namespace: str, status: Mapping[str, Any]) -> RayDashboardClient:
+        """A client for the dashboard in `status.dashboardURL`, with the auth token of the cluster
+        in `status.rayClusterName` when it uses token auth."""
+        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
+        headers = await self.tokens.headers_for(cluster) if cluster is not None else {}
+        return self._dashboards.client(str(status["dashboardURL"]), headers)
 
     def _cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.clusters.store.get(namespace, name)
@@ -282,7 +290,7 @@ class RayJobReconciler:
         job_id, address = status.get("jobId"), status.get("dashboardURL")
         if job_id and address and may_run_ray_job(status):
             try:
-                await self.dashboard(address).stop_job(job_id)
+                await (await self.dashboard(rayjob["metadata"]["namespace"], status)).stop_job(job_id)
                 self.recorder.post(
                     rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
                 )
@@ -358,7 +366,7 @@ class RayJobReconciler:
         if state == VALIDATION_FAILED:
             # The spec was fixed: start over through Retrying, which first removes what an earlier
             # attempt left running, so a second cluster never runs beside the first.
-            await self._stop_ray_job(status)
+            await self._stop_ray_job(rayjob, status)
             status.update(
                 jobDeploymentStatus=RETRYING, reason=None, message="the spec is valid again; starting over"
             )
@@ -368,7 +376,7 @@ class RayJobReconciler:
             status["jobDeploymentStatus"] = SUSPENDING
             return Result(0.1)
         if deadline_exceeded({"spec": spec, "status": status}, now):
-            await self._stop_ray_job(status)
+            await self._stop_ray_job(rayjob, status)
             deadline = spec["activeDeadlineSeconds"]
             self._finish(status, FAILED, "DeadlineExceeded", f"the RayJob ran longer than {deadline}s")
             self.recorder.post(rayjob, "Warning", "DeadlineExceeded", status["message"])
@@ -377,7 +385,7 @@ class RayJobReconciler:
             {"spec": spec, "status": status}, now, self._submitter_finished_at(rayjob, status)
         )
         if verdict is not None:
-            await self._stop_ray_job(status)
+            await self._stop_ray_job(rayjob, status)
             self._finish(status, verdict.deployment_status, verdict.reason, verdict.message)
             if verdict.job_status is not None:
                 status["jobStatus"] = str(verdict.job_status)
@@ -474,7 +482,7 @@ class RayJobReconciler:
         if cluster is not None:
             status["rayClusterStatus"] = _cluster_status_summary(cluster)
         try:
-            info = await self.dashboard(status["dashboardURL"]).get_job(status["jobId"])
+            info = await (await self.dashboard(namespace, status)).get_job(status["jobId"])
         except JobNotFound:
             return await self._job_not_found(rayjob, status)
         except DashboardUnreachable as exc:
@@ -543,7 +551,7 @@ class RayJobReconciler:
         return Result(0.5)
 
     async def _suspending(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
-        await self._stop_ray_job(status)
+        await self._stop_ray_job(rayjob, status)
         if not await self._delete_cluster_and_submitter(rayjob, status):
             return Result(0.5)
         status.update(
@@ -627,10 +635,11 @@ class RayJobReconciler:
         if info.message:
             status["message"] = info.message[:1024]
 
-    async def _stop_ray_job(self, status: Mapping[str, Any]) -> None:
+    async def _stop_ray_job(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         if status.get("jobId") and status.get("dashboardURL"):
             try:
-                await self.dashboard(status["dashboardURL"]).stop_job(status["jobId"])
+                dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
+                await dashboard.stop_job(status["jobId"])
             except (DashboardError, DashboardUnreachable) as exc:
                 log.info("could not stop Ray job %s: %s", status["jobId"], exc)
 
@@ -727,9 +736,8 @@ class RayJobReconciler:
 
     async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         try:
-            await self.dashboard(status["dashboardURL"]).submit_job(
-                submitter.job_submission(rayjob, status["jobId"])
-            )
+            dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
+            await dashboard.submit_job(submitter.job_submission(rayjob, status["jobId"]))
         except JobAlreadyExists:
             pass  # an earlier reconcile submitted it
         except DashboardUnreachable as exc:
@@ -791,7 +799,9 @@ def cluster_manifest(
         head_spec = spec["headGroupSpec"]["template"].setdefault("spec", {})
         image = head_spec["containers"][0].get("image") or default_image
         port = dashboard_port({"spec": spec})
-        head_spec["containers"].append(submitter.sidecar_container(rayjob, status["jobId"], image, port))
+        cluster = {"metadata": {"name": status["rayClusterName"]}, "spec": spec}
+        sidecar = submitter.sidecar_container(rayjob, status["jobId"], image, port, cluster)
+        head_spec["containers"].append(sidecar)
         head_spec["restartPolicy"] = "Never"
     cluster_labels = labels.rayjob_cluster_labels(rayjob)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}

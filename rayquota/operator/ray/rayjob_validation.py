@@ -8,7 +8,13 @@ from typing import Any
 
 import yaml
 
-from rayquota.api.ray_v1 import JobSubmissionMode
+from rayquota.api.ray_v1 import (
+    DELETE_WORKERS_RULE_WITH_AUTOSCALING,
+    DELETE_WORKERS_WITH_AUTOSCALING,
+    DeletionPolicyType,
+    JobSubmissionMode,
+)
+from rayquota.operator.ray.feature_validation import feature_errors
 
 MAX_RAYJOB_NAME = 47  # the cluster and submitter names add suffixes; 63 is the label limit
 MODES = tuple(mode.value for mode in JobSubmissionMode)
@@ -65,6 +71,10 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
         policies += [(deletion.get(k) or {}).get("policy") for k in ("onSuccess", "onFailure")]
         if selector and any(p in CLUSTER_POLICIES for p in policies):
             errors.append("spec.deletionStrategy cannot delete a cluster chosen by spec.clusterSelector")
+        if (cluster_spec or {}).get("enableInTreeAutoscaling"):
+            errors += delete_workers_errors(deletion)
+    if cluster_spec:
+        errors += feature_errors(cluster_spec, meta.get("annotations") or {}, "spec.rayClusterSpec")
     if spec.get("runtimeEnvYAML"):
         try:
             if not isinstance(yaml.safe_load(spec["runtimeEnvYAML"]), dict):
@@ -77,4 +87,17 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
                 errors.append("spec.entrypointResources must be a JSON object")
         except ValueError as exc:
             errors.append(f"spec.entrypointResources is not valid JSON: {exc}")
+    return errors
+
+
+def delete_workers_errors(deletion: Mapping[str, Any]) -> list[str]:
+    """DeleteWorkers on a cluster with autoscaling: the field and KubeRay's reason."""
+    errors = [
+        f"spec.deletionStrategy.deletionRules[{i}]: {DELETE_WORKERS_RULE_WITH_AUTOSCALING}"
+        for i, rule in enumerate(deletion.get("deletionRules") or [])
+        if rule.get("policy") == DeletionPolicyType.DELETE_WORKERS
+    ]
+    for when in ("onSuccess", "onFailure"):
+        if (deletion.get(when) or {}).get("policy") == DeletionPolicyType.DELETE_WORKERS:
+            errors.append(f"spec.deletionStrategy.{when}.policy: {DELETE_WORKERS_WITH_AUTOSCALING}")
     return errors

@@ -21,8 +21,10 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
 from rayquota.operator.core.store import Obj
 from rayquota.operator.ray import labels
+from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.conditions import find
 from rayquota.operator.ray.podspec import SERVE_LABEL
+from rayquota.operator.ray.raycluster import warn_unimplemented_fields
 from rayquota.operator.ray.raycluster_plan import is_ready, node_type
 from rayquota.operator.ray.rayservice_cluster import (
     RAYSERVICE_KIND,
@@ -80,10 +82,12 @@ def service_index(obj: Mapping[str, Any]) -> list[str]:
 
 
 class RayServiceReconciler:
-    def __init__(self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver) -> None:
+    def __init__(
+        self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver, tokens: AuthTokens
+    ) -> None:
         self.manager = manager
         self.config = config
-        self.writes = RayServiceWrites(manager, resolver, config.dashboard_timeout_s)
+        self.writes = RayServiceWrites(manager, resolver, config.dashboard_timeout_s, tokens)
         self.services = manager.informer(resources.RAYSERVICES)
         self.clusters = manager.informer(resources.RAYCLUSTERS, indexers={SERVICE_INDEX: service_index})
         self.pods = manager.informer(
@@ -136,6 +140,7 @@ class RayServiceReconciler:
         if labels.managed_by_other_controller(cached) or self.manager.status.is_stale(cached):
             return None
         service = copy.deepcopy(cached)
+        warn_unimplemented_fields(self.manager, service)
         suspended = await self.suspend.handle(service, self.children(service), datetime.now(UTC))
         if suspended is not None:
             if suspended.status is not None:

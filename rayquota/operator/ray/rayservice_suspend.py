@@ -23,6 +23,7 @@ from rayquota.operator.ray import labels
 from rayquota.operator.ray.conditions import is_true, set_condition
 from rayquota.operator.ray.rayservice_status import INITIALIZING
 from rayquota.operator.ray.rayservice_writes import RayServiceWrites
+from rayquota.operator.ray.serve_service import serve_service_name
 
 Suspending = RayServiceConditionType.SUSPENDING
 Suspended = RayServiceConditionType.SUSPENDED
@@ -118,7 +119,7 @@ class SuspendHandler:
                 await self.writes.delete_cluster(
                     service, namespace, cluster["metadata"]["name"], "suspending"
                 )
-        for service_name in (labels.head_service_name(name), labels.serve_service_name(name)):
+        for service_name in (labels.head_service_name(name), serve_service_name(service)):
             if self.services.get(namespace, service_name) is not None:
                 remaining = True
                 await self.writes.delete_service(namespace, service_name)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.api.ray_v1 import ClusterUpgradeOptions, RayServiceUpgradeType
+from rayquota.operator.ray.feature_validation import feature_errors
 from rayquota.operator.ray.rayservice_plan import upgrade_type
 from rayquota.operator.ray.serve_client import InvalidServeConfig, serve_config
 
@@ -24,6 +25,8 @@ def validate_rayservice(service: Mapping[str, Any]) -> list[str]:
         serve_config(spec.get("serveConfigV2"))
     except InvalidServeConfig as exc:
         problems.append(str(exc))
+    annotations = (service.get("metadata") or {}).get("annotations") or {}
+    problems += feature_errors(spec.get("rayClusterConfig") or {}, annotations, "spec.rayClusterConfig")
     try:
         strategy = upgrade_type(service)
     except ValueError:

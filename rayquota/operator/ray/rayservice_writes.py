@@ -13,7 +13,8 @@ from typing import Any
 from rayquota.operator.core import Manager, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError
-from rayquota.operator.ray import gateway, labels, services
+from rayquota.operator.ray import gateway, labels, serve_service, services
+from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import DashboardClients, RayDashboardClient, RetryPolicy
 from rayquota.operator.ray.podspec import SERVE_LABEL
 from rayquota.operator.ray.rayservice_cluster import RAYSERVICE_KIND
@@ -39,7 +40,8 @@ def service_object_labels(service: Mapping[str, Any]) -> dict[str, str]:
 
 
 def build_service_services(service: Mapping[str, Any], cluster: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``<service>-head-svc`` and ``<service>-serve-svc``, selecting ``cluster``, owned by the service."""
+    """``<service>-head-svc`` and the serve Service (``<service>-serve-svc`` or the one
+    ``spec.serveService`` describes), selecting ``cluster``, owned by the service."""
     name = str(service["metadata"]["name"])
     built = []
     for manifest, service_name in (
@@ -53,6 +55,8 @@ def build_service_services(service: Mapping[str, Any], cluster: Mapping[str, Any
         }
         manifest["metadata"]["ownerReferences"] = [labels.owner_reference(service)]
         built.append(manifest)
+    if serve_service.custom_serve_service(service) is not None:
+        built[1] = serve_service.build_custom_serve_service(service, cluster, built[1]["metadata"]["labels"])
     return built
 
 
@@ -67,10 +71,13 @@ def build_cluster_serve_service(service: Mapping[str, Any], cluster: Mapping[str
 
 
 class RayServiceWrites:
-    def __init__(self, manager: Manager, resolver: DashboardResolver, dashboard_timeout_s: float) -> None:
+    def __init__(
+        self, manager: Manager, resolver: DashboardResolver, dashboard_timeout_s: float, tokens: AuthTokens
+    ) -> None:
         self.client = manager.client
         self.recorder = manager.recorder
         self.resolver = resolver
+        self.tokens = tokens
         # One shared session for every head (clusters come and go with each upgrade).
         self.dashboards = DashboardClients(
             timeout_s=dashboard_timeout_s, retry=RetryPolicy(attempts=2, initial_backoff_s=0.2)
@@ -229,18 +236,19 @@ class RayServiceWrites:
 
     # --- Serve ------------------------------------------------------------------------------------
 
-    def _dashboard(self, cluster: Mapping[str, Any]) -> RayDashboardClient:
-        return self.dashboards.client(self.resolver.dashboard_url(cluster))
+    async def _dashboard(self, cluster: Mapping[str, Any]) -> RayDashboardClient:
+        headers = await self.tokens.headers_for(cluster)
+        return self.dashboards.client(self.resolver.dashboard_url(cluster), headers)
 
     async def serve_state(self, cluster: Mapping[str, Any]) -> ServeState:
-        return await ServeClient(self._dashboard(cluster)).state()
+        return await ServeClient(await self._dashboard(cluster)).state()
 
     async def deploy(
         self, service: Mapping[str, Any], cluster: Mapping[str, Any], config_v2: str, capacity: int | None
     ) -> None:
         """PUT the Serve config (with the target capacity), then record it on the cluster. Only a
         changed config is announced: capacity steps are the upgrade loop's to report."""
-        await ServeClient(self._dashboard(cluster)).deploy(serve_config(config_v2, capacity))
+        await ServeClient(await self._dashboard(cluster)).deploy(serve_config(config_v2, capacity))
         changed = (cluster["metadata"].get("annotations") or {}).get(
             labels.SERVE_CONFIG_ANNOTATION
         ) != config_v2

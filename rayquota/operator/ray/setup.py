@@ -1,12 +1,19 @@
-"""The Ray half of the operator: the RayCluster, RayJob and RayService controllers on the shared manager."""
+"""The Ray half of the operator: the RayCluster, RayJob, RayService and RayCronJob controllers on
+the shared manager, and KubeRay's control-plane metrics about their objects."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Manager
+from rayquota.operator.core import Manager, resources
+from rayquota.operator.queue.naming import QueueSettings
+from rayquota.operator.ray.auth_token import AuthTokens
+from rayquota.operator.ray.kuberay_metrics import KubeRayMetrics
 from rayquota.operator.ray.raycluster import RayClusterReconciler
+from rayquota.operator.ray.raycronjob.clock import Clock, SystemClock
+from rayquota.operator.ray.raycronjob.reconciler import RayCronJobReconciler
 from rayquota.operator.ray.rayjob import RayJobReconciler
 from rayquota.operator.ray.rayservice import RayServiceReconciler
 from rayquota.operator.ray.resolver import resolver_from_settings
@@ -17,16 +24,42 @@ class RayControllers:
     clusters: RayClusterReconciler
     jobs: RayJobReconciler
     services: RayServiceReconciler
+    cronjobs: RayCronJobReconciler | None = None
+    """None when KubeRay's RayCronJob feature gate is set to false."""
+    kuberay_metrics: KubeRayMetrics | None = None
+    """The kuberay_* families; served only where the operator serves metrics."""
 
 
-def setup(manager: Manager, config: OperatorConfig) -> RayControllers:
+def setup(manager: Manager, config: OperatorConfig, *, clock: Clock | None = None) -> RayControllers:
+    """`clock`: what the RayCronJob schedules are read against (the system's by default)."""
     resolver = resolver_from_settings(
         config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
     )
+    cronjobs = None
+    if config.feature_gates.enabled("RayCronJob"):
+        # A RayCronJob's RayJobs are queued like any other: they carry its queue and priority labels.
+        queue = QueueSettings.from_env(os.environ)
+        cronjobs = RayCronJobReconciler(
+            manager,
+            clock=clock or SystemClock(),
+            inherited_label_keys=(*queue.queue_label_keys, *queue.priority_label_keys),
+        )
+    metrics = None
+    if config.kuberay_metrics:
+        metrics = KubeRayMetrics()
+        metrics.watch(
+            manager.informer(resources.RAYCLUSTERS),
+            manager.informer(resources.RAYJOBS),
+            manager.informer(resources.RAYSERVICES),
+        )
+    # One token reader: the RayCluster controller makes the Secrets, the others read them.
+    tokens = AuthTokens(manager)
     controllers = RayControllers(
-        clusters=RayClusterReconciler(manager, config),
-        jobs=RayJobReconciler(manager, config, resolver),
-        services=RayServiceReconciler(manager, config, resolver),
+        clusters=RayClusterReconciler(manager, config, tokens),
+        jobs=RayJobReconciler(manager, config, resolver, tokens),
+        services=RayServiceReconciler(manager, config, resolver, tokens),
+        cronjobs=cronjobs,
+        kuberay_metrics=metrics,
     )
     manager.on_shutdown(controllers.jobs.close)
     manager.on_shutdown(controllers.services.close)

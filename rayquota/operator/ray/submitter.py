@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.ray import labels
+from rayquota.operator.ray import auth_token, labels
 from rayquota.operator.ray.dashboard import JobSubmission
 from rayquota.operator.ray.podspec import ray_container_index
 
@@ -147,6 +147,8 @@ def submitter_job(
     _set_env(container, "PYTHONUNBUFFERED", "1")
     _set_env(container, "RAY_DASHBOARD_ADDRESS", dashboard_address)
     _set_env(container, "RAY_JOB_SUBMISSION_ID", job_id)
+    if cluster is not None:
+        _set_auth_env(container, str(cluster["metadata"]["name"]), cluster.get("spec") or {})
     pod_spec.setdefault("restartPolicy", "Never")
     template_meta = template.setdefault("metadata", {})
     template_meta["labels"] = {**(template_meta.get("labels") or {}), labels.RAY_JOB_SUBMITTER: "true"}
@@ -176,11 +178,22 @@ def submitter_labels(rayjob_name: str) -> dict[str, str]:
     }
 
 
+def _set_auth_env(container: dict[str, Any], cluster_name: str, cluster_spec: Mapping[str, Any]) -> None:
+    """The `ray job` CLI sends the cluster's token when it finds it in the env."""
+    if auth_token.enabled(cluster_spec):
+        auth_token.set_container_env(container, cluster_name, cluster_spec)
+
+
 def sidecar_container(
-    rayjob: Mapping[str, Any], job_id: str, image: str, dashboard_port: int
+    rayjob: Mapping[str, Any],
+    job_id: str,
+    image: str,
+    dashboard_port: int,
+    cluster: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """SidecarMode: the submitter runs in the head pod and waits for the local dashboard first."""
-    return {
+    """SidecarMode: the submitter runs in the head pod and waits for the local dashboard first.
+    `cluster` (name and spec) gives it the cluster's auth token."""
+    container = {
         "name": SUBMITTER_CONTAINER,
         "image": image,
         "command": list(SUBMITTER_SHELL),
@@ -195,6 +208,9 @@ def sidecar_container(
             "requests": {"cpu": "500m", "memory": "200Mi"},
         },
     }
+    if cluster is not None:
+        _set_auth_env(container, str(cluster["metadata"]["name"]), cluster.get("spec") or {})
+    return container
 
 
 def job_finished(job: Mapping[str, Any]) -> tuple[bool, bool]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.operator.queue import converter
+from rayquota.operator.queue import converter, topology_request
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
@@ -26,20 +26,53 @@ class Verdict:
 ALLOW = Verdict(True)
 
 
+def topology_errors(kind: str, obj: Body) -> list[str]:
+    """Kueue's topology annotations on the object's pod templates (its record names where they
+    are) that cannot be read."""
+    errors: list[str] = []
+    for at in ADAPTERS[kind].pod_templates(obj):
+        errors += topology_request.errors(at.template, at.path, at.hosts)
+    return errors
+
+
+def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
+    errors = topology_errors(kind, obj)
+    if not errors:
+        return None
+    name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
+    return Verdict(False, f"{name}: " + "; ".join(errors))
+
+
 def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
-    """CREATE of a queued object: born suspended (the gate its record names: on the object, or
-    on the RayService's cluster template so every child is born gated)."""
-    gate = ADAPTERS[kind].gate
-    if objects.queue_name(kind, obj) is None or gate.is_set(obj):
+    """CREATE of a queued object: what its kind refuses in a queue is refused, with the field
+    and the value (topology annotations that cannot be read too); otherwise it is born suspended
+    (the gate its record names: on the object, or on the RayService's cluster template so every
+    child is born gated)."""
+    queue = objects.queue_name(kind, obj)
+    if queue is None:
         return ALLOW
-    op = gate.set_patch(obj)
+    record = ADAPTERS[kind]
+    refusal = record.creation_refusal(obj, queue)
+    if refusal is not None:
+        return Verdict(False, refusal)
+    refused = _topology_refusal(kind, obj)
+    if refused is not None:
+        return refused
+    if record.gate.is_set(obj):
+        return ALLOW
+    op = record.gate.set_patch(obj)
     if op is None:
         return ALLOW
     return Verdict(True, patch=(op,), warning="suspended until its queue admits it")
 
 
 def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
-    """UPDATE that clears a gate: allowed only as far as the recorded admission covers."""
+    """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
+    queued object gets topology annotations that cannot be read."""
+    if old is not None and objects.queue_name(kind, obj) is not None:
+        refused = _topology_refusal(kind, obj)
+        if refused is not None:
+            return refused
     suspend = ADAPTERS[kind].gate
     if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW

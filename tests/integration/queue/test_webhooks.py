@@ -119,6 +119,15 @@ def test_queued_job_is_born_suspended_and_clearing_the_gate_is_refused(
     assert result.returncode != 0
     assert "not admitted" in result.stderr and "rayquota explain rayjob/eager" in result.stderr
     assert not kube.list("pods")
+    # A queued RayJob that would keep its cluster (and the quota) after the job: refused at creation.
+    keeper = gpu_rayjob("keeper", "team", workers=1, gpus_per_worker=1)
+    del keeper["spec"]["shutdownAfterJobFinishes"]
+    refused = kube.kubectl("create", "-f", "-", input=yaml.safe_dump(keeper), check=False)
+    assert refused.returncode != 0
+    assert "spec.shutdownAfterJobFinishes: unset: a RayJob in queue team must set" in refused.stderr, (
+        refused.stderr
+    )
+    assert kube.get("rayjob", "keeper") is None
 
 
 def test_malformed_cluster_queue_is_refused_with_the_field_named(

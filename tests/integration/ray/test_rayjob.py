@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.ray.dashboard import JobStatus, JobSubmission, RayDashboardClient
@@ -460,3 +461,40 @@ def test_leaving_validation_failed_never_runs_two_clusters(kube: Kube, local_das
     )
     assert second != first["rayClusterName"]
     ray(local_dashboard, lambda c: c.stop_job(first["jobId"]))
+
+
+@pytest.mark.parametrize(
+    ("deletion", "field", "message"),
+    [
+        (
+            {"onSuccess": {"policy": "DeleteWorkers"}, "onFailure": {"policy": "DeleteCluster"}},
+            "spec.deletionStrategy",
+            "DeletionStrategy=DeleteWorkers currently does not support RayCluster with autoscaling enabled",
+        ),
+        (
+            {"deletionRules": [{"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED"}}]},
+            "spec.deletionStrategy.deletionRules",
+            "DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled",
+        ),
+    ],
+)
+def test_delete_workers_on_an_autoscaling_cluster_is_refused_at_submission(
+    control_plane: Any,
+    namespace: str,
+    crds_installed: None,
+    deletion: dict[str, Any],
+    field: str,
+    message: str,
+) -> None:
+    """The API server refuses it (KubeRay v1.7.0's rule and reason), naming the field: nothing is
+    stored, so no cluster is ever made for it."""
+    kube = Kube(control_plane, namespace)
+    body = rayjob("scaling", "python -c pass", deletionStrategy=deletion, shutdownAfterJobFinishes=True)
+    body["spec"]["rayClusterSpec"] = dict(CLUSTER_SPEC, enableInTreeAutoscaling=True)
+    refused = kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(body), check=False)
+    assert refused.returncode != 0
+    assert f"{field}: Invalid value" in refused.stderr and message in refused.stderr, refused.stderr
+    assert kube.get("rayjob", "scaling") is None
+    # The same job without autoscaling is accepted.
+    body["spec"]["rayClusterSpec"] = dict(CLUSTER_SPEC, enableInTreeAutoscaling=False)
+    kube.kubectl("apply", "-f", "-", "--dry-run=server", input=yaml.safe_dump(body))

@@ -53,3 +53,15 @@ def test_kwok_stages_parse_and_respect_manual_completion() -> None:
     assert names == ["rayquota-pod-running", "rayquota-job-pod-succeeded", "rayquota-pod-delete"]
     complete = stages[1]["spec"]["selector"]["matchExpressions"]
     assert any(MANUAL_COMPLETION_LABEL in e["key"] and e["operator"] == "DoesNotExist" for e in complete)
+
+
+def test_the_topology_samples_nodes_file_lays_out_blocks_and_racks() -> None:
+    pools = load_pools(Path(__file__).resolve().parents[3] / "samples/queues/topology/nodes.yaml")
+    racks = {m["metadata"]["name"]: m["metadata"]["labels"] for m in pools[0].manifests()}
+    assert len(racks) == 16
+    labels = racks["h100-b1-r0-3"]
+    assert labels["topology.rayquota.io/block"] == "b1"
+    assert labels["topology.rayquota.io/rack"] == "b1-r0"
+    assert labels["kubernetes.io/hostname"] == "h100-b1-r0-3"
+    assert labels["rayquota.io/gpu-pool"] == "h100-racks"
+    assert pools[1].node_names() == ["cpu-0", "cpu-1"]

@@ -13,7 +13,7 @@ def test_reconcilers_are_on_by_default() -> None:
     config = OperatorConfig.from_env({})
     assert config.reconcilers_enabled
     _, components = offline_manager(config)
-    assert components == ("ray", "queue")
+    assert components == ("ray", "raycronjob", "queue")
 
 
 @pytest.mark.parametrize("raw", ["false", "False", "0", "no", "off"])

@@ -10,6 +10,7 @@ from rayquota.cli import _webhooks, build_parser
 from rayquota.localcluster.paths import is_local_kubeconfig
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
+from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.main import setup_components
 from rayquota.operator.webhooks.settings import CertificateSource, WebhookSettings
@@ -26,7 +27,13 @@ def offline(config: OperatorConfig) -> tuple[Manager, str]:
 
 def test_the_start_up_line_names_each_component_once() -> None:
     _, described = offline(OperatorConfig(webhooks=WebhookSettings.loopback(8443)))
-    assert described == "ray, queue, webhooks (https://127.0.0.1:8443, generated certificate)"
+    assert described == (
+        "ray (with RayCronJob), queue, webhooks (https://127.0.0.1:8443, generated certificate)"
+    )
+    _, described = offline(
+        OperatorConfig(queue_enabled=False, feature_gates=FeatureGates.parse("RayCronJob=false"))
+    )
+    assert described == "ray"
     _, described = offline(OperatorConfig(reconcilers_enabled=False))
     assert described == "queue"
 

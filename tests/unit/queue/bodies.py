@@ -62,6 +62,7 @@ def rayjob(name: str = "job", mode: str = "K8sJobMode", spec: dict[str, Any] | N
             "entrypoint": "python -c 'print(1)'",
             "submissionMode": mode,
             "suspend": True,
+            "shutdownAfterJobFinishes": True,
             "rayClusterSpec": spec or cluster_spec(),
         },
     }

@@ -141,3 +141,52 @@ def test_explain_an_admitted_upgrade_that_waits() -> None:
     assert "upgrade" in waits and "0 of 8 free" in waits
     assert "worker group `gpu` of cluster `greeter-new`" in waits and "gpu-50baf" not in waits
     assert "The workload is admitted" not in text
+
+
+def _node(name: str, rack: str, gpus: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"example.com/rack": rack, "kubernetes.io/hostname": name, "pool": "a100"},
+        },
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus), "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_explain_says_how_much_room_each_rack_has() -> None:
+    waiting = job_workload("big", 8, "2026-01-01T00:00:00Z", admitted=False)
+    waiting["spec"]["podSets"][0]["count"] = 2
+    waiting["spec"]["podSets"][0]["requests"] = {"nvidia.com/gpu": "4"}
+    waiting["spec"]["podSets"][0]["topologyRequest"] = {"required": "example.com/rack"}
+    other_pod = {
+        "metadata": {"name": "daemon", "namespace": "kube-system"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "2"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    state = QueueState(
+        flavors=[
+            {"metadata": {"name": "a100"}, "spec": {"nodeLabels": {"pool": "a100"}, "topologyName": "dc"}}
+        ],
+        cluster_queues=[gpu_queue("team", 16)],
+        local_queues=[{"metadata": {"name": "team", "namespace": "ns"}, "spec": {"clusterQueue": "team"}}],
+        workloads=[waiting],
+        topologies=[
+            {
+                "metadata": {"name": "dc"},
+                "spec": {
+                    "levels": [{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+                },
+            }
+        ],
+        nodes=[_node("n1", "r1", 4), _node("n2", "r1", 2), _node("n3", "r2", 4)],
+        pods=[other_pod],
+    )
+    text = cli_views.explain(state, "rayjob", "big", "ns")
+    assert "room per rack in flavor a100 (nvidia.com/gpu free/allocatable): r1 4/6, r2 4/4" in text
+    assert "needs 8 nvidia.com/gpu (2 pods) in one rack; the rack with the most room" in text

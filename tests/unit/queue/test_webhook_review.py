@@ -31,6 +31,24 @@ def test_queued_objects_are_born_suspended_and_others_untouched() -> None:
     assert review.mutate("RayCluster", plain, objects()).patch == ()
 
 
+def test_a_queued_rayjob_that_would_keep_its_cluster_is_refused_naming_the_field() -> None:
+    job = bodies.rayjob()
+    job["spec"].pop("shutdownAfterJobFinishes", None)
+    verdict = review.mutate("RayJob", job, objects())
+    assert not verdict.allowed
+    assert verdict.message.startswith("spec.shutdownAfterJobFinishes: unset: a RayJob in queue ")
+    job["spec"]["shutdownAfterJobFinishes"] = False
+    assert (
+        "spec.shutdownAfterJobFinishes: false: a RayJob in queue team-a must set"
+        in review.mutate("RayJob", job, objects()).message
+    )
+    job["spec"]["shutdownAfterJobFinishes"] = True
+    assert review.mutate("RayJob", job, objects()).allowed
+    job["metadata"]["labels"] = {}  # not queued: KubeRay's rules only
+    job["spec"]["shutdownAfterJobFinishes"] = False
+    assert review.mutate("RayJob", job, objects()).allowed
+
+
 def test_clearing_the_gate_is_refused_until_the_workload_is_admitted() -> None:
     old = bodies.rayjob()
     new = copy.deepcopy(old)
@@ -84,3 +102,25 @@ def test_configurations_never_block_a_down_operator_and_select_queued_objects() 
     assert all(h["failurePolicy"] == "Ignore" for h in hooks)
     selected = [h["objectSelector"]["matchExpressions"][0]["key"] for h in mutating["webhooks"]]
     assert selected == [naming.QUEUE_LABEL, naming.KUEUE_QUEUE_LABEL]
+
+
+def test_unreadable_topology_annotations_are_refused_naming_field_and_value() -> None:
+    job = bodies.rayjob()
+    group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    group["template"].setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-slice-required-topology": "topology.rayquota.io/rack",
+        "kueue.x-k8s.io/podset-slice-size": "three",
+    }
+    verdict = review.mutate("RayJob", job, objects())
+    assert not verdict.allowed
+    assert (
+        "spec.rayClusterSpec.workerGroupSpecs[0].template: annotation kueue.x-k8s.io/podset-slice-size: "
+        in (verdict.message)
+    )
+    assert "'three' is not a positive integer" in verdict.message
+    old = copy.deepcopy(job)
+    group["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] = "2"
+    assert review.mutate("RayJob", job, objects()).allowed
+    store = objects()
+    # an update to it too
+    assert not review.validate_gate("RayJob", old, job, store, QueueGate(store)).allowed

@@ -66,3 +66,36 @@ def test_bad_scenario_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "clusterQueue a" in captured.err and "invalid quantity 'lots'" in captured.err
     assert captured.out == ""
     assert not (tmp_path / "out").exists()
+
+
+RACKS = """
+name: racks
+topologies: [{name: racks, levels: [topology.rayquota.io/rack, kubernetes.io/hostname]}]
+nodes: [{name: gpu, count: 2, racks: 2, cpu: "8", memory: 64Gi, gpus: 4, labels: {pool: gpu}}]
+flavors:
+  - {name: gpu, nodeLabels: {pool: gpu}, topologyName: racks,
+     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}
+clusterQueues:
+  - name: q
+    resourceGroups:
+      - coveredResources: [nvidia.com/gpu]
+        flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 100}]}]
+workloadClasses:
+  - {name: rack, count: 4, interval: 1, runtime: 10, pods: 2, requests: {nvidia.com/gpu: 4},
+     topologyRequest: {required: topology.rayquota.io/rack}}
+"""
+
+
+def test_a_scenario_with_racks_reports_use_per_rack(tmp_path: Path) -> None:
+    scenario = tmp_path / "racks.yaml"
+    scenario.write_text(RACKS)
+    out = tmp_path / "out"
+    assert main(scenario, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    # The quota would take all four at once; the racks (8 GPUs each) hold one job each.
+    assert report["admitted"] == 4
+    assert report["classes"]["rack"]["wait_s"]["p90"] == 8.0  # the 3rd and 4th wait for a rack to empty
+    per_rack = report["domains"]["per_domain"]
+    assert set(per_rack) == {"b0-r0", "b0-r1"}
+    assert all(d["utilisation_peak"] == 1.0 for d in per_rack.values())
+    assert (out / "report.png").stat().st_size > 0

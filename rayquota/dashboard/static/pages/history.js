@@ -8,8 +8,14 @@ export function renderHistory(page) {
     "div",
     {},
     h("h1", {}, "History"),
-    h("p", { class: "facts" }, `${page.times.length} samples, one every ${page.intervalSeconds}s, over the last ${span} minutes (kept in the dashboard process).`),
+    h("p", { class: "facts" }, `${page.times.length} samples, one every ${page.intervalSeconds}s, over the last ${span} minutes (${sourceText(page.source)}).`),
+    page.source && page.source.error ? h("p", { class: "error", role: "status" }, page.source.error) : null,
     lineChart(`${page.resource} in use per ClusterQueue`, page.times, page.series, "usage"),
     lineChart("Pending workloads per ClusterQueue", page.times, page.series, "pending"),
   );
+}
+
+function sourceText(source) {
+  if (source && source.kind === "prometheus") return "from Prometheus, the operator's own metrics";
+  return "kept in the dashboard process";
 }

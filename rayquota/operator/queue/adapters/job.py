@@ -28,6 +28,7 @@ from rayquota.operator.queue.adapters.protocol import (
     PodLookup,
     PodWatch,
     SpecSuspendKind,
+    TemplateAt,
     allocation_of,
     changed,
     edited,
@@ -100,7 +101,13 @@ def job_pod_count(job: Body) -> int:
 def job_demand(job: Body) -> Demand:
     template = (job.get("spec") or {}).get("template") or {}
     return single_part(
-        _name(job), [(JOB_GROUP, pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template))]
+        _name(job),
+        [
+            (
+                JOB_GROUP,
+                pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template, where="the Job's pod template"),
+            )
+        ],
     )
 
 
@@ -112,7 +119,6 @@ class JobAdapter(SpecSuspendKind):
     pod_watches = (JOB_PODS,)
     change_filter = staticmethod(job_changed)
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
-    topology = None
     multicluster = None
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
@@ -128,6 +134,12 @@ class JobAdapter(SpecSuspendKind):
 
     def group_of_pod(self, pod: Body) -> GroupKey:
         return JOB_GROUP
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return [TemplateAt("spec.template", (obj.get("spec") or {}).get("template") or {})]
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        return None
 
     def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
         return super().suspend(obj, children) + clear_start_time(obj)

@@ -80,6 +80,15 @@ class PodWatch:
     index_labels: tuple[str, ...]
     owner_kind: str
 
+    def matches(self, pod: Mapping[str, Any]) -> bool:
+        """Does the pod carry the labels ``selector`` asks for ("key" or "key=value" terms)?"""
+        pod_labels = pod["metadata"].get("labels") or {}
+        for term in self.selector.split(","):
+            key, equals, value = term.partition("=")
+            if key not in pod_labels or (equals and pod_labels[key] != value):
+                return False
+        return True
+
     def index(self, pod: Mapping[str, Any]) -> list[str]:
         pod_labels = pod["metadata"].get("labels") or {}
         for key in self.index_labels:
@@ -97,6 +106,30 @@ class PodLookup(Protocol):
     def pods(self, watch: PodWatch, namespace: str, value: str) -> list[Any]:
         """The pods ``watch`` indexes under ``namespace/value`` (``value`` made a label value)."""
         ...
+
+
+@dataclass(frozen=True)
+class TemplateAt:
+    """A pod template of an object, the field it is at, and how many hosts each pod spans."""
+
+    path: str
+    template: Mapping[str, Any]
+    hosts: int = 1
+
+
+def cluster_spec_templates(path: str, cluster_spec: Mapping[str, Any]) -> list[TemplateAt]:
+    """The head's and each worker group's pod template of a RayCluster spec at ``path``."""
+    head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+    out = [TemplateAt(f"{path}.headGroupSpec.template", head)]
+    for index, group in enumerate(cluster_spec.get("workerGroupSpecs") or ()):
+        out.append(
+            TemplateAt(
+                f"{path}.workerGroupSpecs[{index}].template",
+                group.get("template") or {},
+                int(group.get("numOfHosts") or 1),
+            )
+        )
+    return out
 
 
 # A grant: verbs (space-separated) on a resource, or on its subresource ("status").
@@ -139,13 +172,20 @@ class KindAdapter(Protocol):
         """What the queue integration writes on objects of this kind (the gate, the placement)."""
         ...
 
-    # Later parts of a record, declared here so they land in one place: how the kind asks for a
-    # topology (issue 20) and how it is dispatched to a worker cluster (issue 22). None for now.
-    @property
-    def topology(self) -> None: ...
-
+    # A later part of a record, declared here so it lands in one place: how the kind is
+    # dispatched to a worker cluster (issue 22). None for now.
     @property
     def multicluster(self) -> None: ...
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        """The pod templates its topology requests are read from (Kueue's annotations), with
+        the field each is at, for errors that name it."""
+        ...
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        """Why an object of this kind cannot be queued as written (refused at creation, naming
+        the field and the value), or None."""
+        ...
 
     def pods_by_part(
         self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
@@ -288,8 +328,10 @@ class RayKind:
     accounted_through: tuple[str, ...] = ()
     child_kind: str | None = "RayCluster"
     pod_watches: tuple[PodWatch, ...] = (RAY_CLUSTER_PODS,)
-    topology = None
     multicluster = None
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        return None
 
     def group_of_pod(self, pod: Body) -> GroupKey:
         return group_key_of_pod(pod)

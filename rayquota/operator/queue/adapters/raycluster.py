@@ -13,8 +13,10 @@ from rayquota.operator.queue.adapters.protocol import (
     Grant,
     RayKind,
     SpecSuspendKind,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     placements,
@@ -41,6 +43,9 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
 
     def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
         return [str(obj["metadata"]["name"])]
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return cluster_spec_templates("spec", obj.get("spec") or {})
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return raycluster_demand(obj)

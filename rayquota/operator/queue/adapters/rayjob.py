@@ -3,6 +3,7 @@ templates get the admitted flavors before the gate lifts."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,8 +22,10 @@ from rayquota.operator.queue.adapters.protocol import (
     PodWatch,
     RayKind,
     SpecSuspendKind,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     placements,
@@ -91,7 +94,13 @@ def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) ->
         keyed.append(
             (
                 (Role.SUBMITTER, ""),
-                pod_set(SUBMITTER_POD_SET, Role.SUBMITTER, 1, _submitter_template(rayjob)),
+                pod_set(
+                    SUBMITTER_POD_SET,
+                    Role.SUBMITTER,
+                    1,
+                    _submitter_template(rayjob),
+                    where="the submitter's pod template",
+                ),
             )
         )
     part = cluster_name or str(rayjob["metadata"]["name"])
@@ -127,6 +136,28 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        spec = obj.get("spec") or {}
+        out = []
+        if spec.get("submitterPodTemplate"):
+            out.append(TemplateAt("spec.submitterPodTemplate", spec["submitterPodTemplate"]))
+        return out + cluster_spec_templates("spec.rayClusterSpec", spec.get("rayClusterSpec") or {})
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        """Kueue's rule for a queued RayJob, said at creation: the queue suspends it, and KubeRay
+        lets a suspended RayJob run only if its cluster goes when the job ends (else the cluster
+        would keep the queue's quota after the work is done)."""
+        spec = obj.get("spec") or {}
+        if spec.get("clusterSelector") or spec.get("shutdownAfterJobFinishes"):
+            return None
+        value = spec.get("shutdownAfterJobFinishes")
+        said = "unset" if value is None else json.dumps(value)
+        return (
+            f"spec.shutdownAfterJobFinishes: {said}: a RayJob in queue {queue} "
+            "must set spec.shutdownAfterJobFinishes: true (the queue suspends it until admitted, and "
+            "its RayCluster would otherwise hold the queue's quota after the job ends)"
+        )
 
     def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
         names = [str(c["metadata"]["name"]) for c in children]

@@ -15,8 +15,10 @@ from rayquota.operator.queue.adapters.protocol import (
     Grant,
     RayKind,
     SuspendGate,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     no_pods_hold_quota,
@@ -80,7 +82,15 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
         part_counts = parts.setdefault(part, {})
         part_names = pod_set_of.setdefault(part, {})
         for key, ps in cluster_pod_sets(cluster_spec):
-            name = _service_pod_set_name(ps.role, key[1], shape_key(ps))
+            shape = shape_key(ps)
+            if ps.topology_request is not None:
+                # Placed pods belong to one cluster: during an upgrade the new cluster's groups
+                # are placed (together, in their own domain) apart from the old cluster's.
+                shape = naming.short_hash(f"{shape}/{part}")
+                if ps.topology_request.group is not None:
+                    grouped = replace(ps.topology_request, group=f"{ps.topology_request.group}/{part}")
+                    ps = replace(ps, topology_request=grouped)
+            name = _service_pod_set_name(ps.role, key[1], shape)
             part_names[key] = name
             part_counts[name] = part_counts.get(name, 0) + ps.count
             previous = merged.get(name)
@@ -106,6 +116,11 @@ class RayServiceAdapter(RayKind):
 
     def is_suspended(self, obj: Body) -> bool:
         return self.gate.is_set(obj)
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return cluster_spec_templates(
+            "spec.rayClusterConfig", (obj.get("spec") or {}).get("rayClusterConfig") or {}
+        )
 
     def _gate_template(self, obj: Body) -> list[Edit]:
         """``rayClusterConfig.suspend`` stays set for good: every new child is born gated. (The

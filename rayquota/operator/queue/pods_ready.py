@@ -1,0 +1,171 @@
+"""waitForPodsReady: an admitted workload whose pods do not all become ready in time is evicted,
+requeued after a backoff, and deactivated after too many tries (Kueue's semantics).
+
+Pure: the settings, the readiness of an admitted slice, the ``PodsReady`` condition and its
+deadline, and the backoff. The Workload reconciler applies the verdict.
+
+- Ready means Kubernetes readiness (condition ``Ready=True``, not terminating) of every pod of
+  the admitted slice's head and worker pod sets (a submitter pod is not waited for).
+- ``timeout`` runs from the admission; once the pods were all ready, a loss of readiness gets
+  ``recoveryTimeout`` (default: ``timeout``; 0 disables it) from the moment it was lost.
+- A timed-out workload is evicted with reason ``PodsReadyTimeout``; ``requeueState.count`` goes
+  up by one and ``requeueState.requeueAt`` is the eviction time plus ``base x 2^(count-1)``
+  seconds, capped at ``max`` (no jitter). When ``count`` would exceed ``backoffLimitCount``, the
+  workload is deactivated instead (``spec.active: false``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from rayquota.operator.core.pods import pod_ready
+from rayquota.operator.queue.podsets import SUBMITTER_POD_SET, Demand, group_key_of_pod
+from rayquota.operator.ray import labels
+from rayquota.queueing import PodSetAssignment
+
+PODS_READY = "PodsReady"
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+DEACTIVATED = "WorkloadRequeuingLimitExceeded"
+
+
+class RequeuingTimestamp(StrEnum):
+    EVICTION = "Eviction"
+    """A requeued workload goes to the back of its queue (ordered by its eviction time)."""
+    CREATION = "Creation"
+    """A requeued workload keeps its place (ordered by its creation time)."""
+
+
+@dataclass(frozen=True)
+class WaitForPodsReady:
+    timeout_s: float = 300.0
+    recovery_timeout_s: float | None = None
+    """None: the same as ``timeout_s``; 0: a loss of readiness is never timed."""
+    block_admission: bool = False
+    requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION
+    backoff_limit_count: int | None = None
+    """None: requeued again and again."""
+    backoff_base_s: float = 60.0
+    backoff_max_s: float = 3600.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WaitForPodsReady | None:
+        """None unless ``RAYQUOTA_WAIT_FOR_PODS_READY`` is true. A bad value names its variable."""
+        if env.get("RAYQUOTA_WAIT_FOR_PODS_READY", "").strip().lower() not in ("1", "true", "yes", "on"):
+            return None
+        defaults = cls()
+
+        def number(name: str, default: float | None) -> float | None:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r}: expected a number of seconds") from None
+            if value < 0:
+                raise ValueError(f"{name}={raw!r}: must not be negative")
+            return value
+
+        limit = number("RAYQUOTA_REQUEUING_BACKOFF_LIMIT_COUNT", None)
+        raw_stamp = env.get("RAYQUOTA_REQUEUING_TIMESTAMP", "").strip() or RequeuingTimestamp.EVICTION.value
+        try:
+            stamp = RequeuingTimestamp(raw_stamp)
+        except ValueError:
+            raise ValueError(
+                f"RAYQUOTA_REQUEUING_TIMESTAMP={raw_stamp!r}: expected Eviction or Creation"
+            ) from None
+        return cls(
+            timeout_s=number("RAYQUOTA_PODS_READY_TIMEOUT", defaults.timeout_s) or defaults.timeout_s,
+            recovery_timeout_s=number("RAYQUOTA_PODS_READY_RECOVERY_TIMEOUT", None),
+            block_admission=env.get("RAYQUOTA_PODS_READY_BLOCK_ADMISSION", "").strip().lower()
+            in ("1", "true", "yes", "on"),
+            requeuing_timestamp=stamp,
+            backoff_limit_count=None if limit is None else int(limit),
+            backoff_base_s=number("RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS", defaults.backoff_base_s) or 0.0,
+            backoff_max_s=number("RAYQUOTA_REQUEUING_BACKOFF_MAX_SECONDS", defaults.backoff_max_s) or 0.0,
+        )
+
+    @property
+    def recovery_s(self) -> float:
+        return self.timeout_s if self.recovery_timeout_s is None else self.recovery_timeout_s
+
+    def backoff_s(self, count: int) -> float:
+        """The wait before the ``count``-th requeue (count >= 1)."""
+        return float(min(self.backoff_base_s * 2 ** max(count - 1, 0), self.backoff_max_s))
+
+    def exceeded(self, count: int) -> bool:
+        """Has a workload requeued ``count`` times used up its tries?"""
+        return self.backoff_limit_count is not None and count > self.backoff_limit_count
+
+
+# ---------------------------------------------------------------------- readiness
+
+
+def ready_pods_per_pod_set(
+    demand: Demand, pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part, pods in pods_by_part.items():
+        names = demand.pod_set_of.get(part, {})
+        by_label = {(role, labels.label_value(group)): name for (role, group), name in names.items()}
+        for pod in pods:
+            name = by_label.get(group_key_of_pod(pod))
+            if name is not None and pod_ready(pod):
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def unready(admitted: Sequence[PodSetAssignment], ready: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """The admitted pod sets (head and workers) not all ready: name -> (ready, admitted)."""
+    return {
+        ps.name: (ready.get(ps.name, 0), ps.count)
+        for ps in admitted
+        if ps.name != SUBMITTER_POD_SET and ps.count and ready.get(ps.name, 0) < ps.count
+    }
+
+
+# ---------------------------------------------------------------------- the verdict
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What the ``PodsReady`` condition says and until when the workload may stay unready."""
+
+    ready: bool
+    reason: str  # PodsReady | WaitForStart | WaitForRecovery
+    message: str
+    deadline: float | None
+    """Seconds since the epoch; None: no deadline (ready, or recovery not timed)."""
+
+    def timed_out(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+
+def judge(
+    config: WaitForPodsReady,
+    missing: Mapping[str, tuple[int, int]],
+    admitted_at: float,
+    previous: Mapping[str, Any] | None,
+    previous_since: float | None,
+    now: float,
+) -> Readiness:
+    """``previous``: the Workload's PodsReady condition as written (``previous_since`` its
+    lastTransitionTime), to tell a first start from a recovery."""
+    if not missing:
+        return Readiness(True, "PodsReady", "All pods of the admitted slice are ready", None)
+    detail = ", ".join(f"{name} {ready} of {count} ready" for name, (ready, count) in sorted(missing.items()))
+    was_ready = previous is not None and previous.get("status") == "True"
+    recovering = was_ready or (previous is not None and previous.get("reason") == "WaitForRecovery")
+    if recovering:
+        since = now if was_ready or previous_since is None else previous_since
+        deadline = since + config.recovery_s if config.recovery_s > 0 else None
+        return Readiness(False, "WaitForRecovery", f"waiting for pods to be ready again: {detail}", deadline)
+    return Readiness(
+        False,
+        "WaitForStart",
+        f"waiting for the admitted pods to be ready: {detail}",
+        admitted_at + config.timeout_s,
+    )

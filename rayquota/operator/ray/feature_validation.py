@@ -1,0 +1,19 @@
+"""KubeRay's checks of a RayCluster spec's optional features: GCS fault tolerance, autoscaler v2,
+token auth. The same spec is checked wherever it is written (a RayCluster's ``spec``, a RayJob's
+``spec.rayClusterSpec``, a RayService's ``spec.rayClusterConfig``), so each message names the
+field by its path in the object the user wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.ray import auth_token, autoscaler_v2, gcs_ft
+
+
+def feature_errors(cluster_spec: Mapping[str, Any], annotations: Mapping[str, str], prefix: str) -> list[str]:
+    return [
+        *gcs_ft.validation_errors(cluster_spec, annotations, prefix),
+        *autoscaler_v2.validation_errors(cluster_spec, prefix),
+        *auth_token.validation_errors(cluster_spec, prefix),
+    ]
