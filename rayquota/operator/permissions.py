@@ -18,7 +18,7 @@ from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.ray.ingress import INGRESSES
-from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
+from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 SECRETS = Resource("", "v1", "secrets", "Secret")

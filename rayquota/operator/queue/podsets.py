@@ -28,7 +28,7 @@ from rayquota.operator.ray.podspec import (
     build_wait_gcs_init_container,
     ray_container_index,
 )
-from rayquota.operator.ray.raycluster_plan import desired_pods
+from rayquota.operator.ray.raycluster.plan import desired_pods
 from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"

@@ -36,8 +36,8 @@ from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
-from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster
-from rayquota.operator.ray.raycluster_status import cluster_status, status_changed
+from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
+from rayquota.operator.ray.raycluster.status import cluster_status, status_changed
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import format_rfc3339, now_rfc3339, parse_rfc3339
 from rayquota.operator.kube import ApiError, Conflict, group_path
-from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
+from rayquota.operator.ray import conditions, labels, services, submitter
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
@@ -37,9 +37,10 @@ from rayquota.operator.ray.dashboard import (
     RayDashboardClient,
     RetryPolicy,
 )
-from rayquota.operator.ray.raycluster import warn_unimplemented_fields
-from rayquota.operator.ray.rayjob_validation import submission_mode as mode_of
-from rayquota.operator.ray.rayjob_validation import validate_rayjob
+from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
+from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
+from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
+from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver, dashboard_port
 
 log = logging.getLogger(__name__)

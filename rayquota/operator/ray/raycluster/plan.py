@@ -12,10 +12,10 @@ from typing import Any
 from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.core.pods import pod_finished as is_finished
 from rayquota.operator.ray import conditions, labels, topology_pins
-from rayquota.operator.ray import raycluster_caps as caps_module
 from rayquota.operator.ray.feature_validation import feature_errors
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.raycluster import caps as caps_module
 
 PROVISIONED = "RayClusterProvisioned"
 HEAD_POD_READY = "HeadPodReady"
