@@ -129,6 +129,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
+    if ray is not None:
+        ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps, QueueCondition
+from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.plan import (
     ClusterPlan,
     desired_pods,
