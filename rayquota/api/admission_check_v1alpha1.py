@@ -45,7 +45,9 @@ class AdmissionCheckSpec(K8sModel):
             min_length=1,
             max_length=253,
             json_schema_extra={
-                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "controllerName is immutable"}]
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "controllerName is immutable"}
+                ]
             },
         ),
     ]

@@ -245,7 +245,7 @@ _LIMITS_NEED_COHORT: dict[str, JsonValue] = {
 }
 
 
-_ONE_WAY_TO_LIST_CHECKS = {
+_ONE_WAY_TO_LIST_CHECKS: dict[str, JsonValue] = {
     "rule": "!has(self.admissionChecks) || !has(self.admissionChecksStrategy)",
     "message": "spec.admissionChecks and spec.admissionChecksStrategy are mutually exclusive",
 }
@@ -536,7 +536,10 @@ class WorkloadStatus(K8sModel):
     reclaimable_pods: list[ReclaimablePod] = Field(default_factory=list)
     admission_checks: Annotated[
         list[AdmissionCheckState],
-        Field(max_length=MAX_ADMISSION_CHECKS, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
+        Field(
+            max_length=MAX_ADMISSION_CHECKS,
+            json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
     ] = Field(default_factory=list)
     # Ours: why the workload waits, in words (Kueue keeps this only in the QuotaReserved message).
     pending_reason: str | None = None

@@ -59,6 +59,14 @@ workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
 """
 
 from .accounting import ClusterQueueStatus, NodeSnapshot
+from .admission_checks import (
+    AdmissionCheck,
+    AdmissionCheckRule,
+    CheckProblem,
+    CheckState,
+    CheckVerdict,
+    retry_backoff_s,
+)
 from .decisions import (
     Admit,
     Decision,
@@ -68,14 +76,6 @@ from .decisions import (
     PreemptionReason,
     TopologyAssignment,
     TopologyDomain,
-)
-from .admission_checks import (
-    AdmissionCheck,
-    AdmissionCheckRule,
-    CheckProblem,
-    CheckState,
-    CheckVerdict,
-    retry_backoff_s,
 )
 from .engine import Engine
 from .engine_events import WorkloadStatus

@@ -88,7 +88,9 @@ def queue_check_problem(
     names = [rule.name for rule in rules]
     missing = [n for n in names if n not in checks]
     if missing:
-        return CheckProblem(CHECK_NOT_FOUND, f"Can't admit new workloads: AdmissionCheck {missing[0]} not found")
+        return CheckProblem(
+            CHECK_NOT_FOUND, f"Can't admit new workloads: AdmissionCheck {missing[0]} not found"
+        )
     for name in names:
         check = checks[name]
         if not check.active:

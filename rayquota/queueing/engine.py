@@ -329,7 +329,9 @@ class Engine(EngineEvents):
                 if placement is not None:
                     chosen = self._placement.with_placement(chosen, placement)
                 self._admit(wl, cq, assignment.usage, tuple(chosen), predecessor)
-                checks = self._start_checks(wl, cq.spec.admission_checks, wl.pod_sets)
+                # A scale-up slice of an admitted workload is not checked again: its pods run.
+                rules = cq.spec.admission_checks if predecessor is None else ()
+                checks = self._start_checks(wl, rules, wl.pod_sets)
                 out.append(
                     Admit(
                         wl.key,

@@ -40,7 +40,9 @@ class WorkloadStatus:
     @property
     def checks_ready(self) -> bool:
         """Quota reserved and every check Ready: the workload is admitted, its pods may start."""
-        return self.phase is Phase.ADMITTED and all(s is CheckState.READY for s in self.admission_checks.values())
+        return self.phase is Phase.ADMITTED and all(
+            s is CheckState.READY for s in self.admission_checks.values()
+        )
 
 
 class EngineEvents(AdmissionCheckEvents, TopologyEvents):
@@ -325,7 +327,9 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
             if any(s is not CheckState.READY for s in self._check_states.get(key, {}).values())
         )
         return replace(
-            status, check_problem=self.admission_check_problem(cq.spec.admission_checks), awaiting_checks=awaiting
+            status,
+            check_problem=self.admission_check_problem(cq.spec.admission_checks),
+            awaiting_checks=awaiting,
         )
 
     def cluster_queue_names(self) -> list[str]:

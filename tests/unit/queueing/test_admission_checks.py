@@ -24,7 +24,12 @@ def _engine(*rules: AdmissionCheckRule, checks: tuple[str, ...] = ("check",)) ->
     e = engine_with_flavors("h100", "a100")
     for name in checks:
         e.upsert_admission_check(AdmissionCheck(name, MANUAL))
-    queue(e, ClusterQueue("a", gpu_group(("h100", 4, None, None), ("a100", 4, None, None)), admission_checks=rules))
+    queue(
+        e,
+        ClusterQueue(
+            "a", gpu_group(("h100", 4, None, None), ("a100", 4, None, None)), admission_checks=rules
+        ),
+    )
     return e
 
 
@@ -123,7 +128,10 @@ def test_missing_or_inactive_check_makes_the_queue_inactive() -> None:
     e = _engine(AdmissionCheckRule("check"), checks=())
     e.add_workload(gpus("a", "job", 1))
     reason = pending(e.run_cycle())["a/job"]
-    assert reason == "ClusterQueue a is inactive (AdmissionCheckNotFound): Can't admit new workloads: AdmissionCheck check not found"
+    assert reason == (
+        "ClusterQueue a is inactive (AdmissionCheckNotFound): "
+        "Can't admit new workloads: AdmissionCheck check not found"
+    )
     problem = e.cluster_queue_status("a").check_problem
     assert problem is not None and problem.reason == CHECK_NOT_FOUND
     e.upsert_admission_check(AdmissionCheck("check", MANUAL, active=False, message="controller is down"))
