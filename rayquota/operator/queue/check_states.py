@@ -36,7 +36,12 @@ def recorded_states(workload: Mapping[str, Any]) -> dict[str, tuple[CheckState, 
 
 def all_ready(workload: Mapping[str, Any]) -> bool:
     """No check, or every check Ready: a recorded admission lets pods start."""
-    return all(entry.get("state") == CheckState.READY for entry in _entries(workload.get("status")))
+    return status_ready(workload.get("status"))
+
+
+def status_ready(workload_status: Mapping[str, Any] | None) -> bool:
+    """:func:`all_ready` of a Workload's status."""
+    return all(entry.get("state") == CheckState.READY for entry in _entries(workload_status))
 
 
 def reserved_checks(

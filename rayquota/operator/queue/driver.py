@@ -199,7 +199,9 @@ class Driver:
         status = self.engine.workload(tracked.admitted_key)
         if status is None or status.phase is not Phase.ADMITTED:
             return
-        admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
+        admission = AdmittedSlice(
+            status.cluster_queue or "", status.pod_sets, status.usage, tuple(status.admission_checks)
+        )
         if admission != tracked.admission:
             # The smaller admission is recorded too: a restart must restore what is held now.
             tracked.admission = admission

@@ -64,7 +64,7 @@ def desired_status(
         conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
         if admission.admission_checks:
             status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
-        if check_states.all_ready(status):
+        if check_states.status_ready(status):
             admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
         else:
             admitted = (False, UNSATISFIED_CHECKS, check_states.not_ready_words(status))
