@@ -13,6 +13,9 @@ from typing import Any
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.queueing import CheckState
 
+UNSATISFIED_CHECKS = "UnsatisfiedAdmissionChecks"
+"""The Admitted condition's reason while quota is reserved and a check is not Ready (Kueue's)."""
+
 
 def _entries(workload_status: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((workload_status or {}).get("admissionChecks") or [])

@@ -15,8 +15,6 @@ from rayquota.operator.queue.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray import conditions
 
 SCALE_UP_WAITING = "scale-up waiting"
-UNSATISFIED_CHECKS = "UnsatisfiedAdmissionChecks"
-"""The Admitted condition's reason while quota is reserved and a check is not Ready (Kueue's)."""
 # The words before the engine's first verdict on a Workload.
 NOT_YET_EVALUATED = "waiting for the next admission cycle"
 """How an admitted Workload's pending reason starts while its next slice waits."""
@@ -67,7 +65,7 @@ def desired_status(
         if check_states.status_ready(status):
             admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
         else:
-            admitted = (False, UNSATISFIED_CHECKS, check_states.not_ready_words(status))
+            admitted = (False, check_states.UNSATISFIED_CHECKS, check_states.not_ready_words(status))
         conds = conditions.set_condition(conds, Cond.ADMITTED, *admitted, now=now)
         conds = conditions.remove_condition(conds, Cond.EVICTED)
         conds = conditions.remove_condition(conds, Cond.REQUEUED)

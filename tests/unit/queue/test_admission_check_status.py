@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.queue import check_states, converter
+from rayquota.operator.queue.check_states import UNSATISFIED_CHECKS
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.gate import recorded_admission
+from rayquota.operator.queue.kueue_shapes import workload_status_to_kueue
 from rayquota.operator.queue.manual_check import STATE_ANNOTATION_PREFIX, decided_entries
 from rayquota.operator.queue.status import cluster_queue_status
-from rayquota.operator.queue.workload_status import UNSATISFIED_CHECKS, desired_status
+from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import (
     AdmissionCheckRule,
     CheckProblem,
@@ -50,6 +52,10 @@ def test_reservation_lists_each_check_pending_and_is_not_admitted() -> None:
     admitted = _condition(status, "Admitted")
     assert admitted["status"] == "False" and admitted["reason"] == UNSATISFIED_CHECKS
     assert admitted["message"] == "waiting for AdmissionCheck approval"
+    # Kueue-API mode writes the same reason (not NoReservation: the quota is reserved).
+    kueue = workload_status_to_kueue(status)
+    assert _condition(kueue, "Admitted")["reason"] == UNSATISFIED_CHECKS
+    assert kueue["admissionChecks"] == status["admissionChecks"]
 
 
 def test_ready_check_admits_and_keeps_its_entry() -> None:
