@@ -1,14 +1,16 @@
 """KubeRay's operator and ours, side by side, on the same manifests; prints the differences.
 
     .venv/bin/python benchmarks/kuberay_side_by_side.py [--out docs/kuberay-compatibility.md] [--keep]
+        [--cluster-prefix parity]
 
-Two local control planes (`parity-kuberay`, `parity-rayquota`): KubeRay's CRDs and its operator
-(v1.6.2, built with `go install` and cached like the other binaries) in the first, our CRDs and
-`rayquota run` in the second. The same manifests are applied to both: KubeRay's samples
-ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from the Go
-module cache) and ours under samples/parity plus samples/ray-job.http-mode.yaml. When both sides
-have settled, every Pod, Service, Job, ServiceAccount, Role, RoleBinding, RayCluster and RayJob in
-the namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
+Two local control planes (`<prefix>-kuberay`, `<prefix>-rayquota`): KubeRay's CRDs and its operator
+(v1.6.2, built with `go install` and cached like the other binaries, its RayCronJob gate on) in the
+first, our CRDs and `rayquota run` in the second. The same manifests are applied to both: KubeRay's
+samples ray-cluster.complete.yaml, ray-cluster.autoscaler.yaml and ray-job.sample.yaml (read from
+the Go module cache) and ours in OUR_SAMPLES. They are created without kubectl's client-side schema
+check, so a field v1.6.2's CRDs lack is pruned by its API server (and shows as a difference)
+instead of failing the creation. When both sides have settled, every object of COLLECTED in the
+namespace is normalised (benchmarks/parity_diff.py) and compared field by field. Each difference
 is matched against KNOWN_DIFFERENCES, which says why it is deliberate; anything unmatched is
 reported as UNEXPLAINED and makes the script exit 1.
 
@@ -18,10 +20,14 @@ Not part of `make test`: it builds KubeRay's operator (minutes, once) and runs t
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import shlex
+import subprocess
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,12 @@ OUR_SAMPLES = (
     "samples/parity/ray-cluster.multi-host-gpu.yaml",
     "samples/parity/ray-cluster.recreate.yaml",
     "samples/ray-job.http-mode.yaml",
+    "samples/ray-cluster.auth-token.yaml",
+    "samples/ray-cluster.autoscaler-v2.yaml",
+    "samples/ray-cluster.gcs-ft-redis.yaml",
+    "samples/ray-cluster.ingress.yaml",
+    "samples/ray-service.custom-serve-service.yaml",
+    "samples/ray-cronjob.yaml",
 )
 COLLECTED = (
     "pods",
@@ -53,7 +65,13 @@ COLLECTED = (
     "rolebindings",
     "rayclusters",
     "rayjobs",
+    "rayservices",
+    "raycronjobs",
+    "secrets",
+    "ingresses.networking.k8s.io",
 )
+# KubeRay's RayCronJob controller is alpha and off unless its gate is on.
+KUBERAY_FEATURE_GATES = "RayCronJob=true"
 # Labels that belong to rayquota's queueing, not to KubeRay's manifests.
 STRIPPED_LABELS = ("rayquota.io/queue-name",)
 SETTLE_TIMEOUT_S = 240.0
@@ -134,6 +152,46 @@ KNOWN_DIFFERENCES = (
         r"\.status\.lastUpdateTime|\.status\.observedGeneration",
         "Written when the status changes; timing differs between operators.",
     ),
+    KnownDifference(
+        r"RayCluster/.*\.headGroupSpec\.ingressOptions$|Ingress/.*\.spec\.(rules|tls)$",
+        "`headGroupSpec.ingressOptions` (host, path, pathType, TLS) is new in KubeRay v1.7.0: v1.6.2's CRD "
+        "prunes it, so v1.6.2 builds its default Ingress (no host, path `/<cluster>/(.*)`, no TLS); "
+        "ours applies the options as v1.7.0's Ingress builder does. Everything else on the Ingress is "
+        "the same.",
+    ),
+    KnownDifference(
+        r"RayCluster/.*\.metadata\.annotations\.ray\.io/hash-without-replicas-and-workers-to-delete$",
+        "A RayService stamps its cluster with a digest of the cluster spec to notice a changed spec; "
+        "each operator computes and compares only its own.",
+    ),
+    KnownDifference(
+        r"RayCronJob/.*\.spec\.timeZone$",
+        "`timeZone` is new in KubeRay v1.7.0's RayCronJob: v1.6.2's CRD prunes it.",
+    ),
+    KnownDifference(
+        r"Secret/.*\.data\.auth_token$",
+        "The token for `authOptions.mode: token` is random: each operator generates its own (same "
+        "Secret name, key, labels and owner).",
+    ),
+    KnownDifference(
+        r"RayService/.*\.spec\.serveService\.(spec\.ports\[name=[^]]+\]\.(protocol|targetPort)|status)$",
+        "KubeRay's CRD embeds Kubernetes' Service schema (the API server fills `protocol: TCP`), and "
+        "v1.6.2 adds its finalizer by writing the whole RayService back through its Go types, which "
+        "stores zero values (`targetPort: 0`, `status.loadBalancer: {}`) into `serveService` and "
+        "bumps the generation. Ours keeps the user's `serveService` as written; the Services both "
+        "operators create from it are the same.",
+    ),
+    KnownDifference(
+        r"RayService/.*\.status\.(activeServiceStatus|pendingServiceStatus\.rayClusterStatus)",
+        "A copy of each cluster's status taken at a different moment (no Ray head answers in this "
+        "run): KubeRay's pending copy is the new cluster's empty status, and it writes an empty "
+        "status for an active cluster that does not exist yet; ours copies the pending cluster's "
+        "status on every reconcile and leaves out the active side until there is one.",
+    ),
+    KnownDifference(
+        r"RayService/.*\.status\.numServeEndpoints$",
+        "We write the count of serving endpoints also when it is 0; KubeRay omits a zero.",
+    ),
 )
 
 
@@ -166,7 +224,9 @@ def manifests() -> list[dict[str, Any]]:
 def apply_all(cluster: LocalCluster, docs: list[dict[str, Any]]) -> None:
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     text = "\n---\n".join(yaml.safe_dump(d) for d in docs)
-    cluster.kubectl("apply", "--server-side", "-f", "-", input=text)
+    # Created, not server-side applied (which refuses a field the schema lacks), without the
+    # client's check: a field the peer's CRDs lack is pruned by its API server, as for a user.
+    cluster.kubectl("create", "--validate=false", "-f", "-", input=text)
 
 
 def snapshot(cluster: LocalCluster) -> list[dict[str, Any]]:
@@ -211,29 +271,35 @@ timestamps and IPs, and treating `ulimit -n ${{RAY_START_ULIMIT_OPEN_FILES:-6553
 master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining difference is
 listed with the reason it is deliberate.
 
-Every spec field of KubeRay v1.7.0's RayCluster, RayJob and RayService types is kept by our CRDs
-and either implemented or warned on the object; none is ignored silently
-(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields against our models and the
-operator's code). Fields we keep but do not act on, with a Warning event `UnimplementedField` on
-the object when set: `historyServerOptions`, `networkPolicy`, `tlsOptions` (when enabled),
-`authOptions.enableK8sTokenAuth` (the cluster runs with the Secret's token instead),
-`headGroupSpec.ingressOptions` without `enableIngress` (KubeRay reads it only with it too),
-`serveService` on a RayService with `NewClusterWithIncrementalUpgrade` (KubeRay does not use it
-there either), and RayService's `serviceUnhealthySecondThreshold` and
-`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an
-error naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's
-embedded GCS store, behind a feature gate that is off by default), and
-`deletionStrategy` `DeleteWorkers` on a RayJob whose cluster autoscales (KubeRay's rule and
-message, at admission by the CRD). Implemented since the run below: GCS fault tolerance on Redis
-(`gcsFaultToleranceOptions`, the Redis cleanup Job), token auth (`authOptions.mode: token`),
-Autoscaler v2, the head Ingress (`headGroupSpec.enableIngress`) and RayService `serveService`.
-Fields read by the Ray autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
-`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from
-KubeRay's next release rather than {version}
-(`preRunningDeadlineSeconds` is in {version}; `autoscalerOptions.command/args`, `ingressOptions`,
-`networkPolicy`, `tlsOptions`, `historyServerOptions`, `workerGroupSpecs[].priority`,
-`JobStatusCheckTimeoutExceeded`, `RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD`
-and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch).
+Every spec field of KubeRay v1.7.0's RayCluster, RayJob, RayService and RayCronJob types is kept by
+our CRDs and either implemented or warned on the object; none is ignored silently
+(`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields, listed by
+`tools/kuberay_spec_fields.py`, against our models and the operator's code). A RayCronJob's
+`spec.jobTemplate` becomes each of its RayJobs' spec unchanged, so a template field is implemented
+or warned exactly as the RayJob field is, and a warned field set in a template is also named on the
+RayCronJob (e.g. `spec.jobTemplate.rayClusterSpec.networkPolicy`). Fields we keep but do not act
+on, with a Warning event `UnimplementedField` on the object when set: `historyServerOptions`,
+`networkPolicy`, `tlsOptions` (when enabled), `authOptions.enableK8sTokenAuth` (the cluster runs
+with the Secret's token instead), `headGroupSpec.ingressOptions` without `enableIngress` (KubeRay
+reads it only with it too), `serveService` on a RayService with `NewClusterWithIncrementalUpgrade`
+(KubeRay does not use it there either), and RayService's `serviceUnhealthySecondThreshold` and
+`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an error
+naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's embedded
+GCS store, behind a feature gate that is off by default), and `deletionStrategy` `DeleteWorkers` on
+a RayJob whose cluster autoscales (KubeRay's rule and message, at admission by the CRD).
+Implemented since the first run (2026-11-22) and compared in the run below, each with its sample:
+GCS fault tolerance on Redis (`gcsFaultToleranceOptions`; the cleanup Job runs on deletion only, so
+it is not compared), token auth (`authOptions.mode: token`), Autoscaler v2, the head Ingress
+(`headGroupSpec.enableIngress`), RayService `serveService` and RayCronJob. KubeRay v1.6.2 has all
+of these; of the samples' fields it lacks only v1.7.0's `headGroupSpec.ingressOptions` and
+RayCronJob `timeZone`, which its CRDs prune (the differences below say so). Fields read by the Ray
+autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
+`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from KubeRay's
+next release rather than {version} (`preRunningDeadlineSeconds` is in {version};
+`autoscalerOptions.command/args`, `ingressOptions`, `networkPolicy`, `tlsOptions`,
+`historyServerOptions`, `workerGroupSpecs[].priority`, `JobStatusCheckTimeoutExceeded`,
+`RAY_START_ULIMIT_OPEN_FILES`, `KUBERAY_GEN_AUTOSCALER_START_CMD` and the K8sJobMode submitter
+waiting for the GCS are on KubeRay's master branch).
 
 ## Differences by design (not shown by the run below)
 
@@ -249,8 +315,10 @@ and the K8sJobMode submitter waiting for the GCS are on KubeRay's master branch)
 
 ## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
 
-Not in the side-by-side run: v1.6.2's RayCronJob names its RayJobs with a random suffix and
-records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
+In the side-by-side run as an object only: samples/ray-cronjob.yaml runs nightly, so neither
+operator creates a RayJob during the run (KubeRay's with its RayCronJob gate on). Its runs are
+checked against v1.7.0's source instead: v1.6.2's RayCronJob names its RayJobs with a random suffix
+and records the time it ran rather than the run's scheduled time, both changed in v1.7.0, which is
 what we follow. Every field of v1.7.0's type is implemented: `spec.jobTemplate` (a RayJob spec,
 validated as a RayJob's), `spec.schedule`, `spec.timeZone`, `spec.suspend`,
 `status.lastScheduleTime`, and its `kubectl get` columns (schedule, timezone, last schedule, age,
@@ -283,12 +351,32 @@ suspend).
 """
 
 
-def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]]) -> str:
+@dataclass(frozen=True)
+class RunInfo:
+    started: dt.datetime
+    commit: str
+    command: str
+
+
+def git_commit() -> str:
+    """The commit the run measured, marked `+dirty` when the work tree had changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo_root()), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    return git("rev-parse", "--short=12", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+
+
+def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]], info: RunInfo) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
     lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names)]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
-        f"## Result of the last run\n\n{len(explained)} differences, {len(unexplained)} unexplained.\n"
+        f"## Result of the last run\n\n"
+        f"Run {info.started:%Y-%m-%d %H:%M} UTC at commit `{info.commit}`: `{info.command}`.\n\n"
+        f"{len(explained)} differences, {len(unexplained)} unexplained.\n"
     )
     by_reason: dict[str, list[Difference]] = {}
     for difference, reason in explained:
@@ -310,11 +398,13 @@ def _short(value: Any, limit: int = 160) -> str:
 # --- main -----------------------------------------------------------------------------------------
 
 
-def run(out: Path | None, keep: bool) -> int:
+def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
     binaries.ensure_all()
     peers.build_kuberay()
     docs = manifests()
-    theirs, ours = LocalCluster(name="parity-kuberay"), LocalCluster(name="parity-rayquota")
+    started = dt.datetime.now(dt.UTC)
+    theirs = LocalCluster(name=f"{cluster_prefix}-kuberay")
+    ours = LocalCluster(name=f"{cluster_prefix}-rayquota")
     with ExitStack() as stack:
         for cluster in (theirs, ours):
             cluster.up()
@@ -322,9 +412,10 @@ def run(out: Path | None, keep: bool) -> int:
                 stack.callback(cluster.down, purge=True)
         install_crds(theirs, peers.kuberay_crd_dir())
         install_crds(ours)
-        kuberay_argv = peers.kuberay_command(
-            metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]
-        )
+        kuberay_argv = [
+            *peers.kuberay_command(metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]),
+            f"--feature-gates={KUBERAY_FEATURE_GATES}",
+        ]
         our_argv = [
             str(Path(sys.executable).with_name("rayquota")),
             "run",
@@ -343,7 +434,7 @@ def run(out: Path | None, keep: bool) -> int:
             apply_all(cluster, docs)
         kuberay_objects, our_objects = settled(theirs), settled(ours)
     explained = explain(compare(kuberay_objects, our_objects), KNOWN_DIFFERENCES)
-    text = report(explained, docs)
+    text = report(explained, docs, RunInfo(started, git_commit(), command))
     if out is None:
         print(text)
     else:
@@ -358,8 +449,14 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, help="write the Markdown report here (default: stdout)")
     parser.add_argument("--keep", action="store_true", help="leave both clusters running afterwards")
+    parser.add_argument(
+        "--cluster-prefix",
+        default="parity",
+        help="the two clusters are named <prefix>-kuberay and <prefix>-rayquota",
+    )
     args = parser.parse_args()
-    return run(args.out, args.keep)
+    command = shlex.join(["python", "benchmarks/kuberay_side_by_side.py", *sys.argv[1:]])
+    return run(args.out, args.keep, args.cluster_prefix, command)
 
 
 if __name__ == "__main__":

@@ -282,7 +282,8 @@ def run_once(
     print(f"[{name}] {shlex.join(cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     server = harness.ApiServer(run_dir / "kubeconfig")
-    placement = AssignmentWatch(run_dir / "kubeconfig") if scale == "tas" else None
+    journal = run_dir / "tas-journal.jsonl"
+    placement = AssignmentWatch(run_dir / "kubeconfig", journal) if scale == "tas" else None
     if placement is not None:
         placement.start()
     with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
@@ -367,7 +368,9 @@ def describe(r: RunResult) -> list[str]:
         placed = "PASS" if r.tas.passed else "FAIL: " + "; ".join(r.tas.violations[:6])
         lines.append(
             f"  placement check ({r.tas.workloads_placed} admissions, {r.tas.pods_placed} pods; peak node "
-            f"{r.tas.peak_node_cpu_pct:.0f}% cpu, {r.tas.peak_node_pods} pods): {placed}"
+            f"{r.tas.peak_node_cpu_pct:.0f}% cpu, {r.tas.peak_node_pods} pods; hostnames shared by "
+            f"several nodes {r.tas.shared_hostnames}, pod sets whose rack is ambiguous "
+            f"{r.tas.ambiguous_pod_sets}; watch relists {r.tas.relists}): {placed}"
         )
     return lines
 

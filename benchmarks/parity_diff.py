@@ -44,7 +44,8 @@ ALWAYS_RANDOM = re.compile(r"kube-api-access-[a-z0-9]{5}")
 
 
 def random_names(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Generated name -> placeholder, for pods, RayJob clusters and job ids, multi-host replicas."""
+    """Generated name -> placeholder, for pods, RayJob and RayService clusters, job ids, multi-host
+    replicas."""
     names: dict[str, str] = {}
     for obj in objects:
         meta = obj.get("metadata") or {}
@@ -54,11 +55,18 @@ def random_names(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         if replica:
             names[str(replica)] = RANDOM_SUFFIX.sub(r"\g<stem>-<rand>", str(replica))
         status = obj.get("status") or {}
+        generated: list[Any] = []
         if obj.get("kind") == "RayJob":
-            for key in ("rayClusterName", "jobId"):
-                value = status.get(key)
-                if value and RANDOM_SUFFIX.match(str(value)):
-                    names[str(value)] = RANDOM_SUFFIX.sub(r"\g<stem>-<rand>", str(value))
+            generated = [status.get("rayClusterName"), status.get("jobId")]
+        if obj.get("kind") == "RayService":
+            # Each side's active and pending clusters: <service>-<5 random characters>.
+            generated = [
+                (status.get(side) or {}).get("rayClusterName")
+                for side in ("activeServiceStatus", "pendingServiceStatus")
+            ]
+        for value in generated:
+            if value and RANDOM_SUFFIX.match(str(value)):
+                names[str(value)] = RANDOM_SUFFIX.sub(r"\g<stem>-<rand>", str(value))
     return names
 
 

@@ -13,10 +13,17 @@ server recorded the writes and checks, for both controllers alike:
 - at every moment, what the held assignments put on a node (cpu, pod slots) stays within its
   allocatable (an assignment is held from its admission until the Workload finishes or its
   admission is cleared).
+
+Kueue's shape names a node by its ``kubernetes.io/hostname`` value alone, and Kueue's TAS
+config labels the nodes of every rack ``node-0`` .. ``node-63``: one value is carried by one
+node per rack. An assignment to such a value may be on any of them, so the check holds it
+against the *group* of nodes carrying the value (their allocatable summed), and a pod set whose
+pods go to such a group cannot be checked for its rack (counted in ``ambiguous_pod_sets``).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
@@ -42,6 +49,13 @@ class TasCheck:
     violation_count: int = 0
     peak_node_cpu_pct: float = 0.0
     peak_node_pods: int = 0
+    shared_hostnames: int = 0
+    """hostname values carried by more than one node"""
+    ambiguous_pod_sets: int = 0
+    """pod sets whose rack cannot be told from the assignment (a shared hostname value)"""
+    relists: int = 0
+    """times the watch started again from a fresh list (410 Gone); each may hide transitions"""
+    watch_errors: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -55,10 +69,14 @@ class TasCheck:
 
 @dataclass
 class _Node:
+    """The nodes carrying one hostname value (usually one node)."""
+
     cpu: int
     pods: int
-    rack: str
-    labels: Mapping[str, str]
+    racks: set[str]
+    flavor_nodes: bool
+    """every one of them carries the flavor's node labels"""
+    nodes: int = 1
     used_cpu: int = 0
     used_pods: int = 0
 
@@ -67,9 +85,12 @@ class AssignmentWatch(threading.Thread):
     """Started before the runner, stopped after it: waits for the kubeconfig the runner writes,
     then watches Workloads until told to stop."""
 
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, kubeconfig: Path, journal: Path | None = None) -> None:
         super().__init__(name="tas-check", daemon=True)
         self.kubeconfig = kubeconfig
+        self.journal = journal
+        """where every observed transition is written (JSON lines), to explain a violation"""
+        self._journal: list[dict[str, Any]] = []
         self.result = TasCheck()
         self._stop_flag = threading.Event()
         self._nodes: dict[str, _Node] = {}
@@ -79,6 +100,8 @@ class AssignmentWatch(threading.Thread):
     def stop(self) -> TasCheck:
         self._stop_flag.set()
         self.join(timeout=60)
+        if self.journal is not None:
+            self.journal.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in self._journal))
         return self.result
 
     # ------------------------------------------------------------------ the watch
@@ -112,30 +135,62 @@ class AssignmentWatch(threading.Thread):
                 for event in stream:
                     obj = event["object"]
                     version = obj["metadata"]["resourceVersion"]
+                    self._note(event["type"], obj)
                     if event["type"] == "DELETED":
                         self._release(_key(obj))
                     else:
                         self._observe(obj, core)
             except Exception as exc:  # the API server starts late and stops early
+                if len(self.result.watch_errors) < 20:
+                    self.result.watch_errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
                 if "410" in str(exc):
                     version = ""
+                    self.result.relists += 1
                 time.sleep(0.5)
+
+    def _note(self, kind: str, obj: Mapping[str, Any]) -> None:
+        if self.journal is None:
+            return
+        status = obj.get("status") or {}
+        self._journal.append(
+            {
+                "t": round(time.time(), 3),
+                "type": kind,
+                "key": _key(obj),
+                "rv": obj["metadata"].get("resourceVersion"),
+                "conditions": {
+                    c.get("type"): c.get("status") for c in status.get("conditions") or () if c.get("type")
+                },
+                "admission": status.get("admission"),
+            }
+        )
 
     # ------------------------------------------------------------------ checks
 
     def _load_nodes(self, core: Any) -> None:
+        groups: dict[str, _Node] = {}
         for node in core.list_node().items:
             allocatable = node.status.allocatable or {}
             labels = node.metadata.labels or {}
-            self._nodes.setdefault(
-                labels.get(HOSTNAME_LABEL, node.metadata.name),
-                _Node(
-                    parse_quantity(str(allocatable.get("cpu", "0"))),
-                    int(str(allocatable.get("pods", "110"))),
-                    labels.get(RACK, ""),
-                    labels,
-                ),
-            )
+            cpu = parse_quantity(str(allocatable.get("cpu", "0")))
+            pods = int(str(allocatable.get("pods", "110")))
+            flavor = all(labels.get(k) == v for k, v in FLAVOR_LABELS.items())
+            host = labels.get(HOSTNAME_LABEL, node.metadata.name)
+            group = groups.get(host)
+            if group is None:
+                groups[host] = _Node(cpu, pods, {labels.get(RACK, "")}, flavor)
+            else:
+                group.cpu += cpu
+                group.pods += pods
+                group.racks.add(labels.get(RACK, ""))
+                group.flavor_nodes = group.flavor_nodes and flavor
+                group.nodes += 1
+        for host, group in groups.items():
+            known = self._nodes.get(host)
+            if known is not None:  # keep what the held assignments use
+                group.used_cpu, group.used_pods = known.used_cpu, known.used_pods
+            self._nodes[host] = group
+        self.result.shared_hostnames = sum(1 for g in self._nodes.values() if g.nodes > 1)
 
     def _observe(self, workload: Mapping[str, Any], core: Any) -> None:
         key = _key(workload)
@@ -164,6 +219,7 @@ class AssignmentWatch(threading.Thread):
                     f"{key}: assigns {topology.count} pods, admitted {assignment.get('count')}"
                 )
             racks: dict[str, int] = {}
+            ambiguous = False
             for domain in topology.domains:
                 host = domain.values[-1]
                 node = self._nodes.get(host)
@@ -173,14 +229,20 @@ class AssignmentWatch(threading.Thread):
                 if node is None:
                     self.result.violate(f"{key}: assigned to node {host}, which does not exist")
                     continue
-                if any(node.labels.get(k) != v for k, v in FLAVOR_LABELS.items()):
+                if not node.flavor_nodes:
                     self.result.violate(f"{key}: node {host} is not a node of the flavor")
-                racks[node.rack] = racks.get(node.rack, 0) + domain.count
+                if len(node.racks) > 1:
+                    ambiguous = True
+                else:
+                    rack = next(iter(node.racks))
+                    racks[rack] = racks.get(rack, 0) + domain.count
                 held.append((host, cpu * domain.count, domain.count))
-            if request.get("required") and len(racks) > 1:
+            if ambiguous:
+                self.result.ambiguous_pod_sets += 1
+            elif request.get("required") and len(racks) > 1:
                 self.result.violate(f"{key}: required rack, placed in racks {sorted(racks)}")
             size = int(request.get("podSetSliceSize") or 1)
-            if size > 1 and any(n % size for n in racks.values()):
+            if not ambiguous and size > 1 and any(n % size for n in racks.values()):
                 self.result.violate(f"{key}: slices of {size} split across racks {racks}")
             self.result.pods_placed += topology.count
         self.result.workloads_placed += 1
@@ -191,8 +253,8 @@ class AssignmentWatch(threading.Thread):
             node.used_pods += pods
             if node.used_cpu > node.cpu or node.used_pods > node.pods:
                 self.result.violate(
-                    f"{key}: node {host} over its room: {node.used_cpu}m of {node.cpu}m cpu, "
-                    f"{node.used_pods} of {node.pods} pods"
+                    f"{key}: node {host}{_group(node)} over its room: {node.used_cpu}m of "
+                    f"{node.cpu}m cpu, {node.used_pods} of {node.pods} pods"
                 )
             self.result.peak_node_cpu_pct = max(self.result.peak_node_cpu_pct, 100 * node.used_cpu / node.cpu)
             self.result.peak_node_pods = max(self.result.peak_node_pods, node.used_pods)
@@ -202,6 +264,10 @@ class AssignmentWatch(threading.Thread):
             node = self._nodes[host]
             node.used_cpu -= cpu
             node.used_pods -= pods
+
+
+def _group(node: _Node) -> str:
+    return f" ({node.nodes} nodes carry this hostname)" if node.nodes > 1 else ""
 
 
 def _key(workload: Mapping[str, Any]) -> str:

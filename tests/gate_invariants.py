@@ -12,7 +12,8 @@ tests/gate_sampler.py, which replays the writes in order). At each state:
   shrinks before the pods that used it are gone, and no quota is given twice. (A finished or
   deleted object's admission counts only while its pods still hold resources.);
 - no child RayCluster of a RayJob, no submitter Job, and no unsuspended child RayCluster of a
-  RayService exists while its owner's Workload records no admission.
+  RayService exists while its owner's Workload records no admission; and no queued Job (one
+  with a queue label and no controller) is unsuspended while its own Workload records none.
 
 The requests are computed here, independently of the operator's code. Quantities are parsed
 with the Kubernetes client's ``parse_quantity``.
@@ -28,6 +29,8 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 COVERED = ("nvidia.com/gpu", "cpu", "memory")
+# The labels that queue an object (rayquota's own and Kueue's).
+QUEUE_LABELS = ("rayquota.io/queue-name", "kueue.x-k8s.io/queue-name")
 FINISHED = ("Succeeded", "Failed")
 State = dict[tuple[str, str], Mapping[str, Any]]
 
@@ -89,6 +92,10 @@ def is_true(obj: Mapping[str, Any], condition: str) -> bool:
 
 def holds(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in FINISHED
+
+
+def _queued(obj: Mapping[str, Any]) -> bool:
+    return any(key in (obj["metadata"].get("labels") or {}) for key in QUEUE_LABELS)
 
 
 def admitted_usage(workload: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -276,6 +283,15 @@ class Judge:
                 continue
             owners = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")]
             owner = owners[0] if owners else None
+            if owner is None and kind == "Job" and _queued(obj):
+                if (
+                    not (obj.get("spec") or {}).get("suspend")
+                    and obj["metadata"]["uid"] not in admitted_owners
+                ):
+                    problems.append(
+                        f"queued Job {name} is unsuspended while its Workload records no admission"
+                    )
+                continue
             if owner is None or owner["uid"] in admitted_owners:
                 continue
             parent = state.get((str(owner["kind"]), str(owner["name"])))

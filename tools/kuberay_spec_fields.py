@@ -1,12 +1,13 @@
-"""List every spec field of KubeRay's RayCluster, RayJob and RayService types, one path a line.
+"""List every spec field of KubeRay's RayCluster, RayJob, RayService and RayCronJob types, one a line.
 
 Reads the Go types of a KubeRay checkout (`ray-operator/apis/ray/v1/*_types.go`) at a tag and
-walks the spec structs from RayClusterSpec, RayJobSpec and RayServiceSpec, descending only into
-KubeRay's own structs (Kubernetes types such as a pod template are one field). The output is the
-checked-in list tests/unit/api/kuberay_v1_7_0_spec_fields.txt, which the field-walk test compares
-with our models:
+walks the spec structs from RayClusterSpec, RayJobSpec, RayServiceSpec and RayCronJobSpec,
+descending only into KubeRay's own structs (Kubernetes types such as a pod template are one
+field). The output is the checked-in list tests/unit/api/kuberay_v1_7_0_spec_fields.txt, which the
+field-walk test compares with our models:
 
-    python tools/kuberay_spec_fields.py /path/to/kuberay v1.7.0 > tests/unit/api/kuberay_v1_7_0_spec_fields.txt
+    python tools/kuberay_spec_fields.py /path/to/kuberay v1.7.0 \
+        > tests/unit/api/kuberay_v1_7_0_spec_fields.txt
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ import re
 import subprocess
 import sys
 
-TYPES = ("raycluster_types.go", "rayjob_types.go", "rayservice_types.go")
-ROOTS = {"RayCluster": "RayClusterSpec", "RayJob": "RayJobSpec", "RayService": "RayServiceSpec"}
+TYPES = ("raycluster_types.go", "rayjob_types.go", "rayservice_types.go", "raycronjob_types.go")
+ROOTS = {
+    "RayCluster": "RayClusterSpec",
+    "RayJob": "RayJobSpec",
+    "RayService": "RayServiceSpec",
+    "RayCronJob": "RayCronJobSpec",
+}
 _STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.M | re.S)
 _FIELD = re.compile(r"^\s*(\w+)?\s+([\w.\[\]*]+)\s+`json:\"([^\"]*)\"", re.M)
 _EMBEDDED = re.compile(r"^\s*([\w.*]+)\s+`json:\"([^\"]*)\"", re.M)
@@ -65,7 +71,7 @@ def main(repo: str, tag: str) -> None:
         for name in TYPES
     )  # fmt: skip
     types = structs(source)
-    print(f"# KubeRay {tag}: every spec field of its RayCluster, RayJob and RayService types")
+    print(f"# KubeRay {tag}: every spec field of its {', '.join(ROOTS)} types")
     print("# (tools/kuberay_spec_fields.py; Kubernetes types such as pod templates are one field)")
     for kind, root in ROOTS.items():
         for path in walk(types, root, "spec"):

@@ -54,7 +54,8 @@ _SERVICE_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 }
 
 IGNORED_FIELD_PATHS: tuple[str, ...] = (*_CLUSTER_FIELDS, *_SERVICE_FIELDS)
-"""Every field that may be warned about, as a path in a RayCluster (or RayService) spec."""
+"""Every field that may be warned about, as a path in a RayCluster (or RayService) spec; on a
+RayJob or RayCronJob, the same RayCluster paths under its cluster spec."""
 
 
 def unimplemented_cluster_fields(cluster_spec: Mapping[str, Any], prefix: str = "spec") -> list[str]:
@@ -64,14 +65,25 @@ def unimplemented_cluster_fields(cluster_spec: Mapping[str, Any], prefix: str = 
     ]
 
 
+def _unimplemented_rayjob_fields(rayjob_spec: Mapping[str, Any], prefix: str) -> list[str]:
+    cluster_spec = rayjob_spec.get("rayClusterSpec")
+    if not cluster_spec:
+        return []
+    return unimplemented_cluster_fields(cluster_spec, f"{prefix}.rayClusterSpec")
+
+
 def unimplemented_fields(obj: Mapping[str, Any]) -> list[str]:
-    """For a RayCluster, RayJob or RayService body: the ignored fields that are set, by path."""
+    """For a RayCluster, RayJob, RayService or RayCronJob body: the ignored fields that are set, by
+    path. A RayCronJob's job template becomes each RayJob's spec unchanged, so what a RayJob
+    ignores is ignored in the template too."""
     spec = obj.get("spec") or {}
     kind = obj.get("kind")
     if kind == "RayCluster":
         return unimplemented_cluster_fields(spec)
-    if kind == "RayJob" and spec.get("rayClusterSpec"):
-        return unimplemented_cluster_fields(spec["rayClusterSpec"], "spec.rayClusterSpec")
+    if kind == "RayJob":
+        return _unimplemented_rayjob_fields(spec, "spec")
+    if kind == "RayCronJob":
+        return _unimplemented_rayjob_fields(spec.get("jobTemplate") or {}, "spec.jobTemplate")
     if kind == "RayService":
         ignored = [path for path, in_use in _SERVICE_FIELDS.items() if in_use(spec)]
         if spec.get("rayClusterConfig"):

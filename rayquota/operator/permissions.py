@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.ray.ingress import INGRESSES
-from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
+from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -72,6 +73,15 @@ def _delegated_to_the_autoscaler() -> set[Permission]:
     return held
 
 
+def _grants_of_queued_kinds() -> set[Permission]:
+    """What each integration record says the queue writes on its kind."""
+    held: set[Permission] = set()
+    for adapter in ADAPTERS.values():
+        for grant in adapter.grants:
+            held |= _grant(*grant)
+    return held
+
+
 # Writes per component (by the names `main.Components.names()` gives), declared where a reader
 # of this file can compare them with the code: status writes are PUTs on the status subresource
 # (core/status.py), patches are merge or JSON patches, owned objects are created and left to the
@@ -115,10 +125,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.CLUSTER_QUEUES, "patch")
         | _grant(resources.RESOURCE_FLAVORS, "patch")
         | _grant(resources.LOCAL_QUEUES, "update", "status")
-        # The gate and the flavor's placement are written on the queued objects themselves.
-        | _grant(resources.RAYJOBS, "update")
-        | _grant(resources.RAYCLUSTERS, "update")
-        | _grant(resources.RAYSERVICES, "update")
+        # The gate and the flavor's placement, written on the queued objects themselves.
+        | _grants_of_queued_kinds()
     ),
     # Serves; the chart owns the webhook configurations. A self-issued certificate adds the
     # SELF_ISSUED_CERT_* permissions below. (A loopback server for a local control plane

@@ -81,8 +81,9 @@ class FlavorTopology:
     topology: Topology
     leaves: Mapping[LeafId, tuple[ClusterNode, ...]]
     children: tuple[Mapping[LeafId, tuple[LeafId, ...]], ...] = ()
-    leaf_of_key: Mapping[LeafId, LeafId] = field(default_factory=dict)
-    """charge key -> leaf"""
+    leaves_of_key: Mapping[LeafId, tuple[LeafId, ...]] = field(default_factory=dict)
+    """charge key -> the leaves it is charged to: more than one when hostname label values
+    repeat across racks (Kueue's TAS benchmark does so); each of them carries the charge"""
 
 
 def charge_key(levels: tuple[str, ...], values: tuple[str, ...]) -> LeafId:
@@ -262,12 +263,15 @@ class TopologyCapacity:
                 siblings = children[i - 1].setdefault(leaf[:i], [])
                 if not siblings or siblings[-1] != leaf[: i + 1]:
                     siblings.append(leaf[: i + 1])
+        leaves_of_key: dict[LeafId, list[LeafId]] = {}
+        for leaf in ordered:
+            leaves_of_key.setdefault(charge_key(topology.levels, leaf), []).append(leaf)
         view = FlavorTopology(
             flavor,
             topology,
             {leaf: tuple(leaves[leaf]) for leaf in ordered},
             tuple({d: tuple(c) for d, c in level.items()} for level in children),
-            {charge_key(topology.levels, leaf): leaf for leaf in ordered},
+            {key: tuple(keyed) for key, keyed in leaves_of_key.items()},
         )
         self._views[flavor.name] = view
         return view
@@ -362,14 +366,14 @@ class TopologyCapacity:
             depth = len(view.topology.levels)
             last = counted.pods[-1]
             for topology_name, key in touched:
-                leaf = view.leaf_of_key.get(key)
-                if topology_name != view.topology.name or leaf is None:
+                if topology_name != view.topology.name:
                     continue
-                free = self.leaf_free(view, leaf, counted.node_filter)
-                delta = pods_fitting(free, counted.shape) - last[leaf]
-                if delta:
-                    for i in range(depth):
-                        counted.pods[i][leaf[: i + 1]] += delta
+                for leaf in view.leaves_of_key.get(key, ()):
+                    free = self.leaf_free(view, leaf, counted.node_filter)
+                    delta = pods_fitting(free, counted.shape) - last[leaf]
+                    if delta:
+                        for i in range(depth):
+                            counted.pods[i][leaf[: i + 1]] += delta
 
 
 _MAX_COUNTED = 512

@@ -289,19 +289,19 @@ class TopologyPlacer:
         per_pod = with_pod_slot(ask.requests)
         pods: Sequence[Mapping[LeafId, int]] = self.capacity.pods_that_fit(view, ask.node_filter, per_pod)
         topology = view.topology.name
-        touched = [key for name, key in self.scratch if name == topology and key in view.leaf_of_key]
+        touched = [key for name, key in self.scratch if name == topology and key in view.leaves_of_key]
         if touched:
             # Room this placement took (or victims gave back): those leaves are counted again.
             shape = [(r, q) for r, q in per_pod.items() if q > 0]
             copies = [dict(level) for level in pods]
             for key in touched:
-                leaf = view.leaf_of_key[key]
-                free = self.capacity.leaf_free(view, leaf, ask.node_filter)
-                add_into(free, self.scratch[(topology, key)], -1)
-                delta = pods_fitting(free, shape) - copies[-1][leaf]
-                if delta:
-                    for i in range(depth):
-                        copies[i][leaf[: i + 1]] += delta
+                for leaf in view.leaves_of_key[key]:
+                    free = self.capacity.leaf_free(view, leaf, ask.node_filter)
+                    add_into(free, self.scratch[(topology, key)], -1)
+                    delta = pods_fitting(free, shape) - copies[-1][leaf]
+                    if delta:
+                        for i in range(depth):
+                            copies[i][leaf[: i + 1]] += delta
             pods = copies
         units: list[Mapping[LeafId, int]] = list(pods)
         if slice_size > 1:

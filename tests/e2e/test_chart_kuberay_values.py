@@ -11,7 +11,7 @@ import yaml
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.feature_gates import KUBERAY_GATES, FeatureGates, refusal
 from rayquota.operator.permissions import Permission, offline_manager, required_permissions
-from rayquota.operator.ray.rayservice_writes import GATEWAY_CLASSES
+from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES
 from tests.e2e.chart import KUBERAY_VALUES, find, render, template
 from tests.e2e.test_chart_rbac import assert_same, granted, grants
 

@@ -6,9 +6,18 @@ from typing import Any
 
 import pytest
 
+from rayquota.operator.webhooks.configurations import queued_kind_rules
 from tests.e2e.chart import CHART, REPO, find, helm, render
 
-RAY_WEBHOOK_KINDS = ["rayjobs", "rayclusters", "rayservices"]
+
+# The queued kinds' API groups and resources, as the integration records declare them.
+def kinds_of(hook: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (group, kind) for rule in hook["rules"] for group in rule["apiGroups"] for kind in rule["resources"]
+    }
+
+
+QUEUED_KINDS = kinds_of({"rules": queued_kind_rules(["CREATE"])})
 
 
 def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -91,12 +100,15 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
                 "values": ["kube-system", "rayquota-system"],
             }
         ]
-        assert hook["rules"][0]["apiGroups"] == ["ray.io"]
-        assert hook["rules"][0]["resources"] == RAY_WEBHOOK_KINDS
+        assert kinds_of(hook) == QUEUED_KINDS
         assert hook["clientConfig"]["service"]["name"] == "rq-rayquota-webhook"
         assert "caBundle" not in hook["clientConfig"]  # the operator patches it in
-    assert [h["rules"][0]["operations"] for h in mutating["webhooks"]] == [["CREATE"], ["CREATE"]]
-    assert [h["rules"][0]["operations"] for h in validating["webhooks"][:2]] == [["UPDATE"]] * 2
+    assert [{op for r in h["rules"] for op in r["operations"]} for h in mutating["webhooks"]] == [
+        {"CREATE"}
+    ] * 2
+    assert [{op for r in h["rules"] for op in r["operations"]} for h in validating["webhooks"][:2]] == [
+        {"UPDATE"}
+    ] * 2
     # The paths the queue integration's handlers serve (rayquota/operator/webhooks/server.py).
     assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == {"/mutate-ray"}
     assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"][:3]} == {"/validate-ray"}
@@ -120,7 +132,7 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     assert env_of(deployment)["RAYQUOTA_RECONCILERS_ENABLED"] == "false"
     # The webhooks still gate KubeRay's objects.
     [mutating] = find(objects, "MutatingWebhookConfiguration")
-    assert mutating["webhooks"][0]["rules"][0]["resources"] == RAY_WEBHOOK_KINDS
+    assert kinds_of(mutating["webhooks"][0]) == QUEUED_KINDS
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
     assert pod_verbs == {"list", "watch"}

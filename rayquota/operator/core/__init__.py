@@ -7,7 +7,6 @@ from rayquota.operator.core.expectations import Expectations
 from rayquota.operator.core.gate import (
     QUOTA_RESERVED,
     AdmissionGate,
-    AdmittedCaps,
     GateVerdict,
     NoGate,
     Placement,
@@ -26,7 +25,6 @@ __all__ = [
     "MODIFIED",
     "QUOTA_RESERVED",
     "AdmissionGate",
-    "AdmittedCaps",
     "Controller",
     "EventRecorder",
     "Expectations",

@@ -43,32 +43,6 @@ def _describe(toleration: Mapping[str, Any]) -> str:
 ANYWHERE = Placement()
 
 
-@dataclass(frozen=True)
-class AdmittedCaps:
-    """What one RayCluster under quota control may run."""
-
-    head: bool  # may the head pod exist
-    workers: Mapping[str, int] = field(default_factory=dict)  # worker group -> most pods
-    # Where the pods must run: the head's placement, and each worker group's.
-    head_placement: Placement = ANYWHERE
-    worker_placements: Mapping[str, Placement] = field(default_factory=dict)
-    # resource -> milli-units that all the cluster's pods that hold resources (terminating ones
-    # included) may request together; a resource not named may not be requested at all. None:
-    # no resource bound (counts only).
-    budget: Mapping[str, int] | None = None
-    # Topology-aware admission: where each group's pods go, (nodeSelector, pods) per domain in
-    # the assignment's order; None / absent: no assignment, pods go wherever the flavor allows.
-    head_domains: tuple[tuple[Mapping[str, str], int], ...] | None = None
-    worker_domains: Mapping[str, tuple[tuple[Mapping[str, str], int], ...]] = field(default_factory=dict)
-
-    def worker_cap(self, group: str) -> int:
-        return int(self.workers.get(group, 0)) if self.head else 0
-
-    def placement_of(self, group: str | None) -> Placement:
-        """``group`` None: the head."""
-        return self.head_placement if group is None else self.worker_placements.get(group, ANYWHERE)
-
-
 QUOTA_RESERVED = "QuotaReserved"
 """The condition type the Ray objects carry while they are queued."""
 
@@ -106,9 +80,8 @@ class GateVerdict:
 
 
 class AdmissionGate(Protocol):
-    def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
-        """None when the cluster is not under quota control."""
-        ...
+    """The generic gate every kind's controller asks. (What a RayCluster's pods may be is the
+    Ray kinds' own port: ``ray.raycluster.admitted_caps``.)"""
 
     def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
         """May ``part`` of a queued object (a child cluster's name; None: the object as a whole)
@@ -121,9 +94,6 @@ class AdmissionGate(Protocol):
 
 
 class NoGate:
-    def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
-        return None
-
     def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
         return None
 

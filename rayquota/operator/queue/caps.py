@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps, Placement
+from rayquota.operator.core.gate import Placement
 from rayquota.operator.queue import placement
 from rayquota.operator.queue.coverage import PartAllocation
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, Role
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.queueing import ResourceFlavor
 
 NOTHING = AdmittedCaps(head=False, workers={}, budget={})

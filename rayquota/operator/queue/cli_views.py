@@ -17,6 +17,7 @@ from typing import Any
 from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import check_states, cli_topology, converter
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
 from rayquota.operator.queue.pod_set_words import in_words, words_of
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
@@ -32,13 +33,14 @@ from rayquota.queueing import (
 )
 
 Obj = Mapping[str, Any]
+# What `rayquota explain KIND/NAME` accepts: every queued kind (singular or plural, as the
+# Workload's owner-kind label spells it), and the Workload itself.
 KIND_ALIASES = {
-    "rayjob": "rayjob",
-    "rayjobs": "rayjob",
-    "raycluster": "raycluster",
-    "rayclusters": "raycluster",
-    "rayservice": "rayservice",
-    "rayservices": "rayservice",
+    **{
+        alias: kind.lower()
+        for kind, adapter in ADAPTERS.items()
+        for alias in (kind.lower(), adapter.resource.plural)
+    },
     "workload": "workload",
     "workloads": "workload",
     "wl": "workload",
@@ -377,7 +379,9 @@ def main_explain(target: str, namespace: str) -> int:
     kind, _, name = target.partition("/")
     if not name or kind.lower() not in KIND_ALIASES:
         print(
-            "usage: rayquota explain rayjob|rayservice|raycluster|workload/NAME -n NAMESPACE", file=sys.stderr
+            f"usage: rayquota explain {'|'.join(sorted({*(k.lower() for k in ADAPTERS), 'workload'}))}/NAME "
+            "-n NAMESPACE",
+            file=sys.stderr,
         )
         return 2
     print(explain(asyncio.run(fetch_state()), KIND_ALIASES[kind.lower()], name, namespace))

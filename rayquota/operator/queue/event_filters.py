@@ -27,7 +27,7 @@ Body = Mapping[str, Any]
 RAYJOB_STATUS_READ = ("jobDeploymentStatus", "rayClusterName")
 
 
-def _object_view(obj: Body) -> tuple[Any, ...]:
+def object_view(obj: Body) -> tuple[Any, ...]:
     meta = obj.get("metadata") or {}
     return (
         meta.get("generation"),
@@ -42,7 +42,7 @@ def rayjob_changed(event: str, new: Body, old: Body | None) -> bool:
     if event != MODIFIED or old is None:
         return True
     status, old_status = new.get("status") or {}, old.get("status") or {}
-    return _object_view(new) != _object_view(old) or any(
+    return object_view(new) != object_view(old) or any(
         status.get(field) != old_status.get(field) for field in RAYJOB_STATUS_READ
     )
 
@@ -52,7 +52,7 @@ def raycluster_changed(event: str, new: Body, old: Body | None) -> bool:
         return True
     if (new["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD) == "RayService":
         return True
-    return _object_view(new) != _object_view(old)
+    return object_view(new) != object_view(old)
 
 
 def _pod_view(pod: Body) -> tuple[Any, ...]:
@@ -70,6 +70,3 @@ def pod_changed(event: str, new: Body, old: Body | None) -> bool:
     if event != MODIFIED or old is None:
         return True
     return _pod_view(new) != _pod_view(old)
-
-
-CHANGE_FILTERS = {"RayJob": rayjob_changed, "RayCluster": raycluster_changed}

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
-from rayquota.operator.core import AdmittedCaps, GateVerdict, ObjectKey, QueueCondition
+from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
 from rayquota.operator.queue import caps, check_states, converter
 from rayquota.operator.queue.adapters.protocol import allocation_of, cluster_templates
 from rayquota.operator.queue.admission_memo import AdmissionMemo
@@ -28,7 +28,8 @@ from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
 from rayquota.operator.ray.pod_resources import held_by
-from rayquota.operator.ray.rayjob_validation import submission_mode
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
+from rayquota.operator.ray.rayjob.validation import submission_mode
 from rayquota.queueing import ResourceFlavor
 
 NOTHING = caps.NOTHING

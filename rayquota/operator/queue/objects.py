@@ -1,7 +1,8 @@
 """Finding, in the watch-fed caches, the queued objects, their children, pods and Workloads.
 
-A queued object is a RayJob, RayService or standalone RayCluster that names a queue. A
-RayCluster owned by a RayJob or RayService is never queued on its own: it is a *child*,
+A queued object is one of the registered kinds (`adapters.ADAPTERS`) that names a queue. An
+object whose controller owner is a kind its record is accounted through (a RayCluster owned by
+a RayJob or RayService, a RayJob's submitter Job) is never queued on its own: it is a *child*,
 accounted through its parent.
 """
 
@@ -11,27 +12,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.core import Informer, Manager, ObjectKey, owner_uids, resources
+from rayquota.operator.core import Informer, Manager, ObjectKey, owner_uids
+from rayquota.operator.core import resources as core_resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS, RayAdapter
+from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, PodWatch, pod_watches
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.ray import labels
 
-PARENT_KINDS = ("RayJob", "RayService")
-RESOURCE_OF_KIND: dict[str, Resource] = {
-    "RayCluster": resources.RAYCLUSTERS,
-    "RayJob": resources.RAYJOBS,
-    "RayService": resources.RAYSERVICES,
-}
+RESOURCE_OF_KIND: dict[str, Resource] = {kind: adapter.resource for kind, adapter in ADAPTERS.items()}
+# The kinds whose RayClusters are their children.
+PARENT_KINDS = ADAPTERS["RayCluster"].accounted_through
 OWNER_INDEX = "queue-owner"
 WORKLOAD_INDEX = "queue-workload"
-CLUSTER_INDEX = "queue-cluster"
-RAYJOB_INDEX = "queue-rayjob"
-# What the Job controller labels its pods with (the newer key, and the older one).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-LEGACY_JOB_NAME_LABEL = "job-name"
+POD_INDEX = "queue-pods"
+# A pod index entry: (pod watch name, "namespace/value").
+PodKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ class Queued:
 
     kind: str
     obj: Obj
-    adapter: RayAdapter
+    adapter: KindAdapter
     workload: ObjectKey
 
 
@@ -51,9 +48,14 @@ def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def accounted_elsewhere(kind: str, obj: Mapping[str, Any]) -> bool:
+    """Is ``obj`` accounted through its controller owner (a child, never queued alone)?"""
+    owner = controller_owner(obj)
+    return owner is not None and owner.get("kind") in ADAPTERS[kind].accounted_through
+
+
 def is_child(cluster: Mapping[str, Any]) -> bool:
-    owner = controller_owner(cluster)
-    return owner is not None and owner.get("kind") in PARENT_KINDS
+    return accounted_elsewhere("RayCluster", cluster)
 
 
 def workload_key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
@@ -68,12 +70,11 @@ class QueueObjects:
     settings: naming.QueueSettings
     informers: dict[str, Informer]
     workloads: Informer
-    pods: Informer
+    # pod watch name -> its informer (`PodWatch`: a filtered pod informer per way of finding pods)
+    pod_informers: dict[str, Informer]
     # namespace -> creationTimestamp of its LocalQueue "default" (manageJobsWithoutQueueName)
     default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
-    # The pods of RayJobs' submitter Jobs (K8sJobMode): they hold quota too.
-    submitter_pods: Informer | None = None
 
     @classmethod
     def register(
@@ -83,22 +84,21 @@ class QueueObjects:
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
             for kind, resource in RESOURCE_OF_KIND.items()
         }
+        pod_informers = {
+            # The RayCluster pods' informer is the RayCluster reconciler's too (same selector).
+            watch.name: manager.informer(
+                core_resources.PODS,
+                label_selector=watch.selector,
+                indexers={POD_INDEX: watch.index, OWNER_INDEX: owner_uids},
+            )
+            for watch in pod_watches()
+        }
         objects = cls(
             settings,
             informers,
             manager.informer(api.workloads, indexers={OWNER_INDEX: owner_uids}),
-            # The same informer the RayCluster reconciler uses (same selector): one watch.
-            manager.informer(
-                resources.PODS,
-                label_selector=labels.RAY_CLUSTER,
-                indexers={CLUSTER_INDEX: _cluster_label, OWNER_INDEX: owner_uids},
-            ),
+            pod_informers,
             api=api,
-            submitter_pods=manager.informer(
-                resources.PODS,
-                label_selector=f"{labels.RAY_JOB_SUBMITTER}=true",
-                indexers={RAYJOB_INDEX: submitter_rayjob_key},
-            ),
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
@@ -119,7 +119,7 @@ class QueueObjects:
     # --- queued objects -----------------------------------------------------------------------
 
     def queue_name(self, kind: str, obj: Mapping[str, Any]) -> str | None:
-        if kind == "RayCluster" and is_child(obj):
+        if accounted_elsewhere(kind, obj):
             return None
         return naming.queue_name_of(obj, self.settings, self.default_queues_since)
 
@@ -136,16 +136,22 @@ class QueueObjects:
                 return Queued(kind, obj, ADAPTERS[kind], key)
         return None
 
-    def queued_owner_of_cluster(self, cluster: Mapping[str, Any]) -> Queued | None:
-        """The queued object whose quota this RayCluster runs on: itself, or its parent."""
-        owner = controller_owner(cluster)
-        if owner is not None and owner.get("kind") in PARENT_KINDS:
-            kind = str(owner["kind"])
-            parent = self.informers[kind].store.get(str(cluster["metadata"]["namespace"]), str(owner["name"]))
+    def queued_owner(self, kind: str, obj: Mapping[str, Any]) -> Queued | None:
+        """The queued object whose quota ``obj`` runs on: itself, or the owner it is accounted
+        through."""
+        owner = controller_owner(obj)
+        if owner is not None and owner.get("kind") in ADAPTERS[kind].accounted_through:
+            parent_kind = str(owner["kind"])
+            parent = self.informers[parent_kind].store.get(
+                str(obj["metadata"]["namespace"]), str(owner["name"])
+            )
             if parent is None or parent["metadata"].get("uid") != owner.get("uid"):
                 return None
-            return self.queued(kind, parent)
-        return self.queued("RayCluster", dict(cluster))
+            return self.queued(parent_kind, parent)
+        return self.queued(kind, dict(obj))
+
+    def queued_owner_of_cluster(self, cluster: Mapping[str, Any]) -> Queued | None:
+        return self.queued_owner("RayCluster", cluster)
 
     def parent_unknown(self, cluster: Mapping[str, Any]) -> bool:
         """A child whose parent (RayJob, RayService) the cache does not show: it may be queued,
@@ -159,56 +165,53 @@ class QueueObjects:
         return parent is None or parent["metadata"].get("uid") != owner.get("uid")
 
     def children(self, kind: str, obj: Mapping[str, Any]) -> list[Obj]:
-        if kind == "RayCluster":
+        child_kind = ADAPTERS[kind].child_kind
+        if child_kind is None:
             return []
         uid = str(obj["metadata"]["uid"])
-        return [c for c in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid) if is_child(c)]
+        return [
+            c
+            for c in self.informers[child_kind].store.by_index(OWNER_INDEX, uid)
+            if accounted_elsewhere(child_kind, c)
+        ]
 
     def pods_by_part(
-        self, queued: Queued, children: list[Obj], known: Iterable[str] = ()
+        self,
+        queued: Queued,
+        children: list[Obj],
+        known: Iterable[str] = (),
+        lookup: RecordingLookup | None = None,
     ) -> dict[str, list[Obj]]:
-        """Pods of each part (a cluster, by name), read from the shared pod cache. ``known``
-        adds clusters seen earlier whose pods may outlive them."""
-        namespace = str(queued.obj["metadata"]["namespace"])
-        clusters = [queued.obj] if queued.kind == "RayCluster" else children
-        names = [str(c["metadata"]["name"]) for c in clusters]
-        if queued.kind == "RayJob" and not names:
-            cluster = (queued.obj.get("status") or {}).get("rayClusterName")
-            names = [str(cluster)] if cluster else []
-        names += [name for name in known if name not in names]
-        by_part = {name: self.pods_of_cluster(namespace, name) for name in names}
-        if queued.kind == "RayJob":
-            meta = queued.obj["metadata"]
-            submitters = self.submitter_pods_of(str(meta["namespace"]), str(meta["name"]))
-            if submitters:
-                # The submitter belongs to the RayJob's one part (named after its cluster, or
-                # after the RayJob while it has none).
-                part = names[0] if names else str(meta["name"])
-                by_part[part] = [*by_part.get(part, []), *submitters]
-        return by_part
+        """Pods of each part (a cluster, by name), read from the pod caches. ``known`` adds
+        parts seen earlier whose pods may outlive them; ``lookup`` records where it looked."""
+        return queued.adapter.pods_by_part(lookup or self, queued.obj, children, list(known))
 
-    @staticmethod
-    def submitter_rayjobs(pod: Mapping[str, Any]) -> list[str]:
-        """The name of the RayJob a submitter pod ran for."""
-        return [key.split("/", 1)[1] for key in submitter_rayjob_key(pod)]
+    def pods(self, watch: PodWatch, namespace: str, value: str) -> list[Obj]:
+        return self.pods_at((watch.name, f"{namespace}/{labels.label_value(value)}"))
 
-    def submitter_pods_of(self, namespace: str, rayjob: str) -> list[Obj]:
-        """The pods of a RayJob's submitter Job (named after the RayJob), found by the Job name
-        the Job controller labels them with: they are found even once the Job is gone."""
-        if self.submitter_pods is None:
-            return []
-        return self.submitter_pods.store.by_index(RAYJOB_INDEX, f"{namespace}/{labels.label_value(rayjob)}")
+    def pods_at(self, key: PodKey) -> list[Obj]:
+        return self.pod_informers[key[0]].store.by_index(POD_INDEX, key[1])
 
-    def pods_of_cluster(self, namespace: str, cluster: str) -> list[Obj]:
-        return self.pods.store.by_index(CLUSTER_INDEX, f"{namespace}/{labels.label_value(cluster)}")
+    def pod_owner(self, watch: PodWatch, pod: Mapping[str, Any]) -> Obj | None:
+        """The object of ``watch.owner_kind`` the pod's index label names, if cached."""
+        keys = watch.index(pod)
+        if not keys:
+            return None
+        namespace, _, name = keys[0].partition("/")
+        return self.informers[watch.owner_kind].store.get(namespace, name)
 
     def pods_owned_by(self, owner_uids: Iterable[str]) -> list[Obj]:
-        """Pods of the given owners: directly (a RayCluster) or through the clusters they own."""
+        """Pods of the given owners: directly (a RayCluster, a Job) or through the clusters
+        they own."""
         pods: list[Obj] = []
         for uid in owner_uids:
-            pods += self.pods.store.by_index(OWNER_INDEX, uid)
-            for cluster in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid):
-                pods += self.pods.store.by_index(OWNER_INDEX, str(cluster["metadata"]["uid"]))
+            owned = [uid] + [
+                str(c["metadata"]["uid"])
+                for c in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid)
+            ]
+            for informer in self.pod_informers.values():
+                for owner in owned:
+                    pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
 
     def workload(self, key: ObjectKey) -> Obj | None:
@@ -216,30 +219,56 @@ class QueueObjects:
 
     def workload_of_pod(self, pod: Mapping[str, Any]) -> str | None:
         """The Workload (``namespace/name``) a pod's resources count in, if it belongs to a
-        queued object: through its RayCluster, or, for a submitter pod, its RayJob."""
-        meta = pod["metadata"]
-        namespace = str(meta.get("namespace"))
-        pod_labels = meta.get("labels") or {}
-        cluster_name = pod_labels.get(labels.RAY_CLUSTER)
-        if cluster_name:
-            cluster = self.informers["RayCluster"].store.get(namespace, str(cluster_name))
-            queued = self.queued_owner_of_cluster(cluster) if cluster is not None else None
-            return str(queued.workload) if queued is not None else None
-        if pod_labels.get(labels.ORIGINATED_FROM_CRD) == "RayJob":
-            job_name = str(pod_labels.get(labels.ORIGINATED_FROM_CR_NAME))
-            job = self.informers["RayJob"].store.get(namespace, job_name)
-            queued = self.queued("RayJob", job) if job is not None else None
-            return str(queued.workload) if queued is not None else None
+        queued object: through the owner its kind's pod watches find it by (a RayCluster, a
+        RayJob's submitter, a Job)."""
+        for watch in pod_watches():
+            if not watch.matches(pod):
+                continue
+            owner = self.pod_owner(watch, pod)
+            queued = self.queued_owner(watch.owner_kind, owner) if owner is not None else None
+            if queued is not None:
+                return str(queued.workload)
         return None
 
 
-def submitter_rayjob_key(pod: Mapping[str, Any]) -> list[str]:
-    """Indexer: "namespace/<RayJob>" of a submitter pod (its Job is named after the RayJob)."""
-    pod_labels = pod["metadata"].get("labels") or {}
-    job = pod_labels.get(JOB_NAME_LABEL) or pod_labels.get(LEGACY_JOB_NAME_LABEL)
-    return [f"{pod['metadata']['namespace']}/{job}"] if job else []
+class RecordingLookup:
+    """The pod caches, remembering every index key looked up (see :class:`PodLookups`)."""
+
+    def __init__(self, objects: QueueObjects) -> None:
+        self.objects = objects
+        self.looked_up: set[PodKey] = set()
+
+    def pods(self, watch: PodWatch, namespace: str, value: str) -> list[Obj]:
+        key = (watch.name, f"{namespace}/{labels.label_value(value)}")
+        self.looked_up.add(key)
+        return self.objects.pods_at(key)
 
 
-def _cluster_label(pod: Mapping[str, Any]) -> list[str]:
-    value = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
-    return [f"{pod['metadata']['namespace']}/{value}"] if value else []
+@dataclass
+class PodLookups:
+    """Where each Workload last found its pods: a pod event maps to the Workloads that count it
+    even once its owner (a deleted cluster, a RayJob, a Job) is gone, and a deleted object's
+    quota is held until the pods found there are gone."""
+
+    of_workload: dict[ObjectKey, set[PodKey]] = field(default_factory=dict)
+    by_key: dict[PodKey, set[ObjectKey]] = field(default_factory=dict)
+
+    def record(self, workload: ObjectKey, keys: set[PodKey]) -> None:
+        self.forget(workload)
+        self.of_workload[workload] = keys
+        for key in keys:
+            self.by_key.setdefault(key, set()).add(workload)
+
+    def workloads(self, key: PodKey) -> list[ObjectKey]:
+        return sorted(self.by_key.get(key, ()), key=str)
+
+    def keys_of(self, workload: ObjectKey) -> set[PodKey]:
+        return self.of_workload.get(workload, set())
+
+    def forget(self, workload: ObjectKey) -> None:
+        for key in self.of_workload.pop(workload, set()):
+            holders = self.by_key.get(key)
+            if holders is not None:
+                holders.discard(workload)
+                if not holders:
+                    del self.by_key[key]

@@ -36,6 +36,8 @@ def _phrase(key: GroupKey, owners: str) -> str:
         return f"the head of {owners}"
     if role is Role.SUBMITTER:
         return f"the submitter of {owners}"
+    if role is Role.MAIN:
+        return f"the pods of {owners}"
     return f"worker group `{group}` of {owners}"
 
 

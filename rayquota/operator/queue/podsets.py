@@ -1,9 +1,10 @@
-"""What a Ray object asks of the quota: its pod sets, computed in exactly one place.
+"""The shapes of what a queued object asks of the quota, and the helpers every kind's demand
+(in its integration record, `adapters/<kind>.py`) is built from.
 
 A *pod set* is ``count`` pods of one shape (per-pod requests in milli-units, plus the
-nodeSelector and tolerations that flavor assignment looks at). This module answers,
-for each Ray kind, which pod sets an object needs and which *part* of the object each
-pod belongs to (a RayService's parts are its child RayClusters, gated one by one).
+nodeSelector and tolerations that flavor assignment looks at). A kind's demand names the pod
+sets an object needs and which *part* of the object each pod belongs to (a RayService's parts
+are its child RayClusters, gated one by one).
 
 Pure: the inputs are API bodies (camelCase dicts as the API server returns them).
 """
@@ -11,7 +12,7 @@ Pure: the inputs are API bodies (camelCase dicts as the API server returns them)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming, topology_request
-from rayquota.operator.ray import labels, submitter
+from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import (
     PodContext,
@@ -27,9 +28,7 @@ from rayquota.operator.ray.podspec import (
     build_wait_gcs_init_container,
     ray_container_index,
 )
-from rayquota.operator.ray.raycluster_plan import desired_pods
-from rayquota.operator.ray.rayjob_validation import submission_mode
-from rayquota.operator.ray.resolver import dashboard_port
+from rayquota.operator.ray.raycluster.plan import desired_pods
 from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"
@@ -40,6 +39,8 @@ class Role(StrEnum):
     HEAD = "head"
     WORKER = "worker"
     SUBMITTER = "submitter"
+    # The one pod set of a non-Ray kind (a batch/v1 Job): all its pods alike.
+    MAIN = "main"
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def user_placement(template: Mapping[str, Any]) -> tuple[dict[str, str], tuple[M
     return selector, tolerations
 
 
-def _pod_set(
+def pod_set(
     name: str,
     role: Role,
     count: int,
@@ -189,14 +190,14 @@ def cluster_pod_sets(
     containers) and one pod set per worker group: replicas x numOfHosts."""
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     extra = [*_autoscaler_containers(cluster_spec), *head_extra]
-    head = _pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
+    head = pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
     out = [((Role.HEAD, ""), head)]
     for group in cluster_spec.get("workerGroupSpecs") or []:
         name = str(group.get("groupName") or "")
         template = group.get("template") or {}
         hosts = int(group.get("numOfHosts") or 1)
         where = f"worker group {name}'s pod template"
-        pod_set = _pod_set(
+        worker = pod_set(
             worker_pod_set_name(name),
             Role.WORKER,
             desired_pods(group),
@@ -206,112 +207,17 @@ def cluster_pod_sets(
             hosts,
             extra_init=_worker_init_containers(cluster_spec, template),
         )
-        out.append(((Role.WORKER, name), pod_set))
+        out.append(((Role.WORKER, name), worker))
     return out
 
 
-def _single_part(part: str, keyed: Sequence[tuple[GroupKey, PodSetDemand]]) -> Demand:
+def single_part(part: str, keyed: Sequence[tuple[GroupKey, PodSetDemand]]) -> Demand:
     pod_sets = tuple(ps for _, ps in keyed)
     return Demand(
         pod_sets,
         {part: {ps.name: ps.count for ps in pod_sets}},
         {part: {key: ps.name for key, ps in keyed}},
     )
-
-
-def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
-    name = str(cluster["metadata"]["name"])
-    return _single_part(name, cluster_pod_sets(cluster.get("spec") or {}))
-
-
-# --- RayJob ---------------------------------------------------------------------------------
-
-
-def _submitter_template(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
-    try:
-        job = submitter.submitter_job(rayjob, "", "", "")
-    except ValueError:
-        # A malformed runtime env fails validation; the RayJob never runs, the shape barely matters.
-        return {"spec": (rayjob.get("spec") or {}).get("submitterPodTemplate", {}).get("spec") or {}}
-    template: Mapping[str, Any] = job["spec"]["template"]
-    return template
-
-
-def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) -> Demand:
-    """Head (+ autoscaler, + the submitter sidecar in SidecarMode), workers, and the
-    submitter Job's pod in K8sJobMode. A RayJob on an existing cluster (clusterSelector)
-    asks only for its submitter."""
-    spec = rayjob.get("spec") or {}
-    mode = submission_mode(rayjob)
-    keyed: list[tuple[GroupKey, PodSetDemand]] = []
-    cluster_spec = spec.get("rayClusterSpec")
-    if cluster_spec and not spec.get("clusterSelector"):
-        head_extra: list[Mapping[str, Any]] = []
-        if mode == "SidecarMode":
-            port = dashboard_port({"spec": cluster_spec})
-            head_extra.append(submitter.sidecar_container(rayjob, "", "", port))
-        keyed.extend(cluster_pod_sets(cluster_spec, head_extra))
-    if mode == "K8sJobMode":
-        keyed.append(
-            (
-                (Role.SUBMITTER, ""),
-                _pod_set(
-                    SUBMITTER_POD_SET,
-                    Role.SUBMITTER,
-                    1,
-                    _submitter_template(rayjob),
-                    where="the submitter's pod template",
-                ),
-            )
-        )
-    part = cluster_name or str(rayjob["metadata"]["name"])
-    return _single_part(part, keyed)
-
-
-# --- RayService -----------------------------------------------------------------------------
-
-
-def _service_pod_set_name(role: Role, group: str, shape: str) -> str:
-    base = HEAD_POD_SET if role is Role.HEAD else naming.dns_label(group, 56)
-    return f"{base}-{shape}"
-
-
-def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Demand:
-    """Summed over the live child RayClusters (``children`` in covering order: active first),
-    or from ``rayClusterConfig`` before any child exists.
-
-    Pods are merged across children only when their shape is identical: each pod set is
-    named after its group *and* its shape, so two children that reuse a group name with
-    different pod shapes are counted exactly (never "the first template wins").
-    """
-    if children:
-        sources = [(str(c["metadata"]["name"]), c.get("spec") or {}) for c in children]
-    else:
-        sources = [
-            (str(service["metadata"]["name"]), (service.get("spec") or {}).get("rayClusterConfig") or {})
-        ]
-    merged: dict[str, PodSetDemand] = {}
-    parts: dict[str, dict[str, int]] = {}
-    pod_set_of: dict[str, dict[GroupKey, str]] = {}
-    for part, cluster_spec in sources:
-        part_counts = parts.setdefault(part, {})
-        part_names = pod_set_of.setdefault(part, {})
-        for key, ps in cluster_pod_sets(cluster_spec):
-            shape = shape_key(ps)
-            if ps.topology_request is not None:
-                # Placed pods belong to one cluster: during an upgrade the new cluster's groups
-                # are placed (together, in their own domain) apart from the old cluster's.
-                shape = naming.short_hash(f"{shape}/{part}")
-                if ps.topology_request.group is not None:
-                    grouped = replace(ps.topology_request, group=f"{ps.topology_request.group}/{part}")
-                    ps = replace(ps, topology_request=grouped)
-            name = _service_pod_set_name(ps.role, key[1], shape)
-            part_names[key] = name
-            part_counts[name] = part_counts.get(name, 0) + ps.count
-            previous = merged.get(name)
-            count = ps.count + (previous.count if previous else 0)
-            merged[name] = replace(ps, name=name, count=count)
-    return Demand(tuple(merged.values()), parts, pod_set_of)
 
 
 # --- the Workload's pod set limit -----------------------------------------------------------
@@ -360,7 +266,9 @@ def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
 
 
 def live_pods_per_pod_set(
-    demand: Demand, pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]]
+    demand: Demand,
+    pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]],
+    group_of_pod: Callable[[Mapping[str, Any]], GroupKey] = group_key_of_pod,
 ) -> dict[str, int]:
     """How many pods that hold quota (not finished; terminating ones still do) each pod set has."""
     out: dict[str, int] = {}
@@ -370,7 +278,7 @@ def live_pods_per_pod_set(
         for pod in pods:
             if pod_finished(pod):
                 continue
-            name = by_label.get(group_key_of_pod(pod))
+            name = by_label.get(group_of_pod(pod))
             if name is not None:
                 out[name] = out.get(name, 0) + 1
     return out

@@ -14,12 +14,13 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
+from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches
 from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.manual_check import ManualChecks
-from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
 from rayquota.operator.queue.status import QueueStatusWriter
@@ -49,43 +50,35 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     def mapped(kind: str) -> Any:
         def keys(obj: Mapping[str, Any]) -> list[ObjectKey]:
-            if kind == "RayCluster" and is_child(obj):
-                owner = objects.queued_owner_of_cluster(obj)
-                return [owner.workload] if owner is not None else []
-            queued = objects.queued(kind, dict(obj))
-            return [queued.workload] if queued is not None else []
+            owner = objects.queued_owner(kind, obj)
+            return [owner.workload] if owner is not None else []
 
         return keys
 
-    def cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
-        namespace = str(pod["metadata"]["namespace"])
-        name = str((pod["metadata"].get("labels") or {}).get("ray.io/cluster"))
-        cluster = objects.informers["RayCluster"].store.get(namespace, name)
-        if cluster is None:
-            # A deleted cluster's pods still held quota: when the last one goes, its Workload
-            # must look again (shrink, or release) even though the cluster is no longer cached.
-            return reconciler.workloads_holding(namespace, name)
-        keys: list[ObjectKey] = mapped("RayCluster")(cluster)
+    def pod_mapper(watch: PodWatch) -> Any:
+        def keys(pod: Mapping[str, Any]) -> list[ObjectKey]:
+            owner = objects.pod_owner(watch, pod)
+            if owner is not None:
+                found: list[ObjectKey] = mapped(watch.owner_kind)(owner)
+                return found
+            # A deleted owner's pods still held quota: when the last one goes, the Workloads that
+            # counted them must look again (shrink, or release) though the owner is not cached.
+            return [
+                key
+                for index in watch.index(pod)
+                for key in reconciler.workloads_counting((watch.name, index))
+            ]
+
         return keys
 
     controller.watch(objects.workloads)
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():
         informer.on_change(reconciler.creation_versions.on_change)
-        controller.watch(informer, mapped(kind), when=event_filters.CHANGE_FILTERS.get(kind))
+        controller.watch(informer, mapped(kind), when=ADAPTERS[kind].change_filter)
         informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
-    controller.watch(objects.pods, cluster_of_pod, when=event_filters.pod_changed)
-
-    def rayjob_of_submitter_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
-        namespace = str(pod["metadata"]["namespace"])
-        return [
-            key
-            for rayjob in objects.submitter_rayjobs(pod)
-            for key in reconciler.workloads_of_rayjob(namespace, rayjob)
-        ]
-
-    if objects.submitter_pods is not None:
-        controller.watch(objects.submitter_pods, rayjob_of_submitter_pod, when=event_filters.pod_changed)
+    for watch in pod_watches():
+        controller.watch(objects.pod_informers[watch.name], pod_mapper(watch), when=event_filters.pod_changed)
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),
@@ -139,6 +132,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
+    if ray is not None:
+        ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,

@@ -32,7 +32,14 @@ from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
-from rayquota.operator.queue.objects import RESOURCE_OF_KIND, Queued, QueueObjects
+from rayquota.operator.queue.objects import (
+    RESOURCE_OF_KIND,
+    PodKey,
+    PodLookups,
+    Queued,
+    QueueObjects,
+    RecordingLookup,
+)
 from rayquota.operator.queue.pending_writes import PendingWrites
 from rayquota.operator.queue.pod_set_words import (
     POD_SET_WORDS_ANNOTATION,
@@ -82,8 +89,8 @@ class WorkloadReconciler:
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
-        # The RayJob each Workload stands for (by name): its submitter pods count until gone too.
-        self._rayjobs: dict[ObjectKey, str] = {}
+        # Where each Workload found its pods: they count until gone, even once their owner is.
+        self.pod_lookups = PodLookups()
         # Workloads this process created that the cache does not show yet: under a flood the
         # owner's next event often comes first, and a second POST would only meet a 409.
         self._created: dict[ObjectKey, Obj] = {}
@@ -112,13 +119,9 @@ class WorkloadReconciler:
         until they are gone)."""
         return list(self._parts.get(key, ()))
 
-    def workloads_of_rayjob(self, namespace: str, rayjob: str) -> list[ObjectKey]:
-        """The Workloads that stood for a RayJob of this name (its submitter pods count there)."""
-        return [key for key, name in self._rayjobs.items() if key.namespace == namespace and name == rayjob]
-
-    def workloads_holding(self, namespace: str, cluster: str) -> list[ObjectKey]:
-        """The Workloads that last saw ``cluster`` as one of their parts (its pods count there)."""
-        return [key for key, parts in self._parts.items() if key.namespace == namespace and cluster in parts]
+    def workloads_counting(self, key: PodKey) -> list[ObjectKey]:
+        """The Workloads that last looked for pods under ``key`` (its pods count there)."""
+        return self.pod_lookups.workloads(key)
 
     # --- a queued Ray object ---------------------------------------------------------------
 
@@ -126,12 +129,12 @@ class WorkloadReconciler:
         obj, adapter = queued.obj, queued.adapter
         children = self.objects.children(queued.kind, obj)
         # Clusters seen before count until their pods are gone (a deleted child's pods linger).
-        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()))
+        lookup = RecordingLookup(self.objects)
+        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()), lookup)
+        self.pod_lookups.record(key, lookup.looked_up)
         self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
             str(c["metadata"]["name"]) for c in children
         ]
-        if queued.kind == "RayJob":
-            self._rayjobs[key] = str(obj["metadata"]["name"])
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
@@ -153,7 +156,7 @@ class WorkloadReconciler:
                 await self._apply(adapter.suspend(obj, children))
                 return None
         else:
-            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part))
+            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part, adapter.group_of_pod))
             api_pod_sets = [converter.api_pod_set(ps) for ps in held]
             words = pod_set_words(
                 queued.kind,
@@ -377,17 +380,12 @@ class WorkloadReconciler:
             str(ref["uid"]) for ref in (workload or {}).get("metadata", {}).get("ownerReferences") or []
         ]
         pods = self.objects.pods_owned_by(owners)
-        pods += [
-            p for part in self._parts.get(key, []) for p in self.objects.pods_of_cluster(key.namespace, part)
-        ]
-        rayjob = self._rayjobs.get(key)
-        if rayjob is not None:
-            pods += self.objects.submitter_pods_of(key.namespace, rayjob)
+        pods += [p for found in self.pod_lookups.keys_of(key) for p in self.objects.pods_at(found)]
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
-        self._rayjobs.pop(key, None)
+        self.pod_lookups.forget(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
         self.loop.request_cycle()
@@ -437,8 +435,12 @@ class WorkloadReconciler:
     async def _apply(self, edits: Sequence[Edit]) -> None:
         for edit in edits:
             meta = edit.body["metadata"]
-            path = RESOURCE_OF_KIND[edit.kind].path(str(meta["namespace"]), str(meta["name"]))
-            await self.client.replace(path, edit.body)
+            resource = RESOURCE_OF_KIND[edit.kind]
+            if edit.status_patch:
+                path = resource.path(str(meta["namespace"]), str(meta["name"]), "status")
+                await self.client.merge_patch(path, {"status": edit.body["status"]})
+                continue
+            await self.client.replace(resource.path(str(meta["namespace"]), str(meta["name"])), edit.body)
 
     def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
         created = converter.timestamp(workload["metadata"].get("creationTimestamp"))
@@ -446,4 +448,3 @@ class WorkloadReconciler:
             waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
             metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
-

@@ -9,7 +9,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rayquota.operator.ray import rayjob_validation
+from rayquota.operator.ray.rayjob import validation as rayjob_validation
 
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
 RAY_CLUSTER = "ray.io/cluster"

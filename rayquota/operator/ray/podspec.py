@@ -174,6 +174,10 @@ def _common_env(container: dict[str, Any], ctx: PodContext, start_cmd: str) -> N
     _set_env_default(container, "RAY_PORT", str(ctx.gcs_port))
     _set_env_default(container, "RAY_USAGE_STATS_KUBERAY_IN_USE", "1")
     _set_env_default(container, "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1")
+    if ctx.originating_crd == "RayService":
+        # KubeRay's values for a serving cluster: fail over quickly when a node or the GCS is lost.
+        for name, value in RAYSERVICE_ENV_DEFAULTS.items():
+            _set_env_default(container, name, value)
 
 
 def _set_init_container_env(pod_spec: dict[str, Any], ctx: PodContext) -> None:
@@ -204,6 +208,10 @@ def _pod_metadata(
             pod_labels[str(key)] = str(value)
     if (ctx.cluster["metadata"].get("annotations") or {}).get(ENABLE_SERVE_SERVICE_ANNOTATION) == "true":
         pod_labels[SERVE_LABEL] = "true"
+    if ctx.originating_crd == "RayService":
+        # A RayService's workers are in its serve Service from the start (their readiness probe
+        # gates traffic); its head only once the RayService controller sees Serve running there.
+        pod_labels[SERVE_LABEL] = "false" if node_type == labels.HEAD_NODE else "true"
     annotations = dict(meta.get("annotations") or {})
     annotations[labels.HASH_ANNOTATION] = ctx.spec_hash
     annotations[labels.OPERATOR_VERSION_ANNOTATION] = ctx.operator_version
@@ -221,6 +229,11 @@ def _pod_metadata(
 ENABLE_SERVE_SERVICE_ANNOTATION = "ray.io/enable-serve-service"
 OVERWRITE_CONTAINER_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SERVE_LABEL = "ray.io/serve"
+RAYSERVICE_ENV_DEFAULTS = {
+    "RAY_timeout_ms_task_wait_for_death_info": "0",
+    "RAY_gcs_server_request_timeout_seconds": "5",
+    "RAY_SERVE_KV_TIMEOUT_S": "5",
+}
 
 
 def _serve_probe_port(ctx: PodContext, node_type: str, container: Mapping[str, Any]) -> int | None:

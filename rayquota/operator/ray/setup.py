@@ -11,11 +11,11 @@ from rayquota.operator.core import Manager, resources
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.kuberay_metrics import KubeRayMetrics
-from rayquota.operator.ray.raycluster import RayClusterReconciler
+from rayquota.operator.ray.raycluster.reconciler import RayClusterReconciler
 from rayquota.operator.ray.raycronjob.clock import Clock, SystemClock
 from rayquota.operator.ray.raycronjob.reconciler import RayCronJobReconciler
-from rayquota.operator.ray.rayjob import RayJobReconciler
-from rayquota.operator.ray.rayservice import RayServiceReconciler
+from rayquota.operator.ray.rayjob.reconciler import RayJobReconciler
+from rayquota.operator.ray.rayservice.reconciler import RayServiceReconciler
 from rayquota.operator.ray.resolver import resolver_from_settings
 
 

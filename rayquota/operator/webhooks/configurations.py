@@ -15,6 +15,7 @@ from typing import Any
 
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError, Conflict, KubeClient, NotFound
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.ray import labels
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ VALIDATING = Resource(
     namespaced=False,
 )
 CONFIG_NAME = "rayquota-queue"
-RAY_KINDS = ("rayjobs", "rayclusters", "rayservices")
 
 
 def _rule(group: str, plurals: tuple[str, ...], operations: list[str]) -> dict[str, Any]:
@@ -45,6 +45,14 @@ def _rule(group: str, plurals: tuple[str, ...], operations: list[str]) -> dict[s
         "operations": operations,
         "scope": "*",
     }
+
+
+def queued_kind_rules(operations: list[str]) -> list[dict[str, Any]]:
+    """One rule per API group of the registered kinds (adapters.ADAPTERS)."""
+    by_group: dict[str, list[str]] = {}
+    for adapter in ADAPTERS.values():
+        by_group.setdefault(adapter.resource.group, []).append(adapter.resource.plural)
+    return [_rule(group, tuple(plurals), operations) for group, plurals in by_group.items()]
 
 
 def webhook_configurations(
@@ -85,14 +93,14 @@ def webhook_configurations(
             hook(
                 f"born-suspended-{i}.queue.rayquota.io",
                 "/mutate-ray",
-                [_rule("ray.io", RAY_KINDS, ["CREATE"])],
+                queued_kind_rules(["CREATE"]),
                 sel,
             )
             for i, sel in enumerate(labelled)
         ],
     }
     gate_hooks = [
-        hook(f"gate-{i}.queue.rayquota.io", "/validate-ray", [_rule("ray.io", RAY_KINDS, ["UPDATE"])], sel)
+        hook(f"gate-{i}.queue.rayquota.io", "/validate-ray", queued_kind_rules(["UPDATE"]), sel)
         for i, sel in enumerate([*labelled, children])
     ]
     queue_hook = hook(

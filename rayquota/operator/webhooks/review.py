@@ -1,14 +1,14 @@
 """What the webhooks decide, as pure functions of the AdmissionReview request and the
-operator's caches."""
+operator's caches. Each kind's gate is the one its integration record names."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.queue import converter, topology_request
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 
@@ -26,33 +26,12 @@ class Verdict:
 ALLOW = Verdict(True)
 
 
-def _suspended(kind: str, obj: Body) -> bool:
-    spec = obj.get("spec") or {}
-    if kind == "RayService":
-        return bool((spec.get("rayClusterConfig") or {}).get("suspend"))
-    return bool(spec.get("suspend"))
-
-
 def topology_errors(kind: str, obj: Body) -> list[str]:
-    """Kueue's topology annotations on the object's pod templates that cannot be read."""
-    spec = obj.get("spec") or {}
-    clusters: list[tuple[str, Mapping[str, Any]]] = []
-    if kind == "RayCluster":
-        clusters.append(("spec", spec))
-    elif kind == "RayJob":
-        clusters.append(("spec.rayClusterSpec", spec.get("rayClusterSpec") or {}))
-    elif kind == "RayService":
-        clusters.append(("spec.rayClusterConfig", spec.get("rayClusterConfig") or {}))
+    """Kueue's topology annotations on the object's pod templates (its record names where they
+    are) that cannot be read."""
     errors: list[str] = []
-    if kind == "RayJob" and spec.get("submitterPodTemplate"):
-        errors += topology_request.errors(spec["submitterPodTemplate"], "spec.submitterPodTemplate")
-    for path, cluster in clusters:
-        head = (cluster.get("headGroupSpec") or {}).get("template") or {}
-        errors += topology_request.errors(head, f"{path}.headGroupSpec.template")
-        for index, group in enumerate(cluster.get("workerGroupSpecs") or ()):
-            template = group.get("template") or {}
-            hosts = int(group.get("numOfHosts") or 1)
-            errors += topology_request.errors(template, f"{path}.workerGroupSpecs[{index}].template", hosts)
+    for at in ADAPTERS[kind].pod_templates(obj):
+        errors += topology_request.errors(at.template, at.path, at.hosts)
     return errors
 
 
@@ -65,52 +44,37 @@ def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
 
 
 def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
-    """CREATE of a queued Ray object: born suspended (the gate on the object, or on the
-    RayService's cluster template so every child is born gated). Topology annotations that
-    cannot be read are refused here, with the field and the value."""
+    """CREATE of a queued object: what its kind refuses in a queue is refused, with the field
+    and the value (topology annotations that cannot be read too); otherwise it is born suspended
+    (the gate its record names: on the object, or on the RayService's cluster template so every
+    child is born gated)."""
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
-    if kind == "RayJob" and (refusal := _queued_rayjob_refusal(obj, queue)):
+    record = ADAPTERS[kind]
+    refusal = record.creation_refusal(obj, queue)
+    if refusal is not None:
         return Verdict(False, refusal)
     refused = _topology_refusal(kind, obj)
     if refused is not None:
         return refused
-    if _suspended(kind, obj):
+    if record.gate.is_set(obj):
         return ALLOW
-    if kind == "RayService":
-        if "rayClusterConfig" not in (obj.get("spec") or {}):
-            return ALLOW
-        op = {"op": "add", "path": "/spec/rayClusterConfig/suspend", "value": True}
-    else:
-        op = {"op": "add", "path": "/spec/suspend", "value": True}
+    op = record.gate.set_patch(obj)
+    if op is None:
+        return ALLOW
     return Verdict(True, patch=(op,), warning="suspended until its queue admits it")
 
 
-def _queued_rayjob_refusal(obj: Body, queue: str) -> str | None:
-    """Kueue's rule for a queued RayJob, said at creation: the queue suspends it, and KubeRay
-    lets a suspended RayJob run only if its cluster goes when the job ends (else the cluster
-    would keep the queue's quota after the work is done)."""
-    spec = obj.get("spec") or {}
-    if spec.get("clusterSelector") or spec.get("shutdownAfterJobFinishes"):
-        return None
-    value = spec.get("shutdownAfterJobFinishes")
-    said = "unset" if value is None else json.dumps(value)
-    return (
-        f"spec.shutdownAfterJobFinishes: {said}: a RayJob in queue {queue} "
-        "must set spec.shutdownAfterJobFinishes: true (the queue suspends it until admitted, and its "
-        "RayCluster would otherwise hold the queue's quota after the job ends)"
-    )
-
-
-def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
+def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
     queued object gets topology annotations that cannot be read."""
     if old is not None and objects.queue_name(kind, obj) is not None:
         refused = _topology_refusal(kind, obj)
         if refused is not None:
             return refused
-    if old is None or not _suspended(kind, old) or _suspended(kind, obj):
+    suspend = ADAPTERS[kind].gate
+    if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
     if kind == "RayCluster" and is_child(obj):
@@ -125,13 +89,13 @@ def validate_ray(kind: str, obj: Body, old: Body | None, objects: QueueObjects, 
     queued = objects.queued(kind, dict(obj))
     if queued is None:
         return ALLOW
-    if kind == "RayService":
-        return Verdict(False, f"{name}: spec.rayClusterConfig.suspend is the queue's gate and stays set")
+    if suspend.cleared_by_queue_only:
+        return Verdict(False, f"{name}: {suspend.field} is the queue's gate and stays set")
     if recorded_admission(objects.workload(queued.workload)) is None:
         return Verdict(
             False,
             f"{name} is waiting in queue {objects.queue_name(kind, obj)} and is not admitted; "
-            "spec.suspend is cleared by the queue integration when quota is reserved "
+            f"{suspend.field} is cleared by the queue integration when quota is reserved "
             f"(see: rayquota explain {kind.lower()}/{obj['metadata']['name']})",
         )
     return ALLOW

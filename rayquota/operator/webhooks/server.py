@@ -89,7 +89,7 @@ class WebhookServer:
         req = body["request"]
         if not self._ours(req):
             return web.json_response(_response(req["uid"], review.ALLOW))
-        verdict = review.validate_ray(
+        verdict = review.validate_gate(
             req["kind"]["kind"], req["object"], req.get("oldObject"), self.objects, self.gate
         )
         if not verdict.allowed:

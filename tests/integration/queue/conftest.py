@@ -243,6 +243,47 @@ def gpu_rayjob(name: str, queue: str, workers: int, gpus_per_worker: int, **labe
     }
 
 
+def gpu_job(
+    name: str, queue: str, *, parallelism: int, completions: int | None, gpus: int, suspend: bool = True
+) -> dict[str, Any]:
+    """A Job as a Kueue user writes it: the queue label and (without a webhook) ``suspend: true``."""
+    container = {
+        "name": "train",
+        "image": "busybox",
+        "command": ["sleep", "3600"],
+        "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+            "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+        },
+    }
+    spec: dict[str, Any] = {
+        "parallelism": parallelism,
+        "suspend": suspend,
+        "backoffLimit": 0,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+    }
+    if completions is not None:
+        spec["completions"] = completions
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": spec,
+    }
+
+
+def job_pods(kube: Kube, job: str) -> list[dict[str, Any]]:
+    return kube.list("pods", selector=f"batch.kubernetes.io/job-name={job}")
+
+
+def running_pods(kube: Kube, job: str, count: int) -> list[dict[str, Any]]:
+    def ready() -> list[dict[str, Any]] | None:
+        pods = [p for p in job_pods(kube, job) if (p.get("status") or {}).get("phase") == "Running"]
+        return pods if len(pods) == count else None
+
+    return wait_for(f"{count} running pods of Job {job}", ready, timeout_s=120)
+
+
 def workload_of(kube: Kube, kind: str, name: str) -> dict[str, Any] | None:
     for wl in kube.list("workloads.rayquota.io"):
         if (

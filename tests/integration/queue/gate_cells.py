@@ -21,7 +21,7 @@ from typing import Any
 
 from rayquota.localcluster.nodes import NodePool
 from tests.gate_sampler import GateSampler
-from tests.integration.queue.conftest import Quota, gpu_rayjob, pool_placement
+from tests.integration.queue.conftest import Quota, gpu_job, gpu_rayjob, pool_placement
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import Dashboards
@@ -34,6 +34,7 @@ MANUAL_SUBMITTER = {
     "spec": {"containers": [{"name": "submitter", "image": "rayproject/ray:2.41.0"}]},
 }
 GPUS = 4  # each cell's ClusterQueue
+JOB_NAME = "batch.kubernetes.io/job-name"  # the Job controller's label on its pods
 POOL_LABEL = "rayquota.io/gpu-pool"  # what Quota.flavor selects nodes by
 QUEUE = "team"
 TIMEOUT_S = 240.0
@@ -43,7 +44,7 @@ _MAP_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # RayJob/<mode> | RayCluster | RayService/NewCluster | RayService/Incremental
+    kind: str  # RayJob/<mode> | RayCluster | RayService/NewCluster | RayService/Incremental | Job
     suspended: bool
     webhooks: bool
     transitions: tuple[str, ...]
@@ -330,5 +331,35 @@ def raycluster_scenario(env: Env) -> None:
             assert env.admitted_gpus("RayCluster", "rc") is None and env.no_pods_of("rc")
             env.kube.kubectl("delete", "raycluster", "urgent", "--wait=false")
             env.wait("the victim running again", lambda: len(env.pods("rc", running=True)) >= 2)
+        else:
+            raise ValueError(transition)
+
+
+def job_running(env: Env, name: str, count: int) -> Callable[[], bool]:
+    def probe() -> bool:
+        pods = env.pods(running=True)
+        return len([p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == name]) == count
+
+    return probe
+
+
+def job_scenario(env: Env) -> None:
+    """A batch/v1 Job of 2 single-GPU pods; preempted by a RayJob of all the queue's GPUs."""
+    body = gpu_job("train", QUEUE, parallelism=2, completions=None, gpus=1, suspend=env.cell.suspended)
+    if not env.cell.suspended:
+        del body["spec"]["suspend"]  # written as most users write it (the webhook sets it)
+    env.kube.apply(body)
+    env.wait("the Job running, placed", job_running(env, "train", 2))
+    for transition in env.cell.transitions:
+        if transition == "suspend-resume":
+            env.suspend_and_resume("Job", "train", job_running(env, "train", 2))
+        elif transition == "preemption":
+            env.route("*", env.heads[0].dashboard_url)
+            high = {"rayquota.io/priority-class": env.quota.name("high")}
+            env.kube.apply(rayjob_body("urgent", "HTTPMode", True, workers=GPUS // 2, **high))
+            env.wait("the preemptor running", rayjob_running(env, "urgent", GPUS // 2))
+            assert env.admitted_gpus("Job", "train") is None and env.no_pods_of("train")
+            env.kube.kubectl("delete", "rayjob", "urgent", "--wait=false")
+            env.wait("the victim running again", job_running(env, "train", 2))
         else:
             raise ValueError(transition)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tests.integration.queue.gate_cells import QUEUE, Env, pods_running, raycluster_scenario, rayjob_scenario
+from tests.integration.queue.gate_cells import (
+    QUEUE,
+    Env,
+    job_scenario,
+    pods_running,
+    raycluster_scenario,
+    rayjob_scenario,
+)
 from tests.integration.queue.test_rayservice_incremental_quota import autoscale
 from tests.integration.queue.test_rayservice_quota import with_gpu_workers
 from tests.integration.ray.kubehelpers import condition
@@ -159,6 +166,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
     "RayJob": rayjob_scenario,
     "RayCluster": raycluster_scenario,
     "RayService": rayservice_scenario,
+    "Job": job_scenario,
 }
 
 

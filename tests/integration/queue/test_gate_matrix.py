@@ -78,6 +78,16 @@ NEW_CLUSTER_CELLS = cells_for(
         (True, True, ("upgrade-before",)),
     ],
 )
+# A batch/v1 Job created unsuspended without the webhook is not a cell: the Job controller may
+# start its pods before the queue suspends it (docs/operations.md; test_job_kind.py checks what
+# holds there).
+JOB_CELLS = cells_for(
+    "Job",
+    [
+        (True, False, ("suspend-resume", "preemption")),
+        (False, True, ("preemption", "suspend-resume")),
+    ],
+)
 INCREMENTAL_CELLS = cells_for(
     "RayService/Incremental",
     [
@@ -139,6 +149,10 @@ def run(environments: Any, cells: list[Cell]) -> None:
 
 def test_rayjobs_and_rayclusters(environments: Any) -> None:
     run(environments, RAYJOB_CELLS + RAYCLUSTER_CELLS)
+
+
+def test_jobs(environments: Any) -> None:
+    run(environments, JOB_CELLS)
 
 
 def test_rayservices_with_new_clusters(environments: Any) -> None:

@@ -11,7 +11,15 @@ import pytest
 import yaml
 
 from rayquota.localcluster.cluster import ClusterError
-from tests.integration.queue.conftest import OperatorProcess, Quota, gpu_rayjob, workload_of
+from tests.integration.queue.conftest import (
+    OperatorProcess,
+    Quota,
+    gpu_job,
+    gpu_rayjob,
+    job_pods,
+    running_pods,
+    workload_of,
+)
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
 PREFIX = "qw"
@@ -209,3 +217,23 @@ def test_a_stopping_operator_leaves_a_newer_registration_in_place(
     finally:
         process.kill()
         delete_webhook_configurations(control_plane)
+
+
+def test_a_queued_batch_job_is_born_suspended_and_runs_only_as_admitted(
+    webhook_operator: None, kube: Kube, quota: Quota
+) -> None:
+    """With the webhook, a Job written without ``suspend`` never gets a pod before admission."""
+    quota.a100_team_queue(4)
+    kube.apply(gpu_job("eager", "team", parallelism=2, completions=None, gpus=4, suspend=False))
+    stored = kube.get("job", "eager")
+    assert stored is not None and stored["spec"]["suspend"] is True  # set at creation by the webhook
+    wait_for("the Workload", lambda: workload_of(kube, "Job", "eager"), timeout_s=120)
+    result = kube.kubectl(
+        "patch", "job", "eager", "--type", "merge", "-p", '{"spec":{"suspend":false}}', check=False
+    )
+    assert result.returncode != 0 and "not admitted" in result.stderr
+    assert not job_pods(kube, "eager")
+    # Once it fits, the queue lifts the gate itself (the webhook lets the admitted update through).
+    kube.patch("job", "eager", {"spec": {"parallelism": 1}})
+    [pod] = running_pods(kube, "eager", 1)
+    assert pod["spec"]["nodeSelector"]["rayquota.io/gpu-pool"] == "a100"

@@ -210,6 +210,22 @@ def test_an_invalid_cronjob_says_why_and_creates_nothing(
     assert rayjobs_of(kube, "bad-schedule") == []
 
 
+def test_a_template_field_the_rayjobs_ignore_is_warned_on_the_raycronjob(
+    cron_operator: None, clock: ManualClock, control_plane: Any, namespace: str
+) -> None:
+    kube = Kube(control_plane, namespace)
+    manifest = every_minute("policy")
+    manifest["spec"]["jobTemplate"]["rayClusterSpec"]["networkPolicy"] = {}
+    kube.apply(manifest)
+
+    def unimplemented_event() -> str | None:
+        found = [e for e in kube.events("policy") if e["reason"] == "UnimplementedField"]
+        return found[0]["message"] if found else None
+
+    message = wait_for("the UnimplementedField event on the RayCronJob", unimplemented_event)
+    assert message == "field spec.jobTemplate.rayClusterSpec.networkPolicy is not implemented and is ignored"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

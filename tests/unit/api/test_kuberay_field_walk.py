@@ -1,4 +1,5 @@
-"""Every spec field of KubeRay v1.7.0's RayCluster, RayJob and RayService is implemented or warned.
+"""Every spec field of KubeRay v1.7.0's RayCluster, RayJob, RayService and RayCronJob is implemented
+or warned.
 
 The list of fields is checked in (tests/unit/api/kuberay_v1_7_0_spec_fields.txt, made by
 tools/kuberay_spec_fields.py from KubeRay's Go types at v1.7.0). For each field:
@@ -7,6 +8,8 @@ tools/kuberay_spec_fields.py from KubeRay's Go types at v1.7.0). For each field:
   docs/kuberay-compatibility.md), or the operator reads it: its name occurs in the operator's
   code outside the models (a field no reconciler, builder or validation names cannot be acted on),
   or it is refused with an error naming it (checked here by running the validation).
+A RayCronJob's `spec.jobTemplate.X` is its RayJobs' `spec.X`: the template is copied into each
+RayJob unchanged (the plan's tests check the copy), so it is held to the RayJob's field.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ CRDS = {
     "RayCluster": "ray.io_rayclusters.yaml",
     "RayJob": "ray.io_rayjobs.yaml",
     "RayService": "ray.io_rayservices.yaml",
+    "RayCronJob": "ray.io_raycronjobs.yaml",
 }
+JOB_TEMPLATE = "spec.jobTemplate"
 # Where a RayCluster spec sits inside each kind.
 CLUSTER_SPEC_AT = {
     "RayCluster": "spec",
     "RayJob": "spec.rayClusterSpec",
     "RayService": "spec.rayClusterConfig",
+    "RayCronJob": f"{JOB_TEMPLATE}.rayClusterSpec",
 }
 # The code that acts on objects: reconcilers, builders, validation, admission.
 OPERATOR_CODE = ("rayquota/operator", "rayquota/queue", "rayquota/webhooks")
@@ -121,18 +127,45 @@ def test_the_checked_in_list_is_kuberay_v1_7_0s() -> None:
     assert ("RayCluster", "spec.authOptions.mode") in fields
     assert ("RayJob", "spec.deletionStrategy.deletionRules.condition.ttlSeconds") in fields
     assert ("RayService", "spec.upgradeStrategy.clusterUpgradeOptions.gatewayClassName") in fields
+    for cron_field in ("jobTemplate", "jobTemplate.entrypoint", "schedule", "timeZone", "suspend"):
+        assert ("RayCronJob", f"spec.{cron_field}") in fields
+    assert ("RayCronJob", "spec.jobTemplate.rayClusterSpec.gcsFaultToleranceOptions.redisAddress") in fields
+
+
+def as_rayjob_path(kind: str, path: str) -> str | None:
+    """A RayCronJob's template field as the RayJob field it becomes (`spec.…`), or None."""
+    if kind == "RayCronJob" and path.startswith(JOB_TEMPLATE + "."):
+        return "spec" + path.removeprefix(JOB_TEMPLATE)
+    return None
+
+
+def implemented_or_warned(kind: str, path: str) -> bool:
+    rayjob_path = as_rayjob_path(kind, path)
+    if rayjob_path is not None:
+        return implemented_or_warned("RayJob", rayjob_path)
+    cluster_path = as_cluster_path(kind, path)
+    return (
+        warned(kind, path)
+        or named_by_the_operator(path)
+        or (cluster_path or path) in READ_BY_THE_RAY_AUTOSCALER
+        or refused(cluster_path or path)
+    )
 
 
 @pytest.mark.parametrize(("kind", "path"), kuberay_fields(), ids=lambda value: str(value))
 def test_every_kuberay_field_is_kept_and_implemented_or_warned(kind: str, path: str) -> None:
     assert declared(kind, path), f"{kind} {path}: not in our CRD, the API server would drop it silently"
-    cluster_path = as_cluster_path(kind, path)
-    assert (
-        warned(kind, path)
-        or named_by_the_operator(path)
-        or (cluster_path or path) in READ_BY_THE_RAY_AUTOSCALER
-        or refused(cluster_path or path)
-    ), f"{kind} {path}: neither read by the operator nor warned as unimplemented"
+    assert implemented_or_warned(kind, path), (
+        f"{kind} {path}: neither read by the operator nor warned as unimplemented"
+    )
+
+
+def test_a_template_field_counts_as_the_rayjob_field_it_becomes() -> None:
+    assert as_rayjob_path("RayCronJob", "spec.jobTemplate.entrypoint") == "spec.entrypoint"
+    assert as_rayjob_path("RayCronJob", "spec.jobTemplate") is None
+    assert as_rayjob_path("RayCronJob", "spec.schedule") is None
+    assert warned("RayCronJob", "spec.jobTemplate.rayClusterSpec.networkPolicy")
+    assert not implemented_or_warned("RayCronJob", "spec.jobTemplate.noSuchField")
 
 
 def test_every_warned_field_is_a_kuberay_field_and_in_the_compatibility_doc() -> None:

@@ -93,3 +93,10 @@ class FakeStore:
 class FakeInformer:
     def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:
         self.store = FakeStore(objs)
+
+
+def fake_pod_informers(**by_watch: Any) -> dict[str, Any]:
+    """An empty pod informer per registered pod watch (``by_watch`` replaces some by name)."""
+    from rayquota.operator.queue.adapters import pod_watches
+
+    return {watch.name: by_watch.get(watch.name.replace("-", "_"), FakeInformer()) for watch in pod_watches()}

@@ -5,6 +5,7 @@ from typing import Any
 from rayquota.operator.core import Placement, QueueCondition
 from rayquota.operator.queue import converter, naming
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.gate import (
     NOTHING,
     WAITING_FOR_PLACEMENT,
@@ -13,10 +14,9 @@ from rayquota.operator.queue.gate import (
     recorded_admission,
 )
 from rayquota.operator.queue.objects import QueueObjects, workload_key
-from rayquota.operator.queue.podsets import rayjob_demand
 from rayquota.queueing import PodSetAssignment, ResourceFlavor, Toleration
 from tests.unit.queue import bodies
-from tests.unit.queue.fakes import FakeInformer
+from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 
 
 class IndexedStore:
@@ -60,7 +60,7 @@ def setup(admitted_workers: int | None, job_suspended: bool = False) -> tuple[Qu
             }
         )
     informers = {"RayJob": Informer([job]), "RayCluster": Informer([cluster]), "RayService": Informer([])}
-    objects = QueueObjects(naming.QueueSettings(), informers, FakeInformer(workloads), FakeInformer())  # type: ignore[arg-type]
+    objects = QueueObjects(naming.QueueSettings(), informers, FakeInformer(workloads), fake_pod_informers())  # type: ignore[arg-type]
     return QueueGate(objects), cluster
 
 
@@ -184,7 +184,7 @@ def test_the_budget_leaves_out_what_the_objects_other_clusters_still_hold() -> N
     old_worker = bodies.pod("job-old", "worker", "gpu")
     old_worker["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     old_worker["spec"] = {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
-    gate.objects.pods = PodsByCluster({"job-old": [old_worker]})  # type: ignore[assignment]
+    gate.objects.pod_informers["ray-cluster"] = PodsByCluster({"job-old": [old_worker]})  # type: ignore[assignment]
     gate.lingering_parts = lambda _key: ["job-old"]
     caps = gate.caps_for(cluster)
     assert caps is not None and caps.budget is not None and caps.budget["nvidia.com/gpu"] == 1000

@@ -6,14 +6,10 @@ from typing import Any
 
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.objects import (
-    RAYJOB_INDEX,
-    Queued,
-    QueueObjects,
-    submitter_rayjob_key,
-    workload_key,
-)
+from rayquota.operator.queue.adapters.rayjob import SUBMITTER_PODS
+from rayquota.operator.queue.objects import POD_INDEX, Queued, QueueObjects, RecordingLookup, workload_key
 from tests.unit.queue import bodies
+from tests.unit.queue.fakes import fake_pod_informers
 
 
 class OwnedStore:
@@ -44,18 +40,20 @@ def test_a_rayjobs_submitter_pods_count_in_its_part_even_once_its_cluster_and_jo
     )
     empty = OwnedStore([])
     informers = {"RayJob": OwnedStore([job]), "RayCluster": empty, "RayService": empty}
-    submitter_pods = Indexed([pod], RAYJOB_INDEX, submitter_rayjob_key)
+    submitter_pods = Indexed([pod], POD_INDEX, SUBMITTER_PODS.index)
     objects = QueueObjects(
         naming.QueueSettings(),
         informers,  # type: ignore[arg-type]
         empty,  # type: ignore[arg-type]
-        empty,  # type: ignore[arg-type]
-        submitter_pods=submitter_pods,  # type: ignore[arg-type]
+        fake_pod_informers(rayjob_submitter=submitter_pods),
     )
     queued = Queued("RayJob", job, ADAPTERS["RayJob"], workload_key("RayJob", job))
     # Suspended: no cluster and no submitter Job any more, the submitter pod still terminating.
-    assert objects.pods_by_part(queued, []) == {"job": [pod]}
-    assert objects.submitter_rayjobs(pod) == ["job"]
+    lookup = RecordingLookup(objects)
+    assert objects.pods_by_part(queued, [], lookup=lookup) == {"job": [pod]}
+    # Where it looked is remembered: the pod's events find the RayJob's Workload once it is gone.
+    assert ("rayjob-submitter", "team-a/job") in lookup.looked_up
+    assert objects.pod_owner(SUBMITTER_PODS, pod) is job
 
 
 class Indexed:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from rayquota.operator.queue import podsets
+from rayquota.operator.queue.adapters.raycluster import raycluster_demand
+from rayquota.operator.queue.adapters.rayjob import rayjob_demand
+from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.pod_set_words import annotation_value, in_words, pod_set_words, words_of
 from rayquota.operator.queue.podsets import Role
 from tests.unit.queue import bodies
@@ -20,7 +22,7 @@ def test_a_rayservice_upgrade_names_each_cluster() -> None:
     new = bodies.child_cluster(
         service, "greeter-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 2, 2))
     )
-    demand = podsets.rayservice_demand(service, [old, new])
+    demand = rayservice_demand(service, [old, new])
     words = pod_set_words("RayService", "greeter", demand, ["greeter-old", "greeter-new"])
     by_role = {ps.name: ps for ps in demand.pod_sets}
     assert set(words) == set(by_role)
@@ -35,13 +37,13 @@ def test_a_rayservice_upgrade_names_each_cluster() -> None:
 
 
 def test_a_rayservice_before_its_first_cluster_and_a_rayjob_are_named_after_the_object() -> None:
-    service_demand = podsets.rayservice_demand(bodies.rayservice("greeter"), [])
+    service_demand = rayservice_demand(bodies.rayservice("greeter"), [])
     words = pod_set_words("RayService", "greeter", service_demand, [])
     assert sorted(words.values()) == [
         "the head of RayService `greeter`",
         "worker group `gpu` of RayService `greeter`",
     ]
-    job_words = pod_set_words("RayJob", "first", podsets.rayjob_demand(bodies.rayjob("first")), ["first-x1"])
+    job_words = pod_set_words("RayJob", "first", rayjob_demand(bodies.rayjob("first")), ["first-x1"])
     assert job_words == {
         "head": "the head of RayJob `first`",
         "gpu": "worker group `gpu` of RayJob `first`",
@@ -49,7 +51,7 @@ def test_a_rayservice_before_its_first_cluster_and_a_rayjob_are_named_after_the_
     }
     cluster = bodies.raycluster("demo")
     cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu"))
-    assert pod_set_words("RayCluster", "demo", podsets.raycluster_demand(cluster), [])["gpu"] == (
+    assert pod_set_words("RayCluster", "demo", raycluster_demand(cluster), [])["gpu"] == (
         "worker group `gpu` of cluster `demo`"
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.pods_ready import (
     PODS_READY_TIMEOUT,
@@ -17,7 +18,6 @@ from rayquota.operator.queue.pods_ready import (
     ready_pods_per_pod_set,
     unready,
 )
-from rayquota.operator.queue.podsets import raycluster_demand
 from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import Admit, ClusterQueue, Engine, LocalQueue, PodSetAssignment, ResourceFlavor
 from tests.unit.queueing.builders import gpu_group, gpus

@@ -5,6 +5,9 @@ import json
 from typing import Any
 
 from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue.adapters.raycluster import raycluster_demand
+from rayquota.operator.queue.adapters.rayjob import rayjob_demand
+from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.podsets import Role
 from rayquota.operator.ray import pod_resources
@@ -34,14 +37,14 @@ def test_a_small_worker_is_counted_with_the_wait_for_gcs_container_the_builder_a
     for less reserves that much, and its pod set says so (the quota matches the pods)."""
     group = bodies.gpu_worker_group()
     group["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
-    demand = podsets.raycluster_demand({"metadata": {"name": "c"}, "spec": bodies.cluster_spec(group)})
+    demand = raycluster_demand({"metadata": {"name": "c"}, "spec": bodies.cluster_spec(group)})
     assert by_name(demand)["gpu"].requests == {"cpu": 200, "memory": 256 * 2**20 * 1000}
 
 
 def test_raycluster_head_and_workers_replicas_times_hosts() -> None:
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu", replicas=3, hosts=2))
-    demand = podsets.raycluster_demand(cluster)
+    demand = raycluster_demand(cluster)
     sets = by_name(demand)
     assert sets["head"].count == 1 and sets["head"].role is Role.HEAD
     assert sets["gpu"].count == 6 and sets["gpu"].requests["nvidia.com/gpu"] == 1000
@@ -54,13 +57,13 @@ def test_suspended_worker_group_asks_for_nothing() -> None:
     group["suspend"] = True
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(group)
-    assert by_name(podsets.raycluster_demand(cluster))["gpu"].count == 0
+    assert by_name(raycluster_demand(cluster))["gpu"].count == 0
 
 
 def test_autoscaling_adds_the_autoscaler_sidecar_to_the_head() -> None:
-    plain = by_name(podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode")))["head"]
+    plain = by_name(rayjob_demand(bodies.rayjob(mode="HTTPMode")))["head"]
     scaled = by_name(
-        podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode", spec=bodies.cluster_spec(autoscaling=True)))
+        rayjob_demand(bodies.rayjob(mode="HTTPMode", spec=bodies.cluster_spec(autoscaling=True)))
     )
     # The autoscaler's default: 500m CPU and 512Mi on top of the head container.
     assert scaled["head"].requests["cpu"] == plain.requests["cpu"] + 500
@@ -68,7 +71,7 @@ def test_autoscaling_adds_the_autoscaler_sidecar_to_the_head() -> None:
 
 
 def test_k8s_job_mode_adds_the_default_submitter_pod() -> None:
-    sets = by_name(podsets.rayjob_demand(bodies.rayjob()))
+    sets = by_name(rayjob_demand(bodies.rayjob()))
     assert set(sets) == {"head", "gpu", "submitter"}
     assert sets["submitter"].count == 1 and sets["submitter"].requests == {
         "cpu": 500,
@@ -81,12 +84,12 @@ def test_k8s_job_mode_submitter_from_its_template() -> None:
     job["spec"]["submitterPodTemplate"] = {
         "spec": {"containers": [{"name": "s", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
     }
-    assert by_name(podsets.rayjob_demand(job))["submitter"].requests == {"cpu": 2000, "memory": GI}
+    assert by_name(rayjob_demand(job))["submitter"].requests == {"cpu": 2000, "memory": GI}
 
 
 def test_sidecar_mode_puts_the_submitter_in_the_head_and_has_no_submitter_pod() -> None:
-    http = by_name(podsets.rayjob_demand(bodies.rayjob(mode="HTTPMode")))
-    sidecar = by_name(podsets.rayjob_demand(bodies.rayjob(mode="SidecarMode")))
+    http = by_name(rayjob_demand(bodies.rayjob(mode="HTTPMode")))
+    sidecar = by_name(rayjob_demand(bodies.rayjob(mode="SidecarMode")))
     assert "submitter" not in sidecar and "submitter" not in http
     # The sidecar submitter requests what KubeRay's default submitter container does: 500m.
     assert sidecar["head"].requests["cpu"] == http["head"].requests["cpu"] + 500
@@ -95,18 +98,18 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_and_has_no_submitter_pod() 
 def test_cluster_selector_job_asks_only_for_its_submitter() -> None:
     job = bodies.rayjob()
     job["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
-    assert set(by_name(podsets.rayjob_demand(job))) == {"submitter"}
+    assert set(by_name(rayjob_demand(job))) == {"submitter"}
 
 
 def test_worker_group_named_head_does_not_merge_with_the_head() -> None:
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("head"))
-    names = [ps.name for ps in podsets.raycluster_demand(cluster).pod_sets]
+    names = [ps.name for ps in raycluster_demand(cluster).pod_sets]
     assert len(set(names)) == 2 and names[0] == "head"
 
 
 def test_rayservice_before_children_uses_the_cluster_config() -> None:
-    demand = podsets.rayservice_demand(bodies.rayservice(), [])
+    demand = rayservice_demand(bodies.rayservice(), [])
     assert podsets.resource_totals(demand.pod_sets)["nvidia.com/gpu"] == 2000
     assert list(demand.parts) == ["svc"]
 
@@ -120,7 +123,7 @@ def test_rayservice_sums_children_with_exact_totals_per_shape() -> None:
     new = bodies.child_cluster(
         service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 3, gpus=2))
     )
-    demand = podsets.rayservice_demand(service, [old, new])
+    demand = rayservice_demand(service, [old, new])
     totals = podsets.resource_totals(demand.pod_sets)
     assert totals["nvidia.com/gpu"] == 2 * 1000 + 3 * 2000
     gpu_sets = [ps for ps in demand.pod_sets if ps.role is Role.WORKER]
@@ -139,8 +142,8 @@ def test_rayservice_pod_set_names_are_stable_when_the_old_child_goes() -> None:
     new = bodies.child_cluster(
         service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 3, gpus=2))
     )
-    both = podsets.rayservice_demand(service, [old, new])
-    alone = podsets.rayservice_demand(service, [new])
+    both = rayservice_demand(service, [old, new])
+    alone = rayservice_demand(service, [new])
     assert set(alone.counts()) <= set(both.counts())
 
 
@@ -162,7 +165,7 @@ def test_injected_placement_does_not_change_the_shape() -> None:
 def test_held_demand_keeps_quota_until_surplus_pods_are_gone() -> None:
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu", replicas=1))
-    demand = podsets.raycluster_demand(cluster)
+    demand = raycluster_demand(cluster)
     pods = [bodies.pod("demo", "head"), *[bodies.pod("demo", "worker", "gpu") for _ in range(3)]]
     pods.append(bodies.pod("demo", "worker", "gpu", phase="Succeeded"))
     live = podsets.live_pods_per_pod_set(demand, {"demo": pods})
@@ -191,29 +194,29 @@ def _service_with_groups(gpus_old: int, gpus_new: int, groups: int = 4) -> tuple
 
 def test_an_upgrade_with_the_same_shapes_stays_within_the_pod_set_limit() -> None:
     service, old, new = _service_with_groups(1, 1)
-    demand = podsets.rayservice_demand(service, [old, new])
+    demand = rayservice_demand(service, [old, new])
     assert len(demand.pod_sets) == 5  # one head, four worker shapes: both children share them
     assert podsets.too_many_pod_sets("RayService", service, demand) is None
 
 
 def test_too_many_pod_sets_names_the_object_and_the_count() -> None:
     service, old, new = _service_with_groups(1, 5)  # every worker shape changes: 1 head + 8 workers
-    demand = podsets.rayservice_demand(service, [old, new])
+    demand = rayservice_demand(service, [old, new])
     assert len(demand.pod_sets) == 9
     message = podsets.too_many_pod_sets("RayService", service, demand)
     assert message is not None
     assert "RayService team-a/svc needs 9 pod sets" in message and "at most 8" in message
     assert "svc-old (5)" in message and "svc-new (5)" in message
     # Alone, each child fits.
-    assert podsets.too_many_pod_sets("RayService", service, podsets.rayservice_demand(service, [new])) is None
+    assert podsets.too_many_pod_sets("RayService", service, rayservice_demand(service, [new])) is None
 
 
 def test_refused_upgrade_keeps_the_active_child_covered_and_the_new_one_gated() -> None:
     """While refused, the Workload keeps the old child's admission: it still covers the child
     that serves (same pod set names), never the new one."""
     service, old, new = _service_with_groups(1, 5)
-    admitted = podsets.rayservice_demand(service, [old]).counts()
-    demand = podsets.rayservice_demand(service, [old, new])
+    admitted = rayservice_demand(service, [old]).counts()
+    demand = rayservice_demand(service, [old, new])
     shares = allocate(demand, admitted, running={"svc-old"})
     assert shares["svc-old"].runs and shares["svc-old"].pods == dict(demand.parts["svc-old"])
     assert not shares["svc-new"].runs

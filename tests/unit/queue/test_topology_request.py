@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from rayquota.operator.queue import converter, kueue_shapes, topology_request
-from rayquota.operator.queue.podsets import raycluster_demand, rayservice_demand
+from rayquota.operator.queue.adapters.raycluster import raycluster_demand
+from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.queueing import (
     HOSTNAME_LABEL,
     TopologyAssignment,

@@ -9,12 +9,12 @@ from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import review
 from rayquota.operator.webhooks.configurations import webhook_configurations
 from tests.unit.queue import bodies
-from tests.unit.queue.fakes import FakeInformer
+from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 
 
 def objects(workloads: list[dict[str, Any]] | None = None) -> QueueObjects:
     kinds = {k: FakeInformer() for k in ("RayCluster", "RayJob", "RayService")}
-    return QueueObjects(naming.QueueSettings(), kinds, FakeInformer(workloads), FakeInformer())  # type: ignore[arg-type]
+    return QueueObjects(naming.QueueSettings(), kinds, FakeInformer(workloads), fake_pod_informers())  # type: ignore[arg-type]
 
 
 def test_queued_objects_are_born_suspended_and_others_untouched() -> None:
@@ -54,16 +54,16 @@ def test_clearing_the_gate_is_refused_until_the_workload_is_admitted() -> None:
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = False
     store = objects()
-    verdict = review.validate_ray("RayJob", new, old, store, QueueGate(store))
+    verdict = review.validate_gate("RayJob", new, old, store, QueueGate(store))
     assert not verdict.allowed and "not admitted" in verdict.message
     admitted = {
         "metadata": {"name": workload_key("RayJob", old).name, "namespace": "team-a"},
         "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": []}},
     }
     store = objects([admitted])
-    assert review.validate_ray("RayJob", new, old, store, QueueGate(store)).allowed
+    assert review.validate_gate("RayJob", new, old, store, QueueGate(store)).allowed
     # Setting the gate is always allowed.
-    assert review.validate_ray("RayJob", old, new, store, QueueGate(store)).allowed
+    assert review.validate_gate("RayJob", old, new, store, QueueGate(store)).allowed
 
 
 def test_cluster_queue_semantics_name_the_field() -> None:
@@ -122,4 +122,5 @@ def test_unreadable_topology_annotations_are_refused_naming_field_and_value() ->
     group["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] = "2"
     assert review.mutate("RayJob", job, objects()).allowed
     store = objects()
-    assert not review.validate_ray("RayJob", old, job, store, QueueGate(store)).allowed  # an update to it too
+    # an update to it too
+    assert not review.validate_gate("RayJob", old, job, store, QueueGate(store)).allowed

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from rayquota.operator.ray.rayservice_cluster import build_cluster
+from rayquota.operator.ray.rayservice.cluster import build_cluster
 from tests.unit.ray.fixtures import BASE_CLUSTER
 
 OPERATOR_VERSION = "test-1"

@@ -11,7 +11,7 @@ import pytest
 from rayquota.api.ray_unimplemented import unimplemented_fields
 from rayquota.operator.ray import auth_token, redis_cleanup, submitter
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
-from rayquota.operator.ray.raycluster_plan import validate_cluster
+from rayquota.operator.ray.raycluster.plan import validate_cluster
 from tests.unit.ray.fixtures import cluster
 
 REDIS_PASSWORD_REF = {"secretKeyRef": {"name": "redis-password", "key": "password"}}

@@ -97,6 +97,23 @@ def test_rayservice_workers_also_need_the_serve_proxy() -> None:
     assert "-/healthz" not in container["livenessProbe"]["exec"]["command"][2]
 
 
+def test_a_rayservices_pods_are_labelled_for_its_serve_service_and_fail_over_fast() -> None:
+    body = cluster()
+    body["metadata"]["labels"] = {labels.ORIGINATED_FROM_CRD: "RayService"}
+    head, work = build_head_pod(ctx(body)), worker(body)
+    # Workers serve from the start (their readiness probe gates traffic); the head once labelled.
+    assert head["metadata"]["labels"]["ray.io/serve"] == "false"
+    assert work["metadata"]["labels"]["ray.io/serve"] == "true"
+    for pod in (head, work):
+        env = env_of(pod["spec"]["containers"][0])
+        assert env["RAY_timeout_ms_task_wait_for_death_info"] == "0"
+        assert env["RAY_gcs_server_request_timeout_seconds"] == "5"
+        assert env["RAY_SERVE_KV_TIMEOUT_S"] == "5"
+    plain = cluster()
+    assert "ray.io/serve" not in worker(plain)["metadata"]["labels"]
+    assert "RAY_SERVE_KV_TIMEOUT_S" not in env_of(worker(plain)["spec"]["containers"][0])
+
+
 # --- 6: autoscaler sidecar ----------------------------------------------------------------------
 
 

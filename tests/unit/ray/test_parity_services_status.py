@@ -12,9 +12,9 @@ import yaml
 from rayquota.api.ray_unimplemented import unimplemented_fields, unimplemented_warning
 from rayquota.api.ray_v1 import RayCluster, RayJob
 from rayquota.operator.ray import conditions, labels, services
-from rayquota.operator.ray.raycluster_plan import plan_cluster
-from rayquota.operator.ray.raycluster_status import cluster_status, desired_resources
-from rayquota.operator.ray.rayjob_timeouts import (
+from rayquota.operator.ray.raycluster.plan import plan_cluster
+from rayquota.operator.ray.raycluster.status import cluster_status, desired_resources
+from rayquota.operator.ray.rayjob.timeouts import (
     TimeoutSettings,
     rayjob_timeout_verdict,
     record_status_check,
@@ -380,7 +380,7 @@ def test_submitter_finish_time_comes_from_the_jobs_condition() -> None:
 
 
 def test_a_count_that_drops_to_zero_is_a_status_change() -> None:
-    from rayquota.operator.ray.raycluster_status import status_changed
+    from rayquota.operator.ray.raycluster.status import status_changed
 
     assert status_changed({"readyWorkerReplicas": 2, "state": "ready"}, {"state": "ready"})
     assert not status_changed({"state": "ready", "lastUpdateTime": "a"}, {"state": "ready", "reason": None})

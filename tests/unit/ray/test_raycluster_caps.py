@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps, Placement
+from rayquota.operator.core.gate import Placement
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
-from rayquota.operator.ray.raycluster_caps import Budget, within_budget
-from rayquota.operator.ray.raycluster_plan import plan_cluster
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
+from rayquota.operator.ray.raycluster.caps import Budget, within_budget
+from rayquota.operator.ray.raycluster.plan import plan_cluster
 from tests.unit.ray.fixtures import cluster
 
 VERSION = "1.0.0"

@@ -2,16 +2,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps, QueueCondition
+from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.hashing import spec_hash
-from rayquota.operator.ray.raycluster_plan import (
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
+from rayquota.operator.ray.raycluster.plan import (
     ClusterPlan,
     desired_pods,
     plan_cluster,
     validate_cluster,
 )
-from rayquota.operator.ray.raycluster_status import cluster_status
+from rayquota.operator.ray.raycluster.status import cluster_status
 from tests.unit.ray.fixtures import cluster
 
 VERSION = "1.0.0"

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from rayquota.api.ray_unimplemented import unimplemented_fields
 from rayquota.operator.ray.raycronjob.plan import (
     CRONJOB_NAME_LABEL,
     MISSED_RUNS_COUNTED,
@@ -261,3 +262,14 @@ def test_the_status_records_the_run_in_whole_seconds_utc() -> None:
         "lastScheduleTime": "2026-01-01T12:02:00Z",
         "other": "kept",
     }
+
+
+def test_a_template_field_its_rayjobs_ignore_is_warned_on_the_raycronjob_by_its_path() -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["rayClusterSpec"]["networkPolicy"] = {}
+    obj = cronjob(jobTemplate=template)
+    assert unimplemented_fields(obj) == ["spec.jobTemplate.rayClusterSpec.networkPolicy"]
+    created = step(obj, "2026-01-01T12:01:00")
+    assert isinstance(created, Create)
+    assert unimplemented_fields(created.rayjob) == ["spec.rayClusterSpec.networkPolicy"]
+    assert unimplemented_fields(cronjob()) == []

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from rayquota.operator.ray import submitter
-from rayquota.operator.ray.rayjob import DeletionAction, deadline_exceeded, deletion_actions
-from rayquota.operator.ray.rayjob_validation import validate_rayjob
+from rayquota.operator.ray.rayjob.plan import DeletionAction, deadline_exceeded, deletion_actions
+from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from tests.unit.ray.fixtures import cluster
 
 BASE: dict[str, Any] = {
@@ -201,7 +201,7 @@ def test_submitter_job_finished() -> None:
 
 def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
     from rayquota.operator.config import DEFAULT_RAY_IMAGE
-    from rayquota.operator.ray.rayjob import cluster_manifest
+    from rayquota.operator.ray.rayjob.plan import cluster_manifest
 
     body = rayjob(submissionMode="SidecarMode")
     body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}

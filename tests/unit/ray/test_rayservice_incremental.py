@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rayquota.operator.ray.rayservice_incremental import (
+from rayquota.operator.ray.rayservice.incremental import (
     ClusterShare,
     UpgradeOptions,
     UpgradeProgress,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from rayquota.operator.ray import labels
-from rayquota.operator.ray.rayservice_cluster import build_cluster, updated_cluster
-from rayquota.operator.ray.rayservice_plan import (
+from rayquota.operator.ray.rayservice.cluster import build_cluster, updated_cluster
+from rayquota.operator.ray.rayservice.plan import (
     ClusterChange,
     ClusterStep,
     ServiceView,

@@ -81,3 +81,18 @@ def test_a_pod_without_the_placement_or_on_another_flavors_node_is_caught() -> N
     assert any("lacks the flavor's toleration" in p for p in problems)
     problems = judged(("Workload", workload(2)), ("Pod", pod("q", 1, node="cpu-0")))
     assert any("runs on node cpu-0, not on the flavor's nodes" in p for p in problems)
+
+
+def test_a_queued_job_unsuspended_before_its_admission_is_caught() -> None:
+    job = {
+        "metadata": {"name": "train", "uid": "uid-job", "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": {"suspend": False},
+    }
+    own = [{"kind": "Job", "name": "train", "uid": "uid-job", "controller": True}]
+    problems = judged(("Job", job))
+    assert any("queued Job train is unsuspended" in p for p in problems)
+    admitted = workload(2, ownerReferences=own)
+    assert judged(("Workload", admitted), ("Job", job)) == []
+    # Suspended, or not queued at all: nothing to say.
+    assert judged(("Job", {**job, "spec": {"suspend": True}})) == []
+    assert judged(("Job", {**job, "metadata": {"name": "plain", "uid": "u", "labels": {}}})) == []

@@ -3,25 +3,49 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from rayquota.operator.core import resources
+from rayquota.operator.queue import event_filters
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
-    SpecSuspendGate,
+    Grant,
+    RayKind,
+    SpecSuspendKind,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     placements,
     restore_cluster,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, raycluster_demand
+from rayquota.operator.queue.podsets import Demand, cluster_pod_sets, single_part
 from rayquota.queueing import ResourceFlavor
 
 
-class RayClusterAdapter(SpecSuspendGate):
+def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
+    name = str(cluster["metadata"]["name"])
+    return single_part(name, cluster_pod_sets(cluster.get("spec") or {}))
+
+
+class RayClusterAdapter(RayKind, SpecSuspendKind):
     kind = "RayCluster"
+    resource = resources.RAYCLUSTERS
+    # A RayJob's or RayService's cluster runs on its parent's quota.
+    accounted_through = ("RayJob", "RayService")
+    child_kind = None
+    change_filter = staticmethod(event_filters.raycluster_changed)
+    grants: tuple[Grant, ...] = ((resources.RAYCLUSTERS, "update"),)
+
+    def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
+        return [str(obj["metadata"]["name"])]
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return cluster_spec_templates("spec", obj.get("spec") or {})
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return raycluster_demand(obj)

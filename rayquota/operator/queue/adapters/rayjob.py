@@ -3,25 +3,55 @@ templates get the admitted flavors before the gate lifts."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rayquota.api.ray_v1 import JobDeploymentStatus
+from rayquota.operator.core import resources
 from rayquota.operator.core.memo import BoundedMemo
-from rayquota.operator.queue import placement
+from rayquota.operator.queue import event_filters, placement
 from rayquota.operator.queue.adapters.protocol import (
+    JOB_NAME_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    RAY_CLUSTER_PODS,
     Body,
     Edit,
-    SpecSuspendGate,
+    Grant,
+    PodLookup,
+    PodWatch,
+    RayKind,
+    SpecSuspendKind,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     placements,
     restore_cluster,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, Role, rayjob_demand
+from rayquota.operator.queue.podsets import (
+    SUBMITTER_POD_SET,
+    Demand,
+    GroupKey,
+    PodSetDemand,
+    Role,
+    cluster_pod_sets,
+    pod_set,
+    single_part,
+)
+from rayquota.operator.ray import labels, submitter
+from rayquota.operator.ray.rayjob.validation import submission_mode
+from rayquota.operator.ray.resolver import dashboard_port
 from rayquota.queueing import ResourceFlavor
+
+# The pods of RayJobs' submitter Jobs (K8sJobMode), by their Job's name (the RayJob's): they
+# hold quota too, and are found even once the Job and the RayJob are gone.
+SUBMITTER_PODS = PodWatch(
+    "rayjob-submitter", f"{labels.RAY_JOB_SUBMITTER}=true", (JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL), "RayJob"
+)
 
 # A RayJob in these states runs nothing any more (ValidationFailed never ran): no quota.
 FINISHED_STATES = (
@@ -36,12 +66,57 @@ def cluster_name(rayjob: Body) -> str | None:
     return str(name) if name else None
 
 
+def _submitter_template(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    try:
+        job = submitter.submitter_job(rayjob, "", "", "")
+    except ValueError:
+        # A malformed runtime env fails validation; the RayJob never runs, the shape barely matters.
+        return {"spec": (rayjob.get("spec") or {}).get("submitterPodTemplate", {}).get("spec") or {}}
+    template: Mapping[str, Any] = job["spec"]["template"]
+    return template
+
+
+def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) -> Demand:
+    """Head (+ autoscaler, + the submitter sidecar in SidecarMode), workers, and the
+    submitter Job's pod in K8sJobMode. A RayJob on an existing cluster (clusterSelector)
+    asks only for its submitter."""
+    spec = rayjob.get("spec") or {}
+    mode = submission_mode(rayjob)
+    keyed: list[tuple[GroupKey, PodSetDemand]] = []
+    cluster_spec = spec.get("rayClusterSpec")
+    if cluster_spec and not spec.get("clusterSelector"):
+        head_extra: list[Mapping[str, Any]] = []
+        if mode == "SidecarMode":
+            port = dashboard_port({"spec": cluster_spec})
+            head_extra.append(submitter.sidecar_container(rayjob, "", "", port))
+        keyed.extend(cluster_pod_sets(cluster_spec, head_extra))
+    if mode == "K8sJobMode":
+        keyed.append(
+            (
+                (Role.SUBMITTER, ""),
+                pod_set(
+                    SUBMITTER_POD_SET,
+                    Role.SUBMITTER,
+                    1,
+                    _submitter_template(rayjob),
+                    where="the submitter's pod template",
+                ),
+            )
+        )
+    part = cluster_name or str(rayjob["metadata"]["name"])
+    return single_part(part, keyed)
+
+
 # Demands remembered per RayJob spec; the oldest are dropped beyond this many.
 DEMAND_MEMO_SIZE = 20_000
 
 
-class RayJobAdapter(SpecSuspendGate):
+class RayJobAdapter(RayKind, SpecSuspendKind):
     kind = "RayJob"
+    resource = resources.RAYJOBS
+    pod_watches = (RAY_CLUSTER_PODS, SUBMITTER_PODS)
+    change_filter = staticmethod(event_filters.rayjob_changed)
+    grants: tuple[Grant, ...] = ((resources.RAYJOBS, "update"), (resources.RAYCLUSTERS, "update"))
 
     def __init__(self) -> None:
         # The demand is a pure function of the spec, name and labels, but it is asked for on
@@ -61,6 +136,48 @@ class RayJobAdapter(SpecSuspendGate):
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        spec = obj.get("spec") or {}
+        out = []
+        if spec.get("submitterPodTemplate"):
+            out.append(TemplateAt("spec.submitterPodTemplate", spec["submitterPodTemplate"]))
+        return out + cluster_spec_templates("spec.rayClusterSpec", spec.get("rayClusterSpec") or {})
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        """Kueue's rule for a queued RayJob, said at creation: the queue suspends it, and KubeRay
+        lets a suspended RayJob run only if its cluster goes when the job ends (else the cluster
+        would keep the queue's quota after the work is done)."""
+        spec = obj.get("spec") or {}
+        if spec.get("clusterSelector") or spec.get("shutdownAfterJobFinishes"):
+            return None
+        value = spec.get("shutdownAfterJobFinishes")
+        said = "unset" if value is None else json.dumps(value)
+        return (
+            f"spec.shutdownAfterJobFinishes: {said}: a RayJob in queue {queue} "
+            "must set spec.shutdownAfterJobFinishes: true (the queue suspends it until admitted, and "
+            "its RayCluster would otherwise hold the queue's quota after the job ends)"
+        )
+
+    def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
+        names = [str(c["metadata"]["name"]) for c in children]
+        if not names and cluster_name(obj):
+            names = [str(cluster_name(obj))]
+        return names
+
+    def pods_by_part(
+        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
+    ) -> dict[str, list[Any]]:
+        by_part = super().pods_by_part(pods, obj, children, known)
+        meta = obj["metadata"]
+        submitters = pods.pods(SUBMITTER_PODS, str(meta["namespace"]), str(meta["name"]))
+        if submitters:
+            # The submitter belongs to the RayJob's one part (named after its cluster, or after
+            # the RayJob while it has none).
+            names = self.cluster_names(obj, children) + list(known)
+            part = names[0] if names else str(meta["name"])
+            by_part[part] = [*by_part.get(part, []), *submitters]
+        return by_part
 
     def run_with(
         self,

@@ -4,12 +4,21 @@ at creation), and each child RayCluster is ungated only when the admitted slice 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
+from rayquota.operator.core import resources
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
+    Grant,
+    RayKind,
+    SuspendGate,
+    TemplateAt,
     allocation_of,
     changed,
+    cluster_spec_templates,
     edited,
     inject_cluster,
     no_pods_hold_quota,
@@ -17,7 +26,15 @@ from rayquota.operator.queue.adapters.protocol import (
     restore_cluster,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, rayservice_demand
+from rayquota.operator.queue.podsets import (
+    HEAD_POD_SET,
+    Demand,
+    GroupKey,
+    PodSetDemand,
+    Role,
+    cluster_pod_sets,
+    shape_key,
+)
 from rayquota.queueing import ResourceFlavor
 
 
@@ -39,8 +56,57 @@ def ordered_children(service: Body, children: Sequence[Body]) -> list[Body]:
     return sorted(children, key=rank)
 
 
-class RayServiceAdapter:
+def _service_pod_set_name(role: Role, group: str, shape: str) -> str:
+    base = HEAD_POD_SET if role is Role.HEAD else naming.dns_label(group, 56)
+    return f"{base}-{shape}"
+
+
+def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Demand:
+    """Summed over the live child RayClusters (``children`` in covering order: active first),
+    or from ``rayClusterConfig`` before any child exists.
+
+    Pods are merged across children only when their shape is identical: each pod set is
+    named after its group *and* its shape, so two children that reuse a group name with
+    different pod shapes are counted exactly (never "the first template wins").
+    """
+    if children:
+        sources = [(str(c["metadata"]["name"]), c.get("spec") or {}) for c in children]
+    else:
+        sources = [
+            (str(service["metadata"]["name"]), (service.get("spec") or {}).get("rayClusterConfig") or {})
+        ]
+    merged: dict[str, PodSetDemand] = {}
+    parts: dict[str, dict[str, int]] = {}
+    pod_set_of: dict[str, dict[GroupKey, str]] = {}
+    for part, cluster_spec in sources:
+        part_counts = parts.setdefault(part, {})
+        part_names = pod_set_of.setdefault(part, {})
+        for key, ps in cluster_pod_sets(cluster_spec):
+            shape = shape_key(ps)
+            if ps.topology_request is not None:
+                # Placed pods belong to one cluster: during an upgrade the new cluster's groups
+                # are placed (together, in their own domain) apart from the old cluster's.
+                shape = naming.short_hash(f"{shape}/{part}")
+                if ps.topology_request.group is not None:
+                    grouped = replace(ps.topology_request, group=f"{ps.topology_request.group}/{part}")
+                    ps = replace(ps, topology_request=grouped)
+            name = _service_pod_set_name(ps.role, key[1], shape)
+            part_names[key] = name
+            part_counts[name] = part_counts.get(name, 0) + ps.count
+            previous = merged.get(name)
+            count = ps.count + (previous.count if previous else 0)
+            merged[name] = replace(ps, name=name, count=count)
+    return Demand(tuple(merged.values()), parts, pod_set_of)
+
+
+class RayServiceAdapter(RayKind):
     kind = "RayService"
+    resource = resources.RAYSERVICES
+    # Set for good (every new child is born gated); the queue lifts each child's own gate.
+    gate = SuspendGate(("spec", "rayClusterConfig", "suspend"), cleared_by_queue_only=True)
+    # Its demand follows its clusters' upgrade progress: every event counts.
+    change_filter = None
+    grants: tuple[Grant, ...] = ((resources.RAYSERVICES, "update"), (resources.RAYCLUSTERS, "update"))
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return rayservice_demand(obj, ordered_children(obj, children))
@@ -49,7 +115,12 @@ class RayServiceAdapter:
         return {_name(c) for c in children if not (c.get("spec") or {}).get("suspend")}
 
     def is_suspended(self, obj: Body) -> bool:
-        return bool(((obj.get("spec") or {}).get("rayClusterConfig") or {}).get("suspend"))
+        return self.gate.is_set(obj)
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return cluster_spec_templates(
+            "spec.rayClusterConfig", (obj.get("spec") or {}).get("rayClusterConfig") or {}
+        )
 
     def _gate_template(self, obj: Body) -> list[Edit]:
         """``rayClusterConfig.suspend`` stays set for good: every new child is born gated. (The

@@ -11,6 +11,7 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import format_rfc3339
 from rayquota.operator.kube import Conflict
+from rayquota.operator.ray.raycluster import warn_unimplemented_fields
 from rayquota.operator.ray.raycronjob import status as cron_status
 from rayquota.operator.ray.raycronjob.clock import Clock
 from rayquota.operator.ray.raycronjob.plan import (
@@ -56,6 +57,9 @@ class RayCronJobReconciler:
         step = plan(
             cron, self.clock.now(), local_zone=self.local_zone, inherited_label_keys=self.inherited_label_keys
         )
+        # Each RayJob gets the template as its spec: a field its RayJobs will ignore is named on
+        # the RayCronJob too, where the user wrote it.
+        warn_unimplemented_fields(self.manager, cron)
         recorder = self.manager.recorder
         match step:
             case Invalid(errors):

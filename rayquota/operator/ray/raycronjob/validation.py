@@ -10,7 +10,7 @@ from typing import Any
 
 from rayquota.api.raycronjob_v1 import MAX_RAYCRONJOB_NAME
 from rayquota.operator.ray.raycronjob.schedule import Schedule, ScheduleError, time_zone
-from rayquota.operator.ray.rayjob_validation import validate_rayjob
+from rayquota.operator.ray.rayjob.validation import validate_rayjob
 
 # Any name: the child's length is guaranteed by the cron's own limit, checked here.
 _TEMPLATE_PROBE_NAME = "raycronjob-template"

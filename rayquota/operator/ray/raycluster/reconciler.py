@@ -36,8 +36,9 @@ from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
-from rayquota.operator.ray.raycluster_plan import ClusterPlan, node_type, plan_cluster
-from rayquota.operator.ray.raycluster_status import cluster_status, status_changed
+from rayquota.operator.ray.raycluster.admitted_caps import ClusterCaps, Uncapped
+from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
+from rayquota.operator.ray.raycluster.status import cluster_status, status_changed
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,8 @@ class ReconcileFailed(Exception):
 
 def warn_unimplemented_fields(manager: Manager, obj: Mapping[str, Any]) -> None:
     """One Warning per spec generation naming the KubeRay fields set on the object that we ignore
-    (they round-trip, but nothing acts on them)."""
+    (they round-trip, but nothing acts on them). A kind without status.observedGeneration (a
+    RayCronJob) gets it on every reconcile, which the recorder aggregates into one Event."""
     observed = (obj.get("status") or {}).get("observedGeneration")
     if observed is not None and observed == obj["metadata"].get("generation"):
         return
@@ -85,6 +87,8 @@ class RayClusterReconciler:
         self.client = manager.client
         self.config = config
         self.tokens = tokens
+        # The queue's caps on this cluster's pods (queue/setup.py installs its gate here).
+        self.caps: ClusterCaps = Uncapped()
         self.redis_cleanup = redis_cleanup.RedisCleanup(manager)
         self.ingresses = manager.informer(ingress.INGRESSES, label_selector=labels.RAY_CLUSTER)
         self.clusters = manager.informer(resources.RAYCLUSTERS)
@@ -133,7 +137,7 @@ class RayClusterReconciler:
             raise WaitForCache  # our last status write is on its way through the watch
         warn_unimplemented_fields(self.manager, cluster)
         pods = self.pods_of(cluster)
-        caps = self.manager.gate.caps_for(cluster)
+        caps = self.caps.caps_for(cluster)
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
         failures: list[str] = []
         head_service: Mapping[str, Any] | None = None

@@ -8,7 +8,7 @@ from typing import Any
 
 from rayquota.api.ray_v1 import ClusterUpgradeOptions, RayServiceUpgradeType
 from rayquota.operator.ray.feature_validation import feature_errors
-from rayquota.operator.ray.rayservice_plan import upgrade_type
+from rayquota.operator.ray.rayservice.plan import upgrade_type
 from rayquota.operator.ray.serve_client import InvalidServeConfig, serve_config
 
 

@@ -17,15 +17,13 @@ import copy
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from rayquota.api.ray_v1 import JobDeploymentStatus, JobStatus
+from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
-from rayquota.operator.core.timestamps import format_rfc3339, now_rfc3339, parse_rfc3339
-from rayquota.operator.kube import ApiError, Conflict, group_path
-from rayquota.operator.ray import conditions, labels, rayjob_timeouts, services, submitter
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.ray import conditions, labels, submitter
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
@@ -34,141 +32,49 @@ from rayquota.operator.ray.dashboard import (
     JobAlreadyExists,
     JobInfo,
     JobNotFound,
-    RayDashboardClient,
     RetryPolicy,
 )
-from rayquota.operator.ray.raycluster import warn_unimplemented_fields
-from rayquota.operator.ray.rayjob_validation import submission_mode as mode_of
-from rayquota.operator.ray.rayjob_validation import validate_rayjob
-from rayquota.operator.ray.resolver import DashboardResolver, dashboard_port
+from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
+from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
+from rayquota.operator.ray.rayjob.children import RayJobChildren
+from rayquota.operator.ray.rayjob.plan import (
+    ACTIVE,
+    CLUSTER_WAIT_SAFETY_S,
+    COMPLETE,
+    FAILED,
+    FINALIZER,
+    FIRST_VERDICT_GRACE_S,
+    INITIALIZING,
+    JOB_STATUS_POLL_S,
+    LEGACY_FINALIZER,
+    NEW,
+    RAYJOBS_BY_CLUSTER,
+    RETRYING,
+    RUNNING,
+    SUSPENDED,
+    SUSPENDING,
+    VALIDATION_FAILED,
+    WAITING,
+    _cluster_status_summary,
+    _suffix,
+    cluster_path,
+    deadline_exceeded,
+    deletion_actions,
+    from_ms,
+    may_run_ray_job,
+    parent_rayjob,
+    rayjob_cluster,
+    rayjob_path,
+    seconds_since,
+)
+from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
+from rayquota.operator.ray.rayjob.validation import validate_rayjob
+from rayquota.operator.ray.resolver import DashboardResolver
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"
 
-# Plain-string names for the jobDeploymentStatus values the state machine reads and writes.
-NEW = JobDeploymentStatus.NEW.value
-INITIALIZING = JobDeploymentStatus.INITIALIZING.value
-RUNNING = JobDeploymentStatus.RUNNING.value
-COMPLETE = JobDeploymentStatus.COMPLETE.value
-FAILED = JobDeploymentStatus.FAILED.value
-VALIDATION_FAILED = JobDeploymentStatus.VALIDATION_FAILED.value
-SUSPENDING = JobDeploymentStatus.SUSPENDING.value
-SUSPENDED = JobDeploymentStatus.SUSPENDED.value
-RETRYING = JobDeploymentStatus.RETRYING.value
-WAITING = JobDeploymentStatus.WAITING.value
-TERMINAL = (COMPLETE, FAILED)
-# States in which a cluster exists or is being created, so suspend and the deadline apply.
-ACTIVE = (INITIALIZING, RUNNING, WAITING)
-
-
-def cluster_path(namespace: str, name: str | None = None) -> str:
-    return resources.RAYCLUSTERS.path(namespace, name)
-
-
-def rayjob_path(namespace: str, name: str | None = None) -> str:
-    return group_path(GROUP, VERSION, namespace, PLURAL, name)
-
-
-def batch_job_path(namespace: str, name: str | None = None) -> str:
-    base = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-    return f"{base}/{name}" if name else base
-
-
-def from_ms(ms: int | None) -> str | None:
-    if not ms:
-        return None
-    return format_rfc3339(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
-
-
-def seconds_since(timestamp: str | None, now: dt.datetime) -> float | None:
-    moment = parse_rfc3339(timestamp)
-    return None if moment is None else (now - moment).total_seconds()
-
-
-def deadline_exceeded(rayjob: Mapping[str, Any], now: dt.datetime) -> bool:
-    deadline = rayjob.get("spec", {}).get("activeDeadlineSeconds")
-    status = rayjob.get("status") or {}
-    if not deadline or status.get("jobDeploymentStatus", NEW) not in ACTIVE:
-        return False
-    elapsed = seconds_since(status.get("startTime"), now)
-    return elapsed is not None and elapsed >= float(deadline)
-
-
-@dataclass(frozen=True)
-class DeletionAction:
-    policy: str  # DeleteCluster | DeleteWorkers | DeleteSelf | DeleteNone
-    ttl_seconds: int
-
-
-def deletion_actions(rayjob: Mapping[str, Any]) -> list[DeletionAction]:
-    """What to clean up after the job ended, per shutdownAfterJobFinishes / deletionStrategy."""
-    spec = rayjob.get("spec") or {}
-    status = rayjob.get("status") or {}
-    deployment = status.get("jobDeploymentStatus", NEW)
-    job_status = status.get("jobStatus", "")
-    if deployment not in TERMINAL:
-        return []
-    strategy = spec.get("deletionStrategy")
-    ttl = int(spec.get("ttlSecondsAfterFinished") or 0)
-    if strategy:
-        rules = strategy.get("deletionRules")
-        if rules:
-            matched = []
-            for rule in rules:
-                condition = rule.get("condition") or {}
-                if condition.get("jobStatus") == job_status or (
-                    condition.get("jobDeploymentStatus") == deployment == FAILED
-                ):
-                    matched.append(DeletionAction(rule["policy"], int(condition.get("ttlSeconds") or 0)))
-            return matched
-        legacy = strategy.get("onSuccess") if job_status == JobStatus.SUCCEEDED else strategy.get("onFailure")
-        if legacy and legacy.get("policy"):
-            return [DeletionAction(legacy["policy"], ttl)]
-        return []
-    if spec.get("shutdownAfterJobFinishes") and not spec.get("clusterSelector"):
-        return [DeletionAction("DeleteCluster", ttl)]
-    return []
-
-
-# A Ray job's progress makes no Kubernetes events: its status is polled this often (as KubeRay).
-JOB_STATUS_POLL_S = 3.0
-# A RayJob waiting for its cluster to be ready is woken by the cluster's watch events; this
-# re-check only guards against a missed one.
-CLUSTER_WAIT_SAFETY_S = 30.0
-# How long a new queued RayJob's first status write waits for the queue's first verdict.
-FIRST_VERDICT_GRACE_S = 5.0
-FINALIZER = "ray.io/rayjob-finalizer"  # KubeRay's name, so objects move between the two unchanged
-LEGACY_FINALIZER = "rayquota.io/finalizer"
-# States in which a Ray job may be running on a cluster: only then does deletion wait for a stop.
-# (Initializing is not one: the job is submitted only once the RayJob is Running.)
-MAY_RUN_RAY_JOB = (RUNNING, WAITING, RETRYING, SUSPENDING)
-
-
-def may_run_ray_job(status: Mapping[str, Any]) -> bool:
-    return status.get("jobDeploymentStatus", NEW) in MAY_RUN_RAY_JOB
-
-
-def parent_rayjob(obj: Mapping[str, Any]) -> list[ObjectKey]:
-    """The RayJob a cluster or submitter Job was created for (by its origin labels)."""
-    obj_labels = obj["metadata"].get("labels") or {}
-    if obj_labels.get(labels.ORIGINATED_FROM_CRD) != "RayJob":
-        return []
-    name = obj_labels.get(labels.ORIGINATED_FROM_CR_NAME)
-    return [ObjectKey(str(obj["metadata"].get("namespace") or ""), str(name))] if name else []
-
-
-RAYJOBS_BY_CLUSTER = "rayjobs-by-cluster"
-
-
-def rayjob_cluster(rayjob: Mapping[str, Any]) -> list[str]:
-    """Indexer: "namespace/<cluster>" for the RayCluster a RayJob runs on (its own or a shared one
-    picked by clusterSelector), so a change of that cluster wakes the RayJob."""
-    name = (rayjob.get("status") or {}).get("rayClusterName")
-    return [f"{rayjob['metadata'].get('namespace') or ''}/{name}"] if name else []
-
-
-class RayJobReconciler:
+class RayJobReconciler(RayJobChildren):
     def __init__(
         self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver, tokens: AuthTokens
     ) -> None:
@@ -200,19 +106,6 @@ class RayJobReconciler:
 
     async def close(self) -> None:
         await self._dashboards.close()
-
-    async def dashboard(self, namespace: str, status: Mapping[str, Any]) -> RayDashboardClient:
-        """A client for the dashboard in `status.dashboardURL`, with the auth token of the cluster
-        in `status.rayClusterName` when it uses token auth."""
-        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
-        headers = await self.tokens.headers_for(cluster) if cluster is not None else {}
-        return self._dashboards.client(str(status["dashboardURL"]), headers)
-
-    def _cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.clusters.store.get(namespace, name)
-
-    def _submitter(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.submitters.store.get(namespace, name)
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -271,61 +164,6 @@ class RayJobReconciler:
             # Present before any Ray job can be submitted (submission needs the next step).
             await self._set_finalizer(stored, FINALIZER, present=may_run_ray_job(status))
         return result
-
-    async def _set_finalizer(self, rayjob: Mapping[str, Any], finalizer: str, *, present: bool) -> None:
-        meta = rayjob["metadata"]
-        current = [f for f in meta.get("finalizers") or [] if f != finalizer]
-        wanted = [*current, finalizer] if present else current
-        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
-        await self.client.merge_patch(resources.RAYJOBS.path(meta["namespace"], meta["name"]), patch)
-
-    async def _finalize(self, rayjob: Mapping[str, Any]) -> Result | None:
-        """Deletion: stop a Ray job that may still run, then let the RayJob go.
-
-        On a shared cluster (`clusterSelector`) nothing else would end the job, so a failed stop
-        is retried (with a Warning event) until `rayjob_stop_timeout_s` after the deletion was
-        requested, and only then released, with a Warning event. A RayJob's own cluster is
-        deleted with it, which ends the job: a failed stop is reported and the RayJob released."""
-        status = rayjob.get("status") or {}
-        job_id, address = status.get("jobId"), status.get("dashboardURL")
-        if job_id and address and may_run_ray_job(status):
-            try:
-                await (await self.dashboard(rayjob["metadata"]["namespace"], status)).stop_job(job_id)
-                self.recorder.post(
-                    rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
-                )
-            except (DashboardError, DashboardUnreachable) as exc:
-                waited = (
-                    seconds_since(rayjob["metadata"].get("deletionTimestamp"), dt.datetime.now(dt.UTC)) or 0.0
-                )
-                shared = bool((rayjob.get("spec") or {}).get("clusterSelector"))
-                if not shared:
-                    self.recorder.post(
-                        rayjob,
-                        "Warning",
-                        "FailedToStopRayJob",
-                        f"Could not stop Ray job {job_id}: {exc}; it ends with its RayCluster, deleted now",
-                    )
-                elif waited < self.config.rayjob_stop_timeout_s:
-                    self.recorder.post(
-                        rayjob,
-                        "Warning",
-                        "FailedToStopRayJob",
-                        f"Could not stop Ray job {job_id}: {exc}; retrying",
-                    )
-                    return Result(requeue_after_s=min(30.0, 2.0 + waited / 10))
-                else:
-                    self.recorder.post(
-                        rayjob,
-                        "Warning",
-                        "GaveUpStoppingRayJob",
-                        f"Could not stop Ray job {job_id} within {self.config.rayjob_stop_timeout_s:.0f}s; "
-                        "releasing the RayJob anyway",
-                    )
-        await self._set_finalizer(rayjob, FINALIZER, present=False)
-        return None
-
-    # --- the state machine ----------------------------------------------------------------------
 
     async def _step(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         before = status.get("jobDeploymentStatus", NEW)
@@ -617,14 +455,6 @@ class RayJobReconciler:
         verdict = self.manager.gate.may_run("RayJob", rayjob)
         return verdict is not None and not verdict.admitted
 
-    def _gate_shut(self, rayjob: Mapping[str, Any], status: dict[str, Any], what: str) -> bool:
-        """Nothing is created for a queued RayJob its gate does not let run."""
-        verdict = self.manager.gate.may_run("RayJob", rayjob)
-        if verdict is None or verdict.open:
-            return False
-        status["message"] = f"{what} is not created: {verdict.message}"
-        return True
-
     def _finish(self, status: dict[str, Any], state: str, reason: str | None, message: str) -> None:
         status.update(jobDeploymentStatus=state, reason=reason, message=message, endTime=now_rfc3339())
 
@@ -634,105 +464,6 @@ class RayJobReconciler:
         status["rayJobInfo"] = {k: v for k, v in job_info.items() if v}
         if info.message:
             status["message"] = info.message[:1024]
-
-    async def _stop_ray_job(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
-        if status.get("jobId") and status.get("dashboardURL"):
-            try:
-                dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
-                await dashboard.stop_job(status["jobId"])
-            except (DashboardError, DashboardUnreachable) as exc:
-                log.info("could not stop Ray job %s: %s", status["jobId"], exc)
-
-    async def _ensure_cluster(self, rayjob: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
-        namespace = rayjob["metadata"]["namespace"]
-        cluster_name = status["rayClusterName"]
-        cluster = self._cluster(namespace, cluster_name)
-        if cluster is not None or rayjob["spec"].get("clusterSelector"):
-            if cluster is None:
-                status["message"] = f"RayCluster {cluster_name} named by spec.clusterSelector does not exist"
-            return cluster
-        if self._gate_shut(rayjob, status, f"RayCluster {cluster_name}"):
-            return None
-        manifest = cluster_manifest(rayjob, status, self.config.submitter_image)
-        try:
-            cluster = await self.client.create(cluster_path(namespace), manifest)
-        except Conflict:
-            return self._cluster(namespace, cluster_name)  # created meanwhile
-        except ApiError as exc:
-            status["message"] = f"cannot create RayCluster {cluster_name}: {exc.message}"
-            self.recorder.post(rayjob, "Warning", "FailedToCreateRayCluster", status["message"])
-            return None
-        self.recorder.post(
-            rayjob, "Normal", "CreatedRayCluster", f"Created RayCluster {namespace}/{cluster_name}"
-        )
-        return cluster
-
-    async def _ensure_submitter(self, rayjob: dict[str, Any], status: dict[str, Any]) -> bool:
-        namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
-        existing = self._submitter(namespace, name)
-        if existing is not None:
-            return True
-        if self._gate_shut(rayjob, status, "the submitter Job"):
-            return False
-        manifest = submitter.submitter_job(
-            rayjob,
-            status["jobId"],
-            status["dashboardURL"],
-            self.config.submitter_image,
-            cluster=self._cluster(namespace, status["rayClusterName"]),
-        )
-        try:
-            await self.client.create(batch_job_path(namespace), manifest)
-        except Conflict:
-            return True  # created meanwhile
-        except ApiError as exc:
-            status["message"] = f"cannot create the submitter Job: {exc.message}"
-            self.recorder.post(rayjob, "Warning", "FailedToCreateSubmitterJob", status["message"])
-            return False
-        self.recorder.post(rayjob, "Normal", "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
-        return True
-
-    def _submitter_finished_at(
-        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
-    ) -> dt.datetime | None:
-        """When the K8sJobMode submitter Job ended (None while it runs or for other modes)."""
-        if mode_of(rayjob) != "K8sJobMode" or status.get("jobDeploymentStatus") != RUNNING:
-            return None
-        meta = rayjob["metadata"]
-        job = self._submitter(meta["namespace"], meta["name"])
-        return None if job is None else submitter.job_finished_at(job)
-
-    async def _ensure_head_service(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
-        """`<rayjob>-head-svc`: a stable address for the RayJob's head, whichever cluster attempt
-        serves it. Created with the cluster; a retry's new cluster only changes its selector."""
-        namespace = rayjob["metadata"]["namespace"]
-        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
-        if cluster is None or not cluster["metadata"].get("uid"):
-            return
-        manifest = services.build_rayjob_head_service(rayjob, cluster)
-        name = manifest["metadata"]["name"]
-        live = self.head_services.store.get(namespace, name)
-        try:
-            if live is None:
-                await self.client.create(resources.SERVICES.path(namespace), manifest)
-                self.recorder.post(rayjob, "Normal", "CreatedService", f"Created Service {namespace}/{name}")
-            elif (live.get("spec") or {}).get("selector") != manifest["spec"]["selector"]:
-                patch = {"spec": {"selector": manifest["spec"]["selector"]}}
-                await self.client.merge_patch(resources.SERVICES.path(namespace, name), patch)
-                self.recorder.post(rayjob, "Normal", "UpdatedService", f"Updated Service {namespace}/{name}")
-        except Conflict:
-            return  # created meanwhile; the watch brings it
-        except ApiError as exc:
-            self.recorder.post(rayjob, "Warning", "FailedToCreateService", exc.message)
-
-    async def _submitter_state(self, rayjob: Mapping[str, Any]) -> tuple[bool, bool]:
-        """(finished, failed) of the submitter Job; (False, False) while it runs or is absent."""
-        meta = rayjob["metadata"]
-        job = self._submitter(meta["namespace"], meta["name"])
-        return (False, False) if job is None else submitter.job_finished(job)
-
-    async def _submitter_failed(self, rayjob: Mapping[str, Any]) -> bool:
-        return await self._submitter_state(rayjob) == (True, True)
 
     async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         try:
@@ -750,92 +481,3 @@ class RayJobReconciler:
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
-
-    async def _delete_cluster_and_submitter(
-        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
-    ) -> bool:
-        """Delete both; True once both are gone."""
-        namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
-        gone = True
-        cluster_name = status.get("rayClusterName")
-        if cluster_name and not rayjob["spec"].get("clusterSelector"):
-            cluster = self._cluster(namespace, cluster_name)
-            if cluster is not None:
-                gone = False
-                if not cluster["metadata"].get("deletionTimestamp"):
-                    await self.client.delete(cluster_path(namespace, cluster_name), propagation="Foreground")
-        job = self._submitter(namespace, name)
-        if job is not None:
-            gone = False
-            if not job["metadata"].get("deletionTimestamp"):
-                await self.client.delete(batch_job_path(namespace, name), propagation="Foreground")
-        return gone
-
-    async def _suspend_workers(self, rayjob: Mapping[str, Any], cluster_name: str) -> None:
-        namespace = rayjob["metadata"]["namespace"]
-        cluster = self._cluster(namespace, cluster_name)
-        if cluster is None:
-            return
-        groups = cluster["spec"].get("workerGroupSpecs") or []
-        if all(g.get("suspend") for g in groups):
-            return
-        ops = [
-            {"op": "add", "path": f"/spec/workerGroupSpecs/{i}/suspend", "value": True}
-            for i in range(len(groups))
-        ]
-        await self.client.json_patch(cluster_path(namespace, cluster_name), ops)
-        self.recorder.post(
-            rayjob, "Normal", "DeletedWorkers", f"Suspended the worker groups of {cluster_name}"
-        )
-
-
-def cluster_manifest(
-    rayjob: Mapping[str, Any], status: Mapping[str, Any], default_image: str
-) -> dict[str, Any]:
-    """The RayCluster a RayJob runs on (SidecarMode: with the submitter in the head pod)."""
-    meta = rayjob["metadata"]
-    spec = copy.deepcopy(rayjob["spec"]["rayClusterSpec"])
-    if mode_of(rayjob) == "SidecarMode":
-        head_spec = spec["headGroupSpec"]["template"].setdefault("spec", {})
-        image = head_spec["containers"][0].get("image") or default_image
-        port = dashboard_port({"spec": spec})
-        cluster = {"metadata": {"name": status["rayClusterName"]}, "spec": spec}
-        sidecar = submitter.sidecar_container(rayjob, status["jobId"], image, port, cluster)
-        head_spec["containers"].append(sidecar)
-        head_spec["restartPolicy"] = "Never"
-    cluster_labels = labels.rayjob_cluster_labels(rayjob)
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": status["rayClusterName"],
-            "namespace": meta["namespace"],
-            "labels": cluster_labels,
-            "annotations": annotations,
-            "ownerReferences": [labels.owner_reference(dict(rayjob))],
-        },
-        "spec": spec,
-    }
-
-
-def _cluster_status_summary(cluster: Mapping[str, Any]) -> dict[str, Any]:
-    status = copy.deepcopy(cluster.get("status") or {})
-    status.pop("conditions", None)
-    status.pop("lastUpdateTime", None)
-    return status
-
-
-def _bookkeeping(annotation: str) -> bool:
-    """Annotations of tools (kubectl, kopf) on the RayJob that must not be copied to its cluster."""
-    prefixes = (
-        "kubectl.kubernetes.io/",
-        "kopf.zalando.org/",
-        "rayquota.io/last-handled",
-        "rayquota.io/rayjob_",
-    )
-    return annotation.startswith(prefixes)
-
-
-def _suffix() -> str:
-    return labels.head_pod_name("x")[-5:]

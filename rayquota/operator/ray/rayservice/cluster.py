@@ -16,7 +16,7 @@ from typing import Any
 
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.hashing import spec_hash
-from rayquota.operator.ray.rayservice_plan import WORKER_COUNT_FIELDS, ClusterChange, cluster_config
+from rayquota.operator.ray.rayservice.plan import WORKER_COUNT_FIELDS, ClusterChange, cluster_config
 
 RAYSERVICE_KIND = "RayService"
 # kubectl's copy of what a user applied is about the RayService, not its clusters.

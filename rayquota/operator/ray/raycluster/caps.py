@@ -1,5 +1,6 @@
 """What a RayCluster under quota may create, and which of its pods must go: pure functions over
-its admitted caps (:class:`~rayquota.operator.core.gate.AdmittedCaps`), its templates and its pods.
+its admitted caps (:class:`~rayquota.operator.ray.raycluster.admitted_caps.AdmittedCaps`), its
+templates and its pods.
 
 - A pod is created only from a template that carries the admitted placement (the flavor's
   nodeSelector and tolerations): a pod built before the placement reached the spec would wait
@@ -16,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.core.gate import AdmittedCaps
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import held_by, pod_requests
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 
 
 def _group_of(pod: Mapping[str, Any]) -> str | None:

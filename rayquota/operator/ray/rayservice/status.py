@@ -16,7 +16,7 @@ from rayquota.api.ray_v1 import RayServiceConditionType, ServiceStatus
 from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
 from rayquota.operator.ray.conditions import find, is_true, set_condition, with_queue_condition
-from rayquota.operator.ray.rayservice_incremental import ClusterShare, UpgradeProgress
+from rayquota.operator.ray.rayservice.incremental import ClusterShare, UpgradeProgress
 from rayquota.operator.ray.serve_status import ServeState, with_health_times
 
 Ready = RayServiceConditionType.READY

@@ -17,18 +17,18 @@ from rayquota.api.ray_v1 import RayServiceUpgradeType
 from rayquota.operator.core.store import Obj, Store
 from rayquota.operator.ray import gateway, labels
 from rayquota.operator.ray.dashboard import DashboardError, DashboardUnreachable
-from rayquota.operator.ray.raycluster_plan import is_ready
-from rayquota.operator.ray.rayservice_incremental import (
+from rayquota.operator.ray.raycluster.plan import is_ready
+from rayquota.operator.ray.rayservice.incremental import (
     ClusterShare,
     Step,
     UpgradeOptions,
     UpgradeProgress,
     next_step,
 )
-from rayquota.operator.ray.rayservice_plan import upgrade_type
-from rayquota.operator.ray.rayservice_status import stored_progress
-from rayquota.operator.ray.rayservice_validation import upgrade_options
-from rayquota.operator.ray.rayservice_writes import RayServiceWrites, build_cluster_serve_service
+from rayquota.operator.ray.rayservice.plan import upgrade_type
+from rayquota.operator.ray.rayservice.status import stored_progress
+from rayquota.operator.ray.rayservice.validation import upgrade_options
+from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_cluster_serve_service
 from rayquota.operator.ray.serve_status import ServeState
 from rayquota.operator.ray.services import head_container_ports
 

@@ -17,7 +17,7 @@ from rayquota.operator.ray import gateway, labels, serve_service, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import DashboardClients, RayDashboardClient, RetryPolicy
 from rayquota.operator.ray.podspec import SERVE_LABEL
-from rayquota.operator.ray.rayservice_cluster import RAYSERVICE_KIND
+from rayquota.operator.ray.rayservice.cluster import RAYSERVICE_KIND
 from rayquota.operator.ray.resolver import DashboardResolver
 from rayquota.operator.ray.serve_client import ServeClient, serve_config
 from rayquota.operator.ray.serve_status import ServeState

@@ -11,7 +11,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.ray import conditions, labels, services
-from rayquota.operator.ray.raycluster_plan import (
+from rayquota.operator.ray.raycluster.plan import (
     HEAD_POD_READY,
     PROVISIONED,
     REPLICA_FAILURE,

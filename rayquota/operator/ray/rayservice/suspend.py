@@ -21,8 +21,8 @@ from rayquota.operator.core.store import Obj, Store
 from rayquota.operator.core.timestamps import format_rfc3339
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.conditions import is_true, set_condition
-from rayquota.operator.ray.rayservice_status import INITIALIZING
-from rayquota.operator.ray.rayservice_writes import RayServiceWrites
+from rayquota.operator.ray.rayservice.status import INITIALIZING
+from rayquota.operator.ray.rayservice.writes import RayServiceWrites
 from rayquota.operator.ray.serve_service import serve_service_name
 
 Suspending = RayServiceConditionType.SUSPENDING

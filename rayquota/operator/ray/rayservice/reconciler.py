@@ -24,15 +24,15 @@ from rayquota.operator.ray import labels
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.conditions import find
 from rayquota.operator.ray.podspec import SERVE_LABEL
-from rayquota.operator.ray.raycluster import warn_unimplemented_fields
-from rayquota.operator.ray.raycluster_plan import is_ready, node_type
-from rayquota.operator.ray.rayservice_cluster import (
+from rayquota.operator.ray.raycluster.plan import is_ready, node_type
+from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
+from rayquota.operator.ray.rayservice.cluster import (
     RAYSERVICE_KIND,
     build_cluster,
     new_cluster_name,
     updated_cluster,
 )
-from rayquota.operator.ray.rayservice_plan import (
+from rayquota.operator.ray.rayservice.plan import (
     ClusterChange,
     ClusterStep,
     ServiceView,
@@ -40,7 +40,7 @@ from rayquota.operator.ray.rayservice_plan import (
     deletion_delay_s,
     leftovers,
 )
-from rayquota.operator.ray.rayservice_status import (
+from rayquota.operator.ray.rayservice.status import (
     GATEWAY_CLASS_MISSING,
     UPGRADE_DISABLED,
     VALIDATION_FAILED,
@@ -49,10 +49,10 @@ from rayquota.operator.ray.rayservice_status import (
     is_rolling_back,
     service_status,
 )
-from rayquota.operator.ray.rayservice_suspend import SuspendHandler
-from rayquota.operator.ray.rayservice_traffic import HEALTH_POLL_S, ReconcilePass, ServeTraffic
-from rayquota.operator.ray.rayservice_validation import upgrade_options, validate_rayservice
-from rayquota.operator.ray.rayservice_writes import RayServiceWrites, build_service_services
+from rayquota.operator.ray.rayservice.suspend import SuspendHandler
+from rayquota.operator.ray.rayservice.traffic import HEALTH_POLL_S, ReconcilePass, ServeTraffic
+from rayquota.operator.ray.rayservice.validation import upgrade_options, validate_rayservice
+from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_service_services
 from rayquota.operator.ray.resolver import DashboardResolver
 
 log = logging.getLogger(__name__)

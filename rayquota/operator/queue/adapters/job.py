@@ -1,0 +1,180 @@
+"""A batch/v1 Job under quota, as Kueue integrates it: gated by ``spec.suspend`` (the Job
+controller creates no pods for a suspended Job and deletes them when a Job is suspended), one
+pod set of ``parallelism`` pods (``completions`` if fewer), and the admitted flavor's
+nodeSelector and tolerations written into its pod template before the gate lifts.
+
+Kubernetes lets the pod template's scheduling fields change only while the Job is suspended
+*and* ``status.startTime`` is unset; the Job controller keeps a suspended Job's start time, so
+suspending a Job that ran also clears it (as Kueue does), and the template is edited only once
+it is cleared.
+
+A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rayquota.operator.core import resources
+from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue.adapters.protocol import (
+    JOB_NAME_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    Body,
+    Edit,
+    Grant,
+    PodLookup,
+    PodWatch,
+    SpecSuspendKind,
+    TemplateAt,
+    allocation_of,
+    changed,
+    edited,
+    placements,
+)
+from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.podsets import Demand, GroupKey, Role, pod_set, single_part
+from rayquota.queueing import ResourceFlavor
+
+# The Job's one pod set (and its group: every pod of a Job is alike).
+JOB_POD_SET = "main"
+JOB_GROUP: GroupKey = (Role.MAIN, "")
+# Pods the Job controller created, by their Job's name.
+JOB_PODS = PodWatch("job", JOB_NAME_LABEL, (JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL), "Job")
+
+
+# The conditions that say a Job is finished.
+FINISHED_CONDITIONS = ("Complete", "Failed")
+
+
+def _finished_conditions(obj: Body) -> list[tuple[Any, Any]]:
+    return [
+        (c.get("type"), c.get("status"))
+        for c in (obj.get("status") or {}).get("conditions") or []
+        if c.get("type") in FINISHED_CONDITIONS
+    ]
+
+
+def _started(obj: Body) -> bool:
+    return bool((obj.get("status") or {}).get("startTime"))
+
+
+def job_changed(event: str, new: Body, old: Body | None) -> bool:
+    """A Job's status moves with every pod (active, ready, succeeded counts); the Workload
+    reconciler reads only whether it finished, and whether it has a start time."""
+    if event != MODIFIED or old is None:
+        return True
+    view = event_filters.object_view
+    return (
+        view(new) != view(old)
+        or _finished_conditions(new) != _finished_conditions(old)
+        or _started(new) != _started(old)
+    )
+
+
+def clear_start_time(job: Body) -> list[Edit]:
+    """The status patch that lets a suspended Job's pod template change again."""
+    if not _started(job):
+        return []
+    meta = job["metadata"]
+    body = {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "status": {"startTime": None}}
+    return [Edit("Job", body, status_patch=True)]
+
+
+def _name(obj: Body) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def job_pod_count(job: Body) -> int:
+    """``parallelism`` (default 1), or ``completions`` when fewer are ever needed at once."""
+    spec = job.get("spec") or {}
+    parallelism = spec.get("parallelism")
+    count = 1 if parallelism is None else int(parallelism)
+    completions = spec.get("completions")
+    if completions is not None:
+        count = min(count, int(completions))
+    return max(count, 0)
+
+
+def job_demand(job: Body) -> Demand:
+    template = (job.get("spec") or {}).get("template") or {}
+    return single_part(
+        _name(job),
+        [
+            (
+                JOB_GROUP,
+                pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template, where="the Job's pod template"),
+            )
+        ],
+    )
+
+
+class JobAdapter(SpecSuspendKind):
+    kind = "Job"
+    resource = resources.JOBS
+    accounted_through = ("RayJob",)
+    child_kind = None
+    pod_watches = (JOB_PODS,)
+    change_filter = staticmethod(job_changed)
+    grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
+    multicluster = None
+
+    def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
+        return job_demand(obj)
+
+    def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
+        return set() if self.is_suspended(obj) else {_name(obj)}
+
+    def pods_by_part(
+        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
+    ) -> dict[str, list[Any]]:
+        return {_name(obj): pods.pods(JOB_PODS, str(obj["metadata"]["namespace"]), _name(obj))}
+
+    def group_of_pod(self, pod: Body) -> GroupKey:
+        return JOB_GROUP
+
+    def pod_templates(self, obj: Body) -> list[TemplateAt]:
+        return [TemplateAt("spec.template", (obj.get("spec") or {}).get("template") or {})]
+
+    def creation_refusal(self, obj: Body, queue: str) -> str | None:
+        return None
+
+    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        return super().suspend(obj, children) + clear_start_time(obj)
+
+    def run_with(
+        self,
+        obj: Body,
+        children: Sequence[Body],
+        admission: AdmittedSlice,
+        flavors: Mapping[str, ResourceFlavor],
+    ) -> list[Edit]:
+        if self.is_suspended(obj) and _started(obj):
+            return clear_start_time(obj)  # the template may change once it is cleared
+        _, allocation = allocation_of(self, obj, children, admission)
+        after = edited(obj)
+        wanted = placements(admission, flavors).get(JOB_POD_SET)
+        if wanted is not None:
+            placement.inject(after["spec"].setdefault("template", {}), wanted)
+        if not self.is_suspended(obj) and after["spec"].get("template") != (obj.get("spec") or {}).get(
+            "template"
+        ):
+            # Running without the placement (written unsuspended, admitted before the queue
+            # suspended it): its template cannot change while it runs, so it stops first (the
+            # Job controller deletes its pods) and starts again placed.
+            return self.suspend(obj, children)
+        if allocation[_name(obj)].runs:
+            after["spec"]["suspend"] = False
+        return changed(self.kind, obj, after)
+
+    def restore(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
+        if _started(obj):
+            return clear_start_time(obj)  # the template may change once it is cleared
+        after = edited(obj)
+        placement.restore(after["spec"].setdefault("template", {}))
+        return changed(self.kind, obj, after)
+
+    def finished(self, obj: Body) -> bool:
+        return any(status == "True" for _, status in _finished_conditions(obj))

@@ -1,0 +1,1 @@
+"""RayJob: validation, timeouts, and the reconciler."""

@@ -1,0 +1,262 @@
+"""What a RayJob creates, watches and deletes: its RayCluster, submitter Job, head Service and
+finalizers, and the dashboard calls on its Ray job (the reconciler's I/O, apart from its steps)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.config import OperatorConfig
+from rayquota.operator.core import Informer, Manager, Result, resources
+from rayquota.operator.core.events import EventRecorder
+from rayquota.operator.kube import ApiError, Conflict, KubeClient
+from rayquota.operator.ray import services, submitter
+from rayquota.operator.ray.auth_token import AuthTokens
+from rayquota.operator.ray.dashboard import (
+    DashboardClients,
+    DashboardError,
+    DashboardUnreachable,
+    RayDashboardClient,
+)
+from rayquota.operator.ray.rayjob.plan import (
+    FINALIZER,
+    RUNNING,
+    batch_job_path,
+    cluster_manifest,
+    cluster_path,
+    may_run_ray_job,
+    seconds_since,
+)
+from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
+from rayquota.operator.ray.resolver import DashboardResolver
+
+log = logging.getLogger(__name__)
+
+
+class RayJobChildren:
+    """The RayJob reconciler's writes and reads of other objects (a base of RayJobReconciler)."""
+
+    manager: Manager
+    client: KubeClient
+    config: OperatorConfig
+    resolver: DashboardResolver
+    recorder: EventRecorder
+    tokens: AuthTokens
+    clusters: Informer
+    submitters: Informer
+    head_services: Informer
+    _dashboards: DashboardClients
+
+    async def dashboard(self, namespace: str, status: Mapping[str, Any]) -> RayDashboardClient:
+        """A client for the dashboard in `status.dashboardURL`, with the auth token of the cluster
+        in `status.rayClusterName` when it uses token auth."""
+        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
+        headers = await self.tokens.headers_for(cluster) if cluster is not None else {}
+        return self._dashboards.client(str(status["dashboardURL"]), headers)
+
+    def _cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.clusters.store.get(namespace, name)
+
+    def _submitter(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.submitters.store.get(namespace, name)
+
+    def _gate_shut(self, rayjob: Mapping[str, Any], status: dict[str, Any], what: str) -> bool:
+        """Nothing is created for a queued RayJob its gate does not let run."""
+        verdict = self.manager.gate.may_run("RayJob", rayjob)
+        if verdict is None or verdict.open:
+            return False
+        status["message"] = f"{what} is not created: {verdict.message}"
+        return True
+
+    async def _set_finalizer(self, rayjob: Mapping[str, Any], finalizer: str, *, present: bool) -> None:
+        meta = rayjob["metadata"]
+        current = [f for f in meta.get("finalizers") or [] if f != finalizer]
+        wanted = [*current, finalizer] if present else current
+        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
+        await self.client.merge_patch(resources.RAYJOBS.path(meta["namespace"], meta["name"]), patch)
+
+    async def _finalize(self, rayjob: Mapping[str, Any]) -> Result | None:
+        """Deletion: stop a Ray job that may still run, then let the RayJob go.
+
+        On a shared cluster (`clusterSelector`) nothing else would end the job, so a failed stop
+        is retried (with a Warning event) until `rayjob_stop_timeout_s` after the deletion was
+        requested, and only then released, with a Warning event. A RayJob's own cluster is
+        deleted with it, which ends the job: a failed stop is reported and the RayJob released."""
+        status = rayjob.get("status") or {}
+        job_id, address = status.get("jobId"), status.get("dashboardURL")
+        if job_id and address and may_run_ray_job(status):
+            try:
+                await (await self.dashboard(rayjob["metadata"]["namespace"], status)).stop_job(job_id)
+                self.recorder.post(
+                    rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
+                )
+            except (DashboardError, DashboardUnreachable) as exc:
+                waited = (
+                    seconds_since(rayjob["metadata"].get("deletionTimestamp"), dt.datetime.now(dt.UTC)) or 0.0
+                )
+                shared = bool((rayjob.get("spec") or {}).get("clusterSelector"))
+                if not shared:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "FailedToStopRayJob",
+                        f"Could not stop Ray job {job_id}: {exc}; it ends with its RayCluster, deleted now",
+                    )
+                elif waited < self.config.rayjob_stop_timeout_s:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "FailedToStopRayJob",
+                        f"Could not stop Ray job {job_id}: {exc}; retrying",
+                    )
+                    return Result(requeue_after_s=min(30.0, 2.0 + waited / 10))
+                else:
+                    self.recorder.post(
+                        rayjob,
+                        "Warning",
+                        "GaveUpStoppingRayJob",
+                        f"Could not stop Ray job {job_id} within {self.config.rayjob_stop_timeout_s:.0f}s; "
+                        "releasing the RayJob anyway",
+                    )
+        await self._set_finalizer(rayjob, FINALIZER, present=False)
+        return None
+
+    # --- the state machine ----------------------------------------------------------------------
+
+    async def _stop_ray_job(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        if status.get("jobId") and status.get("dashboardURL"):
+            try:
+                dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
+                await dashboard.stop_job(status["jobId"])
+            except (DashboardError, DashboardUnreachable) as exc:
+                log.info("could not stop Ray job %s: %s", status["jobId"], exc)
+
+    async def _ensure_cluster(self, rayjob: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        namespace = rayjob["metadata"]["namespace"]
+        cluster_name = status["rayClusterName"]
+        cluster = self._cluster(namespace, cluster_name)
+        if cluster is not None or rayjob["spec"].get("clusterSelector"):
+            if cluster is None:
+                status["message"] = f"RayCluster {cluster_name} named by spec.clusterSelector does not exist"
+            return cluster
+        if self._gate_shut(rayjob, status, f"RayCluster {cluster_name}"):
+            return None
+        manifest = cluster_manifest(rayjob, status, self.config.submitter_image)
+        try:
+            cluster = await self.client.create(cluster_path(namespace), manifest)
+        except Conflict:
+            return self._cluster(namespace, cluster_name)  # created meanwhile
+        except ApiError as exc:
+            status["message"] = f"cannot create RayCluster {cluster_name}: {exc.message}"
+            self.recorder.post(rayjob, "Warning", "FailedToCreateRayCluster", status["message"])
+            return None
+        self.recorder.post(
+            rayjob, "Normal", "CreatedRayCluster", f"Created RayCluster {namespace}/{cluster_name}"
+        )
+        return cluster
+
+    async def _ensure_submitter(self, rayjob: dict[str, Any], status: dict[str, Any]) -> bool:
+        namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
+        existing = self._submitter(namespace, name)
+        if existing is not None:
+            return True
+        if self._gate_shut(rayjob, status, "the submitter Job"):
+            return False
+        manifest = submitter.submitter_job(
+            rayjob,
+            status["jobId"],
+            status["dashboardURL"],
+            self.config.submitter_image,
+            cluster=self._cluster(namespace, status["rayClusterName"]),
+        )
+        try:
+            await self.client.create(batch_job_path(namespace), manifest)
+        except Conflict:
+            return True  # created meanwhile
+        except ApiError as exc:
+            status["message"] = f"cannot create the submitter Job: {exc.message}"
+            self.recorder.post(rayjob, "Warning", "FailedToCreateSubmitterJob", status["message"])
+            return False
+        self.recorder.post(rayjob, "Normal", "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
+        return True
+
+    def _submitter_finished_at(
+        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> dt.datetime | None:
+        """When the K8sJobMode submitter Job ended (None while it runs or for other modes)."""
+        if mode_of(rayjob) != "K8sJobMode" or status.get("jobDeploymentStatus") != RUNNING:
+            return None
+        meta = rayjob["metadata"]
+        job = self._submitter(meta["namespace"], meta["name"])
+        return None if job is None else submitter.job_finished_at(job)
+
+    async def _ensure_head_service(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """`<rayjob>-head-svc`: a stable address for the RayJob's head, whichever cluster attempt
+        serves it. Created with the cluster; a retry's new cluster only changes its selector."""
+        namespace = rayjob["metadata"]["namespace"]
+        cluster = self._cluster(namespace, str(status.get("rayClusterName") or ""))
+        if cluster is None or not cluster["metadata"].get("uid"):
+            return
+        manifest = services.build_rayjob_head_service(rayjob, cluster)
+        name = manifest["metadata"]["name"]
+        live = self.head_services.store.get(namespace, name)
+        try:
+            if live is None:
+                await self.client.create(resources.SERVICES.path(namespace), manifest)
+                self.recorder.post(rayjob, "Normal", "CreatedService", f"Created Service {namespace}/{name}")
+            elif (live.get("spec") or {}).get("selector") != manifest["spec"]["selector"]:
+                patch = {"spec": {"selector": manifest["spec"]["selector"]}}
+                await self.client.merge_patch(resources.SERVICES.path(namespace, name), patch)
+                self.recorder.post(rayjob, "Normal", "UpdatedService", f"Updated Service {namespace}/{name}")
+        except Conflict:
+            return  # created meanwhile; the watch brings it
+        except ApiError as exc:
+            self.recorder.post(rayjob, "Warning", "FailedToCreateService", exc.message)
+
+    async def _submitter_state(self, rayjob: Mapping[str, Any]) -> tuple[bool, bool]:
+        """(finished, failed) of the submitter Job; (False, False) while it runs or is absent."""
+        meta = rayjob["metadata"]
+        job = self._submitter(meta["namespace"], meta["name"])
+        return (False, False) if job is None else submitter.job_finished(job)
+
+    async def _submitter_failed(self, rayjob: Mapping[str, Any]) -> bool:
+        return await self._submitter_state(rayjob) == (True, True)
+
+    async def _delete_cluster_and_submitter(
+        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> bool:
+        """Delete both; True once both are gone."""
+        namespace, name = rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
+        gone = True
+        cluster_name = status.get("rayClusterName")
+        if cluster_name and not rayjob["spec"].get("clusterSelector"):
+            cluster = self._cluster(namespace, cluster_name)
+            if cluster is not None:
+                gone = False
+                if not cluster["metadata"].get("deletionTimestamp"):
+                    await self.client.delete(cluster_path(namespace, cluster_name), propagation="Foreground")
+        job = self._submitter(namespace, name)
+        if job is not None:
+            gone = False
+            if not job["metadata"].get("deletionTimestamp"):
+                await self.client.delete(batch_job_path(namespace, name), propagation="Foreground")
+        return gone
+
+    async def _suspend_workers(self, rayjob: Mapping[str, Any], cluster_name: str) -> None:
+        namespace = rayjob["metadata"]["namespace"]
+        cluster = self._cluster(namespace, cluster_name)
+        if cluster is None:
+            return
+        groups = cluster["spec"].get("workerGroupSpecs") or []
+        if all(g.get("suspend") for g in groups):
+            return
+        ops = [
+            {"op": "add", "path": f"/spec/workerGroupSpecs/{i}/suspend", "value": True}
+            for i in range(len(groups))
+        ]
+        await self.client.json_patch(cluster_path(namespace, cluster_name), ops)
+        self.recorder.post(
+            rayjob, "Normal", "DeletedWorkers", f"Suspended the worker groups of {cluster_name}"
+        )
