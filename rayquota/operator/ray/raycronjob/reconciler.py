@@ -11,7 +11,7 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import format_rfc3339
 from rayquota.operator.kube import Conflict
-from rayquota.operator.ray.raycluster import warn_unimplemented_fields
+from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
 from rayquota.operator.ray.raycronjob import status as cron_status
 from rayquota.operator.ray.raycronjob.clock import Clock
 from rayquota.operator.ray.raycronjob.plan import (
