@@ -13,6 +13,12 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, JsonValue
 
+from rayquota.api.admission_check_v1alpha1 import (
+    MAX_ADMISSION_CHECKS,
+    AdmissionCheck,
+    AdmissionChecksStrategy,
+    AdmissionCheckState,
+)
 from rayquota.api.common import (
     CONDITIONS_LIST,
     Condition,
@@ -239,8 +245,16 @@ _LIMITS_NEED_COHORT: dict[str, JsonValue] = {
 }
 
 
+_ONE_WAY_TO_LIST_CHECKS: dict[str, JsonValue] = {
+    "rule": "!has(self.admissionChecks) || !has(self.admissionChecksStrategy)",
+    "message": "spec.admissionChecks and spec.admissionChecksStrategy are mutually exclusive",
+}
+
+
 class ClusterQueueSpec(K8sModel):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_LIMITS_NEED_COHORT]})
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [_LIMITS_NEED_COHORT, _ONE_WAY_TO_LIST_CHECKS]}
+    )
 
     resource_groups: Annotated[list[ResourceGroup], Field(max_length=MAX_RESOURCE_GROUPS)] = Field(
         default_factory=list
@@ -252,6 +266,9 @@ class ClusterQueueSpec(K8sModel):
     flavor_fungibility: FlavorFungibility | None = None
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_sharing: FairSharing | None = None
+    # Checks a workload must pass after reserving quota (for every flavor), or per flavor.
+    admission_checks: Annotated[list[ObjectName], Field(max_length=MAX_ADMISSION_CHECKS)] | None = None
+    admission_checks_strategy: AdmissionChecksStrategy | None = None
 
 
 class ResourceUsage(K8sModel):
@@ -517,6 +534,13 @@ class WorkloadStatus(K8sModel):
     )
     requeue_state: RequeueState | None = None
     reclaimable_pods: list[ReclaimablePod] = Field(default_factory=list)
+    admission_checks: Annotated[
+        list[AdmissionCheckState],
+        Field(
+            max_length=MAX_ADMISSION_CHECKS,
+            json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+    ] = Field(default_factory=list)
     # Ours: why the workload waits, in words (Kueue keeps this only in the QuotaReserved message).
     pending_reason: str | None = None
 
@@ -568,6 +592,7 @@ class WorkloadPriorityClass(KubeObject):
 
 
 QUEUEING_KINDS: tuple[type[KubeObject], ...] = (
+    AdmissionCheck,
     Topology,
     ResourceFlavor,
     ClusterQueue,

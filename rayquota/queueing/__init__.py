@@ -36,6 +36,13 @@ Topology-aware admission: ``upsert_topology(Topology(name, levels))``, a flavor 
 with pod counts), placed as its ``PodSet.topology_request`` asks; a workload that fits the quota
 but no domain waits with a sentence naming the domain it needs.
 
+Admission checks: ``upsert_admission_check(AdmissionCheck(name, controller_name, active))`` and a
+ClusterQueue with ``admission_checks=(AdmissionCheckRule(name, on_flavors),)``. An ``Admit`` then
+lists the checks (``Admit.admission_checks``): the workload has reserved quota, and
+``workload(key).checks_ready`` says when every check is Ready. ``set_admission_check_state``
+with Retry or Rejected evicts the reservation (a ``Preempt`` of kind ``AdmissionCheck`` or
+``DeactivatedDueToAdmissionCheck``); a queue naming a missing or inactive check admits nothing.
+
 A workload whose ``requeue_at`` lies after the cycle's ``now`` waits out of line until then
 (``next_requeue_at()`` says when the next one is due).
 
@@ -52,6 +59,14 @@ workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
 """
 
 from .accounting import ClusterQueueStatus, NodeSnapshot
+from .admission_checks import (
+    AdmissionCheck,
+    AdmissionCheckRule,
+    CheckProblem,
+    CheckState,
+    CheckVerdict,
+    retry_backoff_s,
+)
 from .decisions import (
     Admit,
     Decision,
@@ -102,9 +117,14 @@ from .state import Phase
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "AdmissionCheck",
+    "AdmissionCheckRule",
     "Admit",
     "BorrowWithinCohort",
     "BorrowWithinCohortPolicy",
+    "CheckProblem",
+    "CheckState",
+    "CheckVerdict",
     "ClusterNode",
     "ClusterQueue",
     "ClusterQueueStatus",
@@ -146,4 +166,5 @@ __all__ = [
     "WorkloadStatus",
     "format_quantity",
     "parse_quantity",
+    "retry_backoff_s",
 ]

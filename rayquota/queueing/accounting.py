@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .admission_checks import CheckProblem
 from .cohorts import QuotaNode, QuotaTree, add_usage, available
 from .decisions import PodSetAssignment
 from .model import ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
@@ -32,6 +33,10 @@ class ClusterQueueStatus:
     pending_inadmissible: int = 0
     """Of ``pending``, parked after not fitting (Kueue's ``status="inadmissible"``); the rest is
     awake for the next cycle (``status="active"``)."""
+    check_problem: CheckProblem | None = None
+    """A check it names is missing or inactive: it admits nothing (Active=False)."""
+    awaiting_checks: int = 0
+    """Of ``admitted``, those that reserved quota and wait for their admission checks."""
 
     @property
     def pending_active(self) -> int:

@@ -59,6 +59,8 @@ class Admit:
     borrowing: bool = False
     replaces: str | None = None
     """The predecessor slice that this admission finished (its usage was transferred)."""
+    admission_checks: tuple[str, ...] = ()
+    """Checks that must all be Ready before its pods may start: until then it only reserves quota."""
 
 
 class PreemptionReason(StrEnum):
@@ -68,6 +70,10 @@ class PreemptionReason(StrEnum):
     FAIR_SHARING = "InCohortFairSharing"
     STOPPED = "ClusterQueueStopped"
     DEACTIVATED = "WorkloadDeactivated"
+    ADMISSION_CHECK = "AdmissionCheck"
+    """A check asked for a retry: the reservation is given back and the workload requeued."""
+    ADMISSION_CHECK_REJECTED = "DeactivatedDueToAdmissionCheck"
+    """A check rejected the workload: it is deactivated."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,6 +245,9 @@ class Engine(EngineEvents):
             return f"ClusterQueue {cq.name} is stopped ({cq.spec.stop_policy.value})"
         if cq.node.disabled_reason is not None:
             return f"ClusterQueue {cq.name} is inactive: {cq.node.disabled_reason}"
+        problem = self.admission_check_problem(cq.spec.admission_checks)
+        if problem is not None:
+            return f"ClusterQueue {cq.name} is inactive ({problem.reason}): {problem.message}"
         return None
 
     def _schedule(
@@ -326,6 +329,9 @@ class Engine(EngineEvents):
                 if placement is not None:
                     chosen = self._placement.with_placement(chosen, placement)
                 self._admit(wl, cq, assignment.usage, tuple(chosen), predecessor)
+                # A scale-up slice of an admitted workload is not checked again: its pods run.
+                rules = cq.spec.admission_checks if predecessor is None else ()
+                checks = self._start_checks(wl, rules, wl.pod_sets)
                 out.append(
                     Admit(
                         wl.key,
@@ -334,6 +340,7 @@ class Engine(EngineEvents):
                         dict(wl.usage),
                         assignment.borrowing,
                         predecessor.key if predecessor is not None else None,
+                        checks,
                     )
                 )
                 return _Outcome.ADMITTED

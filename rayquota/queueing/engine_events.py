@@ -11,9 +11,11 @@ workload's new pending reason) wait in the outbox for the next cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .accounting import Accounting, ClusterQueueStatus, NodeSnapshot
+from .admission_check_events import AdmissionCheckEvents
+from .admission_checks import CheckState
 from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
 from .policies import StopPolicy
@@ -32,9 +34,18 @@ class WorkloadStatus:
     pod_sets: tuple[PodSetAssignment, ...]
     admitted_at: float | None
     """The ``now`` of the cycle that admitted it (``None`` while pending)."""
+    admission_checks: Mapping[str, CheckState] = field(default_factory=dict)
+    """The states of the checks its reservation must pass (empty when none apply)."""
+
+    @property
+    def checks_ready(self) -> bool:
+        """Quota reserved and every check Ready: the workload is admitted, its pods may start."""
+        return self.phase is Phase.ADMITTED and all(
+            s is CheckState.READY for s in self.admission_checks.values()
+        )
 
 
-class EngineEvents(TopologyEvents):
+class EngineEvents(AdmissionCheckEvents, TopologyEvents):
     def __init__(self) -> None:
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
@@ -43,6 +54,7 @@ class EngineEvents(TopologyEvents):
             self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
         )
         self._init_topology()
+        self._init_admission_checks()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
         self._terminating: set[str] = set()
@@ -238,6 +250,7 @@ class EngineEvents(TopologyEvents):
             self._forget(wl)
             return
         self._free(wl)
+        self._end_checks(wl.key)
         wl.phase = Phase.PENDING
         self._router.route(wl)
 
@@ -248,10 +261,13 @@ class EngineEvents(TopologyEvents):
         pod_sets: Sequence[PodSetAssignment],
         *,
         evicting: bool = False,
+        admission_checks: Mapping[str, CheckState] | None = None,
     ) -> None:
         """Re-create an admission recorded in the API server (operator start-up).
 
         The quota is charged as recorded even if it no longer fits: the pods exist.
+        ``admission_checks``: the recorded check states (checks the queue requires for the
+        recorded flavors and the record lacks start Pending).
         """
         self.delete_workload(workload.key)
         self._seq += 1
@@ -264,6 +280,9 @@ class EngineEvents(TopologyEvents):
                 usage[fr] = usage.get(fr, 0) + amount
         self._accounting.charge(wl, cluster_queue, usage, tuple(pod_sets), cycle=self._cycle, now=self._now)
         self._placement.charge(wl)
+        cq = self._accounting.queues.get(cluster_queue)
+        if cq is not None:
+            self._start_checks(wl, cq.spec.admission_checks, tuple(pod_sets), admission_checks)
         if evicting:
             wl.phase = Phase.EVICTING
 
@@ -285,6 +304,7 @@ class EngineEvents(TopologyEvents):
             dict(wl.usage),
             wl.pod_sets,
             None if wl.phase is Phase.PENDING else wl.admitted_at,
+            self.admission_check_states(key),
         )
 
     def next_requeue_at(self) -> float | None:
@@ -299,7 +319,18 @@ class EngineEvents(TopologyEvents):
         return self._accounting.usage(cluster_queue)
 
     def cluster_queue_status(self, name: str) -> ClusterQueueStatus:
-        return self._accounting.cluster_queue_status(name)
+        status = self._accounting.cluster_queue_status(name)
+        cq = self._accounting.queues[name]
+        awaiting = sum(
+            1
+            for key in cq.admitted
+            if any(s is not CheckState.READY for s in self._check_states.get(key, {}).values())
+        )
+        return replace(
+            status,
+            check_problem=self.admission_check_problem(cq.spec.admission_checks),
+            awaiting_checks=awaiting,
+        )
 
     def cluster_queue_names(self) -> list[str]:
         return list(self._accounting.queues)
@@ -352,6 +383,7 @@ class EngineEvents(TopologyEvents):
         self._router.reroute_unrouted()
 
     def _forget(self, wl: WorkloadState) -> None:
+        self._end_checks(wl.key)
         if wl.phase is Phase.PENDING:
             self._router.remove_from_queue(wl)
         else:

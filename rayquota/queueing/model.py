@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from .admission_checks import AdmissionCheckRule
 from .policies import (
     BorrowWithinCohortPolicy,
     QueueingStrategy,
@@ -220,6 +221,8 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_sharing_weight: float = 1.0
+    admission_checks: tuple[AdmissionCheckRule, ...] = ()
+    """Checks a workload must pass after reserving quota here (some only on some flavors)."""
 
 
 @dataclass(frozen=True, slots=True)

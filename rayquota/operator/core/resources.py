@@ -69,6 +69,7 @@ COHORTS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "cohorts", "Cohort", False)
 LOCAL_QUEUES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "localqueues", "LocalQueue")
 WORKLOADS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "workloads", "Workload")
 TOPOLOGIES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "topologies", "Topology", False)
+ADMISSION_CHECKS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "admissionchecks", "AdmissionCheck", False)
 WORKLOAD_PRIORITY_CLASSES = Resource(
     QUEUEING_GROUP, QUEUEING_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
 )

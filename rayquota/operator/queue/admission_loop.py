@@ -17,10 +17,10 @@ from typing import Any
 
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import converter, metrics
-from rayquota.operator.queue.driver import AdmittedSlice, Driver, Writer
+from rayquota.operator.queue import check_states, converter, metrics
+from rayquota.operator.queue.driver import AdmittedSlice, ConfigObject, Driver, Writer
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
-from rayquota.queueing import ClusterQueue, Cohort, Engine, LocalQueue, ResourceFlavor
+from rayquota.queueing import Engine
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +85,12 @@ class AdmissionLoop:
     # --- configuration events (informer callbacks) ------------------------------------------
 
     def on_config(self, kind: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]:
-        converters: dict[
-            str, Callable[[Mapping[str, Any]], ResourceFlavor | Cohort | ClusterQueue | LocalQueue]
-        ] = {
+        converters: dict[str, Callable[[Mapping[str, Any]], ConfigObject]] = {
             "ResourceFlavor": converter.resource_flavor,
             "ClusterQueue": converter.cluster_queue,
             "Cohort": converter.cohort,
             "LocalQueue": converter.local_queue,
+            "AdmissionCheck": converter.admission_check,
         }
         convert = converters[kind]
 
@@ -146,7 +145,10 @@ class AdmissionLoop:
                 )
                 continue
             spec = converter.workload(body, self.priority_of)
-            self.driver.restore(spec, cluster_queue, pod_sets, evicting=is_evicted(body))
+            checks = {name: state for name, (state, _, _) in check_states.recorded_states(body).items()}
+            self.driver.restore(
+                spec, cluster_queue, pod_sets, evicting=is_evicted(body), admission_checks=checks
+            )
             restored.append(ObjectKey(spec.namespace, spec.name))
         log.info("admission engine rebuilt from %d admitted Workloads", len(restored))
         return restored

@@ -40,6 +40,7 @@ class QueueApi:
     workloads: Resource
     workload_priority_classes: Resource
     topologies: Resource
+    admission_checks: Resource
     # Outbound translations of what the integration writes (rayquota shape in, group's shape out).
     workload_spec: Shape = field(default=_same)
     workload_status: Shape = field(default=_same)
@@ -68,6 +69,7 @@ RAYQUOTA = QueueApi(
     resources.WORKLOADS,
     resources.WORKLOAD_PRIORITY_CLASSES,
     resources.TOPOLOGIES,
+    resources.ADMISSION_CHECKS,
 )
 
 KUEUE = QueueApi(
@@ -79,6 +81,7 @@ KUEUE = QueueApi(
     Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload"),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", "Topology", False),
+    Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", False),
     workload_spec=kueue_shapes.workload_spec_to_kueue,
     workload_status=kueue_shapes.workload_status_to_kueue,
     local_queue_status=kueue_shapes.local_queue_status_to_kueue,

@@ -16,7 +16,7 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue import cli_topology, converter
+from rayquota.operator.queue import check_states, cli_topology, converter
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
 from rayquota.operator.queue.pod_set_words import in_words, words_of
@@ -146,6 +146,8 @@ def workload_phase(workload: Obj) -> str:
         return "Finished"
     if is_evicted(workload):
         return "Evicting"
+    if status.get("admission") and not check_states.all_ready(workload):
+        return "QuotaReserved"  # waiting for its admission checks
     return "Admitted" if status.get("admission") else "Pending"
 
 

@@ -18,6 +18,8 @@ from rayquota.operator.queue import creation_order, kueue_shapes, topology_reque
 from rayquota.operator.queue.podsets import PodSetDemand
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import (
+    AdmissionCheck,
+    AdmissionCheckRule,
     BorrowWithinCohort,
     BorrowWithinCohortPolicy,
     ClusterQueue,
@@ -168,11 +170,33 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
             ),
             stop_policy=StopPolicy(spec.get("stopPolicy") or "None"),
             fair_sharing_weight=_weight(spec.get("fairSharing")),
+            admission_checks=admission_check_rules(spec),
         )
     except ConversionError:
         raise
     except ValueError as exc:
         raise ConversionError(f"{where}: {exc}") from exc
+
+
+def admission_check_rules(spec: Mapping[str, Any]) -> tuple[AdmissionCheckRule, ...]:
+    """``spec.admissionChecks`` (every flavor; Kueue v1beta1's list) or
+    ``spec.admissionChecksStrategy.admissionChecks`` (per flavor; Kueue v1beta2's only form)."""
+    names = spec.get("admissionChecks") or []
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    return tuple(AdmissionCheckRule(str(n)) for n in names) + tuple(
+        AdmissionCheckRule(str(r["name"]), tuple(str(f) for f in r.get("onFlavors") or ())) for r in strategy
+    )
+
+
+def admission_check(body: Mapping[str, Any]) -> AdmissionCheck:
+    """An AdmissionCheck object (ours or Kueue's): usable only while its controller says Active."""
+    spec = body.get("spec") or {}
+    active = next(
+        (c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"), None
+    )
+    is_active = active is not None and active.get("status") == "True"
+    message = "" if is_active else str((active or {}).get("message") or "no controller has marked it Active")
+    return AdmissionCheck(_name(body), str(spec.get("controllerName") or ""), is_active, message)
 
 
 def cohort_from_spec(name: str, spec: Mapping[str, Any]) -> Cohort:

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from rayquota.queueing import (
+    AdmissionCheck,
     Admit,
+    CheckState,
     ClusterQueue,
     Cohort,
     Decision,
@@ -37,6 +39,9 @@ from rayquota.queueing import (
     Workload,
 )
 
+ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | AdmissionCheck
+"""What configures the engine (everything but workloads)."""
+
 SLICE_SEPARATOR = "~"
 """Engine keys of replacement slices: ``ns/name~2``. Never valid in an object name."""
 
@@ -51,6 +56,9 @@ class AdmittedSlice:
 
     def counts(self) -> dict[str, int]:
         return {ps.name: ps.count for ps in self.pod_sets}
+
+    admission_checks: tuple[str, ...] = ()
+    """Checks that must all be Ready before its pods may start (the reservation waits for them)."""
 
     def flavors_of(self, pod_set: str) -> set[str]:
         return {f for ps in self.pod_sets if ps.name == pod_set for f in ps.flavors.values()}
@@ -131,8 +139,10 @@ class Driver:
 
     # --- configuration ------------------------------------------------------------------
 
-    def configure(self, obj: ResourceFlavor | Cohort | ClusterQueue | LocalQueue) -> None:
+    def configure(self, obj: ConfigObject) -> None:
         match obj:
+            case AdmissionCheck():
+                self.engine.upsert_admission_check(obj)
             case ResourceFlavor():
                 self.engine.upsert_flavor(obj)
             case Cohort():
@@ -151,6 +161,8 @@ class Driver:
             self.engine.delete_cluster_queue(name)
         elif kind == "LocalQueue":
             self.engine.delete_local_queue(namespace, name)
+        elif kind == "AdmissionCheck":
+            self.engine.delete_admission_check(name)
 
     # --- workload events ----------------------------------------------------------------
 
@@ -187,7 +199,9 @@ class Driver:
         status = self.engine.workload(tracked.admitted_key)
         if status is None or status.phase is not Phase.ADMITTED:
             return
-        admission = AdmittedSlice(status.cluster_queue or "", status.pod_sets, status.usage)
+        admission = AdmittedSlice(
+            status.cluster_queue or "", status.pod_sets, status.usage, tuple(status.admission_checks)
+        )
         if admission != tracked.admission:
             # The smaller admission is recorded too: a restart must restore what is held now.
             tracked.admission = admission
@@ -255,20 +269,51 @@ class Driver:
             self.engine.delete_workload(engine_key)
 
     def restore(
-        self, spec: Workload, cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...], *, evicting: bool
+        self,
+        spec: Workload,
+        cluster_queue: str,
+        pod_sets: tuple[PodSetAssignment, ...],
+        *,
+        evicting: bool,
+        admission_checks: Mapping[str, CheckState] | None = None,
     ) -> None:
-        """Start-up: an admission recorded in a Workload's status; then ``submit`` its demand."""
+        """Start-up: an admission recorded in a Workload's status (with its checks' states);
+        then ``submit`` its demand."""
         admitted = replace(spec, pod_sets=tuple(PodSet(p.name, p.count, _per_pod(p), {}) for p in pod_sets))
-        self.engine.restore_admission(admitted, cluster_queue, pod_sets, evicting=evicting)
+        self.engine.restore_admission(
+            admitted, cluster_queue, pod_sets, evicting=evicting, admission_checks=admission_checks
+        )
         status = self.engine.workload(spec.key)
         usage = status.usage if status is not None else {}
+        checks = tuple(status.admission_checks) if status is not None else ()
         self._tracked[spec.key] = _Tracked(
             spec.key,
             spec,
             admitted_key=spec.key,
-            admission=AdmittedSlice(cluster_queue, pod_sets, usage),
+            admission=AdmittedSlice(cluster_queue, pod_sets, usage, checks),
             evicting=evicting,
         )
+
+    def check_states(self, key: str, states: Mapping[str, tuple[CheckState, str, float]]) -> None:
+        """What the checks' controllers recorded on the Workload: (state, message, requeue_at)
+        per check. Retry and Rejected evict the reservation in the next cycle."""
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.admitted_key is None or tracked.evicting:
+            return
+        held = self.engine.admission_check_states(tracked.admitted_key)
+        for name, (state, message, requeue_at) in states.items():
+            if name in held and held[name] is not state:
+                self.engine.set_admission_check_state(
+                    tracked.admitted_key, name, state, message=message, requeue_at=requeue_at
+                )
+
+    def checks_ready(self, key: str) -> bool:
+        """Admitted: quota reserved and every admission check Ready (pods may start)."""
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.admitted_key is None or tracked.evicting:
+            return False
+        status = self.engine.workload(tracked.admitted_key)
+        return status is not None and status.checks_ready
 
     # --- queries ------------------------------------------------------------------------
 
@@ -328,7 +373,9 @@ class Driver:
             return
         tracked.admitted_key = decision.workload
         tracked.pending_key = None
-        tracked.admission = AdmittedSlice(decision.cluster_queue, decision.pod_sets, dict(decision.usage))
+        tracked.admission = AdmittedSlice(
+            decision.cluster_queue, decision.pod_sets, dict(decision.usage), decision.admission_checks
+        )
         self.writer.admitted(tracked.key, tracked.admission)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
-from rayquota.operator.queue import caps, converter
+from rayquota.operator.queue import caps, check_states, converter
 from rayquota.operator.queue.adapters.protocol import allocation_of, cluster_templates
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
@@ -41,11 +41,12 @@ WAITING_FOR_PLACEMENT = "WaitingForPlacement"
 
 
 def recorded_admission(workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
-    """The admission a Workload's status records, unless it is being evicted."""
+    """The admission a Workload's status records, unless it is being evicted or only reserves
+    quota (an admission check is not Ready yet)."""
     if workload is None:
         return None
     status = workload.get("status") or {}
-    if not status.get("admission") or is_evicted(workload):
+    if not status.get("admission") or is_evicted(workload) or not check_states.all_ready(workload):
         return None
     cluster_queue, pod_sets = converter.admission_from_api(status["admission"])
     return AdmittedSlice(cluster_queue, pod_sets, {})
@@ -72,7 +73,7 @@ class QueueGate:
 
     def _recorded_admission(self, workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
         """:func:`recorded_admission`, through the memo."""
-        if workload is None or is_evicted(workload):
+        if workload is None or is_evicted(workload) or not check_states.all_ready(workload):
             return None
         parsed = self.admissions.parsed(workload)
         return AdmittedSlice(parsed[0], parsed[1], {}) if parsed is not None else None
@@ -186,6 +187,9 @@ class QueueGate:
         waiting = str(status.get("pendingReason") or "")
         if self._recorded_admission(workload) is None:
             reserved = conditions.find(status.get("conditions"), Cond.QUOTA_RESERVED) or {}
+            if status.get("admission") and not is_evicted(workload):
+                # Quota reserved, waiting for admission checks: the Admitted condition says which.
+                reserved = conditions.find(status.get("conditions"), Cond.ADMITTED) or {}
             message = waiting or str(reserved.get("message") or "")
             return QueueCondition(
                 admitted=False, reason=PENDING, message=message or NOT_YET_EVALUATED, evaluated=bool(message)

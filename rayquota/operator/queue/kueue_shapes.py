@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rayquota.operator.queue.check_states import UNSATISFIED_CHECKS
 from rayquota.queueing import TopologyAssignment, TopologyDomain
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -100,7 +101,11 @@ def _kueue_condition(condition: Mapping[str, Any], preempted: bool) -> dict[str,
     out = dict(condition)
     if condition.get("status") == "True" and condition.get("type") == "Evicted" and preempted:
         out["reason"] = "Preempted"  # Kueue's Evicted reason; the detail is on Preempted
-    elif condition.get("status") == "False" and condition.get("type") == "Admitted":
+    elif (
+        condition.get("status") == "False"
+        and condition.get("type") == "Admitted"
+        and condition.get("reason") != UNSATISFIED_CHECKS  # quota reserved: Kueue's reason too
+    ):
         out["reason"] = "NoReservation"
     return out
 

@@ -19,6 +19,7 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_f
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.manual_check import ManualChecks
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
@@ -84,6 +85,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         "ClusterQueue": manager.informer(api.cluster_queues),
         "Cohort": manager.informer(api.cohorts),
         "LocalQueue": manager.informer(api.local_queues),
+        "AdmissionCheck": manager.informer(api.admission_checks),
     }
     for kind, informer in config_informers.items():
         informer.on_change(loop.on_config(kind))
@@ -92,6 +94,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     InUseFinalizers(
         manager, api, loop, config_informers["ClusterQueue"], config_informers["ResourceFlavor"]
     ).register()
+    ManualChecks(manager, api, config_informers["AdmissionCheck"], objects.workloads).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
     # Topology-aware admission: the domains' room, from the Topologies, the Nodes and the pods
     # bound to them (all of them: a DaemonSet's pods take room too).

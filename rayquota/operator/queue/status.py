@@ -56,6 +56,8 @@ def _active_condition(
         return False, STOPPED_REASON, f"Can't admit new workloads: stopPolicy is {stop_policy.value}"
     if status.disabled_reason is not None:
         return False, "Inactive", str(status.disabled_reason)
+    if status.check_problem is not None:
+        return False, status.check_problem.reason, status.check_problem.message
     return True, "Ready", "Can admit new workloads"
 
 
@@ -100,7 +102,7 @@ def cluster_queue_status(
     return {
         "pendingWorkloads": max(0, status.pending - waiting_slices),
         "reservingWorkloads": status.admitted,
-        "admittedWorkloads": status.admitted,
+        "admittedWorkloads": status.admitted - status.awaiting_checks,
         "flavorsReservation": flavors,
         "flavorsUsage": flavors,
         "conditions": conds,

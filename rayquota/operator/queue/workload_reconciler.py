@@ -30,6 +30,7 @@ from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import (
     RESOURCE_OF_KIND,
@@ -96,6 +97,7 @@ class WorkloadReconciler:
         # Admitted Workloads whose Admitted event (and wait metric) is still due.
         self._unannounced: set[ObjectKey] = set()
         self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
+        self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -175,25 +177,36 @@ class WorkloadReconciler:
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             self.driver.submit(self._engine_workload(workload))
+            self.checks.feed(engine_key, workload)
             self.loop.request_cycle()
 
         if self.driver.is_evicting(engine_key):
             eviction = self.driver.eviction(engine_key)
-            if eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
+            retry = None
+            if eviction is not None and eviction.kind in CHECK_EVICTIONS:  # told by their own events
+                if await self.checks.deactivate(obj, workload, eviction):
+                    return None  # the Workload's watch brings us back
+                retry = self.checks.retry_state(obj, workload, eviction)
+            elif eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
             if not adapter.pods_gone(obj, pods):
-                await self._write_status(workload)
+                await self._write_status(workload, requeue_state=retry)
                 return None
             # The admission is cleared in the API before the engine may give the quota to anyone
             # else: a preemptor's recorded admission never shows beside its victim's.
-            await self._write_status(workload, released=True)
+            await self._write_status(workload, released=True, requeue_state=retry)
             self.driver.pods_gone(engine_key)
             self.loop.request_cycle()
             await self._apply(adapter.restore(obj, children))
             return None
         admission = self.driver.admission(engine_key)
+        if admission is not None and not self.driver.checks_ready(engine_key):
+            # Quota reserved, a check not Ready yet: the status says so, the gate stays shut.
+            self._unannounced.add(key)
+            await self._write_status(workload)
+            return None
         if admission is not None:
             now = time.time()
             readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)

@@ -9,7 +9,7 @@ from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.queue import converter
+from rayquota.operator.queue import check_states, converter
 from rayquota.operator.queue.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray import conditions
@@ -51,6 +51,7 @@ def desired_status(
     if eviction is not None:
         # Still holding quota until the pods are gone: keep the admission, say why it goes.
         status["admission"] = prev.get("admission")
+        status["admissionChecks"] = prev.get("admissionChecks")
         conds = conditions.set_condition(conds, Cond.EVICTED, True, eviction.kind, eviction.reason, now=now)
         if eviction.preemptor is not None:
             message = f"{eviction.reason} (preempted by {eviction.preemptor})"
@@ -59,14 +60,13 @@ def desired_status(
         status["admission"] = converter.admission_to_api(admission.cluster_queue, admission.pod_sets)
         message = f"Quota reserved in ClusterQueue {admission.cluster_queue}"
         conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
-        conds = conditions.set_condition(
-            conds,
-            Cond.ADMITTED,
-            True,
-            "Admitted",
-            f"The workload is admitted to {admission.cluster_queue}",
-            now=now,
-        )
+        if admission.admission_checks:
+            status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
+        if check_states.status_ready(status):
+            admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
+        else:
+            admitted = (False, check_states.UNSATISFIED_CHECKS, check_states.not_ready_words(status))
+        conds = conditions.set_condition(conds, Cond.ADMITTED, *admitted, now=now)
         conds = conditions.remove_condition(conds, Cond.EVICTED)
         conds = conditions.remove_condition(conds, Cond.REQUEUED)
         if pods_ready is not None:
@@ -104,6 +104,8 @@ def desired_status(
                 "back in its queue after the requeue backoff",
                 now=now,
             )
+        if prev.get("admissionChecks"):
+            status["admissionChecks"] = check_states.requeued_checks(prev, now)
         if not finished:
             reason = pending_reason or NOT_YET_EVALUATED
             conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, "Pending", reason, now=now)

@@ -1,0 +1,112 @@
+"""The engine's admission-check events and queries (see :mod:`.admission_checks` for semantics).
+
+:class:`AdmissionCheckEvents` is a part of :class:`~.engine_events.EngineEvents`. A reserved
+workload keeps its quota charged (phase ``ADMITTED`` in the engine) while its checks are
+pending; :meth:`workload` tells the two apart with ``WorkloadStatus.checks_ready``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .accounting import Accounting
+from .admission_checks import (
+    AdmissionCheck,
+    AdmissionCheckRule,
+    CheckProblem,
+    CheckState,
+    CheckVerdict,
+    applicable_checks,
+    describe,
+    queue_check_problem,
+    verdict,
+)
+from .decisions import PodSetAssignment, PreemptionReason
+from .state import Phase, WorkloadState
+
+
+class AdmissionCheckEvents:
+    _accounting: Accounting
+    _workloads: dict[str, WorkloadState]
+
+    def _init_admission_checks(self) -> None:
+        self._checks: dict[str, AdmissionCheck] = {}
+        self._check_states: dict[str, dict[str, CheckState]] = {}
+        """Per reserved workload: its checks' states (absent: no checks apply)."""
+
+    def _drain(self, victims: list[WorkloadState], reason: str, kind: PreemptionReason) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ events
+
+    def upsert_admission_check(self, check: AdmissionCheck) -> None:
+        """An AdmissionCheck appeared or changed (its ``active`` flag): queues naming it are judged again."""
+        if self._checks.get(check.name) == check:
+            return
+        self._checks[check.name] = check
+        self._accounting.unpark_everything()
+
+    def delete_admission_check(self, name: str) -> None:
+        if self._checks.pop(name, None) is not None:
+            self._accounting.unpark_everything()
+
+    def set_admission_check_state(
+        self,
+        key: str,
+        name: str,
+        state: CheckState,
+        *,
+        message: str = "",
+        requeue_at: float = 0.0,
+    ) -> None:
+        """A check's controller decided. Retry: the reservation is evicted (a ``Preempt`` with kind
+        ``AdmissionCheck`` comes out of the next cycle) and after :meth:`release` the workload
+        waits until ``requeue_at``. Rejected: the workload is deactivated and evicted likewise.
+        States of workloads not reserved, or of checks that do not apply to them, are ignored."""
+        wl = self._workloads.get(key)
+        states = self._check_states.get(key)
+        if wl is None or states is None or name not in states or wl.phase is not Phase.ADMITTED:
+            return
+        states[name] = state
+        outcome = verdict(states)
+        messages = {name: message}
+        if outcome is CheckVerdict.REJECTED:
+            wl.set_spec(replace(wl.spec, active=False))
+            reason = f"Deactivated due to {describe(states, CheckState.REJECTED, messages)}"
+            self._drain([wl], reason, PreemptionReason.ADMISSION_CHECK_REJECTED)
+        elif outcome is CheckVerdict.RETRY:
+            wl.set_spec(replace(wl.spec, requeue_at=max(requeue_at, wl.spec.requeue_at)))
+            reason = f"Evicted due to {describe(states, CheckState.RETRY, messages)}"
+            self._drain([wl], reason, PreemptionReason.ADMISSION_CHECK)
+
+    # ----------------------------------------------------------------- queries
+
+    def admission_check_states(self, key: str) -> dict[str, CheckState]:
+        """The reserved workload's check states (empty when none apply or it is not reserved)."""
+        return dict(self._check_states.get(key, {}))
+
+    def admission_check_problem(self, rules: tuple[AdmissionCheckRule, ...]) -> CheckProblem | None:
+        return queue_check_problem(rules, self._checks)
+
+    # --------------------------------------------------------------- internals
+
+    def _start_checks(
+        self,
+        wl: WorkloadState,
+        rules: tuple[AdmissionCheckRule, ...],
+        pod_sets: tuple[PodSetAssignment, ...],
+        recorded: Mapping[str, CheckState] | None = None,
+    ) -> tuple[str, ...]:
+        """At reservation: the checks that apply to the chosen flavors, each Pending (or as
+        ``recorded`` when an admission is restored)."""
+        flavors = {flavor for ps in pod_sets for flavor in ps.flavors.values()}
+        names = applicable_checks(rules, flavors)
+        if names:
+            self._check_states[wl.key] = {n: (recorded or {}).get(n, CheckState.PENDING) for n in names}
+        else:
+            self._check_states.pop(wl.key, None)
+        return names
+
+    def _end_checks(self, key: str) -> None:
+        self._check_states.pop(key, None)
