@@ -26,7 +26,7 @@ from cryptography import x509
 
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.permissions import offline_manager, required_permissions
+from rayquota.operator.permissions import offline_manager, reads_of, required_permissions
 from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
 from tests.polling import wait_for
 from tests.quota import (
@@ -289,6 +289,34 @@ def previous_chart(into: Path) -> Path:
     return into / "helm" / "rayquota"
 
 
+def upgrade_reads(cluster: LocalCluster, namespace: str, account: str) -> str:
+    """A ClusterRole (and its binding to `account`) with get/list/watch on everything this
+    operator version watches; returns its name."""
+    manager, _ = offline_manager(OperatorConfig())
+    rules = [
+        {"apiGroups": [p.group], "resources": [p.resource.split("/")[0]], "verbs": ["get", "list", "watch"]}
+        for permissions in reads_of(manager).values()
+        for p in permissions
+        if p.verb == "list"
+    ]
+    name = f"{namespace}-upgrade-reads"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": rules,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([role, binding]))
+    return name
+
+
 def running_pods(cluster: LocalCluster, namespace: str, name: str) -> dict[str, str]:
     """uid -> name of the cluster's Running pods."""
     return {
@@ -308,6 +336,10 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
     # The operator holds the release's ServiceAccount token throughout: the old chart's RBAC
     # before the upgrade, the new one after it.
     kubeconfig = service_account_kubeconfig(control_plane, namespace, release.fullname)
+    # Helm applies a new chart's RBAC before its Deployment's pods roll, so this operator version
+    # never runs under the previous chart's grants alone: it starts with them plus the reads it
+    # watches (what the upgrade brings first), which are taken away again after the upgrade.
+    reads = upgrade_reads(control_plane, namespace, release.fullname)
     # The previous chart predates RayCronJob (its RBAC cannot list them): this operator runs with
     # KubeRay's gate off, as a release of that time would have.
     operator = LocalOperator(kubeconfig, namespace, tmp_path, RAYQUOTA_FEATURE_GATES="RayCronJob=false")
@@ -335,6 +367,7 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
         ]
         deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace) or {}
         assert deployment["status"].get("readyReplicas") == 2
+        control_plane.kubectl("delete", "clusterrolebinding,clusterrole", reads, "--wait=true")
 
         # The operator keeps working under the new, narrower RBAC: a second cluster is admitted.
         after = sample_cluster(namespace, "after-upgrade", gpu_workers=2)
@@ -356,6 +389,9 @@ def test_upgrade_from_the_previous_chart_keeps_admitted_workloads_and_running_po
         ] == admitted_at
     finally:
         out = operator.stop()
+        control_plane.kubectl(
+            "delete", "clusterrolebinding,clusterrole", reads, "--ignore-not-found", check=False
+        )
     assert operator.proc.returncode == 0, out[-4000:]
     assert "Forbidden" not in out, out[-4000:]
 
