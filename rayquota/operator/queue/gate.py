@@ -27,9 +27,9 @@ from rayquota.operator.queue.podsets import Role
 from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
+from rayquota.operator.ray.labels import submission_mode
 from rayquota.operator.ray.pod_resources import held_by
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
-from rayquota.operator.ray.rayjob.validation import submission_mode
 from rayquota.queueing import ResourceFlavor
 
 NOTHING = caps.NOTHING

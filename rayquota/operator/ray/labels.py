@@ -9,7 +9,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rayquota.operator.ray.rayjob import validation as rayjob_validation
+from rayquota.api.ray_v1 import JobSubmissionMode
 
 # Labels on every Ray pod (same keys as KubeRay, so existing selectors keep working).
 RAY_CLUSTER = "ray.io/cluster"
@@ -183,11 +183,16 @@ def managed_by_other_controller(body: Mapping[str, Any]) -> str | None:
     return str(manager)
 
 
+def submission_mode(rayjob: Mapping[str, Any]) -> str:
+    """A RayJob's spec.submissionMode with KubeRay's default (validation refuses unknown ones)."""
+    return str((rayjob.get("spec") or {}).get("submissionMode") or JobSubmissionMode.K8S_JOB)
+
+
 def rayjob_cluster_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
     """Labels of the RayCluster a RayJob creates: the RayJob's own labels, where it came from, and
     its submission mode (tools select on all three, as on KubeRay's)."""
     meta = rayjob["metadata"]
-    mode = rayjob_validation.submission_mode(rayjob)
+    mode = submission_mode(rayjob)
     return {
         **(meta.get("labels") or {}),
         ORIGINATED_FROM_CR_NAME: label_value(str(meta["name"])),

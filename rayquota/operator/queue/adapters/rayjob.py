@@ -43,7 +43,7 @@ from rayquota.operator.queue.podsets import (
     single_part,
 )
 from rayquota.operator.ray import labels, submitter
-from rayquota.operator.ray.rayjob.validation import submission_mode
+from rayquota.operator.ray.labels import submission_mode
 from rayquota.operator.ray.resolver import dashboard_port
 from rayquota.queueing import ResourceFlavor
 

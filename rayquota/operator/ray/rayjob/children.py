@@ -20,6 +20,7 @@ from rayquota.operator.ray.dashboard import (
     DashboardUnreachable,
     RayDashboardClient,
 )
+from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.rayjob.plan import (
     FINALIZER,
     RUNNING,
@@ -29,7 +30,6 @@ from rayquota.operator.ray.rayjob.plan import (
     may_run_ray_job,
     seconds_since,
 )
-from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
 from rayquota.operator.ray.resolver import DashboardResolver
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from rayquota.operator.core import ObjectKey, resources
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
 from rayquota.operator.kube import group_path
 from rayquota.operator.ray import labels, submitter
-from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
+from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.resolver import dashboard_port
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"

@@ -34,6 +34,7 @@ from rayquota.operator.ray.dashboard import (
     JobNotFound,
     RetryPolicy,
 )
+from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
 from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
 from rayquota.operator.ray.rayjob.children import RayJobChildren
@@ -67,7 +68,6 @@ from rayquota.operator.ray.rayjob.plan import (
     rayjob_path,
     seconds_since,
 )
-from rayquota.operator.ray.rayjob.validation import submission_mode as mode_of
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver
 

@@ -15,15 +15,11 @@ from rayquota.api.ray_v1 import (
     JobSubmissionMode,
 )
 from rayquota.operator.ray.feature_validation import feature_errors
+from rayquota.operator.ray.labels import submission_mode
 
 MAX_RAYJOB_NAME = 47  # the cluster and submitter names add suffixes; 63 is the label limit
 MODES = tuple(mode.value for mode in JobSubmissionMode)
 CLUSTER_POLICIES = ("DeleteCluster", "DeleteWorkers")
-
-
-def submission_mode(rayjob: Mapping[str, Any]) -> str:
-    """spec.submissionMode with KubeRay's default (as written: validation refuses unknown ones)."""
-    return str((rayjob.get("spec") or {}).get("submissionMode") or JobSubmissionMode.K8S_JOB)
 
 
 def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
