@@ -125,6 +125,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.CLUSTER_QUEUES, "patch")
         | _grant(resources.RESOURCE_FLAVORS, "patch")
         | _grant(resources.LOCAL_QUEUES, "update", "status")
+        # The built-in rayquota.io/manual check controller marks its AdmissionChecks Active.
+        | _grant(resources.ADMISSION_CHECKS, "update", "status")
         # The gate and the flavor's placement, written on the queued objects themselves.
         | _grants_of_queued_kinds()
     ),
