@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.permissions import offline_manager, required_permissions
 from rayquota.ports import free_port
-from tests.e2e.chart import CHART, KUBERAY_VALUES, REPO, grant_of_request, helm, service_account_kubeconfig
+from tests.e2e.chart import CHART, KUBERAY_VALUES, REPO, helm, service_account_kubeconfig
+from tests.e2e.test_chart_install import LocalOperator
 from tests.polling import wait_for
 from tests.quota import cluster_pods, get_json, sample_cluster
 
@@ -68,7 +68,7 @@ def test_kuberays_values_file_installs_our_chart(
     assert {FULLNAME, f"{FULLNAME}-cluster"} <= cluster_roles
 
 
-class ChartOperator:
+class ChartOperator(LocalOperator):
     """`rayquota run` with the Deployment's own arguments and environment, under `kubeconfig`,
     recording its requests (tests/e2e/recording_operator.py). Only what cannot apply outside the
     cluster changes: it binds to loopback, on free ports, and its namespace comes from the release."""
@@ -102,21 +102,6 @@ class ChartOperator:
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
             )
-
-    def log(self) -> str:
-        return self.output.read_text(errors="replace")
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        return self.log()
-
-    def grants(self) -> set[tuple[str, str, str]]:
-        return {grant_of_request(line) for line in self.requests.read_text().splitlines() if line}
 
     def paths(self) -> list[str]:
         return [line.split(" ", 1)[1] for line in self.requests.read_text().splitlines() if line]
