@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rayquota.operator.config import OperatorConfig
     from rayquota.operator.leader import LeaseSettings
-    from rayquota.operator.webhooks.settings import WebhookSettings
+    from rayquota.operator.webhook_settings import WebhookSettings
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -107,7 +107,7 @@ def _webhooks(wanted: bool | None, config: OperatorConfig) -> WebhookSettings | 
     """--no-webhooks: none. Otherwise the environment's (the chart's, RAYQUOTA_WEBHOOK_PORT) or,
     against a local control plane (or with --webhooks), a loopback server of their own."""
     from rayquota.localcluster.paths import is_local_kubeconfig
-    from rayquota.operator.webhooks.settings import WebhookSettings
+    from rayquota.operator.webhook_settings import WebhookSettings
 
     if wanted is False:
         return None

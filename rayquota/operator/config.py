@@ -9,7 +9,7 @@ from importlib import metadata
 
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.feature_gates import FeatureGates
-from rayquota.operator.webhooks.settings import WebhookSettings
+from rayquota.operator.webhook_settings import WebhookSettings
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
 

@@ -32,6 +32,7 @@ from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 from rayquota.operator.queue import setup as queue_setup
+from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.ray import setup as ray_setup
 from rayquota.operator.ray.raycronjob.clock import Clock
@@ -78,7 +79,14 @@ def setup_components(manager: Manager, config: OperatorConfig, *, clock: Clock |
     """`clock`: the RayCronJob controller's (tests move it); the system clock by default."""
     if not config.reconcilers_enabled and not config.queue_enabled:
         raise ValueError("with the Ray reconcilers and the queue both off there is nothing to run")
-    ray = ray_setup.setup(manager, config, clock=clock) if config.reconcilers_enabled else None
+    # A RayCronJob's RayJobs are queued like any other: they carry its queue and priority labels.
+    queue_labels = QueueSettings.from_env(os.environ)
+    inherited = (*queue_labels.queue_label_keys, *queue_labels.priority_label_keys)
+    ray = (
+        ray_setup.setup(manager, config, clock=clock, inherited_label_keys=inherited)
+        if config.reconcilers_enabled
+        else None
+    )
     queue = queue_setup.setup(manager, ray) if config.queue_enabled else None
     if queue is not None and config.webhooks is not None:
         webhooks = webhooks_setup.setup(manager, config.webhooks, queue)

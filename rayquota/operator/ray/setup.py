@@ -3,12 +3,10 @@ the shared manager, and KubeRay's control-plane metrics about their objects."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, resources
-from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.kuberay_metrics import KubeRayMetrics
 from rayquota.operator.ray.raycluster.reconciler import RayClusterReconciler
@@ -30,19 +28,22 @@ class RayControllers:
     """The kuberay_* families; served only where the operator serves metrics."""
 
 
-def setup(manager: Manager, config: OperatorConfig, *, clock: Clock | None = None) -> RayControllers:
-    """`clock`: what the RayCronJob schedules are read against (the system's by default)."""
+def setup(
+    manager: Manager,
+    config: OperatorConfig,
+    *,
+    clock: Clock | None = None,
+    inherited_label_keys: tuple[str, ...] = (),
+) -> RayControllers:
+    """`clock`: what the RayCronJob schedules are read against (the system's by default);
+    `inherited_label_keys`: the labels a RayCronJob passes on to its RayJobs (the queue's)."""
     resolver = resolver_from_settings(
         config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
     )
     cronjobs = None
     if config.feature_gates.enabled("RayCronJob"):
-        # A RayCronJob's RayJobs are queued like any other: they carry its queue and priority labels.
-        queue = QueueSettings.from_env(os.environ)
         cronjobs = RayCronJobReconciler(
-            manager,
-            clock=clock or SystemClock(),
-            inherited_label_keys=(*queue.queue_label_keys, *queue.priority_label_keys),
+            manager, clock=clock or SystemClock(), inherited_label_keys=inherited_label_keys
         )
     metrics = None
     if config.kuberay_metrics:

@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidSignature
 
 from rayquota import pki
 from rayquota.operator.kube import Conflict, KubeClient, core_path
-from rayquota.operator.webhooks.settings import LOOPBACK, CertSettings
+from rayquota.operator.webhook_settings import LOOPBACK, CertSettings
 
 log = logging.getLogger(__name__)
 

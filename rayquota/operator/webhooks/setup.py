@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rayquota.operator.core import Manager
 from rayquota.operator.queue.setup import QueueComponent
+from rayquota.operator.webhook_settings import CertificateSource, WebhookSettings
 from rayquota.operator.webhooks.cert_keeper import (
     CertificateKeeper,
     FileCertificate,
@@ -15,7 +16,6 @@ from rayquota.operator.webhooks.cert_keeper import (
 )
 from rayquota.operator.webhooks.configurations import LoopbackRegistration
 from rayquota.operator.webhooks.server import WebhookServer
-from rayquota.operator.webhooks.settings import CertificateSource, WebhookSettings
 from rayquota.ports import free_port
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.webhooks.settings import WebhookSettings
+from rayquota.operator.webhook_settings import WebhookSettings
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for

@@ -13,8 +13,8 @@ import pytest
 from cryptography import x509
 
 from rayquota.operator.kube import Conflict
+from rayquota.operator.webhook_settings import CertSettings
 from rayquota.operator.webhooks.cert_keeper import CertBundle, CertificateKeeper, issue, renewal_reason
-from rayquota.operator.webhooks.settings import CertSettings
 
 NOW = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.UTC)
 HOSTS = ("rq-rayquota-webhook.ops.svc", "127.0.0.1")

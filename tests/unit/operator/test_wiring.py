@@ -13,7 +13,7 @@ from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.main import setup_components
-from rayquota.operator.webhooks.settings import CertificateSource, WebhookSettings
+from rayquota.operator.webhook_settings import CertificateSource, WebhookSettings
 
 
 def offline(config: OperatorConfig) -> tuple[Manager, str]:
