@@ -17,11 +17,24 @@ from typing import Any
 
 import yaml
 
+from rayquota.api.admission_check_v1alpha1 import AdmissionCheck
 from rayquota.api.common import CrdInfo, KubeObject
-from rayquota.api.queueing_v1alpha1 import QUEUEING_KINDS
+from rayquota.api.queueing_v1alpha1 import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from rayquota.api.ray_v1 import RAY_KINDS
 from rayquota.api.raycronjob_v1 import RayCronJob
 from rayquota.api.schema import structural_schema
+from rayquota.api.workload_v1alpha1 import Workload, WorkloadPriorityClass
+
+QUEUEING_KINDS: tuple[type[KubeObject], ...] = (
+    AdmissionCheck,
+    Topology,
+    ResourceFlavor,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Workload,
+    WorkloadPriorityClass,
+)
 
 ALL_KINDS: tuple[type[KubeObject], ...] = (*RAY_KINDS, RayCronJob, *QUEUEING_KINDS)
 

@@ -7,13 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rayquota.api.queueing_v1alpha1 import (
-    ClusterQueue,
-    QueueingStrategy,
-    StopPolicy,
-    Workload,
-    WorkloadPriorityClass,
-)
+from rayquota.api.queueing_v1alpha1 import ClusterQueue, QueueingStrategy, StopPolicy
 from rayquota.api.ray_v1 import (
     JobDeploymentStatus,
     JobStatus,
@@ -22,6 +16,7 @@ from rayquota.api.ray_v1 import (
     RayService,
     WorkerGroupSpec,
 )
+from rayquota.api.workload_v1alpha1 import Workload, WorkloadPriorityClass
 
 HEAD = {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "r"}]}}}
 
