@@ -19,7 +19,13 @@ from typing import Any, cast
 import aiohttp
 import kubernetes
 
+from rayquota import __version__
+
 log = logging.getLogger(__name__)
+
+# How the API server's audit log and its per-client views name our requests (client-go sends
+# `<program>/<version>` the same way): `rayquota/0.1.0`, not aiohttp's generic default.
+USER_AGENT = f"rayquota/{__version__}"
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -154,7 +160,7 @@ class KubeClient:
         return context
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", **await self._auth.get()}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **await self._auth.get()}
         if content_type:
             headers["Content-Type"] = content_type
         return headers
