@@ -1,0 +1,263 @@
+"""What the control-plane fault tests share: the operator as a process of its own (it can be
+killed, its log read), a second API server on the same etcd for the tests' own watches (so
+restarting the operator's API server cuts the operator's watches, never the sampler's), the
+requests the operator sent (from the API server's audit log), and what the sampler saw of
+admissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.harness import _epoch
+from rayquota.localcluster.cluster import LocalCluster
+from rayquota.localcluster.processes import launch, stop_groups
+from rayquota.ports import free_port
+from tests.gate_sampler import GateSampler
+from tests.polling import wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+PREFIX = "f"  # the namespaces of this folder: f-<test>-<hex>
+OPERATOR_CLIENT = "rayquota"  # the operator's user agent: rayquota/<version>
+
+
+class OperatorProcess:
+    """`rayquota run` on this folder's namespaces, its output in `log`.
+
+    `leader`: with leader election on a Lease in `lease_namespace` (short periods, so a
+    takeover is quick); without it the process reconciles at once. `webhooks`: the loopback
+    admission webhooks (registered while it leads)."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        log: Path,
+        dashboard_map: Path,
+        *,
+        webhooks: bool = True,
+        lease_namespace: str | None = None,
+        lease_duration_s: int = 4,
+    ) -> None:
+        self.cluster, self.log = cluster, log
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "RAYQUOTA_DASHBOARD_RESOLVER": "local",
+            "RAYQUOTA_DASHBOARD_MAP_FILE": str(dashboard_map),
+        }
+        flags = ["--webhooks" if webhooks else "--no-webhooks"]
+        if webhooks:
+            self.env["RAYQUOTA_WEBHOOK_PORT"] = "0"
+        if lease_namespace is None:
+            flags.append("--no-leader-elect")
+        else:
+            self.env.update(
+                RAYQUOTA_OPERATOR_NAMESPACE=lease_namespace,
+                RAYQUOTA_LEASE_DURATION=str(lease_duration_s),
+                RAYQUOTA_LEASE_RENEW_PERIOD="1",
+                RAYQUOTA_LEASE_RETRY_PERIOD="0.5",
+            )
+        self.argv = [
+            sys.executable, "-m", "rayquota.cli", "run", "-n", f"{PREFIX}-*",
+            "--metrics-port", "0", "--health-port", "0", *flags,
+        ]  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> OperatorProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+            )
+        return self
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_reconciling(self, timeout_s: float = 90) -> None:
+        def ready() -> bool:
+            assert self.running(), f"the operator exited:\n{self.output()}"
+            return "operator ready:" in self.output()
+
+        wait_for("the operator to start reconciling", ready, timeout_s=timeout_s)
+
+    def owns(self, holder: str | None) -> bool:
+        return holder is not None and self.proc is not None and f"-{self.proc.pid}-" in holder
+
+    def kill(self) -> None:
+        if self.running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> int | None:
+        """Ctrl-C, as a user stops it; its exit code."""
+        if not self.running():
+            return self.proc.returncode if self.proc else None
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def tracebacks(self) -> list[str]:
+        """Every traceback the operator logged, with the log line before it."""
+        lines = self.output().splitlines()
+        return [
+            "\n".join(lines[max(0, i - 1) : i + 6])
+            for i, line in enumerate(lines)
+            if "Traceback (most" in line
+        ]
+
+
+def route_dashboards(map_file: Path, routes: Mapping[str, str]) -> None:
+    """The operator's local dashboard resolver map (re-read on every call)."""
+    current = json.loads(map_file.read_text() or "{}") if map_file.exists() else {}
+    map_file.write_text(json.dumps({**current, **routes}))
+
+
+class ObserverApiServer:
+    """A second kube-apiserver on the cluster's etcd, on a port of its own, without an audit
+    log: the tests watch through it, so a restart of the cluster's API server never cuts the
+    sampler's watches (an API server restarted empties its watch cache, and a watch resumed
+    from an older resourceVersion is refused: the states in between would be lost)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.kubeconfig = cluster.state_dir / "observer-kubeconfig"
+        self.pid: int | None = None
+
+    def start(self) -> ObserverApiServer:
+        record = self.cluster.processes()["kube-apiserver"]
+        port = free_port()
+        argv = [
+            f"--secure-port={port}" if str(arg).startswith("--secure-port=") else str(arg)
+            for arg in record["argv"]  # type: ignore[attr-defined]
+            if not str(arg).startswith("--audit-")
+        ]
+        self.pid = launch(argv, self.cluster.log_dir / "observer-apiserver.log", self.cluster.state_dir)
+        config = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        wait_for("the observer API server's /readyz", self._ready, timeout_s=90, interval_s=0.5)
+        return self
+
+    def _ready(self) -> bool:
+        got = self.cluster.kubectl(
+            "--kubeconfig", str(self.kubeconfig), "get", "--raw", "/readyz", check=False
+        )
+        return got.returncode == 0
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            stop_groups([self.pid])
+            self.pid = None
+
+
+class OperatorRequests:
+    """The operator's requests in the cluster's API server audit log, read as it grows (from
+    where the log ended when this was made)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.log = cluster.audit_log
+        self._offset = self.log.stat().st_size if self.log.exists() else 0
+        self._seen: list[tuple[float, str, str]] = []
+
+    def since(self, since: float) -> list[tuple[float, str, str]]:
+        """(received at, verb, resource) of each request received at `since` (epoch s) or later."""
+        with self.log.open("rb") as log:
+            log.seek(self._offset)
+            chunk = log.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for line in complete.decode().splitlines():
+            if line.strip():
+                self._take(json.loads(line))
+        return [r for r in self._seen if r[0] >= since]
+
+    def _take(self, event: Mapping[str, Any]) -> None:
+        if not str(event.get("userAgent", "")).startswith(f"{OPERATOR_CLIENT}/"):
+            return
+        # A request counts once: a watch when it starts (it may never end), the rest when done.
+        if event.get("stage") != ("ResponseStarted" if event.get("verb") == "watch" else "ResponseComplete"):
+            return
+        ref = event.get("objectRef") or {}
+        received = _epoch(str(event.get("requestReceivedTimestamp", "")))
+        self._seen.append((received, str(event.get("verb")), str(ref.get("resource", ""))))
+
+
+def admissions(sampler: GateSampler) -> dict[str, list[dict[str, Any]]]:
+    """Workload name -> each admission it was given, in the API server's order: a new entry
+    whenever `status.admission` goes from absent to present (a Workload admitted twice without
+    an eviction in between has two)."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    holding: dict[str, bool] = {}
+    feed = next(f for f in sampler.feeds if f.kind == "Workload")
+    for version in sorted(feed.versions, key=lambda v: v.revision):
+        name = version.key[1]
+        admission = None if version.deleted else (version.obj.get("status") or {}).get("admission")
+        if admission and not holding.get(name):
+            seen.setdefault(name, []).append(dict(admission))
+        holding[name] = bool(admission)
+    return seen
+
+
+def evicted(sampler: GateSampler, workload: str) -> bool:
+    """Was the Workload ever evicted (preempted, deactivated, requeued)?"""
+    return sampler.ever(
+        "Workload",
+        lambda w: (
+            w["metadata"]["name"] == workload
+            and any(
+                c.get("type") == "Evicted" and c.get("status") == "True"
+                for c in (w.get("status") or {}).get("conditions") or []
+            )
+        ),
+    )
+
+
+def admitted_once(sampler: GateSampler) -> dict[str, int]:
+    """Workloads admitted more than once without an eviction in between (should be empty)."""
+    return {
+        name: len(given)
+        for name, given in admissions(sampler).items()
+        if len(given) > 1 and not evicted(sampler, name)
+    }
+
+
+def names_of(sampler: GateSampler, kind: str) -> set[str]:
+    return set(sampler.current(kind))
+
+
+def settled(what: str, probe: Any, quiet_s: float, timeout_s: float) -> None:
+    """Wait until `probe()` returns the same value for `quiet_s` seconds."""
+    last: Any = object()
+    since = time.monotonic()
+    deadline = since + timeout_s
+    while True:
+        value = probe()
+        now = time.monotonic()
+        if value != last:
+            last, since = value, now
+        elif now - since >= quiet_s:
+            return
+        assert now < deadline, f"{what} did not settle in {timeout_s}s; last: {last!r}"
+        time.sleep(0.5)
