@@ -6,12 +6,14 @@ break every other test sharing the session's cluster. Each test gets a namespace
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
@@ -30,9 +32,38 @@ def faults_cluster() -> Iterator[LocalCluster]:
     try:
         cluster.up()
         install_crds(cluster)
+        gc_knows_custom_resources(cluster)
         yield cluster
     finally:
         cluster.down(quiet=True, purge=True)
+
+
+def gc_knows_custom_resources(cluster: LocalCluster) -> None:
+    """The garbage collector discovers new resource types on a 30 s period: until it has seen
+    the CRDs, a deleted RayJob's RayCluster and Workload stay (and the tests would time that).
+    A RayCluster and a Workload owned by a ConfigMap that is deleted: once both are gone, it has."""
+    owner = json.loads(
+        cluster.kubectl("create", "configmap", "gc-probe", "-n", "default", "-o", "json").stdout
+    )["metadata"]
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gc-probe", "uid": owner["uid"]}
+    meta = {"name": "gc-probe", "namespace": "default", "ownerReferences": [ref]}
+    probes = [
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta,
+         "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}}}},
+        {"apiVersion": "rayquota.io/v1alpha1", "kind": "Workload", "metadata": meta,
+         "spec": {"podSets": [{"name": "main", "count": 1, "requests": {"cpu": "1"}}]}},
+    ]  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(probes))
+    cluster.kubectl("delete", "configmap", "gc-probe", "-n", "default")
+    for kind in ("raycluster", "workloads.rayquota.io"):
+        wait_for(
+            f"the garbage collector to delete a {kind} whose owner is gone",
+            lambda kind=kind: (
+                cluster.kubectl("get", kind, "gc-probe", "-n", "default", check=False).returncode != 0
+            ),
+            timeout_s=90,
+            interval_s=0.5,
+        )
 
 
 @pytest.fixture(scope="package")
