@@ -32,6 +32,11 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 
 
+# What a request raises when it never got an answer (the API server down or restarting, the
+# connection cut, no answer in time) after the client's own retries: the caller retries later.
+UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError)
+
+
 class ApiError(Exception):
     def __init__(self, method: str, path: str, status: int, body: str) -> None:
         try:

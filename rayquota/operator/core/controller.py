@@ -18,7 +18,7 @@ from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
-from rayquota.operator.kube import Conflict
+from rayquota.operator.kube import UNREACHABLE, Conflict
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,18 @@ class Controller:
             RECONCILES.labels(self.name, "error").inc()
             delay = self.queue.add_rate_limited(key)
             attempt = self.queue.failures(key)
-            if attempt == 1:
+            if isinstance(exc, UNREACHABLE):
+                # The API server did not answer (down, restarting): expected, and its traceback
+                # says nothing; the key is retried with backoff like any failure.
+                log.warning(
+                    "%s %s: reconcile failed, no answer from the API server (attempt %d, retry in %.1fs): %s",
+                    self.name,
+                    key,
+                    attempt,
+                    delay,
+                    exc,
+                )
+            elif attempt == 1:
                 log.exception("%s %s: reconcile failed; retrying in %.2fs", self.name, key, delay)
             else:
                 log.warning(
