@@ -20,6 +20,7 @@ import aiohttp
 import kubernetes
 
 from rayquota import __version__
+from rayquota.operator.reachability import Reachability
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,9 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutErro
 
 
 class ApiError(Exception):
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+    def __init__(
+        self, method: str, path: str, status: int, body: str, *, retry_after_s: float | None = None
+    ) -> None:
         try:
             message = json.loads(body).get("message", body)
         except ValueError:
@@ -47,6 +50,15 @@ class ApiError(Exception):
         self.status = status
         self.message = str(message)
         self.body = body
+        # The server's Retry-After (a 429 while its storage initialises says 1 s).
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(resp: aiohttp.ClientResponse) -> float | None:
+    try:
+        return float(resp.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
 
 
 class NotFound(ApiError):
@@ -132,6 +144,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = self._ssl_context(configuration)
         self._auth = AuthHeaders(configuration)
+        self.reachability = Reachability()
 
     @classmethod
     def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
@@ -199,6 +212,7 @@ class KubeClient:
                     headers=await self._headers(content_type),
                     ssl=self._ssl,
                 ) as resp:
+                    self.reachability.answered()
                     text = await resp.text()
                     if resp.status == 401:
                         self._auth.expire()
@@ -210,9 +224,10 @@ class KubeClient:
                         await asyncio.sleep(0.2 * (attempt + 1))
                         continue
                     if resp.status >= 400:
-                        raise ApiError(method, path, resp.status, text)
+                        raise ApiError(method, path, resp.status, text, retry_after_s=_retry_after(resp))
                     return json.loads(text) if text else None
             except (aiohttp.ClientConnectionError, TimeoutError):
+                self.reachability.failed()
                 if attempt == 2:
                     raise
                 await asyncio.sleep(0.2 * (attempt + 1))
@@ -231,23 +246,28 @@ class KubeClient:
         url = self._host + path
         headers = await self._headers(None)
         request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
-        async with request as resp:
-            if resp.status >= 400:
-                text = await resp.text()
-                if resp.status == 401:
-                    self._auth.expire()
-                if resp.status == 404:
-                    raise NotFound("GET", path, resp.status, text)
-                raise ApiError("GET", path, resp.status, text)
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while (newline := buffer.find(b"\n")) >= 0:
-                    line, buffer = buffer[:newline], buffer[newline + 1 :]
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
+        try:
+            async with request as resp:
+                self.reachability.answered()
+                if resp.status >= 400:
+                    text = await resp.text()
+                    if resp.status == 401:
+                        self._auth.expire()
+                    if resp.status == 404:
+                        raise NotFound("GET", path, resp.status, text)
+                    raise ApiError("GET", path, resp.status, text, retry_after_s=_retry_after(resp))
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    while (newline := buffer.find(b"\n")) >= 0:
+                        line, buffer = buffer[:newline], buffer[newline + 1 :]
+                        if line.strip():
+                            yield json.loads(line)
+                if buffer.strip():
+                    yield json.loads(buffer)
+        except (aiohttp.ClientConnectionError, TimeoutError):
+            self.reachability.failed()  # refused, or cut: the server went away
+            raise
 
     async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("GET", path, params=params)

@@ -68,6 +68,8 @@ class Controller:
         self.queue: WorkQueue[ObjectKey] = WorkQueue()
         self._primary: list[Informer] = []
         self._tasks: list[asyncio.Task[None]] = []
+        # Keys whose last reconcile failed because the API server did not answer.
+        self._unanswered: set[ObjectKey] = set()
 
     def watch(
         self,
@@ -108,6 +110,13 @@ class Controller:
 
     def enqueue_after(self, key: ObjectKey, delay_s: float) -> None:
         self.queue.add_after(key, delay_s)
+
+    def retry_unanswered(self) -> None:
+        """The API server answers again: the keys that failed because it did not are tried now,
+        not when their backoff ends."""
+        for key in self._unanswered:
+            self.queue.add(key)
+        self._unanswered.clear()
 
     def resync(self) -> None:
         for informer in self._primary:
@@ -161,7 +170,8 @@ class Controller:
             attempt = self.queue.failures(key)
             if isinstance(exc, UNREACHABLE):
                 # The API server did not answer (down, restarting): expected, and its traceback
-                # says nothing; the key is retried with backoff like any failure.
+                # says nothing; the key is retried with backoff, or as soon as it answers again.
+                self._unanswered.add(key)
                 log.warning(
                     "%s %s: reconcile failed, no answer from the API server (attempt %d, retry in %.1fs): %s",
                     self.name,
@@ -185,6 +195,7 @@ class Controller:
         finally:
             RECONCILE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         RECONCILES.labels(self.name, "success").inc()
+        self._unanswered.discard(key)
         self.queue.forget(key)
         if result is not None and result.requeue_after_s is not None:
             self.queue.add_after(key, result.requeue_after_s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ def faults_cluster() -> Iterator[LocalCluster]:
         gc_knows_custom_resources(cluster)
         yield cluster
     finally:
+        cluster.down(quiet=True)
+        keep = os.environ.get("RAYQUOTA_FAULTS_KEEP_LOGS")  # a folder: the logs are copied there
+        if keep:
+            shutil.copytree(cluster.log_dir, Path(keep) / cluster.name, dirs_exist_ok=True)
         cluster.down(quiet=True, purge=True)
 
 
