@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -172,6 +172,21 @@ class ObserverApiServer:
             self.pid = None
 
 
+class Request(NamedTuple):
+    at: float  # received, epoch seconds
+    verb: str  # the audit log's: get, list, watch, create, update, patch, delete
+    resource: str
+    name: str
+    code: int
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.code < 300
+
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
 class OperatorRequests:
     """The operator's requests in the cluster's API server audit log, read as it grows (from
     where the log ended when this was made)."""
@@ -179,10 +194,10 @@ class OperatorRequests:
     def __init__(self, cluster: LocalCluster) -> None:
         self.log = cluster.audit_log
         self._offset = self.log.stat().st_size if self.log.exists() else 0
-        self._seen: list[tuple[float, str, str]] = []
+        self._seen: list[Request] = []
 
-    def since(self, since: float) -> list[tuple[float, str, str]]:
-        """(received at, verb, resource) of each request received at `since` (epoch s) or later."""
+    def since(self, since: float) -> list[Request]:
+        """Each request received at `since` (epoch s) or later."""
         with self.log.open("rb") as log:
             log.seek(self._offset)
             chunk = log.read()
@@ -201,7 +216,9 @@ class OperatorRequests:
             return
         ref = event.get("objectRef") or {}
         received = _epoch(str(event.get("requestReceivedTimestamp", "")))
-        self._seen.append((received, str(event.get("verb")), str(ref.get("resource", ""))))
+        code = int((event.get("responseStatus") or {}).get("code") or 0)
+        name = str(ref.get("name", ""))
+        self._seen.append(Request(received, str(event.get("verb")), str(ref.get("resource", "")), name, code))
 
 
 def admissions(sampler: GateSampler) -> dict[str, list[dict[str, Any]]]:

@@ -15,6 +15,7 @@ from rayquota.localcluster.cluster import LocalCluster
 from tests.gate_sampler import GateSampler
 from tests.integration.faults.objects import admitted, gpu_rayjob, gpu_service, service_ready, waiting
 from tests.integration.faults.support import (
+    WRITES,
     ObserverApiServer,
     OperatorProcess,
     OperatorRequests,
@@ -24,8 +25,6 @@ from tests.integration.faults.support import (
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
 from tests.polling import wait_for
-
-WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
 
 def test_watches_cut_every_informer_relists_once_and_nothing_is_written_again(
@@ -52,7 +51,7 @@ def test_watches_cut_every_informer_relists_once_and_nothing_is_written_again(
     # At rest: the operator writes nothing for a while.
     settled(
         "the operator's writes",
-        lambda: sum(1 for _, verb, _ in requests_log.since(time.time() - 60) if verb in WRITES),
+        lambda: sum(1 for r in requests_log.since(time.time() - 60) if r.verb in WRITES),
         quiet_s=5,
         timeout_s=120,
     )
@@ -64,15 +63,15 @@ def test_watches_cut_every_informer_relists_once_and_nothing_is_written_again(
     relisted = wait_for(
         f"the operator's {informers} informers to list again",
         lambda: (
-            (n := sum(1 for _, verb, _ in requests_log.since(restart_at) if verb == "list")) >= informers
+            (n := sum(1 for r in requests_log.since(restart_at) if r.verb == "list" and r.ok)) >= informers
             and n
         ),
         timeout_s=120,
     )
     settled("the operator's requests", lambda: len(requests_log.since(restart_at)), 5, 120)
     requests = requests_log.since(restart_at)
-    by_verb = Counter(verb for _, verb, _ in requests)
-    writes = [(verb, resource) for _, verb, resource in requests if verb in WRITES]
+    by_verb = Counter(r.verb for r in requests)
+    writes = [(r.verb, r.resource, r.name) for r in requests if r.verb in WRITES]
     print(
         f"\nFAULT-FIGURES relist after an API server restart: {informers} informers, "
         f"{len(requests)} requests ({dict(by_verb)}), writes {writes}"
