@@ -30,6 +30,7 @@ class FakeHead:
 class FakeRayDashboard:
     def __init__(self) -> None:
         self.heads: dict[str, FakeHead] = {}
+        self.stop_job_delay_s = 0.0  # how long stopping a job takes (a test may want it slow)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -77,6 +78,7 @@ class FakeRayDashboard:
         job = self._of(request).jobs.get(request.match_info["job"])
         if job is None:
             return web.Response(status=404, text="job not found")
+        await asyncio.sleep(self.stop_job_delay_s)
         job.update(status="STOPPED", end_time=int(time.time() * 1000))
         return web.json_response({"stopped": True})
 
