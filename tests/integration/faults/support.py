@@ -70,6 +70,8 @@ class OperatorProcess:
             sys.executable, "-m", "rayquota.cli", "run", "-n", f"{PREFIX}-*",
             "--metrics-port", "0", "--health-port", "0", *flags,
         ]  # fmt: skip
+        if os.environ.get("RAYQUOTA_FAULTS_VERBOSE"):  # debug logs, for a failure's post-mortem
+            self.argv.append("--verbose")
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -208,6 +210,11 @@ class OperatorRequests:
                 self._take(json.loads(line))
         return [r for r in self._seen if r[0] >= since]
 
+    def quiet(self, verbs: frozenset[str] | None, seconds: float) -> bool:
+        """No request (with one of `verbs`, if given) in the last `seconds`."""
+        recent = self.since(time.time() - seconds)
+        return not any(verbs is None or r.verb in verbs for r in recent)
+
     def _take(self, event: Mapping[str, Any]) -> None:
         if not str(event.get("userAgent", "")).startswith(f"{OPERATOR_CLIENT}/"):
             return
@@ -262,19 +269,3 @@ def admitted_once(sampler: GateSampler) -> dict[str, int]:
 
 def names_of(sampler: GateSampler, kind: str) -> set[str]:
     return set(sampler.current(kind))
-
-
-def settled(what: str, probe: Any, quiet_s: float, timeout_s: float) -> None:
-    """Wait until `probe()` returns the same value for `quiet_s` seconds."""
-    last: Any = object()
-    since = time.monotonic()
-    deadline = since + timeout_s
-    while True:
-        value = probe()
-        now = time.monotonic()
-        if value != last:
-            last, since = value, now
-        elif now - since >= quiet_s:
-            return
-        assert now < deadline, f"{what} did not settle in {timeout_s}s; last: {last!r}"
-        time.sleep(0.5)
