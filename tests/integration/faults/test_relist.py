@@ -52,7 +52,7 @@ def test_watches_cut_every_informer_relists_once_and_nothing_is_written_again(
         "the admitted RayJobs running",
         lambda: (
             sum(
-                (j.get("status") or {}).get("jobDeploymentStatus") == "Running"
+                (j.get("status") or {}).get("jobStatus") == "RUNNING"  # submitted, and Ray says so
                 for j in sampler.current("RayJob").values()
             )
             == 3
