@@ -36,7 +36,7 @@ from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
-from rayquota.operator.ray.raycluster.admitted_caps import ClusterCaps, Uncapped
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps, ClusterCaps, Uncapped
 from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
 from rayquota.operator.ray.raycluster.status import cluster_status, status_changed
 
@@ -47,6 +47,9 @@ OWNER_INDEX = "owner"
 # often (so 1,000 clusters in motion cost at most 200 writes/s), while a change of `state`
 # (ready, suspended, ...) is written at once.
 STATUS_COALESCE_S = 5.0
+# A plan whose creations were dropped (the queue's caps changed meanwhile) is made again after
+# this long at the latest (the Workload's change usually brings the cluster back first).
+REPLAN_S = 0.5
 # Finalizer written by rayquota 0.1 on every RayCluster; removed on sight so deletion never hangs.
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 
@@ -141,6 +144,7 @@ class RayClusterReconciler:
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
         failures: list[str] = []
         head_service: Mapping[str, Any] | None = None
+        replan = False
         if plan.errors:
             message = "; ".join(plan.errors)
             if (cluster.get("status") or {}).get("reason") != message:
@@ -159,13 +163,15 @@ class RayClusterReconciler:
                 await self._ensure_autoscaler_rbac(cluster, failures)
             # Until the cache shows our own last pod changes, acting again could double them.
             if self.expectations.satisfied(key):
-                await self._apply(key, cluster, plan, failures)
+                replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is
         # already out of date; their watch events bring us back to write the real one.
         in_motion = not failures and not self.expectations.satisfied(key)
         deferred = await self._write_status(cluster, pods, head_service, plan, failures, in_motion)
         if failures:
             raise ReconcileFailed("; ".join(failures))
+        if replan:
+            deferred = min(deferred or REPLAN_S, REPLAN_S)
         return Result(requeue_after_s=deferred) if deferred else None
 
     async def _write_status(
@@ -284,7 +290,16 @@ class RayClusterReconciler:
             if informer.store.get(namespace, manifest["metadata"]["name"]) is None:
                 await self._create_owned(cluster, resource, manifest, failures)
 
-    async def _apply(self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str]) -> None:
+    def pods_in_flight(self, namespace: str, name: str) -> bool:
+        """Pods of this cluster created or deleted by us that the pod cache does not show yet
+        (the queue's port: its quota is not released while pods it cannot see may exist)."""
+        return not self.expectations.satisfied(ObjectKey(namespace, name))
+
+    async def _apply(
+        self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str], caps: AdmittedCaps | None
+    ) -> bool:
+        """Deletes and creates what the plan says; False when its creations were dropped because
+        the queue's caps changed since the plan (the cluster plans again)."""
         namespace = cluster["metadata"]["namespace"]
         recorder = self.manager.recorder
         self.expectations.expect_deletions(key, [str(d.pod["metadata"]["name"]) for d in plan.delete])
@@ -319,6 +334,12 @@ class RayClusterReconciler:
                     )
                 except ApiError as exc:
                     failures.append(f"re-stamp pod {pod_name}: {exc.message}")
+        if plan.create and self.caps.caps_for(cluster) != caps:
+            # The caps were read before this reconcile's awaits; an eviction or a smaller slice
+            # may have come since, and the queue may be about to release the quota (it does once
+            # no pod of ours is in flight, which the expectations below would say). What the old
+            # caps allowed is not created; the Workload's event, or the timer, plans again.
+            return False
         self.expectations.expect_creations(key, [str(m["metadata"]["name"]) for m in plan.create])
         for index, manifest in enumerate(plan.create):
             pod_name = str(manifest["metadata"]["name"])
@@ -336,3 +357,4 @@ class RayClusterReconciler:
                 recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
                 break
             recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")
+        return True
