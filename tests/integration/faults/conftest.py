@@ -150,7 +150,9 @@ def observer(faults_cluster: LocalCluster) -> Iterator[ObserverApiServer]:
 
 
 @pytest.fixture
-def gate_sampler(faults_cluster: LocalCluster, fault_namespace: str) -> Iterator[Callable[..., GateSampler]]:
+def gate_sampler(
+    faults_cluster: LocalCluster, fault_namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., GateSampler]]:
     """``gate_sampler(cluster_queue, kubeconfig=...)`` watches the test's namespace (through
     ``kubeconfig``: the observer's, for tests that restart the API server); the invariants must
     have held at every state it saw."""
@@ -166,7 +168,27 @@ def gate_sampler(faults_cluster: LocalCluster, fault_namespace: str) -> Iterator
     try:
         yield start
         for sampler in started:
-            sampler.assert_holds()
+            try:
+                sampler.assert_holds()
+            except AssertionError:
+                dump_versions(sampler, tmp_path / "sampler-versions.txt")
+                raise
     finally:
         for sampler in started:
             sampler.close()
+
+
+def dump_versions(sampler: GateSampler, path: Path) -> None:
+    """Every version the sampler saw, in the API server's order (a failure's post-mortem)."""
+    with path.open("w") as out:
+        versions = sorted((v for f in sampler.feeds for v in f.versions), key=lambda v: v.revision)
+        for v in versions:
+            meta = v.obj["metadata"]
+            status = v.obj.get("status") or {}
+            admitted = "admission" in status if v.kind == "Workload" else ""
+            phase = status.get("phase", "") if v.kind == "Pod" else ""
+            deleting = "deleting" if meta.get("deletionTimestamp") else ""
+            out.write(
+                f"{v.revision} {v.kind} {meta['name']} {'DELETED' if v.deleted else ''} {deleting} "
+                f"{phase} {admitted}\n"
+            )

@@ -9,11 +9,25 @@ import json
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from rayquota.localcluster.cluster import LocalCluster
+from tests.fake_ray_dashboard import FakeRayDashboard
 from tests.gate_sampler import GateSampler
-from tests.integration.faults.objects import admitted, condition, gpu_rayjob, waiting, workload
-from tests.integration.faults.support import OperatorProcess, admitted_once, evicted
+from tests.integration.faults.objects import (
+    admitted,
+    condition,
+    gpu_rayjob,
+    gpu_service,
+    gpus_admitted,
+    new_head_image,
+    role_cluster,
+    service_ready,
+    waiting,
+    workload,
+)
+from tests.integration.faults.support import OperatorProcess, admitted_once, evicted, route_dashboards
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
 from tests.polling import wait_for
@@ -92,7 +106,14 @@ def test_leader_killed_in_the_middle_of_a_preemption(
     assert not admitted(sampler, "RayJob", "urgent")
     takeover_s = take_over(faults_cluster, fault_namespace, leader, standby)
 
-    wait_for("the urgent job admitted", lambda: admitted(sampler, "RayJob", "urgent"), timeout_s=180)
+    try:
+        wait_for("the urgent job admitted", lambda: admitted(sampler, "RayJob", "urgent"), timeout_s=180)
+    except AssertionError as exc:
+        states = {
+            n: {k: v for k, v in (w.get("status") or {}).items() if k in ("pendingReason", "conditions")}
+            for n, w in sampler.current("Workload").items()
+        }
+        raise AssertionError(f"{exc}\nWorkloads: {json.dumps(states, indent=1)}") from None
     wait_for(
         "the victims waiting again", lambda: len([n for n in low if waiting(sampler, "RayJob", n)]) == 2, 120
     )
@@ -107,3 +128,121 @@ def test_leader_killed_in_the_middle_of_a_preemption(
     assert set(sampler.current("RayJob")) == {*low, "urgent"}
     assert condition(workload(sampler, "RayJob", "urgent"), "Evicted").get("status") != "True"
     assert standby.running()
+
+
+SURGE, STEP, INTERVAL_S = 50, 25, 2
+
+
+def incremental_service(class_name: str) -> dict[str, Any]:
+    """Two workers of 2 GPUs (4 GPUs); an upgrade adds the new cluster slice by slice."""
+    body = gpu_service("svc", "serve", gpus_per_worker=2, workers=2)
+    options = {"maxSurgePercent": SURGE, "stepSizePercent": STEP, "intervalSeconds": INTERVAL_S,
+               "gatewayClassName": class_name}  # fmt: skip
+    body["spec"]["upgradeStrategy"] = {
+        "type": "NewClusterWithIncrementalUpgrade",
+        "clusterUpgradeOptions": options,
+    }
+    config = body["spec"]["rayClusterConfig"]
+    config["enableInTreeAutoscaling"] = True
+    config["workerGroupSpecs"][0].update(replicas=2, minReplicas=0, maxReplicas=2)
+    return body
+
+
+def autoscale(kube: Kube, sampler: GateSampler, cluster: str, replicas: int) -> None:
+    """What the Ray autoscaler does: set the replicas, naming the workers to delete."""
+    live = kube.get("raycluster", cluster)
+    assert live is not None
+    groups = live["spec"]["workerGroupSpecs"]
+    workers = sorted(n for n in sampler.current("Pod") if n.startswith(f"{cluster}-") and "-worker-" in n)
+    groups[0]["replicas"] = replicas
+    groups[0]["scaleStrategy"] = {"workersToDelete": workers[replicas:]}
+    kube.patch("raycluster", cluster, {"spec": {"workerGroupSpecs": groups}})
+
+
+def share(sampler: GateSampler, role: str) -> dict[str, Any]:
+    status = (sampler.current("RayService").get("svc") or {}).get("status") or {}
+    return dict(status.get(f"{role}ServiceStatus") or {})
+
+
+def pods_of(sampler: GateSampler, cluster: str) -> int:
+    return sum(
+        1
+        for name, pod in sampler.current("Pod").items()
+        if name.startswith(f"{cluster}-") and not pod["metadata"].get("deletionTimestamp")
+    )
+
+
+def test_leader_killed_in_the_middle_of_an_incremental_rayservice_upgrade(
+    faults_cluster: LocalCluster,
+    fault_namespace: str,
+    kube: Kube,
+    quota: Quota,
+    gate_sampler: Callable[..., GateSampler],
+    start_operator: Callable[..., OperatorProcess],
+    dashboard_map: Path,
+    fake_dashboard: FakeRayDashboard,
+) -> None:
+    # No gateway controller runs: the operator writes the route weights, nothing routes by them.
+    class_name = f"rq-{fault_namespace}"[:63]
+    gateway_class = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                     "metadata": {"name": class_name},
+                     "spec": {"controllerName": "rayquota.io/test-gateway-controller"}}  # fmt: skip
+    faults_cluster.kubectl("apply", "-f", "-", input=json.dumps(gateway_class))
+    try:
+        cq = quota.cluster_queue("serve", {quota.flavor("a100", "a100"): 6})  # active + 50 %
+        quota.local_queue("serve", cq)
+        sampler = gate_sampler(cq)
+        # Each cluster's Serve has its own fake head: the old one "a", the new one "b".
+        route_dashboards(dashboard_map, {"*": fake_dashboard.url_for(f"{fault_namespace}-a")})
+        leader, standby = two_operators(faults_cluster, fault_namespace, start_operator)
+        service = incremental_service(class_name)
+        kube.apply(service)
+        wait_for("the RayService Ready", lambda: service_ready(sampler, "svc"), timeout_s=180)
+        first = role_cluster(sampler, "svc", "active")
+        assert first is not None
+        route_dashboards(
+            dashboard_map,
+            {
+                f"{fault_namespace}/{first}": fake_dashboard.url_for(f"{fault_namespace}-a"),
+                "*": fake_dashboard.url_for(f"{fault_namespace}-b"),
+            },
+        )
+        kube.patch("rayservice", "svc", new_head_image(service))
+        pending = wait_for("a pending cluster", lambda: role_cluster(sampler, "svc", "pending"), 120)
+        wait_for("the pending head", lambda: pods_of(sampler, pending) == 1, timeout_s=120)
+        wait_for(
+            "the pending capacity at the surge",
+            lambda: share(sampler, "pending").get("targetCapacity") == SURGE,
+            120,
+        )
+
+        # The autoscaler asks for the pending cluster's first worker: its slice is being admitted
+        # (4 + 2 of 6 GPUs) when the leader dies.
+        autoscale(kube, sampler, pending, 1)
+        takeover_s = take_over(faults_cluster, fault_namespace, leader, standby)
+        wait_for("the pending cluster's first worker", lambda: pods_of(sampler, pending) == 2, timeout_s=120)
+        wait_for(
+            "the active shrunk to 50 % and the pending grown to 100 %",
+            lambda: (
+                share(sampler, "active").get("targetCapacity") == 50
+                and share(sampler, "pending").get("targetCapacity") == 100
+            ),
+            timeout_s=120,
+        )
+        # The second worker waits until the active cluster gives one back; then the upgrade ends.
+        autoscale(kube, sampler, pending, 2)
+        autoscale(kube, sampler, first, 1)
+        wait_for("the new cluster promoted", lambda: role_cluster(sampler, "svc", "active") == pending, 180)
+        wait_for("the old cluster gone", lambda: first not in sampler.current("RayCluster"), timeout_s=120)
+        wait_for(
+            "the Workload back to one cluster's 4 GPUs", lambda: gpus_admitted(sampler) == 4, timeout_s=120
+        )
+        print(
+            f"\nFAULT-FIGURES leader SIGKILLed mid incremental upgrade: standby reconciling {takeover_s:.1f}s"
+        )
+        sampler.sync()
+        assert admitted_once(sampler) == {}
+        assert set(sampler.current("RayService")) == {"svc"}
+        assert standby.running()
+    finally:
+        faults_cluster.kubectl("delete", "gatewayclass", class_name, "--wait=false", check=False)
