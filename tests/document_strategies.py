@@ -77,7 +77,8 @@ class Case:
 
     @property
     def name(self) -> Any:
-        return (self.document.get("metadata") or {}).get("name")
+        meta = self.document.get("metadata")
+        return meta.get("name") if isinstance(meta, dict) else None
 
     def __repr__(self) -> str:
         broken = self.mutation.describe() if self.mutation else "valid"
@@ -186,11 +187,12 @@ def cluster_queue(draw: st.DrawFn, names: Names) -> dict[str, Any]:
         st.lists(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), min_size=1, max_size=3, unique=True)
     )
     flavors = []
+    cohort = f"{names.prefix}-{draw(NAME)}" if draw(st.booleans()) else None
     for flavor in draw(st.lists(NAME, min_size=1, max_size=3, unique=True)):
         resources = []
         for resource in covered:
             entry: dict[str, Any] = {"name": resource, "nominalQuota": draw(QUANTITY)}
-            if draw(st.booleans()):
+            if cohort is not None and draw(st.booleans()):  # a limit needs a cohort
                 entry["borrowingLimit"] = draw(QUANTITY)
             resources.append(entry)
         flavors.append({"name": f"{names.prefix}-{flavor}", "resources": resources})
@@ -199,8 +201,8 @@ def cluster_queue(draw: st.DrawFn, names: Names) -> dict[str, Any]:
         "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
         "queueingStrategy": draw(st.sampled_from(["StrictFIFO", "BestEffortFIFO"])),
     }
-    if draw(st.booleans()):
-        spec["cohort"] = f"{names.prefix}-{draw(NAME)}"
+    if cohort is not None:
+        spec["cohort"] = cohort
     meta = _meta(draw, names, False)
     return {"apiVersion": "rayquota.io/v1alpha1", "kind": "ClusterQueue", "metadata": meta, "spec": spec}
 
@@ -293,12 +295,19 @@ def mutation(draw: st.DrawFn, doc: dict[str, Any]) -> Mutation:
     what = draw(st.sampled_from(options))
     if what == "bad quantity":
         return Mutation(what, draw(st.sampled_from(quantities)), draw(BAD_QUANTITY))
+    # A whole top-level section (metadata, spec) is struck rarely: most cases go deeper.
+    inner = [(p, v) for p, v in fields if len(p) > 1] or fields
+    targets = (
+        st.one_of(st.sampled_from(inner), st.sampled_from(fields))
+        if draw(st.integers(0, 9))
+        else st.sampled_from(fields)
+    )
     if what == "wrong type":
-        path, old = draw(st.sampled_from(fields))
+        path, old = draw(targets)
         value = draw(WRONG_TYPES.filter(lambda v: type(v) is not type(old)))
         return Mutation(what, path, value)
     if what == "deleted":
-        return Mutation(what, draw(st.sampled_from(fields))[0])
+        return Mutation(what, draw(targets)[0])
     if what == "unknown field":
         parents = [(p, v) for p, v in fields if isinstance(v, dict)]
         path = draw(st.sampled_from(parents))[0] if parents and draw(st.booleans()) else ()

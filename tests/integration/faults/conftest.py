@@ -21,9 +21,10 @@ from rayquota.localcluster.install import install_crds
 from tests.conftest import _namespace_name
 from tests.fake_ray_dashboard import FakeRayDashboard
 from tests.gate_sampler import GateSampler
-from tests.integration.faults.support import PREFIX, ObserverApiServer, OperatorProcess, route_dashboards
+from tests.integration.faults.support import PREFIX, ObserverApiServer, route_dashboards
 from tests.integration.queue.conftest import Quota, pool_placement
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
 
@@ -127,7 +128,7 @@ def start_operator(
 
     def start(**options: Any) -> OperatorProcess:
         log = tmp_path / f"operator-{len(started)}.log"
-        operator = OperatorProcess(faults_cluster, log, dashboard_map, **options).start()
+        operator = OperatorProcess(faults_cluster, log, dashboard_map, prefix=PREFIX, **options).start()
         started.append(operator)
         return operator
 

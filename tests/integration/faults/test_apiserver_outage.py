@@ -27,12 +27,12 @@ from tests.integration.faults.objects import (
 )
 from tests.integration.faults.support import (
     ObserverApiServer,
-    OperatorProcess,
     OperatorRequests,
     admitted_once,
 )
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import holds, wait_for
 
 OUTAGE_S = 30

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from rayquota.localcluster.cluster import LocalCluster
 from tests.gate_sampler import GateSampler
 from tests.integration.faults.objects import admitted, gpu_rayjob, gpus_admitted, waiting, workload
-from tests.integration.faults.support import OperatorProcess, admitted_once
+from tests.integration.faults.support import admitted_once
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import holds, wait_for
 
 ETCD_DOWN_S = 5

@@ -27,9 +27,10 @@ from tests.integration.faults.objects import (
     waiting,
     workload,
 )
-from tests.integration.faults.support import OperatorProcess, admitted_once, evicted, route_dashboards
+from tests.integration.faults.support import admitted_once, evicted, route_dashboards
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
 LEASE = "rayquota-operator"

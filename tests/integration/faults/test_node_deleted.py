@@ -16,9 +16,10 @@ from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.nodes import DEFAULT_POOLS
 from tests.gate_sampler import GateSampler
 from tests.integration.faults.objects import admitted, gpu_rayjob, workload
-from tests.integration.faults.support import OperatorProcess, admitted_once
+from tests.integration.faults.support import admitted_once
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
 

@@ -17,12 +17,12 @@ from tests.integration.faults.objects import admitted, gpu_rayjob, gpu_service, 
 from tests.integration.faults.support import (
     WRITES,
     ObserverApiServer,
-    OperatorProcess,
     OperatorRequests,
     admitted_once,
 )
 from tests.integration.queue.conftest import Quota
 from tests.integration.ray.kubehelpers import Kube
+from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
 
