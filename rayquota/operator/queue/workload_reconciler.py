@@ -56,6 +56,7 @@ from rayquota.operator.queue.pods_ready import (
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
+from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor, Workload
@@ -67,6 +68,7 @@ STALE_CACHE_RETRY_S = 0.5
 PodsInFlight = Callable[[str, str], bool]
 TOO_MANY_POD_SETS = "TooManyPodSets"
 INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
+INVALID_QUANTITY = "InvalidResourceQuantity"
 
 
 class WorkloadReconciler:
@@ -146,6 +148,15 @@ class WorkloadReconciler:
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
             self.driver.finish(str(key), pods_gone=gone)
             self.loop.request_cycle()
+            return None
+        bad_quantities = quantity_errors(queued.kind, obj)
+        if bad_quantities:
+            # Nothing can be counted: the webhook refuses such an object; without it, it stays
+            # gated (what an admission already runs keeps running) and says why.
+            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
+            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
+            if not holding:
+                await self._apply(adapter.suspend(obj, children))
             return None
         demand = adapter.pod_sets(obj, children)
         refused = too_many_pod_sets(queued.kind, obj, demand)
