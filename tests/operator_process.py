@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class OperatorProcess:
-    """`rayquota run` on the namespaces `<prefix>-*`, its output (stdout and stderr) in `log`.
+    """`rayquota run` on the namespaces `namespaces` names (a glob), its output in `log`.
 
     `leader`: with leader election on a Lease in `lease_namespace` (short periods, so a
     takeover is quick); without it the process reconciles at once. `webhooks`: the loopback
@@ -29,7 +29,7 @@ class OperatorProcess:
         log: Path,
         dashboard_map: Path,
         *,
-        prefix: str,
+        namespaces: str,
         webhooks: bool = True,
         lease_namespace: str | None = None,
         lease_duration_s: int = 4,
@@ -54,7 +54,7 @@ class OperatorProcess:
                 RAYQUOTA_LEASE_RETRY_PERIOD="0.5",
             )
         self.argv = [
-            sys.executable, "-m", "rayquota.cli", "run", "-n", f"{prefix}-*",
+            sys.executable, "-m", "rayquota.cli", "run", "-n", namespaces,
             "--metrics-port", "0", "--health-port", "0", *flags,
         ]  # fmt: skip
         if os.environ.get("RAYQUOTA_TEST_OPERATOR_VERBOSE"):  # debug logs, for a failure's post-mortem

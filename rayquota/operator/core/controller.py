@@ -113,8 +113,10 @@ class Controller:
 
     def retry_unanswered(self) -> None:
         """The API server answers again: the keys that failed because it did not are tried now,
-        not when their backoff ends."""
+        with their backoff forgotten (what an outage built up would otherwise delay the next
+        failure's retry, as a 503 while the server still starts, by up to minutes)."""
         for key in self._unanswered:
+            self.queue.forget(key)
             self.queue.add(key)
         self._unanswered.clear()
 

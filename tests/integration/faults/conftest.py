@@ -120,15 +120,17 @@ def dashboard_map(tmp_path: Path, fake_dashboard: FakeRayDashboard) -> Path:
 
 @pytest.fixture
 def start_operator(
-    faults_cluster: LocalCluster, dashboard_map: Path, tmp_path: Path
+    faults_cluster: LocalCluster, fault_namespace: str, dashboard_map: Path, tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
-    """Starts operator processes (``start_operator(lease_namespace=..., webhooks=...)``); after
-    the test every one still running is stopped, and none may have logged a traceback."""
+    """Starts operator processes on the test's namespace alone (the previous test's may still
+    be terminating), ``start_operator(lease_namespace=..., webhooks=...)``; after the test every
+    one still running is stopped, and none may have logged a traceback."""
     started: list[OperatorProcess] = []
 
     def start(**options: Any) -> OperatorProcess:
         log = tmp_path / f"operator-{len(started)}.log"
-        operator = OperatorProcess(faults_cluster, log, dashboard_map, prefix=PREFIX, **options).start()
+        operator = OperatorProcess(faults_cluster, log, dashboard_map, namespaces=fault_namespace, **options)
+        operator.start()
         started.append(operator)
         return operator
 

@@ -26,7 +26,9 @@ def fuzz_operator(
     with FakeRayDashboard() as dashboard:
         dashboards = folder / "dashboards.json"
         dashboards.write_text(json.dumps({"*": dashboard.url}))
-        operator = OperatorProcess(control_plane, folder / "operator.log", dashboards, prefix=PREFIX).start()
+        operator = OperatorProcess(
+            control_plane, folder / "operator.log", dashboards, namespaces=f"{PREFIX}-*"
+        ).start()
         try:
             operator.wait_reconciling()
             wait_for(

@@ -90,4 +90,7 @@ async def test_keys_that_failed_for_an_unanswering_api_server_are_retried_when_i
     assert len(controller.queue) == 0  # both wait out their backoff
     controller.retry_unanswered()
     assert len(controller.queue) == 2
+    # The outage's failures are forgotten: a failure now (a 503 while the server starts) is
+    # retried after the first backoff step, not the one the outage had reached.
+    assert controller.queue.failures(ObjectKey("ns", "a")) == 0
     controller.queue.shut_down()
