@@ -82,6 +82,8 @@ def fake_dashboard() -> Iterator[FakeRayDashboard]:
 def fault_namespace(faults_cluster: LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     name = _namespace_name(PREFIX, request.node.name)
     faults_cluster.kubectl("create", "namespace", name)
+    # The controller-manager makes it; after a test restarted the API server its watches may
+    # still be backing off (their own recovery took up to a minute on a loaded machine).
     wait_for(
         f"namespace {name}: its default service account",
         lambda: (
