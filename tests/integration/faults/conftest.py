@@ -90,7 +90,7 @@ def fault_namespace(faults_cluster: LocalCluster, request: pytest.FixtureRequest
             faults_cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode
             == 0
         ),
-        timeout_s=60,
+        timeout_s=180,
     )
     try:
         yield name
