@@ -143,10 +143,18 @@ class WorkloadReconciler:
             str(c["metadata"]["name"]) for c in children
         ]
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
-        gone = self._pods_gone(queued, pods, pods_by_part)
+        clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
+        if queued.kind == "RayCluster":
+            clusters.append(str(obj["metadata"]["name"]))
+
+        def pods_gone() -> bool:
+            return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
+                key.namespace, clusters
+            )
+
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
-            self.driver.finish(str(key), pods_gone=gone)
+            self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
             return None
         bad_quantities = quantity_errors(queued.kind, obj)
@@ -186,7 +194,7 @@ class WorkloadReconciler:
                 return None
         engine_key = str(key)
         if adapter.finished(obj):
-            self.driver.finish(engine_key, pods_gone=gone)
+            self.driver.finish(engine_key, pods_gone=pods_gone())
             self.loop.request_cycle()
             await self._write_status(workload, finished=True)
             return None
@@ -208,7 +216,7 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if not gone or not self._eviction_shown(workload):
+            if not pods_gone() or not self._eviction_shown(workload):
                 # Released only once the cache shows the eviction: from then on the gate lets no
                 # new pod start (the RayCluster planner reads the cached Workload), so none can
                 # appear after the quota went. The Workload's and the pods' events bring us back.
@@ -422,6 +430,8 @@ class WorkloadReconciler:
             self.pods_in_flight(key.namespace, part) for part in self._parts.get(key, ())
         ):
             return  # the pod informer's events bring us back
+        if self.objects.redis_cleanup_pending(key.namespace, self._parts.get(key, ())):
+            return  # the cluster's deletion brings us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
         self.pod_lookups.forget(key)
