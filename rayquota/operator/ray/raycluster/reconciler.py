@@ -31,7 +31,7 @@ from rayquota.operator.core import (
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.kube import ApiError, Conflict
+from rayquota.operator.kube import UNREACHABLE, ApiError, Conflict
 from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
@@ -162,6 +162,7 @@ class RayClusterReconciler:
             if cluster["spec"].get("enableInTreeAutoscaling"):
                 await self._ensure_autoscaler_rbac(cluster, failures)
             # Until the cache shows our own last pod changes, acting again could double them.
+            await self._confirm_creations(key, failures)
             if self.expectations.satisfied(key):
                 replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is
@@ -295,6 +296,30 @@ class RayClusterReconciler:
         (the queue's port: its quota is not released while pods it cannot see may exist)."""
         return not self.expectations.satisfied(ObjectKey(namespace, name))
 
+    def _creation_unanswered(
+        self, key: ObjectKey, plan: ClusterPlan, index: int, failures: list[str], message: str
+    ) -> None:
+        """The answer to creating ``plan.create[index]`` was lost, not a refusal: the pod may
+        have been stored. It is looked up by name before anything else is created for this
+        cluster; the creations after it were not tried."""
+        self.expectations.creation_unconfirmed(key, str(plan.create[index]["metadata"]["name"]))
+        for skipped in plan.create[index + 1 :]:
+            self.expectations.creation_failed(key, str(skipped["metadata"]["name"]))
+        add_failure(failures, message)
+
+    async def _confirm_creations(self, key: ObjectKey, failures: list[str]) -> None:
+        """Look up the pods whose creation got no answer: gone means it failed."""
+        for pod_name in self.expectations.unconfirmed(key):
+            try:
+                found = await self.client.get(resources.PODS.path(key.namespace, pod_name))
+            except UNREACHABLE as exc:
+                add_failure(failures, f"look up pod {pod_name} whose creation got no answer: {exc!r}")
+                return
+            except ApiError as exc:
+                add_failure(failures, f"look up pod {pod_name} whose creation got no answer: {exc.message}")
+                return
+            self.expectations.confirmed(key, pod_name, exists=found is not None)
+
     async def _apply(
         self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str], caps: AdmittedCaps | None
     ) -> bool:
@@ -346,7 +371,14 @@ class RayClusterReconciler:
             kind = "Head" if node_type(manifest) == labels.HEAD_NODE else "Worker"
             try:
                 await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
+            except UNREACHABLE as exc:
+                self._creation_unanswered(key, plan, index, failures, f"create {kind.lower()} pod: {exc!r}")
+                break
             except ApiError as exc:
+                if exc.status >= 500:
+                    message = f"create {kind.lower()} pod: {exc.message.replace(pod_name, '<pod>')}"
+                    self._creation_unanswered(key, plan, index, failures, message)
+                    break
                 # Like KubeRay, the first refusal ends this round of creations: the next ones
                 # would meet the same refusal (a quota, an admission policy), and the retry
                 # with backoff tries again.
