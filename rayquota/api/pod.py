@@ -94,11 +94,23 @@ _CONTAINERS = {
     "items": _free_form(resources=_free_form(requests=_QUANTITIES, limits=_QUANTITIES)),
 }
 
-# A pod template as the models see it (typed) and as the CRD declares it: free-form but for its
-# containers' resources and the pod overhead.
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+# A pod template as the models see it (typed) and as the CRD declares it: free-form but for what
+# the queue reads from it (labels and annotations, where it may run, its containers' resources,
+# the pod overhead), so a wrong type there is refused by name when the object is written.
 PodTemplateSpec = Annotated[
     PodTemplateSpecModel,
     WithJsonSchema(
-        _free_form(spec=_free_form(containers=_CONTAINERS, initContainers=_CONTAINERS, overhead=_QUANTITIES))
+        _free_form(
+            metadata=_free_form(labels=_STRINGS, annotations=_STRINGS),
+            spec=_free_form(
+                containers=_CONTAINERS,
+                initContainers=_CONTAINERS,
+                overhead=_QUANTITIES,
+                nodeSelector=_STRINGS,
+                tolerations={"type": "array", "items": _free_form()},
+            ),
+        )
     ),
 ]

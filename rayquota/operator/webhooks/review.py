@@ -12,8 +12,11 @@ from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.webhooks.shapes import type_errors
+from rayquota.queueing import QuantityError, parse_quantity
 
 Body = Mapping[str, Any]
+QUOTA_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
 @dataclass(frozen=True)
@@ -37,12 +40,16 @@ def topology_errors(kind: str, obj: Body) -> list[str]:
 
 
 def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
-    """Topology annotations, or resource quantities, in its pod templates that cannot be read."""
-    errors = topology_errors(kind, obj) + quantity_errors(kind, obj)
+    """Fields of the wrong type (the schema is checked after the mutating webhook), then topology
+    annotations or resource quantities in its pod templates that cannot be read."""
+    errors = type_errors(kind, obj) or (topology_errors(kind, obj) + quantity_errors(kind, obj))
     if not errors:
         return None
-    name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
-    return Verdict(False, f"{name}: " + "; ".join(errors))
+    return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
+
+
+def _name(kind: str, obj: Body) -> str:
+    return f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
 
 
 def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
@@ -50,16 +57,19 @@ def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
     and the value (topology annotations that cannot be read too); otherwise it is born suspended
     (the gate its record names: on the object, or on the RayService's cluster template so every
     child is born gated)."""
+    wrong_types = type_errors(kind, obj)
+    if wrong_types:
+        return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(wrong_types))
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
+    refused = _topology_refusal(kind, obj)
+    if refused is not None:
+        return refused
     record = ADAPTERS[kind]
     refusal = record.creation_refusal(obj, queue)
     if refusal is not None:
         return Verdict(False, refusal)
-    refused = _topology_refusal(kind, obj)
-    if refused is not None:
-        return refused
     if record.gate.is_set(obj):
         return ALLOW
     op = record.gate.set_patch(obj)
@@ -124,6 +134,7 @@ def cluster_queue_errors(obj: Body) -> list[str]:
                 errors.append(f"{where}.name: flavor {flavor.get('name')} appears twice in the group")
             seen.add(str(flavor.get("name")))
             names = [str(r.get("name")) for r in flavor.get("resources") or []]
+            errors += _quota_quantity_errors(flavor, where)
             if sorted(names) != sorted(covered):
                 errors.append(
                     f"{where}.resources: lists {sorted(names)}, coveredResources is {sorted(covered)}"
@@ -131,12 +142,26 @@ def cluster_queue_errors(obj: Body) -> list[str]:
     return errors
 
 
+def _quota_quantity_errors(flavor: Body, where: str) -> list[str]:
+    errors: list[str] = []
+    for ri, resource in enumerate(flavor.get("resources") or []):
+        for field in QUOTA_FIELDS:
+            if resource.get(field) is None:
+                continue
+            try:
+                parse_quantity(resource[field])
+            except QuantityError as exc:
+                errors.append(f"{where}.resources[{ri}].{field}: {exc}")
+    return errors
+
+
 def validate_cluster_queue(obj: Body) -> Verdict:
-    errors = cluster_queue_errors(obj)
-    try:
-        converter.cluster_queue(obj)
-    except converter.ConversionError as exc:
-        errors.append(str(exc))
+    errors = type_errors("ClusterQueue", obj) or cluster_queue_errors(obj)
+    if not errors:
+        try:
+            converter.cluster_queue(obj)
+        except converter.ConversionError as exc:
+            errors.append(str(exc))
     if errors:
         return Verdict(False, f"invalid ClusterQueue {obj['metadata'].get('name')}: " + "; ".join(errors))
     return ALLOW
