@@ -127,7 +127,12 @@ def sentinel(
             for flavor in group["flavors"]:
                 for resource in flavor["resources"]:
                     resource["nominalQuota"] = f"{exact.get(resource['name'], 0)}m"
-        kube.kubectl("replace", "-f", "-", input=json.dumps(cluster_queue))
+        # A merge patch of the spec alone: a replace carries the resourceVersion read above and
+        # conflicts with the operator's status writes in between.
+        groups = {"spec": {"resourceGroups": cluster_queue["spec"]["resourceGroups"]}}
+        control_plane.kubectl(
+            "patch", "clusterqueue.rayquota.io", cq, "--type", "merge", "-p", json.dumps(groups)
+        )
         yield quota, sampler
         sampler.assert_holds()
     finally:
