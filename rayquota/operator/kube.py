@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
@@ -24,6 +25,28 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
+
+
+INTERN_MAX_CHARS = 64
+# Values unique to one object (or one version of it): interning them would only grow the table.
+_UNIQUE_VALUE_KEYS = frozenset({"uid", "resourceVersion"})
+_intern = sys.intern
+
+
+def _interned_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {
+        _intern(k): _intern(v)
+        if type(v) is str and len(v) <= INTERN_MAX_CHARS and k not in _UNIQUE_VALUE_KEYS
+        else v
+        for k, v in pairs
+    }
+
+
+decode_json: Callable[[str], Any] = json.JSONDecoder(object_pairs_hook=_interned_pairs).decode
+"""``json.loads`` for API answers and watch events, with every key and short string value
+interned: ``json.loads`` gives each a new string, and keys are most of a cached object's strings
+(50,000 Workloads held 50,000 copies of ``"lastTransitionTime"``, and of ``"True"``). About as
+fast as ``json.loads``; the objects are equal to what it returns."""
 
 
 class ApiError(Exception):
@@ -200,7 +223,7 @@ class KubeClient:
                         continue
                     if resp.status >= 400:
                         raise ApiError(method, path, resp.status, text)
-                    return json.loads(text) if text else None
+                    return decode_json(text) if text else None
             except (aiohttp.ClientConnectionError, TimeoutError):
                 if attempt == 2:
                     raise
@@ -234,9 +257,9 @@ class KubeClient:
                 while (newline := buffer.find(b"\n")) >= 0:
                     line, buffer = buffer[:newline], buffer[newline + 1 :]
                     if line.strip():
-                        yield json.loads(line)
+                        yield decode_json(line.decode())
             if buffer.strip():
-                yield json.loads(buffer)
+                yield decode_json(buffer.decode())
 
     async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("GET", path, params=params)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.compact import Compactor, Path
 from rayquota.operator.core.resources import ObjectKey, Resource
 from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.store import Indexer, Obj, Store
@@ -48,13 +49,17 @@ class Informer:
         field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
         watch_timeout_s: tuple[int, int] = (300, 600),
+        shared_paths: Iterable[Path] = (),
     ) -> None:
+        """``shared_paths``: subtrees many objects hold equal (a Workload's ``spec``): the cache keeps
+        one copy of each (``compact.py``)."""
         self.client = client
         self.resource = resource
         self.scope = scope
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.store = Store(indexers)
+        self.compact = Compactor(shared_paths)
         self._handlers: list[ChangeHandler] = []
         self._watch_timeout_s = watch_timeout_s
         self._targets = scope.watch_targets(resource.namespaced)
@@ -110,7 +115,7 @@ class Informer:
         items: list[Obj] = []
         while True:
             page = await self.client.list_page(path, params)
-            items.extend(_strip(item) for item in page.get("items") or [])
+            items.extend(self.compact(_strip(item)) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 version = str(meta.get("resourceVersion") or "")
@@ -165,7 +170,7 @@ class Informer:
                     continue
                 if not self.scope.admits((obj.get("metadata") or {}).get("namespace")):
                     continue
-                self._apply(str(kind), _strip(obj))
+                self._apply(str(kind), self.compact(_strip(obj)))
         except ApiError as exc:
             if exc.status == 410:
                 raise WatchExpired(exc.message) from exc

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.compact import Path
 from rayquota.operator.core.controller import Controller, Reconcile
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.gate import AdmissionGate, NoGate
@@ -61,8 +62,10 @@ class Manager:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
+        shared_paths: Iterable[Path] = (),
     ) -> Informer:
-        """The shared informer for a resource and selectors (created on first use)."""
+        """The shared informer for a resource and selectors (created on first use);
+        ``shared_paths``: subtrees its objects often hold equal (cached once, ``compact.py``)."""
         key = (resource, label_selector, field_selector)
         informer = self._informers.get(key)
         if informer is None:
@@ -77,6 +80,7 @@ class Manager:
             self._informers[key] = informer
         for name, indexer in (indexers or {}).items():
             informer.store.add_indexer(name, indexer)
+        informer.compact.add_paths(shared_paths)
         return informer
 
     def controller(self, name: str, reconcile: Reconcile, *, workers: int | None = None) -> Controller:
