@@ -299,6 +299,12 @@ class Runner:
         return parse_path(self._path(key).removesuffix("/status"))
 
 
+def prometheus_registry() -> Any:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY
+
+
 # ---- the operator's holders ----------------------------------------------------------------
 
 
@@ -346,6 +352,10 @@ def holders(manager: Any, components: Any, runner: Runner) -> list[tuple[str, Ca
             ],
         )
     )
+    out.append(("metrics (prometheus registry)", lambda: [prometheus_registry()]))
+    out.append(("informer objects (rest)", lambda: [manager._informers]))
+    out.append(("controllers (rest)", lambda: [manager._controllers]))
+    out.append(("manager (rest)", lambda: [manager]))
     out.append(("readiness and checks", lambda: [reconciler.readiness, reconciler.checks]))
     out.append(("work queues", lambda: [c.queue for c in manager.controllers]))
     out.append(("event recorder", lambda: [manager.recorder]))
