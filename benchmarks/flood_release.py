@@ -76,6 +76,7 @@ class ReleaseResult:
     operator_requests: int
     operator_writes: int
     operator_top: str
+    events_by_reason: dict[str, int]  # Event objects posted in the phase, by reason (every source)
     load_avg: tuple[float, float, float] = field(default=(0.0, 0.0, 0.0))
 
 
@@ -204,6 +205,11 @@ def release_phase(
         paired, unmatched = pair(freed, started, lambda _job: "cluster")
         to_running = [wait for _, _, wait in paired]
         admission_to_running = Latency.of(())
+    events: dict[str, int] = defaultdict(int)
+    for event in harness.list_events(cluster.kubeconfig):
+        stamp = event.get("firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp")
+        if stamp and harness._epoch(str(stamp)) >= int(started_at):
+            events[f"{harness.event_source(event)}/{event.get('reason')}"] += 1
     time.sleep(2)  # the audit backend writes in batches
     per_client = harness.read_audit_counts(cluster.audit_log, since=started_at, until=ended_at)
     mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
@@ -225,6 +231,7 @@ def release_phase(
         operator_requests=harness.total(mine),
         operator_writes=harness.writes(mine),
         operator_top=harness.format_counts(mine),
+        events_by_reason=dict(sorted(events.items(), key=lambda kv: -kv[1])),
         load_avg=os.getloadavg(),
     )
 
@@ -243,5 +250,6 @@ def describe(r: ReleaseResult) -> list[str]:
         f"    freed to pods Running {r.freed_to_running}",
         f"    operator {r.cpu_s:.1f} CPU-s, requests {r.operator_requests} ({r.operator_writes} writes): "
         f"{r.operator_top}",
+        f"    Events posted in the phase: {r.events_by_reason}",
     ]
     return lines

@@ -239,22 +239,24 @@ def run_operator(
             job_of_cluster = jobs_of_clusters(cluster)
             released = None
             if release is not None:
-                released = flood_release.release_phase(
-                    cluster,
-                    namespace=NAMESPACE,
-                    jobs=jobs,
-                    pods=pods,
-                    admitted=admitted,
-                    workload_owner=lambda w: (admitted.labels.get(w, {}) if admitted else {}).get(
-                        WORKLOAD_OWNER_LABEL, ""
-                    ),
-                    group_of=flood_release.cohort_of_job(QUEUES, COHORTS),
-                    batch=release.batch,
-                    interval_s=release.interval_s,
-                    timeout_s=release.timeout_s,
-                    proc=proc,
-                    say=say,
-                )
+                release_profile = workdir / f"{name}-release-profile.txt" if profile else None
+                with profiled(proc, release_profile):
+                    released = flood_release.release_phase(
+                        cluster,
+                        namespace=NAMESPACE,
+                        jobs=jobs,
+                        pods=pods,
+                        admitted=admitted,
+                        workload_owner=lambda w: (admitted.labels.get(w, {}) if admitted else {}).get(
+                            WORKLOAD_OWNER_LABEL, ""
+                        ),
+                        group_of=flood_release.cohort_of_job(QUEUES, COHORTS),
+                        batch=release.batch,
+                        interval_s=release.interval_s,
+                        timeout_s=release.timeout_s,
+                        proc=proc,
+                        say=say,
+                    )
     finally:
         cluster.down(quiet=True, purge=True)
 
