@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from rayquota.operator.kube import Conflict, NotFound, decode_json
+from rayquota.operator.kube import Conflict, Decode, NotFound
 
 Obj = dict[str, Any]
 Collection = tuple[str, str]  # (group/version, plural)
@@ -115,13 +115,13 @@ class FakeApiServer:
                 queue.put_nowait(event)
         for hook in self.hooks:
             hook(kind, target.collection, json.loads(data))
-        return decode_json(data.decode())  # type: ignore[no-any-return]
+        return json.loads(data)  # type: ignore[no-any-return]
 
     def _current(self, target: Target) -> Obj:
         data = self.objects(target.collection).get((target.namespace, target.name or ""))
         if data is None:
             raise NotFound("GET", str(target), 404, "not found")
-        return decode_json(data.decode())  # type: ignore[no-any-return]
+        return json.loads(data)  # type: ignore[no-any-return]
 
     def _check_version(self, body: Mapping[str, Any], current: Obj, target: Target) -> None:
         wanted = (body.get("metadata") or {}).get("resourceVersion")
@@ -130,13 +130,13 @@ class FakeApiServer:
 
     # --- the verbs -----------------------------------------------------------------------
 
-    def list(self, target: Target) -> Obj:
-        items = [
-            decode_json(data.decode())
+    def list(self, target: Target) -> bytes:
+        items = b",".join(
+            data
             for (namespace, _), data in self.objects(target.collection).items()
             if not target.namespace or namespace == target.namespace
-        ]
-        return {"items": items, "metadata": {"resourceVersion": str(next(self._version))}}
+        )
+        return b'{"items":[%s],"metadata":{"resourceVersion":"%d"}}' % (items, next(self._version))
 
     def get(self, target: Target) -> Obj:
         return self._current(target)
@@ -197,13 +197,13 @@ class FakeApiServer:
         current = self._current(target)
         return self._store("DELETED", target, current)
 
-    async def watch(self, target: Target) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, target: Target) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         entry = (target.namespace, queue)
         self._watches.setdefault(target.collection, []).append(entry)
         try:
             while True:
-                yield decode_json((await queue.get()).decode())
+                yield await queue.get()
         finally:
             self._watches[target.collection].remove(entry)
 
@@ -226,17 +226,19 @@ class FakeClient:
     def clone(self) -> FakeClient:
         return self
 
-    async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
-        return self.server.list(self._target("LIST", path))
+    async def list_page(
+        self, path: str, params: Mapping[str, str], decode: Decode = json.loads
+    ) -> dict[str, Any]:
+        return decode(self.server.list(self._target("LIST", path)))  # type: ignore[no-any-return]
 
     async def list_items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return list(self.server.list(self._target("LIST", path))["items"])
+        return list(json.loads(self.server.list(self._target("LIST", path)))["items"])
 
     async def stream_lines(
-        self, path: str, params: Mapping[str, str], *, read_timeout_s: float
+        self, path: str, params: Mapping[str, str], *, read_timeout_s: float, decode: Decode = json.loads
     ) -> AsyncIterator[dict[str, Any]]:
         async for event in self.server.watch(self._target("WATCH", path)):
-            yield event
+            yield decode(event)
 
     async def get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -282,7 +284,7 @@ class FakeClient:
     ) -> Any:
         if method == "GET":
             target = self._target("GET", path)
-            return self.server.get(target) if target.name else self.server.list(target)
+            return self.server.get(target) if target.name else json.loads(self.server.list(target))
         if method == "POST":
             return await self.create(path, body)
         if method == "PUT":

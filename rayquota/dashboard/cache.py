@@ -120,6 +120,7 @@ class DashboardCache:
                 api.workloads,
                 indexers={OWNER_NAME_INDEX: workload_owner},
                 shared_paths=WORKLOAD_SHARED_PATHS,
+                interned=True,
             ),
             priority_classes=manager.informer(api.workload_priority_classes),
             namespaces=manager.informer(resources.NAMESPACES),

@@ -42,11 +42,18 @@ def _interned_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     }
 
 
-decode_json: Callable[[str], Any] = json.JSONDecoder(object_pairs_hook=_interned_pairs).decode
-"""``json.loads`` for API answers and watch events, with every key and short string value
-interned: ``json.loads`` gives each a new string, and keys are most of a cached object's strings
-(50,000 Workloads held 50,000 copies of ``"lastTransitionTime"``, and of ``"True"``). About as
-fast as ``json.loads``; the objects are equal to what it returns."""
+_INTERNING = json.JSONDecoder(object_pairs_hook=_interned_pairs)
+
+Decode = Callable[[str | bytes], Any]
+
+
+def decode_json(text: str | bytes) -> Any:
+    """``json.loads`` with every key and short string value interned, for caches that hold many
+    objects alike: ``json.loads`` gives each a new string, and keys are most of a cached object's
+    strings (50,000 Workloads held 50,000 copies of ``"lastTransitionTime"``, and of ``"True"``).
+    The objects are equal to what ``json.loads`` returns; decoding costs more (a Python call per
+    dict), so informers ask for it (``Informer(interned=True)``) only where the objects are many."""
+    return _INTERNING.decode(text.decode() if isinstance(text, bytes) else text)
 
 
 class ApiError(Exception):
@@ -195,6 +202,7 @@ class KubeClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str | None = None,
+        decode: Decode = json.loads,
     ) -> Any:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
@@ -223,7 +231,7 @@ class KubeClient:
                         continue
                     if resp.status >= 400:
                         raise ApiError(method, path, resp.status, text)
-                    return decode_json(text) if text else None
+                    return decode(text) if text else None
             except (aiohttp.ClientConnectionError, TimeoutError):
                 if attempt == 2:
                     raise
@@ -231,7 +239,7 @@ class KubeClient:
         raise AssertionError("unreachable")
 
     async def stream_lines(
-        self, path: str, params: Mapping[str, str], *, read_timeout_s: float
+        self, path: str, params: Mapping[str, str], *, read_timeout_s: float, decode: Decode = json.loads
     ) -> AsyncIterator[dict[str, Any]]:
         """GET a streaming endpoint (a watch) and yield one JSON document per line.
 
@@ -257,12 +265,14 @@ class KubeClient:
                 while (newline := buffer.find(b"\n")) >= 0:
                     line, buffer = buffer[:newline], buffer[newline + 1 :]
                     if line.strip():
-                        yield decode_json(line.decode())
+                        yield decode(line)
             if buffer.strip():
-                yield decode_json(buffer.decode())
+                yield decode(buffer)
 
-    async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request("GET", path, params=params)
+    async def list_page(
+        self, path: str, params: Mapping[str, str], decode: Decode = json.loads
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", path, params=params, decode=decode)
         return result
 
     async def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.status import StatusWriter
 from rayquota.operator.core.store import Indexer
-from rayquota.operator.kube import KubeClient
+from rayquota.operator.kube import KubeClient, decode_json
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,11 @@ class Manager:
         field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
         shared_paths: Iterable[Path] = (),
+        interned: bool = False,
     ) -> Informer:
         """The shared informer for a resource and selectors (created on first use);
-        ``shared_paths``: subtrees its objects often hold equal (cached once, ``compact.py``)."""
+        ``shared_paths``: subtrees its objects often hold equal (cached once, ``compact.py``);
+        ``interned``: keys and short values interned as they are decoded (many objects alike)."""
         key = (resource, label_selector, field_selector)
         informer = self._informers.get(key)
         if informer is None:
@@ -81,6 +83,8 @@ class Manager:
         for name, indexer in (indexers or {}).items():
             informer.store.add_indexer(name, indexer)
         informer.compact.add_paths(shared_paths)
+        if interned:
+            informer.decode = decode_json
         return informer
 
     def controller(self, name: str, reconcile: Reconcile, *, workers: int | None = None) -> Controller:

@@ -100,7 +100,10 @@ class QueueObjects:
             settings,
             informers,
             manager.informer(
-                api.workloads, indexers={OWNER_INDEX: owner_uids}, shared_paths=WORKLOAD_SHARED_PATHS
+                api.workloads,
+                indexers={OWNER_INDEX: owner_uids},
+                shared_paths=WORKLOAD_SHARED_PATHS,
+                interned=True,
             ),
             pod_informers,
             api=api,

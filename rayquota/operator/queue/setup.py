@@ -94,9 +94,9 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),
-        "ClusterQueue": manager.informer(api.cluster_queues),
+        "ClusterQueue": manager.informer(api.cluster_queues, interned=True),
         "Cohort": manager.informer(api.cohorts),
-        "LocalQueue": manager.informer(api.local_queues),
+        "LocalQueue": manager.informer(api.local_queues, interned=True),
         "AdmissionCheck": manager.informer(api.admission_checks),
     }
     for kind, informer in config_informers.items():

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from rayquota.operator.core import Informer, NamespaceScope, resources
 from rayquota.operator.core.compact import Compactor
-from rayquota.operator.kube import KubeClient, decode_json
+from rayquota.operator.kube import Decode, KubeClient, decode_json
 
 WORKLOAD = {
     "metadata": {"name": "w", "namespace": "ns", "uid": "6a1f-0001", "resourceVersion": "12"},
@@ -73,21 +73,23 @@ class OneEventClient:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = objects
 
-    async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+    async def list_page(self, path: str, params: Mapping[str, str], decode: Decode) -> dict[str, Any]:
         return {"items": [], "metadata": {"resourceVersion": "1"}}
 
     async def stream_lines(
-        self, path: str, params: Mapping[str, str], *, read_timeout_s: float
+        self, path: str, params: Mapping[str, str], *, read_timeout_s: float, decode: Decode
     ) -> AsyncIterator[dict[str, Any]]:
         for obj in self.objects:
-            yield {"type": "ADDED", "object": decoded(obj)}
+            yield decode(json.dumps({"type": "ADDED", "object": obj}).encode())
         await asyncio.Event().wait()
 
 
 def test_the_informer_caches_workloads_with_shared_specs() -> None:
     objects = [renamed(WORKLOAD, f"w{i}", str(i)) for i in range(3)]
     client = OneEventClient(objects)
-    informer = Informer(cast(KubeClient, client), resources.WORKLOADS, NamespaceScope(), shared_paths=PATHS)
+    informer = Informer(
+        cast(KubeClient, client), resources.WORKLOADS, NamespaceScope(), shared_paths=PATHS, interned=True
+    )
 
     async def run() -> None:
         task = asyncio.create_task(informer.run())
@@ -102,3 +104,4 @@ def test_the_informer_caches_workloads_with_shared_specs() -> None:
     assert cached == objects
     assert cached[0] is not None and cached[1] is not None
     assert cached[0]["spec"] is cached[1]["spec"]
+    assert next(iter(cached[0]["metadata"])) is next(iter(cached[1]["metadata"]))  # interned keys
