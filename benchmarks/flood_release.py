@@ -156,14 +156,19 @@ def release_phase(
     interval_s: float,
     timeout_s: float,
     proc: harness.PeerProcess,
+    teardown_wait_s: float = 120.0,
     say: Callable[[str], None],
 ) -> ReleaseResult:
-    """Delete running jobs, ``batch`` at a time every ``interval_s``, until every job has run."""
+    """Delete running jobs, ``batch`` at a time, until every job has run. A batch goes once the
+    previous one's pods are gone (or ``interval_s`` after it at the earliest, and at the latest
+    after ``teardown_wait_s``): deleting faster than the control plane tears jobs down only
+    piles up teardown work, and the slots would not be free any sooner."""
     started_at = time.time()
     cpu_at_start = proc.sample().cpu_s
     ran_before = running_jobs(pods)
     deleted: dict[str, float] = {}
     batches = 0
+    last_batch_at = 0.0
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         running = running_jobs(pods)
@@ -171,12 +176,17 @@ def release_phase(
             break  # every job has run: what still runs needs no successor
         if not proc.alive():
             raise SystemExit(f"operator exited:\n{proc.log_tail()}")
+        tearing_down = len(set(deleted) - set(freed_times(pods, deleted)))
+        if tearing_down and time.time() - last_batch_at < teardown_wait_s:
+            time.sleep(1)  # a poll of the watches' records
+            continue
         candidates = sorted((t, j) for j, t in running.items() if j not in deleted)
         chosen = [j for _, j in candidates[:batch]]
         if chosen:
             delete_jobs(cluster, namespace, chosen)
             now = time.time()
             deleted.update(dict.fromkeys(chosen, now))
+            last_batch_at = now
             batches += 1
             say(f"release batch {batches}: deleted {len(chosen)}; {len(running)}/{jobs} jobs have run")
         time.sleep(interval_s)  # a poll of the watches' records, between batches
