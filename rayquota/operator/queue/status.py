@@ -13,7 +13,7 @@ from typing import Any
 from rayquota.operator.core import Informer, Manager, without_nulls
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.kube import ApiError
+from rayquota.operator.kube import UNREACHABLE, ApiError
 from rayquota.operator.queue import metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
@@ -242,6 +242,9 @@ class QueueStatusWriter:
                 # A conflict means our cached copy was behind: the next pass writes from a fresh one.
                 level = logging.DEBUG if exc.status == 409 else logging.WARNING
                 log.log(level, "queue status not written: %s", exc)
+            except UNREACHABLE as exc:
+                # The API server is down or restarting: the next pass writes what is due then.
+                log.warning("queue status not written: the API server did not answer (%s)", exc)
             await asyncio.sleep(STATUS_PERIOD_S)  # the rate bound: one pass per period
 
     async def write_all(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +28,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
-from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
+from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdapter, gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
@@ -56,15 +56,19 @@ from rayquota.operator.queue.pods_ready import (
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
-from rayquota.operator.queue.workload_status import desired_status, is_finished
+from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
 from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
+# (namespace, RayCluster name) -> are pods of it in flight (created or deleted, not yet cached)?
+PodsInFlight = Callable[[str, str], bool]
 TOO_MANY_POD_SETS = "TooManyPodSets"
 INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
+INVALID_QUANTITY = "InvalidResourceQuantity"
 
 
 class WorkloadReconciler:
@@ -97,6 +101,9 @@ class WorkloadReconciler:
         # Admitted Workloads whose Admitted event (and wait metric) is still due.
         self._unannounced: set[ObjectKey] = set()
         self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
+        # The RayCluster reconciler's port (setup.py): pods of a cluster it created or deleted
+        # that the pod cache does not show yet. Quota waits for them as for the pods it sees.
+        self.pods_in_flight: PodsInFlight = lambda namespace, cluster: False
         self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
@@ -136,10 +143,28 @@ class WorkloadReconciler:
             str(c["metadata"]["name"]) for c in children
         ]
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
+        clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
+        if queued.kind == "RayCluster":
+            clusters.append(str(obj["metadata"]["name"]))
+
+        def pods_gone() -> bool:
+            return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
+                key.namespace, clusters
+            )
+
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
-            self.driver.finish(str(key), pods_gone=adapter.pods_gone(obj, pods))
+            self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
+            return None
+        bad_quantities = quantity_errors(queued.kind, obj)
+        if bad_quantities:
+            # Nothing can be counted: the webhook refuses such an object; without it, it stays
+            # gated (what an admission already runs keeps running) and says why.
+            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
+            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
+            if not holding:
+                await self._apply(adapter.suspend(obj, children))
             return None
         demand = adapter.pod_sets(obj, children)
         refused = too_many_pod_sets(queued.kind, obj, demand)
@@ -169,7 +194,7 @@ class WorkloadReconciler:
                 return None
         engine_key = str(key)
         if adapter.finished(obj):
-            self.driver.finish(engine_key, pods_gone=adapter.pods_gone(obj, pods))
+            self.driver.finish(engine_key, pods_gone=pods_gone())
             self.loop.request_cycle()
             await self._write_status(workload, finished=True)
             return None
@@ -191,7 +216,10 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if not adapter.pods_gone(obj, pods):
+            if not pods_gone() or not self._eviction_shown(workload):
+                # Released only once the cache shows the eviction: from then on the gate lets no
+                # new pod start (the RayCluster planner reads the cached Workload), so none can
+                # appear after the quota went. The Workload's and the pods' events bring us back.
                 await self._write_status(workload, requeue_state=retry)
                 return None
             # The admission is cleared in the API before the engine may give the quota to anyone
@@ -373,6 +401,23 @@ class WorkloadReconciler:
         retry = self.pending_writes.retry_after(engine_key)
         return Result(requeue_after_s=retry) if retry is not None else None
 
+    def _pods_gone(self, queued: Queued, pods: list[Obj], pods_by_part: Mapping[str, list[Obj]]) -> bool:
+        """None of the object's pods holds resources: none in the cache, none in flight."""
+        if not queued.adapter.pods_gone(queued.obj, pods):
+            return False
+        namespace = str(queued.obj["metadata"]["namespace"])
+        return not self._in_flight(queued.adapter, namespace, pods_by_part)
+
+    def _in_flight(self, adapter: KindAdapter, namespace: str, parts: Iterable[str]) -> bool:
+        if RAY_CLUSTER_PODS not in adapter.pod_watches:
+            return False  # its parts are not RayClusters (a batch/v1 Job's pods are the Job controller's)
+        return any(self.pods_in_flight(namespace, part) for part in parts)
+
+    def _eviction_shown(self, workload: Obj) -> bool:
+        """The cached Workload shows our Evicted write (the gate reads it)."""
+        cached = self.objects.workload(ObjectKey.of(workload))
+        return cached is not None and is_evicted(cached) and not self.manager.status.is_stale(cached)
+
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters
         and pods are found through owner references (and the clusters it was last seen with)."""
@@ -381,8 +426,12 @@ class WorkloadReconciler:
         ]
         pods = self.objects.pods_owned_by(owners)
         pods += [p for found in self.pod_lookups.keys_of(key) for p in self.objects.pods_at(found)]
-        if not all(pod_finished(p) for p in pods):
+        if not all(pod_finished(p) for p in pods) or any(
+            self.pods_in_flight(key.namespace, part) for part in self._parts.get(key, ())
+        ):
             return  # the pod informer's events bring us back
+        if self.objects.redis_cleanup_pending(key.namespace, self._parts.get(key, ())):
+            return  # the cluster's deletion brings us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
         self.pod_lookups.forget(key)
