@@ -96,6 +96,9 @@ class Shared:
     def __len__(self) -> int:
         return len(self._values)
 
+    def __contains__(self, value: object) -> bool:
+        return value in self._values
+
     def __call__(self, value: Shape) -> Shape:
         found = self._values.setdefault(value, value)
         if len(self._values) >= self._sweep_at:
