@@ -318,12 +318,18 @@ class WorkloadReconciler:
         current = workload.get("spec") or {}
         annotations = workload["metadata"].get("annotations") or {}
         worded = annotation_value(words)
+        owners = workload["metadata"].get("ownerReferences") or []
         if (
             all(current.get(k) == v for k, v in spec.items())
             and annotations.get(POD_SET_WORDS_ANNOTATION) == worded
+            and owners
         ):
             return workload
         metadata = {**workload["metadata"], "annotations": {**annotations, POD_SET_WORDS_ANNOTATION: worded}}
+        if not owners:
+            # A prebuilt Workload (MultiKueue's, made before its object): adopted, so the garbage
+            # collector removes it with the object.
+            metadata["ownerReferences"] = [labels.owner_reference(obj)]
         updated = {**workload, "metadata": metadata, "spec": {**current, **spec}}
         return await self.client.replace(path + f"/{queued.workload.name}", updated)
 
