@@ -46,7 +46,7 @@ class ClusterError(RuntimeError):
     pass
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -122,15 +122,15 @@ class LocalCluster:
         return self.log_dir / "audit.log"
 
     @property
-    def _pid_file(self) -> Path:
+    def pid_file(self) -> Path:
         return self.state_dir / "processes.json"
 
     # ---- inspection -------------------------------------------------------------------------
 
     def processes(self) -> dict[str, dict[str, object]]:
-        if not self._pid_file.exists():
+        if not self.pid_file.exists():
             return {}
-        data: dict[str, dict[str, object]] = json.loads(self._pid_file.read_text())
+        data: dict[str, dict[str, object]] = json.loads(self.pid_file.read_text())
         return data
 
     def _owned_alive(self) -> dict[str, int]:
@@ -138,7 +138,7 @@ class LocalCluster:
         alive: dict[str, int] = {}
         for component, info in self.processes().items():
             pid = int(str(info["pid"]))
-            if _alive(pid) and str(info["binary"]) in _cmdline(pid):
+            if process_alive(pid) and str(info["binary"]) in _cmdline(pid):
                 alive[component] = pid
         return alive
 
@@ -225,8 +225,8 @@ class LocalCluster:
                 cwd=self.state_dir,
             )
             logfile.close()
-            records[component] = {"pid": proc.pid, "binary": str(argv[0]), "url": url}
-            self._pid_file.write_text(json.dumps(records, indent=2))
+            records[component] = {"pid": proc.pid, "binary": str(argv[0]), "url": url, "argv": list(argv)}
+            self.pid_file.write_text(json.dumps(records, indent=2))
 
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         start(
@@ -367,14 +367,14 @@ class LocalCluster:
                 continue
             stopped.append(component)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(p) for p in alive.values()):
+        while time.monotonic() < deadline and any(process_alive(p) for p in alive.values()):
             time.sleep(0.1)
         for pid in alive.values():
-            if _alive(pid):
+            if process_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
-        if self._pid_file.exists():
-            self._pid_file.unlink()
+        if self.pid_file.exists():
+            self.pid_file.unlink()
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         if not quiet:

@@ -64,7 +64,9 @@ def workload_key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
     worker, the Workload the manager made first (Kueue's prebuilt Workload)."""
     meta = obj["metadata"]
     prebuilt = (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_LABEL)
-    if prebuilt:
+    # A child copies its parent's labels (KubeRay's RayJob cluster does): the label names the
+    # parent's Workload, never the child's.
+    if prebuilt and not accounted_elsewhere(kind, obj):
         return ObjectKey(str(meta["namespace"]), str(prebuilt))
     return ObjectKey(str(meta["namespace"]), naming.workload_name(kind, str(meta["name"]), str(meta["uid"])))
 

@@ -63,6 +63,9 @@ def desired_status(
         conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
         if admission.admission_checks:
             status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
+        elif check_states.passed(prev):
+            # A scale-up slice is not checked again: the checks the workload passed stay.
+            status["admissionChecks"] = prev["admissionChecks"]
         if check_states.status_ready(status):
             admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
         else:

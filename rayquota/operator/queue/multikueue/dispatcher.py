@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue.adapters.multicluster import owned_by
@@ -60,13 +60,13 @@ class WorkloadDispatcher:
             for worker in self.workers.connected():
                 await self.writes.remove(worker, key)
             return None
+        if self.manager.status.is_stale(workload):
+            raise WaitForCache  # decided on a Workload older than our own last write: wait for it
         names = set(self.checks.names())
         entry = check_entry(workload, names)
         if entry is None:
-            for worker in self.workers.connected():
-                if worker.workload(key) is not None or worker.objects_of(key):
-                    await self.writes.remove(worker, key)
-            return None
+            return None  # not (or no longer) dispatched: its copies, if any, go with the Workload
+
         queued = self.objects.owner_of_workload(key)
         refusal = self._refusal(queued)
         if refusal is not None and entry.get("state") == CheckState.PENDING:

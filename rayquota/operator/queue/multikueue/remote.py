@@ -70,7 +70,8 @@ class RemoteWrites:
     async def remove(self, worker: WorkerConnection, key: ObjectKey) -> None:
         """The objects made for the Workload ``key`` there, then its copy."""
         client = _client(worker)
-        for kind, obj in worker.objects_of(key):
+        # The object's children too: their pods stop sooner than through the worker's cascade.
+        for kind, obj in worker.objects_of(key, children=True):
             if obj["metadata"].get("deletionTimestamp"):
                 continue
             self.requests += 1

@@ -25,12 +25,15 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.multikueue.kubeconfig import WorkerConfigError, client_of, kubeconfig_text
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
+from rayquota.operator.queue.objects import accounted_elsewhere
 
 log = logging.getLogger(__name__)
 
 PREBUILT_INDEX = "multikueue-workload"
 SYNC_TIMEOUT_S = 60.0
-MAX_BACKOFF_S = 30.0
+# A lost worker is tried again at least this often: its return ends the window in which its stale
+# copies may still run (docs/multicluster.md), so it is noticed within seconds.
+MAX_BACKOFF_S = 5.0
 WORKLOADS = "Workload"
 LOCAL_QUEUES, CLUSTER_QUEUES = "LocalQueue", "ClusterQueue"
 
@@ -91,13 +94,15 @@ class WorkerConnection:
         informer = self.informers.get(WORKLOADS)
         return informer.store.list() if informer is not None else []
 
-    def objects_of(self, key: ObjectKey) -> list[tuple[str, Obj]]:
-        """The objects of ours there that run under the Workload ``key``."""
+    def objects_of(self, key: ObjectKey, *, children: bool = False) -> list[tuple[str, Obj]]:
+        """The objects of ours there that run under the Workload ``key``; with ``children`` also
+        those made from them there (a RayJob's cluster carries its labels)."""
         return [
             (kind, obj)
             for kind in self.resources.kinds
             if kind in self.informers
             for obj in self.informers[kind].store.by_index(PREBUILT_INDEX, str(key))
+            if children or not accounted_elsewhere(kind, obj)
         ]
 
     def objects(self) -> list[tuple[str, Obj]]:
