@@ -100,6 +100,8 @@ def decide(local: Local, workers: Sequence[Worker], policy: Policy, now: float) 
     else:
         _dispatch(local, list(reachable.values()), current, plan, policy, now)
     plan.delete = sorted(set(plan.delete) | stale)
+    # A stale copy is replaced by the next reconcile (its deletion's event brings it back).
+    plan.create = [name for name in plan.create if name not in plan.delete]
     return plan
 
 

@@ -23,13 +23,13 @@ def requests_of(workload_spec: Obj) -> dict[str, int]:
     totals: dict[str, int] = {}
     for pod_set in workload_spec.get("podSets") or ():
         count = int(pod_set.get("count") or 0)
-        per_pod = dict(pod_set.get("requests") or {})
+        per_pod = {str(name): _amount(value) for name, value in (pod_set.get("requests") or {}).items()}
         if not per_pod:
             for container in ((pod_set.get("template") or {}).get("spec") or {}).get("containers") or ():
                 for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-                    per_pod[name] = _amount(per_pod.get(name, 0)) + _amount(value)
-        for name, value in per_pod.items():
-            totals[name] = totals.get(name, 0) + count * _amount(value)
+                    per_pod[str(name)] = per_pod.get(str(name), 0) + _amount(value)
+        for name, amount in per_pod.items():
+            totals[name] = totals.get(name, 0) + count * amount
     return {name: amount for name, amount in totals.items() if amount > 0}
 
 
