@@ -14,14 +14,15 @@ import time
 from rayquota.localcluster.cluster import ClusterError, LocalCluster, process_alive
 
 
-def stop(cluster: LocalCluster, component: str, *, timeout_s: float = 30) -> None:
-    """Stop the component (SIGTERM, then SIGKILL) and wait until it is gone."""
+def stop(cluster: LocalCluster, component: str, *, graceful: bool = True, timeout_s: float = 30) -> None:
+    """Stop the component (SIGTERM, then SIGKILL; at once with SIGKILL unless ``graceful``: a
+    crash, and no wait for the API server's own shutdown) and wait until it is gone."""
     info = cluster.processes().get(component)
     if info is None:
         raise ClusterError(f"cluster {cluster.name!r}: {component} was never started")
     pid = int(str(info["pid"]))
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, signal.SIGTERM if graceful else signal.SIGKILL)
     deadline = time.monotonic() + timeout_s
     while process_alive(pid):
         if time.monotonic() > deadline:

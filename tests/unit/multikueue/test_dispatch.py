@@ -73,6 +73,7 @@ def test_copies_of_an_earlier_reservation_are_removed_and_never_win() -> None:
     plan = decide(local(), [up("w1", stale), up("w2")], POLICY, NOW)
     assert plan.ready is None
     assert plan.delete == ["w1"]
+    assert plan.fence == ["w1"]  # it ran there: its pods stop at once
     assert plan.create == ["w2"]  # w1's new copy comes once the old one is gone
 
 

@@ -6,7 +6,8 @@ The rules, in order:
 1. A workload that holds no reservation (pending, evicted, finished, deleted) or whose check
    says Retry or Rejected has no copy anywhere: every copy in a reachable worker is removed (one
    in an unreachable worker is removed when it is back).
-2. A copy made for an earlier reservation (its attempt differs) is removed.
+2. A copy made for an earlier reservation (its attempt differs) is removed; if it ran there (a
+   lost worker back), its pods are stopped at once.
 3. Check Ready: the workload runs in ``status.clusterName``. There, its object is kept in step
    (created, status mirrored, spec follow-ups); copies elsewhere are removed. If that worker's
    copy is gone, evicted or no longer admitted, the check goes Retry. If the worker is
@@ -70,6 +71,9 @@ class Policy:
 @dataclass
 class Plan:
     delete: list[str] = field(default_factory=list)
+    # Of those, the workers whose copy was made for an earlier reservation and may still run
+    # (a lost worker back): its pods are stopped at once, not through the worker's cascade.
+    fence: list[str] = field(default_factory=list)
     create: list[str] = field(default_factory=list)
     sync: str | None = None
     nominate: tuple[str, ...] | None = None
@@ -100,6 +104,11 @@ def decide(local: Local, workers: Sequence[Worker], policy: Policy, now: float) 
     else:
         _dispatch(local, list(reachable.values()), current, plan, policy, now)
     plan.delete = sorted(set(plan.delete) | stale)
+    plan.fence = sorted(
+        name
+        for name in stale
+        if reachable[name].stray_object or (reachable[name].copy or RemoteCopy("")).has_object
+    )
     # A stale copy is replaced by the next reconcile (its deletion's event brings it back).
     plan.create = [name for name in plan.create if name not in plan.delete]
     return plan

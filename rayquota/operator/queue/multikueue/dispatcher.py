@@ -129,8 +129,10 @@ class WorkloadDispatcher:
         queued: Queued | None,
         token: str,
     ) -> Result | None:
+        if plan.delete or plan.create:
+            log.info("multikueue: %s: copies removed from %s, made in %s", key, plan.delete, plan.create)
         for name in plan.delete:
-            await self.writes.remove(self._worker(name), key)
+            await self.writes.remove(self._worker(name), key, fence=name in plan.fence)
         for name in plan.create:
             body = workload_copy(workload, self.settings.origin, token)
             await self.writes.create(self._worker(name), self.objects.api.workloads, body)

@@ -12,10 +12,12 @@ from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import ORIGIN_LABEL
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.resources import Resource
+from rayquota.operator.core.resources import PODS, Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import Conflict, KubeClient
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.multikueue.worker import WorkerConnection
+from rayquota.operator.ray import labels
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,16 @@ def with_attempt(body: dict[str, Any], attempt: str) -> dict[str, Any]:
     return body
 
 
+def pod_selectors(kind: str, name: str) -> list[str]:
+    """The label selectors of the pods an object of ``kind`` named ``name`` owns, from its
+    integration record's pod watches (a RayCluster's by ``ray.io/cluster``, a Job's by its name)."""
+    return [
+        f"{watch.index_labels[0]}={labels.label_value(name)}"
+        for watch in ADAPTERS[kind].pod_watches
+        if watch.owner_kind == kind
+    ]
+
+
 class RemoteWrites:
     def __init__(self, workloads: Resource, kinds: Mapping[str, Resource]) -> None:
         self.workloads = workloads
@@ -67,15 +79,27 @@ class RemoteWrites:
         self.requests += 1
         await _client(worker).replace(self.kinds[kind].path(str(meta["namespace"]), str(meta["name"])), body)
 
-    async def remove(self, worker: WorkerConnection, key: ObjectKey) -> None:
-        """The objects made for the Workload ``key`` there, then its copy."""
+    async def remove(self, worker: WorkerConnection, key: ObjectKey, *, fence: bool = False) -> None:
+        """The objects made for the Workload ``key`` there, then its copy. ``fence``: their pods
+        too, at once (a stale copy that may still run while the workload runs elsewhere)."""
         client = _client(worker)
         # The object's children too: their pods stop sooner than through the worker's cascade.
-        for kind, obj in worker.objects_of(key, children=True):
+        made = worker.objects_of(key, children=True)
+        for kind, obj in made:
             if obj["metadata"].get("deletionTimestamp"):
                 continue
             self.requests += 1
             await client.delete(self.kinds[kind].path(key.namespace, str(obj["metadata"]["name"])))
+        if fence:
+            for kind, obj in made:
+                for selector in pod_selectors(kind, str(obj["metadata"]["name"])):
+                    self.requests += 1
+                    await client.request(
+                        "DELETE",
+                        PODS.path(key.namespace),
+                        params={"labelSelector": selector},
+                        body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+                    )
         found: Obj | None = worker.workload(key)
         if found is not None and not found["metadata"].get("deletionTimestamp"):
             self.requests += 1
