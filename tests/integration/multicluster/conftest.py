@@ -9,6 +9,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -130,9 +131,13 @@ def fleet() -> Iterator[Fleet]:
         )
         yield fleet
     finally:
-        for operator in fleet.operators.values():
-            if operator.proc is not None and operator.proc.poll() is None:
-                operator.interrupt()
+        running = [
+            op.proc for op in fleet.operators.values() if op.proc is not None and op.proc.poll() is None
+        ]
+        for proc in running:  # all at once: each takes seconds to stop
+            proc.send_signal(signal.SIGINT)
+        for proc in running:
+            proc.wait(timeout=60)
         if fleet.memory is not None:
             fleet.memory.close()
             peak = fleet.memory.peak_bytes / 2**30

@@ -8,11 +8,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from rayquota.localcluster import kueue_crds
+from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.multicluster import SECRET_NAMESPACE, embedded_kubeconfig
 from tests.integration.multicluster.conftest import PREFIX, Fleet, Side, apply_yaml
 from tests.integration.queue.conftest import OperatorProcess
@@ -72,12 +74,38 @@ def _subset(sent: Any, stored: Any) -> bool:
     return bool(sent == stored)
 
 
+def _install_workload_crd(cluster: LocalCluster) -> None:
+    cluster.kubectl(
+        "apply", "--server-side", "-f", str(kueue_crds.crd_dir() / "kueue.x-k8s.io_workloads.yaml")
+    )
+    wait_for(
+        "Kueue's Workload CRD established in the worker",
+        lambda: (
+            cluster.kubectl(
+                "get",
+                "crd",
+                "workloads.kueue.x-k8s.io",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
+            ).stdout
+            == "True"
+        ),
+    )
+
+
 @pytest.fixture
 def kueue_manager(fleet: Fleet) -> Iterator[None]:
     """Kueue's CRDs in the manager and worker1, and a manager operator in Kueue-API mode (no Ray
     reconcilers: the rayquota-mode operator beside it runs those) on namespaces it alone uses."""
-    for cluster in (fleet.manager, fleet.workers["worker1"]):
-        kueue_crds.install(cluster)
+    # The manager needs all of Kueue's kinds; the worker only the Workloads the manager watches.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = [
+            pool.submit(kueue_crds.install, fleet.manager),
+            pool.submit(_install_workload_crd, fleet.workers["worker1"]),
+        ]
+        for future in done:
+            future.result()
     operator = OperatorProcess(
         str(fleet.manager.kubeconfig),
         f"{PREFIX}kueue",
@@ -91,7 +119,7 @@ def kueue_manager(fleet: Fleet) -> Iterator[None]:
     try:
         yield
     finally:
-        operator.interrupt()
+        operator.kill()  # it holds no lease and serves no webhook: nothing to hand over
 
 
 def test_kueues_multikueue_manifests_apply_unchanged_and_are_served(
