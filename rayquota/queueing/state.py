@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from enum import StrEnum
 
@@ -100,23 +101,38 @@ def _likeness(spec: Workload, shape: Shape) -> Shape:
     return (shape, spec.priority, spec.namespace, spec.queue_name, spec.key if spec.replaces else None)
 
 
+_TOLD = itertools.count(1)
+"""Orders the verdicts groups are told, engine-wide."""
+
+
 class PendingGroup:
     """Pending workloads of one ClusterQueue that admission cannot tell apart (same likeness).
 
     When one of them does not fit, none of the others would in the same state, so they are
     parked, woken and judged as one: a cycle looks at the first in line and stops at the first
     that does not fit, instead of re-judging every member (Kueue keeps such workloads in its
-    inadmissible set for the same reason). ``reason`` is the verdict the last judged member got.
+    inadmissible set for the same reason). ``reason`` is the verdict the last judged member got;
+    when two groups merge, the one told last keeps its words (``told`` orders them).
     """
 
-    __slots__ = ("_heap", "awake", "key", "members", "reason")
+    __slots__ = ("_heap", "_reason", "awake", "key", "members", "told")
 
     def __init__(self, key: Shape, awake: bool) -> None:
         self.key = key
         self.awake = awake
         self.members: dict[str, WorkloadState] = {}
         self._heap: list[tuple[Order, str]] = []
-        self.reason = ""
+        self._reason = ""
+        self.told = 0
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    @reason.setter
+    def reason(self, reason: str) -> None:
+        self._reason = reason
+        self.told = next(_TOLD)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -146,14 +162,16 @@ class PendingGroup:
         return None
 
     def absorb(self, other: PendingGroup) -> PendingGroup:
-        """Merge ``other`` (the more recently judged) into this group of the same likeness;
-        returns the one that holds everybody now."""
+        """Merge ``other`` into this group of the same likeness; returns the one that holds
+        everybody now, with the words of the group told last."""
         big, small = (self, other) if len(self) >= len(other) else (other, self)
         for wl in small.members.values():
             big.add(wl)
         small.members.clear()
         small._heap.clear()
-        big.reason = other.reason
+        newest = other if other.told >= self.told else self
+        if newest is not big:
+            big.reason = newest.reason
         return big
 
 

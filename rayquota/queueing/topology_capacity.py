@@ -82,8 +82,8 @@ class FlavorTopology:
     leaves: Mapping[LeafId, tuple[ClusterNode, ...]]
     children: tuple[Mapping[LeafId, tuple[LeafId, ...]], ...] = ()
     leaves_of_key: Mapping[LeafId, tuple[LeafId, ...]] = field(default_factory=dict)
-    """charge key -> the leaves it is charged to: more than one when hostname label values
-    repeat across racks (Kueue's TAS benchmark does so); each of them carries the charge"""
+    """charge key -> the leaves it is charged to (one: nodes sharing a hostname value are
+    pooled into one leaf, see :func:`pool_shared_hostnames`)"""
 
 
 def charge_key(levels: tuple[str, ...], values: tuple[str, ...]) -> LeafId:
@@ -91,6 +91,19 @@ def charge_key(levels: tuple[str, ...], values: tuple[str, ...]) -> LeafId:
     Kueue writes assignments then), so charges restored before the nodes are known still land
     on the right leaf; otherwise by the full path."""
     return values[-1:] if levels and levels[-1] == HOSTNAME_LABEL else values
+
+
+def pool_shared_hostnames(leaves: Mapping[LeafId, list[ClusterNode]]) -> dict[LeafId, list[ClusterNode]]:
+    """Leaves of a topology ending at hostnames, with the nodes that share a hostname label
+    value pooled into one leaf (their room summed), placed where the first of them (by path)
+    stands. Kueue's TAS cache keys such leaves by the hostname alone and does the same; real
+    clusters have one node per hostname, where nothing changes."""
+    first_of: dict[str, LeafId] = {}
+    pooled: dict[LeafId, list[ClusterNode]] = {}
+    for leaf in sorted(leaves):
+        home = first_of.setdefault(leaf[-1], leaf)
+        pooled.setdefault(home, []).extend(leaves[leaf])
+    return pooled
 
 
 def leaf_of(node: ClusterNode, topology: Topology) -> LeafId | None:
@@ -255,6 +268,8 @@ class TopologyCapacity:
             leaf = leaf_of(node, topology)
             if leaf is not None:
                 leaves.setdefault(leaf, []).append(node)
+        if topology.levels and topology.levels[-1] == HOSTNAME_LABEL:
+            leaves = pool_shared_hostnames(leaves)
         ordered = sorted(leaves)
         depth = len(topology.levels)
         children: list[dict[LeafId, list[LeafId]]] = [{} for _ in range(depth)]

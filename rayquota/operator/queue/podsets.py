@@ -29,6 +29,8 @@ from rayquota.operator.ray.podspec import (
     ray_container_index,
 )
 from rayquota.operator.ray.raycluster.plan import desired_pods
+from rayquota.operator.ray.redis_cleanup import REDIS_CLEANUP_NODE_TYPE, cleanup_requests
+from rayquota.operator.ray.redis_cleanup import wanted as redis_cleanup_wanted
 from rayquota.queueing import TopologyRequest
 
 HEAD_POD_SET = "head"
@@ -184,13 +186,23 @@ def _worker_init_containers(
 
 
 def cluster_pod_sets(
-    cluster_spec: Mapping[str, Any], head_extra: Sequence[Mapping[str, Any]] = ()
+    cluster_spec: Mapping[str, Any],
+    head_extra: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
 ) -> list[tuple[GroupKey, PodSetDemand]]:
     """Head (with the autoscaler sidecar when autoscaling is on, and ``head_extra``
-    containers) and one pod set per worker group: replicas x numOfHosts."""
+    containers) and one pod set per worker group: replicas x numOfHosts.
+
+    With GCS fault tolerance on Redis (``annotations``: the cluster's, for the older
+    ``ray.io/ft-enabled`` form) the head also covers the Redis cleanup Job's pod, which runs in
+    its place once it is gone: each resource is the larger of the two, as Kueue counts it."""
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     extra = [*_autoscaler_containers(cluster_spec), *head_extra]
     head = pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
+    if redis_cleanup_wanted({"metadata": {"annotations": dict(annotations or {})}, "spec": cluster_spec}):
+        cleanup = cleanup_requests()
+        covered = {r: max(head.requests.get(r, 0), cleanup.get(r, 0)) for r in {*head.requests, *cleanup}}
+        head = replace(head, requests=covered)
     out = [((Role.HEAD, ""), head)]
     for group in cluster_spec.get("workerGroupSpecs") or []:
         name = str(group.get("groupName") or "")
@@ -260,7 +272,8 @@ def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
     pod_labels = pod["metadata"].get("labels") or {}
     if pod_labels.get(labels.RAY_JOB_SUBMITTER) == "true":
         return (Role.SUBMITTER, "")
-    if pod_labels.get(labels.RAY_NODE_TYPE) == labels.HEAD_NODE:
+    if pod_labels.get(labels.RAY_NODE_TYPE) in (labels.HEAD_NODE, REDIS_CLEANUP_NODE_TYPE):
+        # The Redis cleanup Job's pod runs on the head's quota once the head is gone.
         return (Role.HEAD, "")
     return (Role.WORKER, str(pod_labels.get(labels.RAY_GROUP, "")))
 

@@ -22,6 +22,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.kube import ApiError, Conflict
 from rayquota.operator.ray import gcs_ft, labels
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import ray_container_index
 from rayquota.operator.ray.ray_start import SHELL_COMMAND
 
@@ -47,6 +48,11 @@ GCS_FT_DOCS = "https://docs.ray.io/en/master/cluster/kubernetes/user-guides/kube
 # While the head is terminating the cluster is looked at again this often (its pod's deletion
 # event also wakes it).
 WAIT_S = 2.0
+
+
+def cleanup_requests() -> dict[str, int]:
+    """What the cleanup Job's pod requests, per resource in milli-units (the queue counts it)."""
+    return pod_requests({"containers": [{"resources": RESOURCES}]})
 
 
 def cleanup_enabled() -> bool:

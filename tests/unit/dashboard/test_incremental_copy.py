@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rayquota.dashboard.cache import DashboardCache
@@ -149,6 +149,9 @@ def view(snapshot: QueueSnapshot) -> dict[str, Any]:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op_st, min_size=5, max_size=40))
+# Found by a CI run: a woken group parked again beside its just-judged look-alike kept its older
+# words ("cohort team can lend 1") instead of the look-alike's ("... lend 0").
+@example(ops=[("add", 1, 1, 0), ("add", 1, 1, 0), ("add", 1, 2, 0), ("add", 1, 2, 0), ("refresh",), ("add", 1, 3, 1)])  # noqa: E501
 def test_the_loaded_copy_shows_what_a_copy_loaded_from_scratch_shows(ops: list[tuple[Any, ...]]) -> None:
     world = World()
     world.model.snapshot()

@@ -220,3 +220,40 @@ def test_refused_upgrade_keeps_the_active_child_covered_and_the_new_one_gated() 
     shares = allocate(demand, admitted, running={"svc-old"})
     assert shares["svc-old"].runs and shares["svc-old"].pods == dict(demand.parts["svc-old"])
     assert not shares["svc-new"].runs
+
+
+
+def small_head(cluster_spec: dict[str, Any]) -> dict[str, Any]:
+    head = cluster_spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["resources"] = {"requests": {"cpu": "100m", "memory": "1Gi"}}
+    return cluster_spec
+
+
+def test_the_head_covers_the_redis_cleanup_pod_when_gcs_ft_uses_redis() -> None:
+    """The cleanup Job's pod (200m / 256Mi) runs in the head's place after it is gone: the head
+    pod set asks for the larger of each resource, as Kueue counts it."""
+    spec = small_head(bodies.cluster_spec(bodies.gpu_worker_group()))
+    plain = by_name(raycluster_demand({"metadata": {"name": "c"}, "spec": copy.deepcopy(spec)}))["head"]
+    assert plain.requests["cpu"] == 100
+    spec["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+    head = by_name(raycluster_demand({"metadata": {"name": "c"}, "spec": spec}))["head"]
+    assert head.requests == {"cpu": 200, "memory": GI}
+
+
+def test_the_older_ft_annotation_counts_the_cleanup_pod_too_and_rocksdb_does_not() -> None:
+    spec = small_head(bodies.cluster_spec(bodies.gpu_worker_group()))
+    annotations = {"ray.io/ft-enabled": "true"}
+    annotated = {"metadata": {"name": "c", "annotations": annotations}, "spec": spec}
+    assert by_name(raycluster_demand(annotated))["head"].requests["cpu"] == 200
+    rayjob = bodies.rayjob(spec=copy.deepcopy(spec))
+    rayjob["metadata"]["annotations"] = annotations
+    assert by_name(rayjob_demand(rayjob))["head"].requests["cpu"] == 200
+    embedded = copy.deepcopy(spec)
+    embedded["gcsFaultToleranceOptions"] = {"backend": "rocksdb"}
+    head = by_name(raycluster_demand({"metadata": {"name": "c"}, "spec": embedded}))["head"]
+    assert head.requests["cpu"] == 100
+
+
+def test_the_redis_cleanup_pod_counts_as_its_clusters_head() -> None:
+    assert podsets.group_key_of_pod(bodies.pod("c", "redis-cleanup")) == (Role.HEAD, "")
+    assert podsets.group_key_of_pod(bodies.pod("c", "worker", "headgroup")) == (Role.WORKER, "headgroup")

@@ -36,13 +36,14 @@ def test_a_woken_group_is_judged_in_line_until_one_does_not_fit() -> None:
     decisions = e.run_cycle()
     assert admitted(decisions) == ["a/w0"]
     # w1 was judged (and told the new numbers); w2..w5 would fail exactly as w1 did, so they
-    # were parked again unjudged and keep the reason they were last told.
+    # were parked again unjudged (no decision, nothing written) and show w1's verdict, the one
+    # they would get, not the older numbers they were last told.
     assert pending(decisions) == {
         "a/w1": "needs 2 nvidia.com/gpu in flavor h100; ClusterQueue a has 1 of 5 free"
     }
     for i in range(2, 6):
         reason = e.workload(f"a/w{i}").pending_reason  # type: ignore[union-attr]
-        assert reason == "needs 2 nvidia.com/gpu in flavor h100; ClusterQueue a has 0 of 5 free"
+        assert reason == "needs 2 nvidia.com/gpu in flavor h100; ClusterQueue a has 1 of 5 free"
     assert counts(e, "a") == (0, 5)
     # Nothing changed since: nothing is looked at.
     assert e.run_cycle() == []

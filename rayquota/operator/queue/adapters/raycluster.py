@@ -31,7 +31,8 @@ from rayquota.queueing import ResourceFlavor
 
 def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
     name = str(cluster["metadata"]["name"])
-    return single_part(name, cluster_pod_sets(cluster.get("spec") or {}))
+    annotations = cluster["metadata"].get("annotations")
+    return single_part(name, cluster_pod_sets(cluster.get("spec") or {}, annotations=annotations))
 
 
 def worker_sizes_update(local: Body, remote: Body) -> dict[str, Any] | None:

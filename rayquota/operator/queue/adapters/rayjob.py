@@ -90,7 +90,7 @@ def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) ->
         if mode == "SidecarMode":
             port = dashboard_port({"spec": cluster_spec})
             head_extra.append(submitter.sidecar_container(rayjob, "", "", port))
-        keyed.extend(cluster_pod_sets(cluster_spec, head_extra))
+        keyed.extend(cluster_pod_sets(cluster_spec, head_extra, rayjob["metadata"].get("annotations")))
     if mode == "K8sJobMode":
         keyed.append(
             (

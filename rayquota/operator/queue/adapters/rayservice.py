@@ -72,18 +72,25 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
     different pod shapes are counted exactly (never "the first template wins").
     """
     if children:
-        sources = [(str(c["metadata"]["name"]), c.get("spec") or {}) for c in children]
+        sources = [
+            (str(c["metadata"]["name"]), c.get("spec") or {}, c["metadata"].get("annotations"))
+            for c in children
+        ]
     else:
         sources = [
-            (str(service["metadata"]["name"]), (service.get("spec") or {}).get("rayClusterConfig") or {})
+            (
+                str(service["metadata"]["name"]),
+                (service.get("spec") or {}).get("rayClusterConfig") or {},
+                service["metadata"].get("annotations"),
+            )
         ]
     merged: dict[str, PodSetDemand] = {}
     parts: dict[str, dict[str, int]] = {}
     pod_set_of: dict[str, dict[GroupKey, str]] = {}
-    for part, cluster_spec in sources:
+    for part, cluster_spec, cluster_annotations in sources:
         part_counts = parts.setdefault(part, {})
         part_names = pod_set_of.setdefault(part, {})
-        for key, ps in cluster_pod_sets(cluster_spec):
+        for key, ps in cluster_pod_sets(cluster_spec, annotations=cluster_annotations):
             shape = shape_key(ps)
             if ps.topology_request is not None:
                 # Placed pods belong to one cluster: during an upgrade the new cluster's groups
