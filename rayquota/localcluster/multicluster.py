@@ -114,15 +114,16 @@ class MultiCluster:
     prefix: str = "rayquota"
     workers: int = 2
     nodes_file: Path | None = None
+    audit: bool = False  # each API server writes an audit log (benchmarks count requests)
 
     @property
     def manager(self) -> LocalCluster:
-        return LocalCluster(name=f"{self.prefix}-manager", nodes_file=self.nodes_file)
+        return LocalCluster(name=f"{self.prefix}-manager", nodes_file=self.nodes_file, audit=self.audit)
 
     @property
     def worker_clusters(self) -> list[LocalCluster]:
         return [
-            LocalCluster(name=f"{self.prefix}-worker{i}", nodes_file=self.nodes_file)
+            LocalCluster(name=f"{self.prefix}-worker{i}", nodes_file=self.nodes_file, audit=self.audit)
             for i in range(1, self.workers + 1)
         ]
 

@@ -20,6 +20,7 @@ from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.manual_check import ManualChecks
+from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
@@ -35,6 +36,8 @@ class QueueComponent:
     loop: AdmissionLoop
     reconciler: WorkloadReconciler
     gate: QueueGate
+    dispatching: DispatchingQueues
+    """Which LocalQueues dispatch to worker clusters (MultiKueue): the webhook says so on objects."""
 
 
 def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
@@ -144,7 +147,10 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         api,
     )
     manager.add_runnable("queue status", status.run)
-    return QueueComponent(objects, loop, reconciler, gate)
+    dispatching = DispatchingQueues(
+        config_informers["LocalQueue"], config_informers["ClusterQueue"], config_informers["AdmissionCheck"]
+    )
+    return QueueComponent(objects, loop, reconciler, gate, dispatching)
 
 
 def _keep_flavors(reconciler: WorkloadReconciler) -> Any:

@@ -32,6 +32,8 @@ MANAGER_ENV = {
     "RAYQUOTA_MULTIKUEUE": "true",
     "RAYQUOTA_MULTIKUEUE_NAMESPACE": "rayquota-system",
     "RAYQUOTA_MULTIKUEUE_WORKER_LOST_TIMEOUT": str(WORKER_LOST_TIMEOUT_S),
+    # The manager serves its admission webhooks (on 127.0.0.1): they default spec.managedBy.
+    "RAYQUOTA_WEBHOOK_PORT": "0",
 }
 
 

@@ -70,8 +70,12 @@ def test_rayjobs_run_where_admitted_status_comes_back_and_deletion_cleans_up(
 
         wait_for("first's status mirrored in the manager", mirrored)
 
-        # The first worker is full: the next job goes to the other one.
-        manager.kube.apply(dispatched(gpu_rayjob("second", "team", workers=2, gpus_per_worker=4)))
+        # The first worker is full: the next job goes to the other one. Written for one cluster
+        # (no managedBy): the manager's webhook says MultiKueue manages it, as Kueue's does.
+        manager.kube.apply(gpu_rayjob("second", "team", workers=2, gpus_per_worker=4))
+        assert (manager.kube.get("rayjob", "second") or {})["spec"].get(
+            "managedBy"
+        ) == "kueue.x-k8s.io/multikueue"
         assert ready_in(manager, "RayJob", "second") == the_other(first_in)
         wait_for("second's pods running", lambda: len(running_pods(other, "second")) == 3)
 

@@ -335,3 +335,22 @@ def test_the_chosen_worker_lasts_as_long_as_the_reservation() -> None:
     )
     assert "clusterName" not in released
     assert released["admissionChecks"][0]["state"] == "Pending"
+
+
+def test_the_webhook_says_managed_by_multikueue_in_a_dispatching_queue_only() -> None:
+    from rayquota.operator.webhooks import review
+    from tests.unit.queue import bodies
+    from tests.unit.queue.test_webhook_review import objects
+
+    job = bodies.rayjob()
+    job["spec"]["suspend"] = False
+    queue = naming.explicit_queue_name(job, naming.QueueSettings())
+    namespace = str(job["metadata"].get("namespace") or "")
+    dispatched = review.mutate("RayJob", job, objects(), lambda ns, q: (ns, q) == (namespace, queue))
+    assert {"op": "add", "path": "/spec/managedBy", "value": MULTIKUEUE_CONTROLLER} in dispatched.patch
+    assert {"op": "add", "path": "/spec/suspend", "value": True} in dispatched.patch
+    local = review.mutate("RayJob", job, objects(), lambda ns, q: False)
+    assert all(op["path"] != "/spec/managedBy" for op in local.patch)
+    job["spec"]["managedBy"] = "someone-else"  # a manager the user chose is kept
+    kept = review.mutate("RayJob", job, objects(), lambda ns, q: True)
+    assert all(op["path"] != "/spec/managedBy" for op in kept.patch)

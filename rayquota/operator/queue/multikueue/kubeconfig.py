@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes
 import yaml
 
+from rayquota import __version__
 from rayquota.api.multikueue_v1alpha1 import KUBECONFIG_SECRET_KEY, LocationType
 from rayquota.operator.kube import KubeClient, core_path
 
@@ -42,6 +43,10 @@ async def kubeconfig_text(local: KubeClient, cluster_source: Mapping[str, Any], 
         raise WorkerConfigError(f"Secret {namespace}/{location}: the kubeconfig is not text") from exc
 
 
+# How the manager's requests show in a worker's audit log, apart from the worker's own operator.
+USER_AGENT = "rayquota-multikueue"
+
+
 def client_of(text: str, *, timeout_s: float = 30.0) -> KubeClient:
     """A client for the kubeconfig's current context (embedded certificates are written to
     temporary files by the client library, as for any kubeconfig)."""
@@ -53,4 +58,4 @@ def client_of(text: str, *, timeout_s: float = 30.0) -> KubeClient:
         )
     except (yaml.YAMLError, kubernetes.config.ConfigException, TypeError, KeyError, ValueError) as exc:
         raise WorkerConfigError(f"the kubeconfig cannot be used: {exc}") from exc
-    return KubeClient(configuration, timeout_s=timeout_s)
+    return KubeClient(configuration, timeout_s=timeout_s, user_agent=f"{USER_AGENT}/{__version__}")
