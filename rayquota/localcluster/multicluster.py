@@ -141,11 +141,13 @@ class MultiCluster:
         say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         clusters = self.all()
         binaries.ensure_all()  # once, here: never several builds side by side
-        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
-            for started in pool.map(lambda c: c.up(log=say), clusters):
-                del started
-        for cluster in clusters:
+        def start(cluster: LocalCluster) -> None:
+            cluster.up(log=say)
             install_crds(cluster)
+
+        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
+            for started in pool.map(start, clusters):
+                del started
         workers = {self.worker_name(w): embedded_kubeconfig(w) for w in self.worker_clusters}
         docs = worker_manifests(workers)
         self.manager.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
