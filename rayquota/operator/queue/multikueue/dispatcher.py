@@ -91,13 +91,14 @@ class WorkloadDispatcher:
     def _view(self, name: str, key: ObjectKey, workload: Obj, token: str) -> Worker:
         worker = self.workers.get(name)
         if worker is None or not worker.connected:
+            if worker is not None:
+                lost_since = worker.lost_since
+            elif self.workers.clusters.store.get("", name) is not None:
+                lost_since = None  # its connection is being made (the manager just started)
+            else:
+                lost_since = 0.0  # no such MultiKueueCluster: lost for good
             return worker_view(
-                name,
-                connected=False,
-                lost_since=None if worker is None else worker.lost_since,
-                copy=None,
-                objects=[],
-                local_attempt=token,
+                name, connected=False, lost_since=lost_since, copy=None, objects=[], local_attempt=token
             )
         room = self._room(worker, workload) if self.settings.dispatcher is Dispatcher.MOST_FREE_QUOTA else 0.0
         return worker_view(
