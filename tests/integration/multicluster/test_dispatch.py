@@ -102,6 +102,10 @@ def test_rayjobs_run_where_admitted_status_comes_back_and_deletion_cleans_up(
         )
         assert ready_in(manager, "RayJob", "third") == first_in
         wait_for("third's pods running where first ran", lambda: len(running_pods(winner, "third")) == 3)
+        wait_for(
+            "the sampler to have seen third run",
+            lambda: any(sampler.where_running(sample, "third") for sample in sampler.taken()),
+        )
     finally:
         sampler.close()
     jobs = ["first", "second", "third"]
