@@ -99,6 +99,14 @@ def test_a_lost_workers_workloads_run_again_elsewhere_once_and_its_stale_copies_
             timeout_s=STALE_WINDOW_BOUND_S,
         )
         cleaned_at = time.monotonic()
+        wait_for(
+            "the sampler to have seen worker1 back",
+            lambda: (
+                (taken := sampler.taken())
+                and any(s.clusters["worker1"] is None for s in taken)
+                and taken[-1].clusters["worker1"] is not None
+            ),
+        )
     finally:
         if not lost.cluster.healthy():
             components.start(lost.cluster, "kube-apiserver")
