@@ -36,7 +36,6 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
-from benchmarks.flood_objects import create_all
 from benchmarks.flood_watch import FirstSeen, pod_running
 from rayquota.localcluster import components
 from rayquota.localcluster.cluster import LocalCluster
@@ -101,6 +100,26 @@ def rayjob(name: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def create_all(kubeconfig: Path, items: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
+    """POST every RayJob, `concurrency` at a time; when each POST was answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = concurrency
+    api = client.CustomObjectsApi(client.ApiClient(configuration))
+    api.api_client.user_agent = f"{harness.POLLER_USER_AGENT}/0"
+
+    def create(body: dict[str, Any]) -> tuple[str, float]:
+        api.create_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", body)
+        return str(body["metadata"]["name"]), time.time()
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return dict(pool.map(create, items))
 
 
 def queues(cluster: LocalCluster, gpus: int, *, manager: bool) -> None:
