@@ -21,6 +21,7 @@ from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, PodWatch, pod_watches
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.ray import labels
+from rayquota.operator.ray.redis_cleanup import REDIS_CLEANUP_FINALIZER
 
 RESOURCE_OF_KIND: dict[str, Resource] = {kind: adapter.resource for kind, adapter in ADAPTERS.items()}
 # The kinds whose RayClusters are their children.
@@ -182,6 +183,18 @@ class QueueObjects:
             for c in self.informers[child_kind].store.by_index(OWNER_INDEX, uid)
             if accounted_elsewhere(child_kind, c)
         ]
+
+    def redis_cleanup_pending(self, namespace: str, parts: Iterable[str]) -> bool:
+        """Is one of these clusters being deleted with its Redis cleanup still to run? The cleanup
+        Job's pod starts only once the head is gone, on the head's quota: until the finalizer
+        is off, the quota is not free even when no pod is left for a moment."""
+        store = self.informers["RayCluster"].store
+        for name in parts:
+            cluster = store.get(namespace, name)
+            meta = (cluster or {}).get("metadata") or {}
+            if meta.get("deletionTimestamp") and REDIS_CLEANUP_FINALIZER in (meta.get("finalizers") or []):
+                return True
+        return False
 
     def pods_by_part(
         self,

@@ -136,9 +136,18 @@ class WorkloadReconciler:
             str(c["metadata"]["name"]) for c in children
         ]
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
+        clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
+        if queued.kind == "RayCluster":
+            clusters.append(str(obj["metadata"]["name"]))
+
+        def pods_gone() -> bool:
+            return adapter.pods_gone(obj, pods) and not self.objects.redis_cleanup_pending(
+                key.namespace, clusters
+            )
+
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
-            self.driver.finish(str(key), pods_gone=adapter.pods_gone(obj, pods))
+            self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
             return None
         demand = adapter.pod_sets(obj, children)
@@ -169,7 +178,7 @@ class WorkloadReconciler:
                 return None
         engine_key = str(key)
         if adapter.finished(obj):
-            self.driver.finish(engine_key, pods_gone=adapter.pods_gone(obj, pods))
+            self.driver.finish(engine_key, pods_gone=pods_gone())
             self.loop.request_cycle()
             await self._write_status(workload, finished=True)
             return None
@@ -191,7 +200,7 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if not adapter.pods_gone(obj, pods):
+            if not pods_gone():
                 await self._write_status(workload, requeue_state=retry)
                 return None
             # The admission is cleared in the API before the engine may give the quota to anyone
@@ -389,6 +398,8 @@ class WorkloadReconciler:
         pods += [p for found in self.pod_lookups.keys_of(key) for p in self.objects.pods_at(found)]
         if not all(pod_finished(p) for p in pods):
             return  # the pod informer's events bring us back
+        if self.objects.redis_cleanup_pending(key.namespace, self._parts.get(key, ())):
+            return  # the cluster's deletion brings us back
         self._parts.pop(key, None)
         self._unannounced.discard(key)
         self.pod_lookups.forget(key)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.webhook_settings import WebhookSettings
 from tests.gate_invariants import FlavorPlacement
@@ -246,7 +247,8 @@ def gpu_rayjob(name: str, queue: str, workers: int, gpus_per_worker: int, **labe
 def gpu_job(
     name: str, queue: str, *, parallelism: int, completions: int | None, gpus: int, suspend: bool = True
 ) -> dict[str, Any]:
-    """A Job as a Kueue user writes it: the queue label and (without a webhook) ``suspend: true``."""
+    """A Job as a Kueue user writes it: the queue label and (without a webhook) ``suspend: true``.
+    Its pods run until deleted (kwok completes other Jobs' pods a second after they start)."""
     container = {
         "name": "train",
         "image": "busybox",
@@ -260,7 +262,10 @@ def gpu_job(
         "parallelism": parallelism,
         "suspend": suspend,
         "backoffLimit": 0,
-        "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        "template": {
+            "metadata": {"labels": {MANUAL_COMPLETION_LABEL: "true"}},
+            "spec": {"restartPolicy": "Never", "containers": [container]},
+        },
     }
     if completions is not None:
         spec["completions"] = completions
