@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from tests.integration.multicluster.conftest import (
     Fleet,
     Side,
@@ -125,11 +126,22 @@ def test_a_job_a_raycluster_and_a_rayservice_are_dispatched(fleet: Fleet, sides:
     worker_queue(sides["worker2"], 0)  # everything lands in worker1
 
     # batch/v1 Job: runs there (kwok completes its pod), finishes here, and is then removed there.
-    manager.kube.apply(dispatched(gpu_job("batch", "team", parallelism=1, completions=1, gpus=1)))
+    batch = dispatched(gpu_job("batch", "team", parallelism=1, completions=1, gpus=1))
+    # kwok completes the pod in the worker (the helper's Jobs are completed by hand otherwise).
+    batch["spec"]["template"].get("metadata", {}).get("labels", {}).pop(MANUAL_COMPLETION_LABEL, None)
+    manager.kube.apply(batch)
     assert ready_in(manager, "Job", "batch") == "worker1"
-    wait_for(
+    wait_or_show(
         "the Job complete in the manager, as in the worker",
         lambda: (condition(manager.kube.get("job", "batch"), "Complete") or {}).get("status") == "True",
+        lambda: {
+            "manager job": manager.kube.get("job", "batch"),
+            "manager workload": manager_workload(manager, "Job", "batch"),
+            "worker1 job": sides["worker1"].kube.get("job", "batch"),
+            "manager events": [
+                (e["involvedObject"]["name"], e["reason"], e["message"]) for e in manager.kube.list("events")
+            ],
+        },
         timeout_s=120,
     )
     wait_for(
