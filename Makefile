@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run run-multicluster test venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run run-multicluster test fuzz faults venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -108,6 +108,17 @@ test: binaries peers chromium prometheus redis
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# Fuzzed documents against the real API server (tests/integration/fuzz): `make test` sends 300,
+# this nightly-style run FUZZ_EXAMPLES (5,000 by default, about 15-25 minutes).
+FUZZ_EXAMPLES ?= 5000
+
+fuzz: binaries
+	RAYQUOTA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -p no:cacheprovider -q tests/integration/fuzz
+
+# The control-plane fault tests alone, with their figures (time to recover, requests in a relist).
+faults: binaries
+	$(BIN)/python benchmarks/fault_figures.py
 
 crds: $(STAMP)
 	$(BIN)/rayquota crds

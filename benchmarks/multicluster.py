@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
 from benchmarks.flood_watch import FirstSeen, pod_running
-from rayquota.localcluster import components
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.multicluster import CHECK_NAME, MultiCluster
 from rayquota.operator.queue.multikueue.kubeconfig import USER_AGENT
@@ -272,7 +271,7 @@ def failover_phase(fleet: MultiCluster, jobs: int, lost_timeout_s: int) -> dict[
     watch2 = FirstSeen(worker2.kubeconfig, NAMESPACE, plural="pods", condition=pod_running).__enter__()
     try:
         killed = time.time()
-        components.stop(worker1, "kube-apiserver", graceful=False)
+        worker1.stop_component("kube-apiserver", kill=True)
         queues(worker2, jobs * 2, manager=False)
         harness.wait_until(
             "the jobs running in worker2", lambda: len(running_jobs({"worker2": watch2})) >= jobs, 900
@@ -280,7 +279,7 @@ def failover_phase(fleet: MultiCluster, jobs: int, lost_timeout_s: int) -> dict[
         last = max(when for _, when in running_jobs({"worker2": watch2}).values())
     finally:
         watch2.__exit__(None, None, None)
-        components.start(worker1, "kube-apiserver")
+        worker1.start_component("kube-apiserver", timeout_s=120)
     return {
         "jobs": jobs,
         "worker_lost_timeout_s": lost_timeout_s,

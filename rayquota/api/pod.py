@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
-from rayquota.api.common import K8sModel, Quantity
+from rayquota.api.common import NON_NEGATIVE_QUANTITY_PATTERN, K8sModel, Quantity
 
 
 class ResourceRequirements(K8sModel):
@@ -69,7 +69,36 @@ class PodTemplateSpecModel(K8sModel):
     spec: PodSpec = Field(default_factory=PodSpec)
 
 
-_FREE_FORM_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+def _free_form(**properties: dict[str, Any]) -> dict[str, Any]:
+    """An object kept as given, but for the named properties, which are validated."""
+    schema: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    if properties:
+        schema["properties"] = properties
+    return schema
 
-# A pod template as the models see it (typed) and as the CRD declares it (free-form).
-PodTemplateSpec = Annotated[PodTemplateSpecModel, WithJsonSchema(_FREE_FORM_OBJECT)]
+
+# The quantities of a pod's resources: what the queue counts and the Ray objects' status sums.
+# Checked by the API server when the object is written, so a malformed or negative one is
+# refused there, by name, instead of surfacing in the operator when it parses them.
+_QUANTITIES = {
+    "type": "object",
+    "additionalProperties": {
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
+        "minimum": 0,
+    },
+}
+_CONTAINERS = {
+    "type": "array",
+    "items": _free_form(resources=_free_form(requests=_QUANTITIES, limits=_QUANTITIES)),
+}
+
+# A pod template as the models see it (typed) and as the CRD declares it: free-form but for its
+# containers' resources and the pod overhead.
+PodTemplateSpec = Annotated[
+    PodTemplateSpecModel,
+    WithJsonSchema(
+        _free_form(spec=_free_form(containers=_CONTAINERS, initContainers=_CONTAINERS, overhead=_QUANTITIES))
+    ),
+]

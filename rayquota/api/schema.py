@@ -130,6 +130,10 @@ class _Converter:
         if node.get("x-kubernetes-preserve-unknown-fields") and node.get("type") == "object":
             out.update({k: v for k, v in node.items() if k.startswith("x-kubernetes-")})
             out["type"] = "object"
+            if node.get("properties"):  # kept as given, but for these, which are validated
+                out["properties"] = {
+                    name: self.convert(child, f"{path}.{name}") for name, child in node["properties"].items()
+                }
             return out
 
         for key in _PASSTHROUGH:

@@ -7,9 +7,7 @@ picked free at start-up, so two clusters never collide.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 import signal
 import ssl
@@ -20,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -27,7 +26,13 @@ from rayquota.localcluster import binaries
 from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
 from rayquota.localcluster.paths import state_root
 from rayquota.localcluster.pki import PkiFiles, ensure_pki
+from rayquota.localcluster.processes import ClusterError, alive, cmdline, launch, stop_groups, wait_until
 from rayquota.ports import free_port
+
+__all__ = ["COMPONENTS", "ClusterError", "LocalCluster", "run_kubectl"]
+
+# Kept under their old names: tests and benchmarks import them from here.
+_alive, _cmdline, _wait_for = alive, cmdline, wait_until
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.96.0.0/16"
@@ -40,48 +45,6 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
 """
-
-
-class ClusterError(RuntimeError):
-    pass
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not running; reap it if it is our child.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().split(")")[-1].split()[0] == "Z":
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-                return False
-    except OSError:
-        return False
-    return True
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    tail = ""
-    if log is not None and log.exists():
-        tail = "\n--- last lines of " + str(log) + " ---\n" + "\n".join(log.read_text().splitlines()[-20:])
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
 
 
 def run_kubectl(
@@ -122,15 +85,15 @@ class LocalCluster:
         return self.log_dir / "audit.log"
 
     @property
-    def pid_file(self) -> Path:
+    def _pid_file(self) -> Path:
         return self.state_dir / "processes.json"
 
     # ---- inspection -------------------------------------------------------------------------
 
     def processes(self) -> dict[str, dict[str, object]]:
-        if not self.pid_file.exists():
+        if not self._pid_file.exists():
             return {}
-        data: dict[str, dict[str, object]] = json.loads(self.pid_file.read_text())
+        data: dict[str, dict[str, object]] = json.loads(self._pid_file.read_text())
         return data
 
     def _owned_alive(self) -> dict[str, int]:
@@ -138,7 +101,7 @@ class LocalCluster:
         alive: dict[str, int] = {}
         for component, info in self.processes().items():
             pid = int(str(info["pid"]))
-            if process_alive(pid) and str(info["binary"]) in _cmdline(pid):
+            if _alive(pid) and str(info["binary"]) in _cmdline(pid):
                 alive[component] = pid
         return alive
 
@@ -215,18 +178,9 @@ class LocalCluster:
         records: dict[str, dict[str, object]] = {}
 
         def start(component: str, argv: Sequence[str], url: str = "") -> None:
-            logfile = (self.log_dir / f"{component}.log").open("ab")
-            proc = subprocess.Popen(
-                list(argv),
-                stdout=logfile,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # survives the CLI; `down` stops the group
-                cwd=self.state_dir,
-            )
-            logfile.close()
-            records[component] = {"pid": proc.pid, "binary": str(argv[0]), "url": url, "argv": list(argv)}
-            self.pid_file.write_text(json.dumps(records, indent=2))
+            pid = launch(argv, self.log_dir / f"{component}.log", self.state_dir)
+            records[component] = {"pid": pid, "binary": str(argv[0]), "url": url, "argv": list(argv)}
+            self._pid_file.write_text(json.dumps(records, indent=2))
 
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         start(
@@ -355,26 +309,11 @@ class LocalCluster:
 
     def down(self, *, quiet: bool = False, purge: bool = False) -> list[str]:
         """Stop every recorded process (whole process groups) and wait until they are gone."""
-        stopped: list[str] = []
-        alive = self._owned_alive()
-        for component in reversed(COMPONENTS):
-            pid = alive.get(component)
-            if pid is None:
-                continue
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            stopped.append(component)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(process_alive(p) for p in alive.values()):
-            time.sleep(0.1)
-        for pid in alive.values():
-            if process_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-        if self.pid_file.exists():
-            self.pid_file.unlink()
+        running = self._owned_alive()
+        stopped = [c for c in reversed(COMPONENTS) if c in running]
+        stop_groups(running[c] for c in stopped)
+        if self._pid_file.exists():
+            self._pid_file.unlink()
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         if not quiet:
@@ -383,6 +322,46 @@ class LocalCluster:
                 file=sys.stderr,
             )
         return stopped
+
+    # ---- one component at a time (fault tests) --------------------------------------------------
+
+    def stop_component(self, component: str, *, kill: bool = False) -> None:
+        """Stop one running component (SIGTERM, or SIGKILL with `kill`) and wait until it is
+        gone; its record stays, so :meth:`start_component` starts it again as it was."""
+        pid = self._owned_alive().get(component)
+        if pid is None:
+            raise ClusterError(f"cluster {self.name!r}: {component} is not running")
+        stop_groups([pid], first_signal=signal.SIGKILL if kill else signal.SIGTERM)
+
+    def start_component(self, component: str, *, timeout_s: float = 60.0) -> None:
+        """Start a stopped component with the command line it was first started with (same
+        ports, certificates, etcd data), and wait until it serves (etcd /health, the API
+        server /readyz) or, for the others, runs."""
+        records = self.processes()
+        info = records.get(component)
+        if info is None or "argv" not in info:
+            raise ClusterError(f"cluster {self.name!r}: no recorded command line for {component}")
+        if component in self._owned_alive():
+            raise ClusterError(f"cluster {self.name!r}: {component} is already running")
+        argv = [str(arg) for arg in cast(list[object], info["argv"])]
+        log = self.log_dir / f"{component}.log"
+        records[component] = {**info, "pid": launch(argv, log, self.state_dir)}
+        self._pid_file.write_text(json.dumps(records, indent=2))
+        if component == "etcd":
+            wait_until("etcd", lambda: self._http_ok(f"{info['url']}/health"), timeout_s, log)
+        elif component == "kube-apiserver":
+            wait_until("kube-apiserver /readyz", self._readyz, timeout_s, log)
+        elif component not in self._owned_alive():
+            raise ClusterError(f"cluster {self.name!r}: {component} exited at once; see {log}")
+
+    def restart_component(self, component: str, *, down_s: float = 0.0, kill: bool = False) -> float:
+        """Stop `component`, keep it down for `down_s` seconds, start it again and wait until it
+        serves; returns how long it was down."""
+        self.stop_component(component, kill=kill)
+        stopped_at = time.monotonic()
+        time.sleep(down_s)  # the outage itself, not a synchronisation
+        self.start_component(component)
+        return time.monotonic() - stopped_at
 
     # ---- helpers ----------------------------------------------------------------------------
 

@@ -19,15 +19,29 @@ from typing import Any, cast
 import aiohttp
 import kubernetes
 
+from rayquota import __version__
+from rayquota.operator.reachability import Reachability
+
 log = logging.getLogger(__name__)
+
+# How the API server's audit log and its per-client views name our requests (client-go sends
+# `<program>/<version>` the same way): `rayquota/0.1.0`, not aiohttp's generic default.
+USER_AGENT = f"rayquota/{__version__}"
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 
 
+# What a request raises when it never got an answer (the API server down or restarting, the
+# connection cut, no answer in time) after the client's own retries: the caller retries later.
+UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError)
+
+
 class ApiError(Exception):
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+    def __init__(
+        self, method: str, path: str, status: int, body: str, *, retry_after_s: float | None = None
+    ) -> None:
         try:
             message = json.loads(body).get("message", body)
         except ValueError:
@@ -36,6 +50,15 @@ class ApiError(Exception):
         self.status = status
         self.message = str(message)
         self.body = body
+        # The server's Retry-After (a 429 while its storage initialises says 1 s).
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(resp: aiohttp.ClientResponse) -> float | None:
+    try:
+        return float(resp.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
 
 
 class NotFound(ApiError):
@@ -128,6 +151,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = self._ssl_context(configuration)
         self._auth = AuthHeaders(configuration)
+        self.reachability = Reachability()
 
     @classmethod
     def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
@@ -161,9 +185,10 @@ class KubeClient:
         return context
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", **await self._auth.get()}
-        if self._user_agent:
-            headers["User-Agent"] = self._user_agent
+        # A client of the operator names the operator; one for another purpose (the MultiKueue
+        # manager's worker clients) may name itself instead.
+        user_agent = self._user_agent or USER_AGENT
+        headers = {"Accept": "application/json", "User-Agent": user_agent, **await self._auth.get()}
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -197,6 +222,7 @@ class KubeClient:
                     headers=await self._headers(content_type),
                     ssl=self._ssl,
                 ) as resp:
+                    self.reachability.answered()
                     text = await resp.text()
                     if resp.status == 401:
                         self._auth.expire()
@@ -208,9 +234,10 @@ class KubeClient:
                         await asyncio.sleep(0.2 * (attempt + 1))
                         continue
                     if resp.status >= 400:
-                        raise ApiError(method, path, resp.status, text)
+                        raise ApiError(method, path, resp.status, text, retry_after_s=_retry_after(resp))
                     return json.loads(text) if text else None
             except (aiohttp.ClientConnectionError, TimeoutError):
+                self.reachability.failed()
                 if attempt == 2:
                     raise
                 await asyncio.sleep(0.2 * (attempt + 1))
@@ -229,23 +256,28 @@ class KubeClient:
         url = self._host + path
         headers = await self._headers(None)
         request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
-        async with request as resp:
-            if resp.status >= 400:
-                text = await resp.text()
-                if resp.status == 401:
-                    self._auth.expire()
-                if resp.status == 404:
-                    raise NotFound("GET", path, resp.status, text)
-                raise ApiError("GET", path, resp.status, text)
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while (newline := buffer.find(b"\n")) >= 0:
-                    line, buffer = buffer[:newline], buffer[newline + 1 :]
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
+        try:
+            async with request as resp:
+                self.reachability.answered()
+                if resp.status >= 400:
+                    text = await resp.text()
+                    if resp.status == 401:
+                        self._auth.expire()
+                    if resp.status == 404:
+                        raise NotFound("GET", path, resp.status, text)
+                    raise ApiError("GET", path, resp.status, text, retry_after_s=_retry_after(resp))
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    while (newline := buffer.find(b"\n")) >= 0:
+                        line, buffer = buffer[:newline], buffer[newline + 1 :]
+                        if line.strip():
+                            yield json.loads(line)
+                if buffer.strip():
+                    yield json.loads(buffer)
+        except (aiohttp.ClientConnectionError, TimeoutError):
+            self.reachability.failed()  # refused, or cut: the server went away
+            raise
 
     async def list_page(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         result: dict[str, Any] = await self.request("GET", path, params=params)

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from rayquota.localcluster import binaries
-from rayquota.localcluster.cluster import LocalCluster, process_alive
+from rayquota.localcluster.cluster import LocalCluster, _alive
 from tests.polling import wait_for
 
 
@@ -128,7 +128,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(control_plane: LocalCluster) -
         assert {c: info["pid"] for c, info in other.processes().items()} == pids
     finally:
         other.down(quiet=True, purge=True)
-    alive = [pid for pid in pids.values() if process_alive(int(str(pid)))]
+    alive = [pid for pid in pids.values() if _alive(int(str(pid)))]
     assert alive == []
     assert control_plane.healthy()
 

@@ -18,7 +18,7 @@ from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
-from rayquota.operator.kube import Conflict
+from rayquota.operator.kube import UNREACHABLE, Conflict
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,8 @@ class Controller:
         self.queue: WorkQueue[ObjectKey] = WorkQueue()
         self._primary: list[Informer] = []
         self._tasks: list[asyncio.Task[None]] = []
+        # Keys whose last reconcile failed because the API server did not answer.
+        self._unanswered: set[ObjectKey] = set()
 
     def watch(
         self,
@@ -108,6 +110,15 @@ class Controller:
 
     def enqueue_after(self, key: ObjectKey, delay_s: float) -> None:
         self.queue.add_after(key, delay_s)
+
+    def retry_unanswered(self) -> None:
+        """The API server answers again: the keys that failed because it did not are tried now,
+        with their backoff forgotten (what an outage built up would otherwise delay the next
+        failure's retry, as a 503 while the server still starts, by up to minutes)."""
+        for key in self._unanswered:
+            self.queue.forget(key)
+            self.queue.add(key)
+        self._unanswered.clear()
 
     def resync(self) -> None:
         for informer in self._primary:
@@ -159,7 +170,19 @@ class Controller:
             RECONCILES.labels(self.name, "error").inc()
             delay = self.queue.add_rate_limited(key)
             attempt = self.queue.failures(key)
-            if attempt == 1:
+            if isinstance(exc, UNREACHABLE):
+                # The API server did not answer (down, restarting): expected, and its traceback
+                # says nothing; the key is retried with backoff, or as soon as it answers again.
+                self._unanswered.add(key)
+                log.warning(
+                    "%s %s: reconcile failed, no answer from the API server (attempt %d, retry in %.1fs): %s",
+                    self.name,
+                    key,
+                    attempt,
+                    delay,
+                    exc,
+                )
+            elif attempt == 1:
                 log.exception("%s %s: reconcile failed; retrying in %.2fs", self.name, key, delay)
             else:
                 log.warning(
@@ -174,6 +197,7 @@ class Controller:
         finally:
             RECONCILE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         RECONCILES.labels(self.name, "success").inc()
+        self._unanswered.discard(key)
         self.queue.forget(key)
         if result is not None and result.requeue_after_s is not None:
             self.queue.add_after(key, result.requeue_after_s)

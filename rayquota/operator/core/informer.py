@@ -90,6 +90,7 @@ class Informer:
                 if version is None:
                     version = await self._relist(namespace)
                     self._mark_listed(namespace)
+                    failures = 0
                 version = await self._watch(namespace, version)
                 failures = 0
             except asyncio.CancelledError:
@@ -99,9 +100,13 @@ class Informer:
             except Exception as exc:  # network trouble, API server restarts: back off and resume
                 failures += 1
                 delay = min(30.0, 0.2 * 2**failures) * (0.5 + random.random() / 2)
+                if isinstance(exc, ApiError) and exc.retry_after_s is not None:
+                    delay = min(delay, max(0.1, exc.retry_after_s))  # the server says when
                 level = logging.DEBUG if failures == 1 else logging.WARNING
                 log.log(level, "%r watch in %s failed (%s); retrying in %.1fs", self, namespace, exc, delay)
-                await asyncio.sleep(delay)
+                # Cut short when the API server answers again after it did not: its return
+                # must not wait for the backoff an outage built up.
+                await self.client.reachability.sleep(delay)
 
     async def _relist(self, namespace: str | None) -> str:
         self.relists += 1

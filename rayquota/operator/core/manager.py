@@ -102,6 +102,8 @@ class Manager:
     # --- running ---------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        # After an outage the keys that failed for it are tried again at once (reachability.py).
+        self.client.reachability.on_back(self._retry_unanswered)
         tasks = [asyncio.create_task(i.run(), name=f"informer {i!r}") for i in self._informers.values()]
         tasks.append(asyncio.create_task(self.recorder.run(), name="event recorder"))
         try:
@@ -137,6 +139,10 @@ class Manager:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.recorder.drain()
+
+    def _retry_unanswered(self) -> None:
+        for controller in self._controllers:
+            controller.retry_unanswered()
 
     async def _wait_synced(self, stop: asyncio.Event) -> bool:
         waits = [asyncio.create_task(i.synced.wait()) for i in self._informers.values()]

@@ -78,6 +78,10 @@ class StatusWriter:
         # resource -> field manager: statuses written by server-side apply instead of PUT, for
         # resources whose status other tools co-own by apply (Kueue's Workloads).
         self.apply_as: dict[Resource, str] = {}
+        # uid -> the versions the cache showed while a write of that object was awaited: the
+        # watch may deliver our own write before the write's answer is read, and a version seen
+        # then must count as seen (else the next reconcile waits out _OWN_WRITE_WAIT_S).
+        self._in_flight: dict[str, set[str]] = {}
 
     def deferral(self, obj: Mapping[str, Any], status: Mapping[str, Any], min_interval_s: float) -> float:
         """Seconds to hold back a write of `status` so that one object's status is written at most
@@ -93,6 +97,9 @@ class StatusWriter:
     def observe(self, _kind: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
         """Informer hook: the cache now holds this version."""
         meta = obj["metadata"]
+        seen = self._in_flight.get(str(meta.get("uid")))
+        if seen is not None:
+            seen.add(str(meta.get("resourceVersion")))
         written = self._written.get(str(meta.get("uid")))
         if written is not None and written.version == str(meta.get("resourceVersion")):
             written.wait_until = None
@@ -124,6 +131,7 @@ class StatusWriter:
         if previous is not None and (previous.canonical, previous.version) == (canonical, version):
             return dict(obj)
         path = resource.path(meta.get("namespace"), meta["name"], "status")
+        seen = self._in_flight.setdefault(uid, set())
         try:
             if resource in self.apply_as:
                 stored = await self.client.apply(
@@ -133,10 +141,14 @@ class StatusWriter:
                 stored = await self.client.replace(path, {**obj, "status": wanted})
         except NotFound:
             return None
+        finally:
+            self._in_flight.pop(uid, None)
         self.writes += 1
         now = time.monotonic()
         stored_version = str(stored["metadata"].get("resourceVersion"))
-        self._written[uid] = _Written(canonical, stored_version, now, now + _OWN_WRITE_WAIT_S)
+        # Already in the cache (the watch was quicker than the answer): nothing to wait for.
+        wait_until = None if stored_version in seen else now + _OWN_WRITE_WAIT_S
+        self._written[uid] = _Written(canonical, stored_version, now, wait_until)
         self._written.move_to_end(uid)
         while len(self._written) > _REMEMBERED:
             self._written.popitem(last=False)

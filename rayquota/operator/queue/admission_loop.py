@@ -19,7 +19,7 @@ from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import check_states, converter, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, ConfigObject, Driver, Writer
-from rayquota.operator.queue.workload_status import is_evicted, is_finished
+from rayquota.operator.queue.workload_status import is_evicted, is_finished, recorded_eviction
 from rayquota.queueing import Engine
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,12 @@ class AdmissionLoop:
             spec = converter.workload(body, self.priority_of)
             checks = {name: state for name, (state, _, _) in check_states.recorded_states(body).items()}
             self.driver.restore(
-                spec, cluster_queue, pod_sets, evicting=is_evicted(body), admission_checks=checks
+                spec,
+                cluster_queue,
+                pod_sets,
+                evicting=is_evicted(body),
+                admission_checks=checks,
+                eviction=recorded_eviction(body),
             )
             restored.append(ObjectKey(spec.namespace, spec.name))
         log.info("admission engine rebuilt from %d admitted Workloads", len(restored))

@@ -98,7 +98,7 @@ class _Tracked:
     admission: AdmittedSlice | None = None
     evicting: bool = False
     eviction: Eviction | None = None
-    """Why, when this process decided the eviction (not after a restart restored it)."""
+    """Why: as the cycle that decided it said, or as the Workload recorded it (a restart)."""
     finishing: bool = False
     slices: int = 0
 
@@ -276,9 +276,10 @@ class Driver:
         *,
         evicting: bool,
         admission_checks: Mapping[str, CheckState] | None = None,
+        eviction: Eviction | None = None,
     ) -> None:
-        """Start-up: an admission recorded in a Workload's status (with its checks' states);
-        then ``submit`` its demand."""
+        """Start-up: an admission recorded in a Workload's status (with its checks' states, and
+        the eviction it records, if any); then ``submit`` its demand."""
         admitted = replace(spec, pod_sets=tuple(PodSet(p.name, p.count, _per_pod(p), {}) for p in pod_sets))
         self.engine.restore_admission(
             admitted, cluster_queue, pod_sets, evicting=evicting, admission_checks=admission_checks
@@ -292,6 +293,7 @@ class Driver:
             admitted_key=spec.key,
             admission=AdmittedSlice(cluster_queue, pod_sets, usage, checks),
             evicting=evicting,
+            eviction=eviction if evicting else None,
         )
 
     def check_states(self, key: str, states: Mapping[str, tuple[CheckState, str, float]]) -> None:

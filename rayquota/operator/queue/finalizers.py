@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.core import Informer, Manager, ObjectKey, Result
+from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
@@ -124,9 +125,5 @@ class InUseFinalizers:
         return False
 
     async def _set_finalizer(self, resource: Resource, obj: Mapping[str, Any], *, present: bool) -> None:
-        meta = obj["metadata"]
-        others = [f for f in meta.get("finalizers") or [] if f != self.finalizer]
-        wanted = [*others, self.finalizer] if present else others
-        # The resourceVersion makes this a conditional write: a stale cache gets a Conflict.
-        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
-        await self.manager.client.merge_patch(resource.path(None, str(meta["name"])), patch)
+        path = resource.path(None, str(obj["metadata"]["name"]))
+        await set_finalizer(self.manager.client, path, obj, self.finalizer, present=present)

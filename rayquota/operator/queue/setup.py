@@ -137,6 +137,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     manager.gate = gate
     if ray is not None:
         ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
+        # And the queue's: pods the planner created or deleted that the cache does not show yet.
+        reconciler.pods_in_flight = ray.clusters.pods_in_flight
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,

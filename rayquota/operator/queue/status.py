@@ -8,11 +8,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import aiohttp
-
 from rayquota.operator.core import Informer, Manager
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.kube import ApiError
+from rayquota.operator.kube import UNREACHABLE, ApiError
 from rayquota.operator.queue import metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
@@ -203,9 +201,9 @@ class QueueStatusWriter:
                 # A conflict means our cached copy was behind: the next pass writes from a fresh one.
                 level = logging.DEBUG if exc.status == 409 else logging.WARNING
                 log.log(level, "queue status not written: %s", exc)
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                # The API server is away (restarting): the next pass writes once it answers.
-                log.warning("queue status not written: %s", exc or type(exc).__name__)
+            except UNREACHABLE as exc:
+                # The API server is down or restarting: the next pass writes what is due then.
+                log.warning("queue status not written: the API server did not answer (%s)", exc)
             await asyncio.sleep(STATUS_PERIOD_S)  # the rate bound: one pass per period
 
     async def write_all(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +28,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, metrics, naming
 from rayquota.operator.queue.adapters import Edit
-from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
+from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdapter, gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
@@ -41,13 +41,7 @@ from rayquota.operator.queue.objects import (
     RecordingLookup,
 )
 from rayquota.operator.queue.pending_writes import PendingWrites
-from rayquota.operator.queue.pod_set_words import (
-    POD_SET_WORDS_ANNOTATION,
-    annotation_value,
-    in_words,
-    pod_set_words,
-    words_of,
-)
+from rayquota.operator.queue.pod_set_words import in_words, pod_set_words, words_of
 from rayquota.operator.queue.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
@@ -56,15 +50,19 @@ from rayquota.operator.queue.pods_ready import (
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
-from rayquota.operator.queue.workload_status import desired_status, is_finished
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.queue.workload_body import new_workload, updated_workload
+from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
 from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
+# (namespace, RayCluster name) -> are pods of it in flight (created or deleted, not yet cached)?
+PodsInFlight = Callable[[str, str], bool]
 TOO_MANY_POD_SETS = "TooManyPodSets"
 INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
+INVALID_QUANTITY = "InvalidResourceQuantity"
 
 
 class WorkloadReconciler:
@@ -97,6 +95,9 @@ class WorkloadReconciler:
         # Admitted Workloads whose Admitted event (and wait metric) is still due.
         self._unannounced: set[ObjectKey] = set()
         self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
+        # The RayCluster reconciler's port (setup.py): pods of a cluster it created or deleted
+        # that the pod cache does not show yet. Quota waits for them as for the pods it sees.
+        self.pods_in_flight: PodsInFlight = lambda namespace, cluster: False
         self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
@@ -141,7 +142,7 @@ class WorkloadReconciler:
             clusters.append(str(obj["metadata"]["name"]))
 
         def pods_gone() -> bool:
-            return adapter.pods_gone(obj, pods) and not self.objects.redis_cleanup_pending(
+            return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
                 key.namespace, clusters
             )
 
@@ -149,6 +150,15 @@ class WorkloadReconciler:
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
             self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
+            return None
+        bad_quantities = quantity_errors(queued.kind, obj)
+        if bad_quantities:
+            # Nothing can be counted: the webhook refuses such an object; without it, it stays
+            # gated (what an admission already runs keeps running) and says why.
+            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
+            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
+            if not holding:
+                await self._apply(adapter.suspend(obj, children))
             return None
         demand = adapter.pod_sets(obj, children)
         refused = too_many_pod_sets(queued.kind, obj, demand)
@@ -200,7 +210,10 @@ class WorkloadReconciler:
                 by = f" by {eviction.preemptor}" if eviction.preemptor else ""
                 self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
             await self._apply(adapter.suspend(obj, children))
-            if not pods_gone():
+            if not pods_gone() or not self._eviction_shown(workload):
+                # Released only once the cache shows the eviction: from then on the gate lets no
+                # new pod start (the RayCluster planner reads the cached Workload), so none can
+                # appear after the quota went. The Workload's and the pods' events bring us back.
                 await self._write_status(workload, requeue_state=retry)
                 return None
             # The admission is cleared in the API before the engine may give the quota to anyone
@@ -282,7 +295,6 @@ class WorkloadReconciler:
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
     ) -> Obj | None:
         obj = queued.obj
-        meta = obj["metadata"]
         class_name = naming.priority_class_of(obj, self.objects.settings)
         priority = self.loop.priority_of(class_name) if class_name else None
         spec: dict[str, Any] = {
@@ -301,45 +313,14 @@ class WorkloadReconciler:
         spec = self.objects.api.workload_spec(spec)
         path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
-            body = {
-                "apiVersion": self.objects.api.workloads.api_version,
-                "kind": "Workload",
-                "metadata": {
-                    "name": queued.workload.name,
-                    "namespace": queued.workload.namespace,
-                    "labels": {
-                        naming.WORKLOAD_OWNER_KIND_LABEL: queued.kind.lower(),
-                        naming.WORKLOAD_OWNER_NAME_LABEL: labels.label_value(str(meta["name"])),
-                    },
-                    "annotations": {
-                        naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
-                            obj, self.creation_versions.of(obj)
-                        ),
-                        POD_SET_WORDS_ANNOTATION: annotation_value(words),
-                    },
-                    "ownerReferences": [labels.owner_reference(obj)],
-                },
-                "spec": spec,
-            }
+            order = creation_order.annotation_value(obj, self.creation_versions.of(obj))
+            body = new_workload(self.objects.api, queued.kind, obj, queued.workload, spec, words, order)
             created = await self.client.create(path, body)
             self._created[queued.workload] = created
             return created
-        current = workload.get("spec") or {}
-        annotations = workload["metadata"].get("annotations") or {}
-        worded = annotation_value(words)
-        owners = workload["metadata"].get("ownerReferences") or []
-        if (
-            all(current.get(k) == v for k, v in spec.items())
-            and annotations.get(POD_SET_WORDS_ANNOTATION) == worded
-            and owners
-        ):
+        updated = updated_workload(workload, obj, spec, words)
+        if updated is None:
             return workload
-        metadata = {**workload["metadata"], "annotations": {**annotations, POD_SET_WORDS_ANNOTATION: worded}}
-        if not owners:
-            # A prebuilt Workload (MultiKueue's, made before its object): adopted, so the garbage
-            # collector removes it with the object.
-            metadata["ownerReferences"] = [labels.owner_reference(obj)]
-        updated = {**workload, "metadata": metadata, "spec": {**current, **spec}}
         return await self.client.replace(path + f"/{queued.workload.name}", updated)
 
     # --- a Workload created directly (no owner): benchmarks and batch systems -------------
@@ -388,6 +369,23 @@ class WorkloadReconciler:
         retry = self.pending_writes.retry_after(engine_key)
         return Result(requeue_after_s=retry) if retry is not None else None
 
+    def _pods_gone(self, queued: Queued, pods: list[Obj], pods_by_part: Mapping[str, list[Obj]]) -> bool:
+        """None of the object's pods holds resources: none in the cache, none in flight."""
+        if not queued.adapter.pods_gone(queued.obj, pods):
+            return False
+        namespace = str(queued.obj["metadata"]["namespace"])
+        return not self._in_flight(queued.adapter, namespace, pods_by_part)
+
+    def _in_flight(self, adapter: KindAdapter, namespace: str, parts: Iterable[str]) -> bool:
+        if RAY_CLUSTER_PODS not in adapter.pod_watches:
+            return False  # its parts are not RayClusters (a batch/v1 Job's pods are the Job controller's)
+        return any(self.pods_in_flight(namespace, part) for part in parts)
+
+    def _eviction_shown(self, workload: Obj) -> bool:
+        """The cached Workload shows our Evicted write (the gate reads it)."""
+        cached = self.objects.workload(ObjectKey.of(workload))
+        return cached is not None and is_evicted(cached) and not self.manager.status.is_stale(cached)
+
     def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
         """The object is gone: its quota is freed once none of its pods is left. Its clusters
         and pods are found through owner references (and the clusters it was last seen with)."""
@@ -396,7 +394,9 @@ class WorkloadReconciler:
         ]
         pods = self.objects.pods_owned_by(owners)
         pods += [p for found in self.pod_lookups.keys_of(key) for p in self.objects.pods_at(found)]
-        if not all(pod_finished(p) for p in pods):
+        if not all(pod_finished(p) for p in pods) or any(
+            self.pods_in_flight(key.namespace, part) for part in self._parts.get(key, ())
+        ):
             return  # the pod informer's events bring us back
         if self.objects.redis_cleanup_pending(key.namespace, self._parts.get(key, ())):
             return  # the cluster's deletion brings us back

@@ -25,6 +25,16 @@ def is_evicted(workload: Mapping[str, Any]) -> bool:
     return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.EVICTED)
 
 
+def recorded_eviction(workload: Mapping[str, Any]) -> Eviction | None:
+    """The eviction a Workload's status records (its Evicted condition), for a process that did
+    not decide it: without it, the next status write would read as "pods gone, quota released"
+    and clear the admission while the pods still run (a leader taking over mid-preemption did)."""
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == Cond.EVICTED and condition.get("status") == "True":
+            return Eviction(str(condition.get("message") or ""), str(condition.get("reason") or ""), None)
+    return None
+
+
 def is_finished(workload: Mapping[str, Any]) -> bool:
     return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.FINISHED)
 

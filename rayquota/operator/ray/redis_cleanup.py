@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, Result, resources
+from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.kube import ApiError, Conflict
@@ -264,10 +265,5 @@ class RedisCleanup:
 
     async def _set_finalizer(self, cluster: Mapping[str, Any], *, present: bool) -> None:
         meta = cluster["metadata"]
-        others = [f for f in meta.get("finalizers") or [] if f != REDIS_CLEANUP_FINALIZER]
-        wanted_list = [*others, REDIS_CLEANUP_FINALIZER] if present else others
-        # Conditional on the resourceVersion: a stale cache gets a Conflict and a retry.
-        patch = {"metadata": {"finalizers": wanted_list, "resourceVersion": meta["resourceVersion"]}}
-        await self.manager.client.merge_patch(
-            resources.RAYCLUSTERS.path(meta["namespace"], str(meta["name"])), patch
-        )
+        path = resources.RAYCLUSTERS.path(meta["namespace"], str(meta["name"]))
+        await set_finalizer(self.manager.client, path, cluster, REDIS_CLEANUP_FINALIZER, present=present)

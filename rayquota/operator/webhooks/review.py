@@ -12,6 +12,7 @@ from rayquota.operator.queue import converter, topology_request
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.template_quantities import quantity_errors
 
 Body = Mapping[str, Any]
 Dispatched = Callable[[str, str], bool]
@@ -38,7 +39,8 @@ def topology_errors(kind: str, obj: Body) -> list[str]:
 
 
 def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
-    errors = topology_errors(kind, obj)
+    """Topology annotations, or resource quantities, in its pod templates that cannot be read."""
+    errors = topology_errors(kind, obj) + quantity_errors(kind, obj)
     if not errors:
         return None
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"

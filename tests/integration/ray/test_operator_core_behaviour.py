@@ -202,3 +202,44 @@ def test_deleting_a_rayjob_with_its_own_cluster_is_not_held_by_a_dead_dashboard(
     failed = [e for e in kube.events("owned") if e["reason"] == "FailedToStopRayJob"]
     assert failed and "ends with its RayCluster" in failed[0]["message"]
     ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))
+
+
+def test_a_pod_stored_whose_answer_was_lost_is_not_created_twice(
+    kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server stores a worker pod, then its answer is lost (a 500, as when etcd
+    restarts mid-request) and the pod watch misses it for a while (a watch cut by the same
+    restart): the operator must look the pod up by name, not create a second one."""
+    from rayquota.operator.core.informer import Informer
+    from rayquota.operator.kube import ApiError, KubeClient
+
+    real_create, real_apply = KubeClient.create, Informer._apply
+    stored: list[str] = []
+    lost: list[str] = []
+    missed: list[str] = []
+
+    async def create(self: KubeClient, path: str, body: Any) -> dict[str, Any]:
+        result = await real_create(self, path, body)
+        if path == f"/api/v1/namespaces/{namespace}/pods":
+            stored.append(str(result["metadata"]["name"]))
+            worker = result["metadata"]["labels"].get("ray.io/node-type") == "worker"
+            if worker and not lost:
+                lost.append(str(result["metadata"]["name"]))
+                raise ApiError("POST", path, 500, '{"message": "etcdserver: request timed out"}')
+        return result
+
+    def apply(self: Informer, kind: str, obj: Any) -> None:
+        # The watch misses the lost pod's first event; its next one (kwok's status) brings it.
+        if lost and obj["metadata"].get("name") == lost[0] and not missed:
+            missed.append(kind)
+            return
+        real_apply(self, kind, obj)
+
+    monkeypatch.setattr(KubeClient, "create", create)
+    monkeypatch.setattr(Informer, "_apply", apply)
+    kube.apply(sample("lost-answer"))
+    wait_for("head and 2 workers running", lambda: len(running(kube.pods("lost-answer"))) == 3, timeout_s=120)
+    assert lost and missed, "the injected fault did not happen"
+    # Nothing more is created once the lost pod shows up: 3 pods stored in all, never a 4th.
+    holds("no pod beyond the 3", lambda: len(stored) == 3 and len(kube.pods("lost-answer")) == 3, seconds=3)
+    assert lost[0] in {p["metadata"]["name"] for p in kube.pods("lost-answer")}

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rayquota.api import crdgen
+from rayquota.api.common import NON_NEGATIVE_QUANTITY_PATTERN
 
 CRDS = Path(__file__).resolve().parents[3] / "crds"
 
@@ -193,6 +194,23 @@ def test_lists_under_cel_rules_are_bounded() -> None:
     assert group["items"]["properties"]["flavors"]["items"]["properties"]["resources"]["maxItems"] == 16
 
 
-def test_pod_templates_are_free_form() -> None:
-    template = _at(_by_kind()["RayCluster"], "spec.headGroupSpec.template")
-    assert template == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+def test_pod_templates_are_free_form_but_for_their_resource_quantities() -> None:
+    """Kept as given, but the quantities the operator parses are checked by the API server: a
+    malformed or negative one is refused there by name (fuzzing found them crashing the
+    operator's parsers, tests/integration/fuzz)."""
+    for kind, at in (
+        ("RayCluster", "spec.headGroupSpec.template"),
+        ("RayJob", "spec.submitterPodTemplate"),
+        ("Workload", "spec.podSets[].template"),
+    ):
+        template = _at(_by_kind()[kind], at.replace("[]", ".[]"))
+        assert template["type"] == "object" and template["x-kubernetes-preserve-unknown-fields"] is True
+        spec = template["properties"]["spec"]
+        assert spec["x-kubernetes-preserve-unknown-fields"] is True
+        for containers in ("containers", "initContainers"):
+            resources = spec["properties"][containers]["items"]["properties"]["resources"]
+            for amounts in ("requests", "limits"):
+                quantity = resources["properties"][amounts]["additionalProperties"]
+                assert quantity["pattern"] == NON_NEGATIVE_QUANTITY_PATTERN and quantity["minimum"] == 0
+        overhead = spec["properties"]["overhead"]["additionalProperties"]
+        assert overhead["pattern"] == NON_NEGATIVE_QUANTITY_PATTERN

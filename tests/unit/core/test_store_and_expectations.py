@@ -80,3 +80,28 @@ def test_namespace_scope() -> None:
     assert globbed.watch_targets(True) == [None]
     assert globbed.admits("team-x") and not globbed.admits("other")
     assert NamespaceScope.of(["a"]).watch_targets(False) == [None]
+
+
+def test_a_creation_without_an_answer_stays_expected_until_looked_up() -> None:
+    exp = Expectations()
+    exp.expect_creations("c", ["p1", "p2"])
+    exp.creation_unconfirmed("c", "p1")
+    exp.creation_failed("c", "p2")  # not tried after the lost answer
+    assert not exp.satisfied("c") and exp.unconfirmed("c") == ["p1"]
+    # Found by name: it was stored; still expected until the informer shows it.
+    exp.confirmed("c", "p1", exists=True)
+    assert exp.unconfirmed("c") == [] and not exp.satisfied("c")
+    exp.observed_created("c", "p1")
+    assert exp.satisfied("c")
+
+
+def test_a_creation_without_an_answer_that_is_not_found_failed() -> None:
+    exp = Expectations()
+    exp.expect_creations("c", ["p1"])
+    exp.creation_unconfirmed("c", "p1")
+    exp.confirmed("c", "p1", exists=False)
+    assert exp.satisfied("c") and exp.unconfirmed("c") == []
+    exp.expect_creations("d", ["q"])
+    exp.creation_unconfirmed("d", "q")
+    exp.forget("d")
+    assert exp.unconfirmed("d") == []

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+import rayquota
 from rayquota.operator.kube import ApiError, AuthHeaders, KubeClient
 from tests.loopback_server import serving
 
@@ -121,3 +122,10 @@ async def test_client_reads_credentials_again_after_a_401() -> None:
         finally:
             await client.close()
     assert seen == ["Bearer token-1", "Bearer token-2"]
+
+
+async def test_requests_name_the_operator_in_their_user_agent(tmp_path: Path) -> None:
+    """The API server's audit log tells the operator's requests apart by user agent (the fault
+    tests count them during a relist): `rayquota/<version>`, not aiohttp's default."""
+    client = KubeClient.from_environment(str(_kubeconfig(tmp_path, {"token": "t"})))
+    assert (await client._headers(None))["User-Agent"] == f"rayquota/{rayquota.__version__}"

@@ -158,3 +158,25 @@ async def test_a_cache_newer_than_our_write_is_not_stale_even_if_our_version_was
     newer = cluster({"state": "ready"}, version=str(int(stored["metadata"]["resourceVersion"]) + 1))
     assert not w.is_stale(newer)
     assert not w.is_stale(cluster({"state": "pending"}))  # the wait ended with the first sight
+
+
+async def test_our_write_seen_by_the_watch_before_its_answer_is_read_is_not_waited_for() -> None:
+    """The watch may deliver our own write before the writer reads the server's answer (both on
+    one event loop). That version was seen: the next reconcile must not wait 10 s for it (a
+    RayJob's submission was held up so, seen in tests/integration/faults/test_relist.py)."""
+    client = RecordingClient()
+    w = writer(client)
+    store = client._store
+
+    def store_and_deliver(verb: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        stored = store(verb, path, body)
+        w.observe("RayCluster", stored, None)  # the watch event, handled while the answer is awaited
+        later = {**stored, "metadata": {**stored["metadata"], "resourceVersion": str(client.version + 1)}}
+        w.observe("RayCluster", later, stored)  # and a later write (a finalizer) right after it
+        return stored
+
+    client._store = store_and_deliver  # type: ignore[method-assign]
+    stored = await w.write(RAYCLUSTERS, cluster({"state": "pending"}), {"state": "ready"})
+    assert stored is not None
+    newer = cluster({"state": "ready"}, version=str(client.version + 1))
+    assert not w.is_stale(newer)

@@ -124,3 +124,22 @@ def test_unreadable_topology_annotations_are_refused_naming_field_and_value() ->
     store = objects()
     # an update to it too
     assert not review.validate_gate("RayJob", old, job, store, QueueGate(store)).allowed
+
+
+def test_a_queued_object_whose_quantities_cannot_be_counted_is_refused_naming_field_and_value() -> None:
+    """The CRDs check the grammar; what it lets through and the engine cannot count (an exponent
+    beyond 10^64) is refused here, by field and value, on creation and on update. Found by the
+    fuzz test (tests/integration/fuzz): such a RayJob made the queue's reconcile fail with a
+    traceback on every retry."""
+    job = bodies.rayjob()
+    worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1e1000"
+    verdict = review.mutate("RayJob", job, objects())
+    assert not verdict.allowed
+    field = "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.cpu"
+    assert f"{field}: invalid quantity '1e1000': exponent out of range" in verdict.message, verdict.message
+    old = bodies.rayjob()
+    store = objects()
+    assert not review.validate_gate("RayJob", job, old, store, QueueGate(store)).allowed
+    job["metadata"]["labels"] = {}  # not queued: the queue does not count it
+    assert review.mutate("RayJob", job, objects()).allowed

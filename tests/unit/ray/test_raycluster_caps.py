@@ -149,3 +149,16 @@ def test_placement_says_what_a_spec_lacks() -> None:
     ]
     spec = {"nodeSelector": {"rayquota.io/gpu-pool": "a100"}, "tolerations": [dict(A100.tolerations[0])]}
     assert A100.carried_by(spec)
+
+
+def test_status_columns_count_a_quantity_they_cannot_read_as_zero() -> None:
+    """A RayCluster stored with an unreadable quantity (before the CRDs checked them, or one
+    beyond what can be counted) made every status write fail with a traceback (fuzzing found it);
+    the columns count it as 0 and the pods' refusal is reported as usual."""
+    from rayquota.operator.ray.raycluster.status import desired_resources
+
+    body = cluster()
+    head = body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head.setdefault("resources", {})["requests"] = {"cpu": None, "memory": "1e1000000"}
+    totals = desired_resources(body)
+    assert totals["cpu"] >= 0 and totals["memory"] >= 0

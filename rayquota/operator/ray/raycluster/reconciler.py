@@ -31,12 +31,12 @@ from rayquota.operator.core import (
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.kube import ApiError, Conflict
+from rayquota.operator.kube import UNREACHABLE, ApiError, Conflict
 from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
-from rayquota.operator.ray.raycluster.admitted_caps import ClusterCaps, Uncapped
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps, ClusterCaps, Uncapped
 from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
 from rayquota.operator.ray.raycluster.status import cluster_status, status_changed
 
@@ -47,6 +47,9 @@ OWNER_INDEX = "owner"
 # often (so 1,000 clusters in motion cost at most 200 writes/s), while a change of `state`
 # (ready, suspended, ...) is written at once.
 STATUS_COALESCE_S = 5.0
+# A plan whose creations were dropped (the queue's caps changed meanwhile) is made again after
+# this long at the latest (the Workload's change usually brings the cluster back first).
+REPLAN_S = 0.5
 # Finalizer written by rayquota 0.1 on every RayCluster; removed on sight so deletion never hangs.
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 
@@ -141,6 +144,7 @@ class RayClusterReconciler:
         plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
         failures: list[str] = []
         head_service: Mapping[str, Any] | None = None
+        replan = False
         if plan.errors:
             message = "; ".join(plan.errors)
             if (cluster.get("status") or {}).get("reason") != message:
@@ -158,14 +162,17 @@ class RayClusterReconciler:
             if cluster["spec"].get("enableInTreeAutoscaling"):
                 await self._ensure_autoscaler_rbac(cluster, failures)
             # Until the cache shows our own last pod changes, acting again could double them.
+            await self._confirm_creations(key, failures)
             if self.expectations.satisfied(key):
-                await self._apply(key, cluster, plan, failures)
+                replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is
         # already out of date; their watch events bring us back to write the real one.
         in_motion = not failures and not self.expectations.satisfied(key)
         deferred = await self._write_status(cluster, pods, head_service, plan, failures, in_motion)
         if failures:
             raise ReconcileFailed("; ".join(failures))
+        if replan:
+            deferred = min(deferred or REPLAN_S, REPLAN_S)
         return Result(requeue_after_s=deferred) if deferred else None
 
     async def _write_status(
@@ -284,7 +291,40 @@ class RayClusterReconciler:
             if informer.store.get(namespace, manifest["metadata"]["name"]) is None:
                 await self._create_owned(cluster, resource, manifest, failures)
 
-    async def _apply(self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str]) -> None:
+    def pods_in_flight(self, namespace: str, name: str) -> bool:
+        """Pods of this cluster created or deleted by us that the pod cache does not show yet
+        (the queue's port: its quota is not released while pods it cannot see may exist)."""
+        return not self.expectations.satisfied(ObjectKey(namespace, name))
+
+    def _creation_unanswered(
+        self, key: ObjectKey, plan: ClusterPlan, index: int, failures: list[str], message: str
+    ) -> None:
+        """The answer to creating ``plan.create[index]`` was lost, not a refusal: the pod may
+        have been stored. It is looked up by name before anything else is created for this
+        cluster; the creations after it were not tried."""
+        self.expectations.creation_unconfirmed(key, str(plan.create[index]["metadata"]["name"]))
+        for skipped in plan.create[index + 1 :]:
+            self.expectations.creation_failed(key, str(skipped["metadata"]["name"]))
+        add_failure(failures, message)
+
+    async def _confirm_creations(self, key: ObjectKey, failures: list[str]) -> None:
+        """Look up the pods whose creation got no answer: gone means it failed."""
+        for pod_name in self.expectations.unconfirmed(key):
+            try:
+                found = await self.client.get(resources.PODS.path(key.namespace, pod_name))
+            except UNREACHABLE as exc:
+                add_failure(failures, f"look up pod {pod_name} whose creation got no answer: {exc!r}")
+                return
+            except ApiError as exc:
+                add_failure(failures, f"look up pod {pod_name} whose creation got no answer: {exc.message}")
+                return
+            self.expectations.confirmed(key, pod_name, exists=found is not None)
+
+    async def _apply(
+        self, key: ObjectKey, cluster: Obj, plan: ClusterPlan, failures: list[str], caps: AdmittedCaps | None
+    ) -> bool:
+        """Deletes and creates what the plan says; False when its creations were dropped because
+        the queue's caps changed since the plan (the cluster plans again)."""
         namespace = cluster["metadata"]["namespace"]
         recorder = self.manager.recorder
         self.expectations.expect_deletions(key, [str(d.pod["metadata"]["name"]) for d in plan.delete])
@@ -319,13 +359,26 @@ class RayClusterReconciler:
                     )
                 except ApiError as exc:
                     failures.append(f"re-stamp pod {pod_name}: {exc.message}")
+        if plan.create and self.caps.caps_for(cluster) != caps:
+            # The caps were read before this reconcile's awaits; an eviction or a smaller slice
+            # may have come since, and the queue may be about to release the quota (it does once
+            # no pod of ours is in flight, which the expectations below would say). What the old
+            # caps allowed is not created; the Workload's event, or the timer, plans again.
+            return False
         self.expectations.expect_creations(key, [str(m["metadata"]["name"]) for m in plan.create])
         for index, manifest in enumerate(plan.create):
             pod_name = str(manifest["metadata"]["name"])
             kind = "Head" if node_type(manifest) == labels.HEAD_NODE else "Worker"
             try:
                 await self.client.create(resources.PODS.path(namespace), copy.deepcopy(manifest))
+            except UNREACHABLE as exc:
+                self._creation_unanswered(key, plan, index, failures, f"create {kind.lower()} pod: {exc!r}")
+                break
             except ApiError as exc:
+                if exc.status >= 500:
+                    message = f"create {kind.lower()} pod: {exc.message.replace(pod_name, '<pod>')}"
+                    self._creation_unanswered(key, plan, index, failures, message)
+                    break
                 # Like KubeRay, the first refusal ends this round of creations: the next ones
                 # would meet the same refusal (a quota, an admission policy), and the retry
                 # with backoff tries again.
@@ -336,3 +389,4 @@ class RayClusterReconciler:
                 recorder.post(cluster, "Warning", f"FailedToCreate{kind}Pod", exc.message)
                 break
             recorder.post(cluster, "Normal", f"Created{kind}Pod", f"Created pod {namespace}/{pod_name}")
+        return True

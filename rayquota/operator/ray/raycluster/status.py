@@ -44,7 +44,14 @@ TPU_RESOURCE = "google.com/tpu"
 
 
 def _quantity(value: Any) -> Decimal:
-    return Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
+    """A quantity for the status columns; one that cannot be read or counted is 0 (the pods it
+    would make are refused by the API server, and that failure is reported)."""
+    try:
+        amount = Decimal(parse_quantity(str(value)))  # type: ignore[no-untyped-call]
+    except (ValueError, ArithmeticError):
+        return Decimal(0)
+    # Beyond 10^64 (what the queue refuses to count too) sums would overflow: not a real amount.
+    return amount if amount.is_finite() and amount.adjusted() <= 64 else Decimal(0)
 
 
 def pod_resource_totals(template: Mapping[str, Any]) -> dict[str, Decimal]:

@@ -11,6 +11,7 @@ from typing import Any
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Informer, Manager, Result, resources
 from rayquota.operator.core.events import EventRecorder
+from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.kube import ApiError, Conflict, KubeClient
 from rayquota.operator.ray import services, submitter
 from rayquota.operator.ray.auth_token import AuthTokens
@@ -72,10 +73,8 @@ class RayJobChildren:
 
     async def _set_finalizer(self, rayjob: Mapping[str, Any], finalizer: str, *, present: bool) -> None:
         meta = rayjob["metadata"]
-        current = [f for f in meta.get("finalizers") or [] if f != finalizer]
-        wanted = [*current, finalizer] if present else current
-        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
-        await self.client.merge_patch(resources.RAYJOBS.path(meta["namespace"], meta["name"]), patch)
+        path = resources.RAYJOBS.path(meta["namespace"], meta["name"])
+        await set_finalizer(self.client, path, rayjob, finalizer, present=present)
 
     async def _finalize(self, rayjob: Mapping[str, Any]) -> Result | None:
         """Deletion: stop a Ray job that may still run, then let the RayJob go.

@@ -1,0 +1,96 @@
+"""An API server that does not answer (stopped, restarting) is a transient condition: the queue's
+status writer carries on (it once ended the whole operator 2 s into an API server outage:
+tests/integration/faults/test_apiserver_outage.py), and a reconcile that fails for it is retried
+with a warning, without a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+import pytest
+
+from rayquota.operator.core.controller import Controller
+from rayquota.operator.core.resources import ObjectKey
+from rayquota.operator.queue import status as queue_status
+from rayquota.operator.reachability import Reachability
+
+
+async def test_the_queue_status_writer_outlives_an_api_server_outage(monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = queue_status.QueueStatusWriter.__new__(queue_status.QueueStatusWriter)
+    calls = 0
+
+    async def write_all() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+        if calls == 2:
+            raise TimeoutError()
+        raise asyncio.CancelledError  # the operator stopping
+
+    monkeypatch.setattr(writer, "write_all", write_all)
+    monkeypatch.setattr(queue_status, "STATUS_PERIOD_S", 0.0)
+    with pytest.raises(asyncio.CancelledError):
+        await writer.run()
+    assert calls == 3
+
+
+async def test_a_reconcile_the_api_server_did_not_answer_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def unreachable(key: ObjectKey) -> None:
+        raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+
+    async def broken(key: ObjectKey) -> None:
+        raise ValueError("a bug")
+
+    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
+    await Controller("rayjob", unreachable)._reconcile_one(ObjectKey("ns", "a"))
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "no answer from the API server" in record.getMessage()
+    # Anything else is a bug worth its traceback.
+    caplog.clear()
+    await Controller("rayjob", broken)._reconcile_one(ObjectKey("ns", "b"))
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+
+
+async def test_a_backoff_sleep_ends_when_the_api_server_answers_again() -> None:
+    reachability = Reachability()
+    back: list[str] = []
+    reachability.on_back(lambda: back.append("back"))
+    reachability.failed()
+    sleeping = asyncio.create_task(reachability.sleep(30))
+    await asyncio.sleep(0.05)
+    assert not sleeping.done()
+    reachability.answered()
+    await asyncio.wait_for(sleeping, 1)  # not 30 s
+    reachability.answered()  # answering while up is no news
+    assert back == ["back"]
+    # While the server answers, a backoff is slept in full (a 500 is not an outage).
+    started = asyncio.get_running_loop().time()
+    await reachability.sleep(0.2)
+    assert asyncio.get_running_loop().time() - started >= 0.19
+
+
+async def test_keys_that_failed_for_an_unanswering_api_server_are_retried_when_it_answers() -> None:
+    async def unreachable(key: ObjectKey) -> None:
+        raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+
+    controller = Controller("rayjob", unreachable)
+    for name in ("a", "b"):
+        key = ObjectKey("ns", name)
+        controller.queue.add(key)
+        taken = await controller.queue.get()
+        await controller._reconcile_one(taken)
+        controller.queue.done(taken)
+    assert len(controller.queue) == 0  # both wait out their backoff
+    controller.retry_unanswered()
+    assert len(controller.queue) == 2
+    # The outage's failures are forgotten: a failure now (a 503 while the server starts) is
+    # retried after the first backoff step, not the one the outage had reached.
+    assert controller.queue.failures(ObjectKey("ns", "a")) == 0
+    controller.queue.shut_down()
