@@ -42,7 +42,7 @@ from rayquota.localcluster.multicluster import CHECK_NAME, MultiCluster
 from rayquota.operator.queue.multikueue.kubeconfig import USER_AGENT
 
 NAMESPACE = "bench"
-MANAGER_CLIENT = "Python"  # the operators' aiohttp client, as the audit log names it
+MANAGER_CLIENT = "rayquota"  # the operators' own client (user agent rayquota/<version>) in the audit log
 
 
 def nodes(directory: Path, gpu_nodes: int) -> Path:
