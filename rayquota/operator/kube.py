@@ -38,6 +38,15 @@ APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 # connection cut, no answer in time) after the client's own retries: the caller retries later.
 UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError)
 
+# Answers of an API server that is starting (paths not yet installed, storage initialising) or
+# overloaded: like no answer, transient; the request is retried, it is no bug of ours.
+NOT_READY_STATUSES = frozenset({429, 503, 504})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """No answer from the API server, or an answer that says it cannot serve yet."""
+    return isinstance(exc, UNREACHABLE) or (isinstance(exc, ApiError) and exc.status in NOT_READY_STATUSES)
+
 
 INTERN_MAX_CHARS = 64
 # Values unique to one object (or one version of it): interning them would only grow the table.

@@ -18,9 +18,12 @@ from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
-from rayquota.operator.kube import UNREACHABLE, Conflict
+from rayquota.operator.kube import UNREACHABLE, Conflict, is_transient
 
 log = logging.getLogger(__name__)
+
+# How the API server refuses a create in a namespace that is being deleted.
+NAMESPACE_ENDING = "because it is being terminated"
 
 RECONCILES = Counter(
     "rayquota_controller_reconciles_total", "Reconciles by controller and result", ["controller", "result"]
@@ -170,17 +173,26 @@ class Controller:
             RECONCILES.labels(self.name, "error").inc()
             delay = self.queue.add_rate_limited(key)
             attempt = self.queue.failures(key)
-            if isinstance(exc, UNREACHABLE):
-                # The API server did not answer (down, restarting): expected, and its traceback
-                # says nothing; the key is retried with backoff, or as soon as it answers again.
+            if is_transient(exc):
+                # The API server did not answer, or said it cannot serve yet (down, restarting,
+                # overloaded): expected, and its traceback says nothing; the key is retried with
+                # backoff, or as soon as it answers again.
                 self._unanswered.add(key)
                 log.warning(
-                    "%s %s: reconcile failed, no answer from the API server (attempt %d, retry in %.1fs): %s",
+                    "%s %s: reconcile failed, %s (attempt %d, retry in %.1fs): %s",
                     self.name,
                     key,
+                    "no answer from the API server"
+                    if isinstance(exc, UNREACHABLE)
+                    else "the API server is not ready",
                     attempt,
                     delay,
                     exc,
+                )
+            elif NAMESPACE_ENDING in str(exc):
+                # A create refused because the namespace is being deleted: the object goes with it.
+                log.warning(
+                    "%s %s: reconcile failed, its namespace is being deleted: %s", self.name, key, exc
                 )
             elif attempt == 1:
                 log.exception("%s %s: reconcile failed; retrying in %.2fs", self.name, key, delay)

@@ -13,6 +13,7 @@ import pytest
 
 from rayquota.operator.core.controller import Controller
 from rayquota.operator.core.resources import ObjectKey
+from rayquota.operator.kube import ApiError
 from rayquota.operator.queue import status as queue_status
 from rayquota.operator.reachability import Reachability
 
@@ -94,3 +95,46 @@ async def test_keys_that_failed_for_an_unanswering_api_server_are_retried_when_i
     # retried after the first backoff step, not the one the outage had reached.
     assert controller.queue.failures(ObjectKey("ns", "a")) == 0
     controller.queue.shut_down()
+
+
+async def test_a_reconcile_refused_by_an_api_server_still_starting_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Right after an API server (re)starts it answers 503 until every path is installed (the
+    API-server-outage fault test logged a traceback for a finalizer PATCH refused so)."""
+    message = '{"message": "the request has been made before all known HTTP paths have been installed"}'
+
+    async def starting(key: ObjectKey) -> None:
+        raise ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/a", 503, message)
+
+    async def refused(key: ObjectKey) -> None:
+        raise ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/b", 422, '{"message": "invalid"}')
+
+    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
+    await Controller("rayjob", starting)._reconcile_one(ObjectKey("ns", "a"))
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "the API server is not ready" in record.getMessage()
+    # A refusal on the merits stays an error with its traceback.
+    caplog.clear()
+    await Controller("rayjob", refused)._reconcile_one(ObjectKey("ns", "b"))
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+
+
+async def test_a_create_refused_in_a_namespace_being_deleted_is_logged_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    message = (
+        '{"message": "pods \\"x\\" is forbidden: unable to create new content in namespace ns '
+        'because it is being terminated"}'
+    )
+
+    async def ending(key: ObjectKey) -> None:
+        raise ApiError("POST", "/api/v1/namespaces/ns/pods", 403, message)
+
+    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
+    await Controller("raycluster", ending)._reconcile_one(ObjectKey("ns", "a"))
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "its namespace is being deleted" in record.getMessage()
