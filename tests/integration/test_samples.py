@@ -10,14 +10,7 @@ import yaml
 
 from tests.sample_documents import SAMPLES, sample_documents
 
-CLUSTER_SCOPED = {
-    "ResourceFlavor",
-    "ClusterQueue",
-    "Cohort",
-    "WorkloadPriorityClass",
-    "MultiKueueConfig",
-    "MultiKueueCluster",
-}
+CLUSTER_SCOPED = {"ResourceFlavor", "ClusterQueue", "Cohort", "WorkloadPriorityClass"}
 
 
 DOCUMENTS = sample_documents()
