@@ -30,9 +30,6 @@ WORKLOAD_INDEX = "queue-workload"
 POD_INDEX = "queue-pods"
 # A pod index entry: (pod watch name, "namespace/value").
 PodKey = tuple[str, str]
-# What many Workloads hold equal (one spec per shape and queue, one admission per shape and
-# ClusterQueue): the caches keep one copy of each (core/compact.py).
-WORKLOAD_SHARED_PATHS = (("spec",), ("status", "admission"))
 
 
 @dataclass(frozen=True)
@@ -100,12 +97,7 @@ class QueueObjects:
         objects = cls(
             settings,
             informers,
-            manager.informer(
-                api.workloads,
-                indexers={OWNER_INDEX: owner_uids},
-                shared_paths=WORKLOAD_SHARED_PATHS,
-                interned=True,
-            ),
+            manager.informer(api.workloads, indexers={OWNER_INDEX: owner_uids}),
             pod_informers,
             api=api,
         )
