@@ -23,6 +23,11 @@ def local_queue_key(spec: Workload) -> str:
     return f"{spec.namespace}/{spec.queue_name}"
 
 
+def inactive_reason(key: str) -> str:
+    """Why a deactivated workload (``spec.active`` false) waits: it is not routed at all."""
+    return f"workload {key} is inactive"
+
+
 class Router:
     def __init__(self, accounting: Accounting, tell: Tell, clock: Callable[[], float]) -> None:
         self.accounting = accounting
@@ -39,7 +44,7 @@ class Router:
         spec = wl.spec
         if not spec.active:
             self.backing_off.pop(wl.key, None)
-            self.make_unrouted(wl, f"workload {wl.key} is inactive")
+            self.make_unrouted(wl, inactive_reason(wl.key))
             return
         if spec.requeue_at > self.clock():
             self.backing_off[wl.key] = spec.requeue_at

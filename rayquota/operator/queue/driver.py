@@ -38,6 +38,7 @@ from rayquota.queueing import (
     ResourceFlavor,
     Workload,
 )
+from rayquota.queueing.routing import inactive_reason
 
 ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | AdmissionCheck
 """What configures the engine (everything but workloads)."""
@@ -341,6 +342,14 @@ class Driver:
             return None
         status = self.engine.workload(tracked.pending_key)
         return status.pending_reason if status is not None else None
+
+    def reason_once_released(self, key: str) -> str | None:
+        """Why an evicted workload will wait once its quota is freed, when that is known before
+        the engine sees it again: a deactivated one is not routed (no cycle decides it)."""
+        tracked = self._tracked.get(key)
+        if tracked is None or tracked.spec.active:
+            return None
+        return inactive_reason(tracked.pending_key or tracked.admitted_key or key)
 
     # --- the cycle ----------------------------------------------------------------------
 

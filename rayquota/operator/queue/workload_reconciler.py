@@ -465,6 +465,9 @@ class WorkloadReconciler:
         frees its quota."""
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
         reason = self.driver.pending_reason(key)
+        if released and reason is None:
+            # Not "waiting for the next admission cycle" when no cycle will decide it.
+            reason = self.driver.reason_once_released(key)
         status = desired_status(
             workload.get("status"),
             admission=None if released else self.driver.admission(key),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rayquota.operator.queue.driver import Driver
 from rayquota.queueing import Engine
 from tests.unit.queue.fakes import GPU, gpu_workload, new_driver
@@ -94,3 +96,18 @@ def test_restore_rebuilds_usage_and_submit_after_restore_admits_nothing_twice() 
     restarted.cycle(1)
     assert gpu_usage(restarted, "a") == 4 and writer2.admit_calls == []
     assert isinstance(restarted.engine, Engine)
+
+
+def test_a_deactivated_workload_evicted_by_a_check_is_known_inactive_before_its_release() -> None:
+    # A check Rejected it: evicted, then deactivated. The status written as its quota is released
+    # says why it will wait (no cycle will decide it), not "waiting for the next admission cycle".
+    driver, _ = new_driver()
+    driver.submit(gpu_workload("job", "a", {"w1": 4}))
+    driver.cycle(0)
+    assert driver.reason_once_released("ns/job") is None  # active: the next cycle decides
+    driver.evict("ns/job", "AdmissionCheck rejected", "AdmissionCheck")
+    driver.submit(replace(gpu_workload("job", "a", {"w1": 4}), active=False))
+    assert driver.reason_once_released("ns/job") == "workload ns/job is inactive"
+    driver.pods_gone("ns/job")
+    driver.cycle(1)
+    assert driver.pending_reason("ns/job") == driver.reason_once_released("ns/job")
