@@ -9,6 +9,7 @@ restart, and no quota leaks, because the engine is never trusted beyond the API 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,9 @@ from rayquota.queueing import Engine
 log = logging.getLogger(__name__)
 
 MIN_CYCLE_GAP_S = 0.05
+# The longest the cycles wait for a scale-down's smaller admission to be written (a write that
+# keeps failing must not stop every queue; the API server being away stops the rest anyway).
+FREED_QUOTA_HOLD_S = 10.0
 
 
 def object_key(workload: str) -> ObjectKey:
@@ -75,9 +79,39 @@ class AdmissionLoop:
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
         self._priorities: dict[str, int] = {}
+        self._holds: dict[str, float] = {}
+        """Workloads whose smaller admission is not written yet -> until when the cycles wait."""
 
     def request_cycle(self) -> None:
         self._wake.set()
+
+    def hold_freed_quota(self, workload: str) -> None:
+        """A scale-down freed quota in the engine before the Workload's status says so: no cycle
+        may give it to another workload until :meth:`freed_quota_written`, or the records of
+        both would show more than the quota (the new admission's write can land first)."""
+        self._holds[workload] = time.monotonic() + FREED_QUOTA_HOLD_S
+
+    def freed_quota_written(self, workload: str) -> None:
+        if self._holds.pop(workload, None) is not None:
+            self.request_cycle()
+
+    async def _wait_for_freed_quota_writes(self) -> None:
+        while self._holds:
+            now = time.monotonic()
+            for workload, until in list(self._holds.items()):
+                if until <= now:
+                    del self._holds[workload]
+                    log.warning(
+                        "Workload %s: its smaller admission was not written within %.0fs; "
+                        "the quota it freed is given on",
+                        workload,
+                        FREED_QUOTA_HOLD_S,
+                    )
+            if not self._holds:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(self._holds.values()) - now)
 
     def priority_of(self, class_name: str) -> int | None:
         return self._priorities.get(class_name)
@@ -171,6 +205,7 @@ class AdmissionLoop:
             except TimeoutError:
                 pass
             self._wake.clear()
+            await self._wait_for_freed_quota_writes()
             await asyncio.sleep(0)  # let the events of this loop turn arrive first: one cycle for all
             started = time.perf_counter()
             decisions = self.driver.cycle(time.time())

@@ -201,7 +201,11 @@ class WorkloadReconciler:
         lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
+            before = self.driver.admission(engine_key)
             self.driver.submit(self._engine_workload(workload))
+            if before is not None and self.driver.admission(engine_key) not in (None, before):
+                # A scale-down: what it freed waits for the smaller admission's write below.
+                self.loop.hold_freed_quota(engine_key)
             self.checks.feed(engine_key, workload)
             self.loop.request_cycle()
 
@@ -437,6 +441,7 @@ class WorkloadReconciler:
         self.pod_lookups.forget(key)
         self.pending_writes.forget(str(key))
         self.driver.remove(str(key))
+        self.loop.freed_quota_written(str(key))
         self.loop.request_cycle()
 
     # --- writes ----------------------------------------------------------------------------
@@ -482,7 +487,9 @@ class WorkloadReconciler:
         evaluated = bool(reason)
         if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
             return workload
-        return await self.manager.status.write(self.objects.api.workloads, workload, status)
+        stored = await self.manager.status.write(self.objects.api.workloads, workload, status)
+        self.loop.freed_quota_written(key)
+        return stored
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
         for edit in edits:
