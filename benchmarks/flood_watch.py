@@ -54,8 +54,11 @@ class FirstSeen(harness.Periodic):
         self.label_selector = label_selector
         self.first_seen: dict[str, float] = {}  # name -> when first seen at all (its creation)
         self.first_met: dict[str, float] = {}
+        self.gone: dict[str, float] = {}  # name -> when its DELETED event came
         self.labels: dict[str, dict[str, str]] = {}
         self._list: Callable[..., Any] | None = None
+        # Each window resumes where the last one ended, so no DELETED event falls between two.
+        self._version = ""
 
     def _lister(self) -> Callable[..., Any]:
         from kubernetes import client, config
@@ -80,24 +83,40 @@ class FirstSeen(harness.Periodic):
         return list_core
 
     def tick(self) -> None:
-        """One watch of up to WATCH_WINDOW_S (the loop starts the next one with a fresh list)."""
+        """One watch of up to WATCH_WINDOW_S, from the resourceVersion the last one reached (a
+        fresh list first, and again if the server no longer has that version)."""
         from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
 
         if self._list is None:
             self._list = self._lister()
         kwargs: dict[str, Any] = {"timeout_seconds": WATCH_WINDOW_S}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
-        for event in watch.Watch().stream(self._list, **kwargs):
-            obj = event["raw_object"]
-            meta = obj.get("metadata") or {}
-            name = str(meta.get("name"))
-            self.labels[name] = dict(meta.get("labels") or {})
-            self.first_seen.setdefault(name, time.time())
-            if name not in self.first_met and self.condition(obj):
-                self.first_met[name] = time.time()
-            if self.stopping:
+        if self._version:
+            kwargs["resource_version"] = self._version
+        try:
+            for event in watch.Watch().stream(self._list, **kwargs):
+                obj = event["raw_object"]
+                meta = obj.get("metadata") or {}
+                if event["type"] == "ERROR":
+                    self._version = ""  # 410 Gone: list again
+                    return
+                self._version = str(meta.get("resourceVersion") or self._version)
+                name = str(meta.get("name"))
+                self.labels[name] = dict(meta.get("labels") or {})
+                self.first_seen.setdefault(name, time.time())
+                if event["type"] == "DELETED":
+                    self.gone.setdefault(name, time.time())
+                elif name not in self.first_met and self.condition(obj):
+                    self.first_met[name] = time.time()
+                if self.stopping:
+                    return
+        except ApiException as exc:
+            if exc.status == 410:
+                self._version = ""
                 return
+            raise
 
     def met(self) -> dict[str, float]:
         return dict(self.first_met)

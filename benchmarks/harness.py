@@ -158,11 +158,26 @@ def merged(per_client: Mapping[str, RequestCounts], exclude: Iterable[str] = ())
     return counts
 
 
+def audit_files(path: Path) -> list[Path]:
+    """The audit log and the files it was rotated into, oldest first.
+
+    The API server rotates its audit log at ``--audit-log-maxsize`` megabytes (0 means 100 MB:
+    its log library's default), renaming it ``<stem>-<timestamp><suffix>``; a long run (Kueue's
+    large scale) fills several, and counting the last one alone undercounts."""
+    rotated = sorted(path.parent.glob(f"{path.stem}-*{path.suffix}"))
+    return [*rotated, path] if path.exists() else rotated
+
+
 def read_audit_counts(
     path: Path, since: float | None = None, until: float | None = None
 ) -> dict[str, RequestCounts]:
-    with path.open() as log:
-        return audit_request_counts(log, since, until)
+    """Requests per client from the audit log at ``path`` and every file it was rotated into."""
+    per_client: dict[str, RequestCounts] = {}
+    for file in audit_files(path):
+        with file.open() as log:
+            for client, counts in audit_request_counts(log, since, until).items():
+                per_client.setdefault(client, Counter()).update(counts)
+    return per_client
 
 
 # ---- the API server's /metrics --------------------------------------------------------------

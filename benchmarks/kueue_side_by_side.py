@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
 from benchmarks.tas_check import AssignmentWatch, TasCheck
+from benchmarks.workload_journal import EvictionSummary, WorkloadJournal
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
 from rayquota.ports import free_port
@@ -115,6 +116,9 @@ class RunResult:
     checker_passed: bool
     checker_failures: list[str] = field(default_factory=list)
     tas: TasCheck | None = None
+    journal: EvictionSummary | None = None  # with --journal: why each eviction happened
+    load_avg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_avg_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def evictions(self) -> int:
@@ -247,6 +251,7 @@ def run_once(
     nice: int,
     audit: bool,
     fraction: float = 1.0,
+    journal: bool = False,
 ) -> RunResult:
     """One runner invocation with one controller (argv None: Kueue's own minimalkueue)."""
     config = peers.kueue_config(SCALES[scale])
@@ -282,13 +287,21 @@ def run_once(
     print(f"[{name}] {shlex.join(cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     server = harness.ApiServer(run_dir / "kubeconfig")
-    journal = run_dir / "tas-journal.jsonl"
-    placement = AssignmentWatch(run_dir / "kubeconfig", journal) if scale == "tas" else None
+    tas_journal = run_dir / "tas-journal.jsonl"
+    placement = AssignmentWatch(run_dir / "kubeconfig", tas_journal) if scale == "tas" else None
     if placement is not None:
         placement.start()
+    transitions = (
+        WorkloadJournal(run_dir / "kubeconfig", run_dir / "workloads-journal.jsonl") if journal else None
+    )
+    if transitions is not None:
+        transitions.start()
+    load_avg_start = os.getloadavg()
     with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
         proc = subprocess.run(cmd, cwd=peers.kueue_workdir(), env=env, stdout=runner_log, stderr=runner_log)
     tas = placement.stop() if placement is not None else None
+    evictions = transitions.stop() if transitions is not None else None
+    load_avg_end = os.getloadavg()
     if proc.returncode != 0:
         tail = "\n".join((run_dir / "runner.log").read_text().splitlines()[-20:])
         raise SystemExit(f"[{name}] the runner failed ({proc.returncode}); {run_dir}/runner.log:\n{tail}")
@@ -336,6 +349,9 @@ def run_once(
         checker_passed=passed,
         checker_failures=failures,
         tas=tas,
+        journal=evictions,
+        load_avg_start=load_avg_start,
+        load_avg_end=load_avg_end,
     )
 
 
@@ -344,7 +360,8 @@ def run_once(
 
 def describe(r: RunResult) -> list[str]:
     lines = [
-        f"== {r.controller} ({r.scale}) ==",
+        f"== {r.controller} ({r.scale}), load average {r.load_avg_start[0]:.1f} at the start, "
+        f"{r.load_avg_end[0]:.1f} at the end ==",
         f"wall {r.wall_s:.1f}s; controller {r.controller_cpu_s:.1f} CPU-s, "
         f"peak RSS {r.controller_peak_rss_mb:.0f} MB",
     ]
@@ -361,6 +378,12 @@ def describe(r: RunResult) -> list[str]:
         lines.append(
             f"  controller's own requests {r.controller_requests} ({r.controller_requests / r.workloads:.2f}"
             f"/Workload), writes {r.controller_writes} ({r.controller_writes / r.workloads:.2f}/Workload)"
+        )
+    if r.journal is not None:
+        lines.append(
+            f"  journal: {r.journal.evictions} evictions (their victims had held quota "
+            f"{r.journal.wasted_s:.0f}s in all); "
+            f"by reason {r.journal.by_reason}; victim <- preemptor {r.journal.by_classes}"
         )
     verdict = "PASS" if r.checker_passed else "FAIL: " + "; ".join(r.checker_failures[:6])
     lines.append(f"  Kueue's checker: {verdict}")
@@ -422,6 +445,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "checker still judges against the full config's limits",
     )
     parser.add_argument("--no-audit", dest="audit", action="store_false", help="no per-client request counts")
+    parser.add_argument(
+        "--journal",
+        action="store_true",
+        help="watch every Workload's transitions (OUT/NAME/workloads-journal.jsonl): why each eviction was",
+    )
     args = parser.parse_args(argv)
 
     peers.build_kueue_tools()
@@ -453,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 nice=args.nice,
                 audit=args.audit,
                 fraction=args.fraction,
+                journal=args.journal,
             )
             for name, command in controllers
         ),

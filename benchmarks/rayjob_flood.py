@@ -13,8 +13,11 @@ one after the other, in the same invocation (default: KubeRay, then rayquota):
   submits them. The ClusterQueues' GPU quotas add up to the 512 GPUs, so 256 jobs are admitted
   at once and the other 744 wait in their queues.
 
-Nothing ever finishes (the fake pods run no Ray), so no quota is ever released: what is
-measured is the first wave, the jobs that can run on these GPUs, on both sides. A job counts
+Nothing finishes by itself (the fake pods run no Ray): the first wave is the jobs these GPUs
+can run, on both sides. Then the release phase (benchmarks/flood_release.py; `--no-release` to
+skip it) deletes running RayJobs in batches (`--release-batch`, every `--release-interval`
+seconds) until every job has run, and measures, per freed slot, the time from the last pod of a
+deleted job being gone to the next job's admission and to its pods Running. A job counts
 when its head and both workers are Running. Times are taken by this script: a RayJob's
 creation when its POST was answered; its Workload first seen, and first seen admitted, and its
 last pod first seen Running, as the watch events arrived. A run ends when every admissible
@@ -45,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import flood_queues, harness
+from benchmarks import flood_queues, flood_release, harness
 from benchmarks.flood_objects import GPU_NODES, GPUS_PER_NODE, NAMESPACE, create_all, nodes_file, rayjob
 from benchmarks.flood_watch import FirstSeen, pod_running, workload_admitted
 from benchmarks.operators import (
@@ -103,6 +106,8 @@ class FloodResult:
     requests_per_running_job: float
     operator_top: str
     reconciles: dict[str, int]  # rayquota's reconciles per controller, to the end of the run
+    release: flood_release.ReleaseResult | None = None  # the release phase, when run
+    load_avg: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the end of the first wave
 
 
 def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
@@ -171,12 +176,16 @@ def run_operator(
     timeout_s: float,
     workdir: Path,
     profile: bool = False,
+    release: Release | None = None,
+    cluster_prefix: str = "fl",
 ) -> FloodResult:
     def say(message: str) -> None:
         print(f"[{name}] {message}", file=sys.stderr, flush=True)
 
     queued = name == "rayquota"
-    cluster = LocalCluster(name=f"fl-{name}-{os.getpid()}", nodes_file=nodes_file(workdir), audit=True)
+    cluster = LocalCluster(
+        name=f"{cluster_prefix}-{name}-{os.getpid()}", nodes_file=nodes_file(workdir), audit=True
+    )
     cluster.up(log=say)
     try:
         install_operator_crds(name, cluster)
@@ -193,7 +202,8 @@ def run_operator(
                 if queued
                 else contextlib.nullcontext(None)
             ) as admitted,
-            watch(plural="pods", condition=pod_running, label_selector=CLUSTER_LABEL) as pods,
+            # Every pod (the submitters too: the release phase waits for a job's last pod).
+            watch(plural="pods", condition=pod_running) as pods,
         ):
             if queued:
                 harness.wait_until("the operator to read the queues", lambda: queues_seen(cluster), 120)
@@ -212,6 +222,7 @@ def run_operator(
                 )
                 progress.wait(expected=expected, settle_s=settle_s, timeout_s=timeout_s)
             say(f"{progress.count} jobs with every pod Running; measuring")
+            load_avg = os.getloadavg()
             peak_rss = proc.sample().peak_rss_mb
             reconciles = reconciles_by_controller(proc)
             running_by_cluster = pods.grouped_by_label(CLUSTER_LABEL, PODS_PER_JOB)
@@ -220,10 +231,32 @@ def run_operator(
             workload_owner = {
                 w: admitted.labels.get(w, {}).get(WORKLOAD_OWNER_LABEL, "") for w in admitted_by_workload
             }
-        time.sleep(2)  # the audit backend writes in batches; let the last one land
-        per_client = harness.read_audit_counts(cluster.audit_log, since=t0, until=progress.changed_at + 0.001)
-        mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
-        job_of_cluster = jobs_of_clusters(cluster)
+            time.sleep(2)  # the audit backend writes in batches; let the last one land
+            per_client = harness.read_audit_counts(
+                cluster.audit_log, since=t0, until=progress.changed_at + 0.001
+            )
+            mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
+            job_of_cluster = jobs_of_clusters(cluster)
+            released = None
+            if release is not None:
+                release_profile = workdir / f"{name}-release-profile.txt" if profile else None
+                with profiled(proc, release_profile):
+                    released = flood_release.release_phase(
+                        cluster,
+                        namespace=NAMESPACE,
+                        jobs=jobs,
+                        pods=pods,
+                        admitted=admitted,
+                        workload_owner=lambda w: (admitted.labels.get(w, {}) if admitted else {}).get(
+                            WORKLOAD_OWNER_LABEL, ""
+                        ),
+                        group_of=flood_release.cohort_of_job(QUEUES, COHORTS),
+                        batch=release.batch,
+                        interval_s=release.interval_s,
+                        timeout_s=release.timeout_s,
+                        proc=proc,
+                        say=say,
+                    )
     finally:
         cluster.down(quiet=True, purge=True)
 
@@ -253,7 +286,18 @@ def run_operator(
         requests_per_running_job=harness.total(mine) / max(1, len(running_at)),
         operator_top=harness.format_counts(mine),
         reconciles=reconciles,
+        release=released,
+        load_avg=load_avg,
     )
+
+
+@dataclass(frozen=True)
+class Release:
+    """The release phase's pace: ``batch`` running jobs deleted every ``interval_s``."""
+
+    batch: int
+    interval_s: float
+    timeout_s: float
 
 
 def describe(r: FloodResult) -> list[str]:
@@ -277,6 +321,9 @@ def describe(r: FloodResult) -> list[str]:
     ]
     if r.reconciles:
         lines.append(f"  reconciles: {r.reconciles}")
+    lines.append(f"  load average at the end of the first wave {r.load_avg[0]:.1f}")
+    if r.release is not None:
+        lines += flood_release.describe(r.release)
     return lines
 
 
@@ -292,7 +339,15 @@ def compare(ours: FloodResult, kuberay: FloodResult) -> list[str]:
         f"  CPU-s {ratio(ours.cpu_s, kuberay.cpu_s)}, "
         f"peak RSS {ratio(ours.peak_rss_mb, kuberay.peak_rss_mb)}, "
         f"requests per job Running {ratio(ours.requests_per_running_job, kuberay.requests_per_running_job)}",
-    ]
+    ] + (
+        [
+            "  release phase, freed slot to the next job's pods Running: "
+            f"p50 {ratio(ours.release.freed_to_running.p50_s, kuberay.release.freed_to_running.p50_s)}, "
+            f"p99 {ratio(ours.release.freed_to_running.p99_s, kuberay.release.freed_to_running.p99_s)}"
+        ]
+        if ours.release is not None and kuberay.release is not None
+        else []
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,6 +366,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=60, help="stop after this long without progress")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=Path("/tmp/rayquota-rayjob-flood"), help="operator logs")
+    parser.add_argument("--no-release", dest="release", action="store_false", help="the first wave only")
+    parser.add_argument("--release-batch", type=int, default=32, help="running jobs deleted at once")
+    parser.add_argument("--release-interval", type=float, default=5.0, help="seconds between batches")
+    parser.add_argument("--release-timeout", type=float, default=900.0)
+    parser.add_argument("--cluster-prefix", default="fl", help="local clusters are named PREFIX-OPERATOR-PID")
     args = parser.parse_args(argv)
     operators = args.operator or ["kuberay", "rayquota"]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -324,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settle_s=args.settle,
         timeout_s=args.timeout,
         workdir=args.out,
+        release=Release(args.release_batch, args.release_interval, args.release_timeout)
+        if args.release
+        else None,
+        cluster_prefix=args.cluster_prefix,
     )
     results = harness.run_each((functools.partial(run, name) for name in operators), describe)
     reference = next((r for r in results if r.operator == "kuberay"), None)

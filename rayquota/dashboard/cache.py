@@ -19,7 +19,7 @@ from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids,
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
-from rayquota.operator.queue.objects import RESOURCE_OF_KIND
+from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
 from rayquota.operator.ray import labels
 
 OWNER_INDEX = "dashboard-owner"
@@ -116,7 +116,12 @@ class DashboardCache:
             cohorts=manager.informer(api.cohorts),
             cluster_queues=manager.informer(api.cluster_queues),
             local_queues=manager.informer(api.local_queues),
-            workloads=manager.informer(api.workloads, indexers={OWNER_NAME_INDEX: workload_owner}),
+            workloads=manager.informer(
+                api.workloads,
+                indexers={OWNER_NAME_INDEX: workload_owner},
+                shared_paths=WORKLOAD_SHARED_PATHS,
+                interned=True,
+            ),
             priority_classes=manager.informer(api.workload_priority_classes),
             namespaces=manager.informer(resources.NAMESPACES),
             ray=ray,

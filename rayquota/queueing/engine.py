@@ -39,7 +39,7 @@ from .model import FlavorResource
 from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
 from .preemption import find_victims
 from .routing import local_queue_key
-from .state import ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
+from .state import NOTHING_AWAITED, ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -271,7 +271,7 @@ class Engine(EngineEvents):
             if still:
                 self._pend(out, wl, f"waiting for {still} preempted workload(s) to release quota")
                 return _Outcome.PREEMPTING
-            wl.awaiting.clear()
+            wl.awaiting = NOTHING_AWAITED
         newer_matters = (
             cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )

@@ -13,7 +13,11 @@ Candidates follow the ClusterQueue's preemption policy:
 - ``borrowWithinCohort``: lower-priority borrowers of other queues (at or
   below ``maxPriorityThreshold``) even if the preemptor itself borrows.
 
-Candidates are ordered borrowers in other queues first, then lower priority,
+Without borrowing first, with all candidates, only when other queues' workloads can be
+reclaimed and the queue is still under nominal quota where the workload falls short; then with
+borrowing, the queue's own workloads (Kueue v0.19's classical preemption does the same: a queue
+at nominal that evicted its own workloads down to nominal minus the need would evict more than
+the room it lacks). Candidates are ordered borrowers in other queues first, then lower priority,
 then most recently admitted. They are removed one by one until the workload
 fits; then each removed one, newest decision first, is put back if the
 workload still fits without its removal. Removals are simulated on the live
@@ -68,6 +72,18 @@ def _purely_borrowed(
         if fr in need:
             quota = node.quota.get(fr)
             if node.usage.get(fr, 0) - amount < (quota.nominal if quota else 0):
+                return False
+    return True
+
+
+def _under_nominal_where_short(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> bool:
+    """Is the queue below its nominal quota in every resource the workload cannot get without
+    preemption (Kueue's ``queueUnderNominalInResourcesNeedingPreemption``)?"""
+    node = cq.node
+    for fr, amount in need.items():
+        if amount > available(node, fr):
+            quota = node.quota.get(fr)
+            if node.usage.get(fr, 0) >= (quota.nominal if quota else 0):
                 return False
     return True
 
@@ -150,7 +166,11 @@ def find_victims(
                     borrow.append(v)
 
     attempts: list[tuple[list[WorkloadState], bool, PreemptionReason]] = []
-    if reclaim or same:
+    if reclaim and _under_nominal_where_short(cq, need):
+        # Reclaiming means fitting within nominal quota, so only a queue still under it may try;
+        # one at or above it would have to evict its own workloads down to nominal minus the
+        # need, more than borrowing the room back takes (Kueue v0.19's classical preemption:
+        # allowBorrowing=false only while the queue is under nominal where preemption is needed).
         attempts.append((reclaim + same, False, PreemptionReason.RECLAIM_WITHIN_COHORT))
     if borrow:
         attempts.append((borrow + same, True, PreemptionReason.BORROW_WITHIN_COHORT))

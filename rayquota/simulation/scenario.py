@@ -6,6 +6,8 @@ one exists; times are in seconds; quantities are Kubernetes quantities::
     name: gpu-teams
     fairSharing: false          # order queues of a cohort by weighted dominant share
     preemptionDelay: 0          # seconds from a Preempt decision until the victims' pods are gone
+    finishDelay: 0              # seconds from the end of a workload's run until its quota is free
+                                # (Kueue's perf runner marks a Workload Finished a round trip later)
     flavors:
       - name: h100
         nodeLabels: {gpu: h100}
@@ -102,6 +104,7 @@ class Scenario:
     name: str
     fair_sharing: bool = False
     preemption_delay: float = 0.0
+    finish_delay: float = 0.0
     flavors: list[ResourceFlavor] = field(default_factory=list)
     cohorts: list[Cohort] = field(default_factory=list)
     cluster_queues: list[ClusterQueue] = field(default_factory=list)
@@ -126,6 +129,7 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
         name=str(raw.get("name", default_name)),
         fair_sharing=bool(raw.get("fairSharing", False)),
         preemption_delay=float(raw.get("preemptionDelay", 0)),
+        finish_delay=float(raw.get("finishDelay", 0)),
     )
     try:
         for flavor in raw.get("flavors") or ():

@@ -232,6 +232,7 @@ class Simulation:
         makespan = 0
         wasted: dict[str, int] = {}
         delay_ms = round(self.scenario.preemption_delay * 1000)
+        finish_delay_ms = round(self.scenario.finish_delay * 1000)
 
         def charge(now: int, rec: WorkloadRecord, sign: int) -> None:
             queue = per_queue[rec.cluster_queue]
@@ -274,7 +275,9 @@ class Simulation:
                 charge(now, rec, +1)
                 pending -= 1
                 seq += 1
-                heapq.heappush(events, (now + rec.runtime_ms, _Event.FINISH, seq, rec.key, rec.token))
+                heapq.heappush(
+                    events, (now + rec.runtime_ms + finish_delay_ms, _Event.FINISH, seq, rec.key, rec.token)
+                )
             for victim in writer.evicted_now:
                 rec = records[victim]
                 rec.preemptions += 1

@@ -9,15 +9,17 @@ ours never reach the process.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.compact import Compactor, Path
 from rayquota.operator.core.resources import ObjectKey, Resource
 from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.store import Indexer, Obj, Store
-from rayquota.operator.kube import ApiError, KubeClient
+from rayquota.operator.kube import ApiError, Decode, KubeClient, decode_json
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +50,20 @@ class Informer:
         field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
         watch_timeout_s: tuple[int, int] = (300, 600),
+        shared_paths: Iterable[Path] = (),
+        interned: bool = False,
     ) -> None:
+        """``shared_paths``: subtrees many objects hold equal (a Workload's ``spec``): the cache keeps
+        one copy of each (``compact.py``); ``interned``: keys and short values are interned as the
+        objects are decoded (``kube.decode_json``), for caches of many objects alike."""
         self.client = client
         self.resource = resource
         self.scope = scope
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.store = Store(indexers)
+        self.compact = Compactor(shared_paths)
+        self.decode: Decode = decode_json if interned else json.loads
         self._handlers: list[ChangeHandler] = []
         self._watch_timeout_s = watch_timeout_s
         self._targets = scope.watch_targets(resource.namespaced)
@@ -114,8 +123,8 @@ class Informer:
         params = {**self._params(), "limit": str(LIST_PAGE_SIZE)}
         items: list[Obj] = []
         while True:
-            page = await self.client.list_page(path, params)
-            items.extend(_strip(item) for item in page.get("items") or [])
+            page = await self.client.list_page(path, params, decode=self.decode)
+            items.extend(self.compact(_strip(item)) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 version = str(meta.get("resourceVersion") or "")
@@ -155,7 +164,7 @@ class Informer:
         }
         try:
             async for event in self.client.stream_lines(
-                self.resource.path(namespace), params, read_timeout_s=timeout + 30
+                self.resource.path(namespace), params, read_timeout_s=timeout + 30, decode=self.decode
             ):
                 kind = event.get("type")
                 obj = event.get("object") or {}
@@ -170,7 +179,7 @@ class Informer:
                     continue
                 if not self.scope.admits((obj.get("metadata") or {}).get("namespace")):
                     continue
-                self._apply(str(kind), _strip(obj))
+                self._apply(str(kind), self.compact(_strip(obj)))
         except ApiError as exc:
             if exc.status == 410:
                 raise WatchExpired(exc.message) from exc

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.compact import Path
 from rayquota.operator.core.controller import Controller, Reconcile
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.gate import AdmissionGate, NoGate
@@ -21,7 +22,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.status import StatusWriter
 from rayquota.operator.core.store import Indexer
-from rayquota.operator.kube import KubeClient
+from rayquota.operator.kube import KubeClient, decode_json
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,12 @@ class Manager:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, Indexer] | None = None,
+        shared_paths: Iterable[Path] = (),
+        interned: bool = False,
     ) -> Informer:
-        """The shared informer for a resource and selectors (created on first use)."""
+        """The shared informer for a resource and selectors (created on first use);
+        ``shared_paths``: subtrees its objects often hold equal (cached once, ``compact.py``);
+        ``interned``: keys and short values interned as they are decoded (many objects alike)."""
         key = (resource, label_selector, field_selector)
         informer = self._informers.get(key)
         if informer is None:
@@ -77,6 +82,9 @@ class Manager:
             self._informers[key] = informer
         for name, indexer in (indexers or {}).items():
             informer.store.add_indexer(name, indexer)
+        informer.compact.add_paths(shared_paths)
+        if interned:
+            informer.decode = decode_json
         return informer
 
     def controller(self, name: str, reconcile: Reconcile, *, workers: int | None = None) -> Controller:

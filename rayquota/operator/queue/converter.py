@@ -10,9 +10,11 @@ Errors name the field: ``ConversionError("clusterQueue team-a.resourceGroups[0].
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue import creation_order, kueue_shapes, topology_request
 from rayquota.operator.queue.podsets import PodSetDemand
@@ -268,7 +270,17 @@ def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
     return out
 
 
+# Pod sets already converted, by their JSON text: 50,000 Workloads of three shapes need three
+# PodSets (immutable), not 50,000 of half a kilobyte each in the engine.
+_POD_SETS: BoundedMemo[str, PodSet] = BoundedMemo(4096)
+
+
 def _pod_set_from_api(raw: Mapping[str, Any], where: str) -> PodSet:
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    return _POD_SETS.get(text, lambda: _convert_pod_set(raw, where))
+
+
+def _convert_pod_set(raw: Mapping[str, Any], where: str) -> PodSet:
     template_spec = (raw.get("template") or {}).get("spec") or {}
     try:
         if raw.get("requests") is not None:

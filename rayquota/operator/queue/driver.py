@@ -90,7 +90,7 @@ class Eviction:
     preemptor: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tracked:
     key: str
     spec: Workload
@@ -169,9 +169,10 @@ class Driver:
 
     def submit(self, spec: Workload) -> None:
         """The workload's current demand (create, scale up or down, priority, active)."""
-        tracked = self._tracked.get(spec.key)
+        key = spec.key  # a new string each time it is asked: one for every use here
+        tracked = self._tracked.get(key)
         if tracked is None:
-            tracked = self._tracked[spec.key] = _Tracked(spec.key, spec, pending_key=spec.key)
+            tracked = self._tracked[key] = _Tracked(key, spec, pending_key=key)
             self.engine.add_workload(spec)
             return
         if tracked.admission is None and spec == tracked.spec:

@@ -30,6 +30,9 @@ WORKLOAD_INDEX = "queue-workload"
 POD_INDEX = "queue-pods"
 # A pod index entry: (pod watch name, "namespace/value").
 PodKey = tuple[str, str]
+# What many Workloads hold equal (one spec per shape and queue, one admission per shape and
+# ClusterQueue): the caches keep one copy of each (core/compact.py).
+WORKLOAD_SHARED_PATHS = (("spec",), ("status", "admission"))
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,12 @@ class QueueObjects:
         objects = cls(
             settings,
             informers,
-            manager.informer(api.workloads, indexers={OWNER_INDEX: owner_uids}),
+            manager.informer(
+                api.workloads,
+                indexers={OWNER_INDEX: owner_uids},
+                shared_paths=WORKLOAD_SHARED_PATHS,
+                interned=True,
+            ),
             pod_informers,
             api=api,
         )

@@ -1,6 +1,10 @@
 """Watch events that go ahead of routine ones in the Workload queue: those that free quota
 (to the front), and new queued objects that have no Workload yet (next, behind decisions).
 
+A pod leaving frees quota too when its Workload holds an admission: the quota of a finished,
+deleted or evicted object is given back when its last pod is gone, and the next workload of the
+cohort waits for exactly that reconcile (under a flood it sat behind every routine pod event).
+
 Under a flood of new Workloads (Kueue's baseline creates 15,000 in a minute) the Workload
 controller's queue holds thousands of routine keys. A Workload that just finished, is being
 deleted, or whose admission was cleared (Kueue's runner completing an eviction) holds quota
@@ -36,6 +40,23 @@ def enqueue_first_when_freeing(enqueue_first: Callable[[ObjectKey], None]) -> Ch
     def handle(event: str, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
         if event != DELETED and frees_quota(new, old):
             enqueue_first(ObjectKey.of(new))
+
+    return handle
+
+
+def enqueue_first_when_pod_leaves(
+    workloads_of: Callable[[Mapping[str, Any]], list[ObjectKey]],
+    holds_quota: Callable[[ObjectKey], bool],
+    enqueue_first: Callable[[ObjectKey], None],
+) -> ChangeCallback:
+    """A pod gone: the Workloads that count it and hold quota look again first."""
+
+    def handle(event: str, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        if event != DELETED:
+            return
+        for key in workloads_of(new):
+            if holds_quota(key):
+                enqueue_first(key)
 
     return handle
 

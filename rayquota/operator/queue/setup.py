@@ -22,7 +22,11 @@ from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.manual_check import ManualChecks
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
-from rayquota.operator.queue.release_events import enqueue_first_when_freeing, enqueue_soon_when_new
+from rayquota.operator.queue.release_events import (
+    enqueue_first_when_freeing,
+    enqueue_first_when_pod_leaves,
+    enqueue_soon_when_new,
+)
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, TopologyFeed
 from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
@@ -77,14 +81,22 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         informer.on_change(reconciler.creation_versions.on_change)
         controller.watch(informer, mapped(kind), when=ADAPTERS[kind].change_filter)
         informer.on_change(enqueue_soon_when_new(kind, objects, controller.enqueue_soon))
+
+    def holds_quota(key: ObjectKey) -> bool:
+        return loop.driver.admission(str(key)) is not None or loop.driver.is_evicting(str(key))
+
     for watch in pod_watches():
-        controller.watch(objects.pod_informers[watch.name], pod_mapper(watch), when=event_filters.pod_changed)
+        informer = objects.pod_informers[watch.name]
+        controller.watch(informer, pod_mapper(watch), when=event_filters.pod_changed)
+        informer.on_change(
+            enqueue_first_when_pod_leaves(pod_mapper(watch), holds_quota, controller.enqueue_first)
+        )
 
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),
-        "ClusterQueue": manager.informer(api.cluster_queues),
+        "ClusterQueue": manager.informer(api.cluster_queues, interned=True),
         "Cohort": manager.informer(api.cohorts),
-        "LocalQueue": manager.informer(api.local_queues),
+        "LocalQueue": manager.informer(api.local_queues, interned=True),
         "AdmissionCheck": manager.informer(api.admission_checks),
     }
     for kind, informer in config_informers.items():

@@ -33,7 +33,6 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.objects import (
-    RESOURCE_OF_KIND,
     PodKey,
     PodLookups,
     Queued,
@@ -56,6 +55,7 @@ from rayquota.operator.queue.pods_ready import (
 )
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
+from rayquota.operator.queue.restores import OwedRestores, apply_edits
 from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
 from rayquota.operator.ray import labels
@@ -105,6 +105,8 @@ class WorkloadReconciler:
         # that the pod cache does not show yet. Quota waits for them as for the pods it sees.
         self.pods_in_flight: PodsInFlight = lambda namespace, cluster: False
         self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
+        # Released from an eviction, templates not restored yet (restores.py).
+        self.restores = OwedRestores(manager.client)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
@@ -117,6 +119,7 @@ class WorkloadReconciler:
         if queued is None:
             if workload is not None and not (workload["metadata"].get("ownerReferences") or []):
                 return await self._standalone(key, workload)
+            self.restores.forget(key)
             self._release_when_pods_gone(key, workload)
             return None
         return await self._queued(key, queued, workload)
@@ -228,10 +231,11 @@ class WorkloadReconciler:
                 return None
             # The admission is cleared in the API before the engine may give the quota to anyone
             # else: a preemptor's recorded admission never shows beside its victim's.
+            self.restores.owe(key)
             await self._write_status(workload, released=True, requeue_state=retry)
             self.driver.pods_gone(engine_key)
             self.loop.request_cycle()
-            await self._apply(adapter.restore(obj, children))
+            await self.restores.pay(key, adapter, obj, children)
             return None
         admission = self.driver.admission(engine_key)
         if admission is not None and not self.driver.checks_ready(engine_key):
@@ -292,6 +296,8 @@ class WorkloadReconciler:
                     obj, "Normal", "Queued", f"suspended until LocalQueue {queue} admits it"
                 )
             await self._apply(adapter.suspend(obj, children))
+        elif key in self.restores:
+            await self.restores.pay(key, adapter, obj, children)
         reason = self.driver.pending_reason(engine_key)
         if reason:
             self.manager.recorder.post(obj, "Normal", "Pending", in_words(reason, words_of(workload)))
@@ -492,14 +498,7 @@ class WorkloadReconciler:
         return stored
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
-        for edit in edits:
-            meta = edit.body["metadata"]
-            resource = RESOURCE_OF_KIND[edit.kind]
-            if edit.status_patch:
-                path = resource.path(str(meta["namespace"]), str(meta["name"]), "status")
-                await self.client.merge_patch(path, {"status": edit.body["status"]})
-                continue
-            await self.client.replace(resource.path(str(meta["namespace"]), str(meta["name"])), edit.body)
+        await apply_edits(self.client, edits)
 
     def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
         created = converter.timestamp(workload["metadata"].get("creationTimestamp"))

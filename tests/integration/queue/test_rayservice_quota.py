@@ -169,9 +169,17 @@ def upgrade_waits_for_quota(
         said = str((condition(service(kube), "UpgradeInProgress") or {}).get("message"))
         assert "waits for quota: The workload is admitted" not in said, said
         # `rayquota queues` reads these: one Workload, admitted, not pending as well.
-        counts = (kube.get("clusterqueue.rayquota.io", cluster_queue) or {}).get("status") or {}
-        assert (counts.get("admittedWorkloads"), counts.get("pendingWorkloads")) == (1, 0), counts
+        counts = queue_counts()
+        assert counts == (1, 0), counts
 
+    def queue_counts() -> tuple[Any, Any]:
+        status = (kube.get("clusterqueue.rayquota.io", cluster_queue) or {}).get("status") or {}
+        return status.get("admittedWorkloads"), status.get("pendingWorkloads")
+
+    # The queue's status is written by a pass every STATUS_PERIOD_S: a scenario quicker than
+    # that meets the counts of the queue's first write (nothing admitted yet); once written,
+    # they must hold for the whole window.
+    wait_for("the ClusterQueue counting the admitted Workload", lambda: queue_counts() == (1, 0))
     holds("the pending cluster gated, the active one running", still_waiting, seconds=10)
 
     raise_quota()

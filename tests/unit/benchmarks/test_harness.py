@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from benchmarks import harness
 
@@ -126,3 +127,22 @@ def test_percentile_is_nearest_rank() -> None:
     assert harness.percentile(values, 90) == 9.0
     assert harness.percentile(values, 99) == 10.0
     assert harness.percentile([3.0], 90) == 3.0
+
+
+def test_audit_counts_include_the_rotated_files(tmp_path: Path) -> None:
+    agent = "rayquota/0.1"
+    log = tmp_path / "audit.log"
+    (tmp_path / "audit-2026-11-26T10-00-00.000.log").write_text(
+        _audit("ResponseComplete", "create", agent, "2026-11-26T09:59:00.000000Z") + "\n"
+    )
+    (tmp_path / "audit-2026-11-26T11-00-00.000.log").write_text(
+        _audit("ResponseComplete", "create", agent, "2026-11-26T10:59:00.000000Z") + "\n"
+    )
+    log.write_text(_audit("ResponseComplete", "update", agent, "2026-11-26T11:30:00.000000Z") + "\n")
+    assert [p.name for p in harness.audit_files(log)] == [
+        "audit-2026-11-26T10-00-00.000.log",
+        "audit-2026-11-26T11-00-00.000.log",
+        "audit.log",
+    ]
+    counts = harness.read_audit_counts(log)["rayquota"]
+    assert counts[("POST", "pods")] == 2 and counts[("PUT", "pods")] == 1

@@ -135,3 +135,20 @@ def test_admission_round_trips() -> None:
     api = converter.admission_to_api("team-a", pod_sets)
     assert api["podSetAssignments"][0]["resourceUsage"] == {"nvidia.com/gpu": "4"}
     assert converter.admission_from_api(api) == ("team-a", pod_sets)
+
+
+def test_equal_pod_sets_convert_to_one_object() -> None:
+    """50,000 Workloads of three shapes need three PodSets in the engine, not 50,000."""
+    from rayquota.operator.queue import converter
+
+    def body(name: str) -> dict[str, object]:
+        pod_set = {"name": "main", "count": 1, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}  # fmt: skip
+        return {
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"queueName": "q", "podSets": [pod_set]},
+        }
+
+    first, second = converter.workload(body("a")), converter.workload(body("b"))
+    assert first.pod_sets[0] is second.pod_sets[0]
+    assert first.pod_sets[0].requests == {"cpu": 1000}

@@ -129,3 +129,15 @@ def test_new_words_after_the_interval_also_take_a_slot() -> None:
     assert not writes.should_write("ns/a", _pending("3 free"), _pending("4 free"), evaluated=True)
     retry = writes.retry_after("ns/a")
     assert retry is not None and 0.5 < retry <= 1.1
+
+
+def test_by_default_a_flood_of_first_verdicts_is_told_at_five_a_second_after_a_burst_of_a_hundred() -> None:
+    """Kueue's baseline on a loaded machine (640 s): at 20 a second, 8,238 of 15,000 Workloads got
+    a sentence before their admission, 1.75 writes per Workload with the queues' status."""
+    now = [0.0]
+    writes = PendingWrites(clock=lambda: now[0])
+    told = [writes.should_write(f"ns/w{i}", None, _pending("full"), evaluated=True) for i in range(1000)]
+    assert sum(told) == 100
+    now[0] += 60.01
+    told = [writes.should_write(f"ns/w{i}", None, _pending("full"), evaluated=True) for i in range(100, 1000)]
+    assert sum(told) == 300  # the slots that came in 60 s

@@ -124,3 +124,57 @@ def test_a_cluster_queue_deleted_during_a_status_pass_is_skipped_not_fatal() -> 
     writer = QueueStatusWriter(manager, engine, queues, Store([]), Store([]))  # type: ignore[arg-type]
     asyncio.run(writer.write_all())
     assert written == ["a"]
+
+
+def test_queues_in_motion_share_a_write_budget_and_new_or_changed_active_ones_do_not_wait() -> None:
+    """Kueue's large scale: 1,000 ClusterQueues whose counts change every pass must not cost a
+    write each per pass; a queue with no status yet, or whose Active condition changed, is
+    written at once; the rest take turns, least recently written first."""
+    from rayquota.operator.queue.status import WriteBudget
+
+    engine = Engine()
+    engine.upsert_flavor(ResourceFlavor("f"))
+    names = [f"cq-{i}" for i in range(6)]
+    for name in names:
+        group = ResourceGroup(("cpu",), (FlavorQuotas("f", {"cpu": ResourceQuota.of(1)}),))
+        engine.upsert_cluster_queue(ClusterQueue(name, (group,)))
+    written: list[str] = []
+
+    class Status:
+        async def write(self, resource: Any, obj: Any, status: Any) -> None:
+            written.append(obj["metadata"]["name"])
+            obj["status"] = status
+
+    class Store:
+        def __init__(self, objs: list[dict[str, Any]]) -> None:
+            self.store = self
+            self.objs = objs
+
+        def list(self) -> list[dict[str, Any]]:
+            return self.objs
+
+    clock = [0.0]
+    manager = type("Manager", (), {"status": Status()})()
+    queues = Store([{"metadata": {"name": n}} for n in names])
+    writer = QueueStatusWriter(
+        manager,  # type: ignore[arg-type]
+        engine,
+        queues,  # type: ignore[arg-type]
+        Store([]),  # type: ignore[arg-type]
+        Store([]),  # type: ignore[arg-type]
+        budget=WriteBudget(1.0, 2, clock=lambda: clock[0]),
+    )
+    asyncio.run(writer.write_all())
+    assert sorted(written) == names  # no status yet: all at once, whatever the budget
+    for obj in queues.objs:
+        obj["status"]["pendingWorkloads"] = 99  # what the next pass computes differs everywhere
+    written.clear()
+    asyncio.run(writer.write_all())
+    assert len(written) == 2  # the burst
+    first = list(written)
+    for obj in queues.objs:
+        obj["status"]["pendingWorkloads"] = 99
+    written.clear()
+    clock[0] += 2.0
+    asyncio.run(writer.write_all())
+    assert len(written) == 2 and not set(written) & set(first)  # the others' turn

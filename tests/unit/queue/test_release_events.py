@@ -7,6 +7,7 @@ from typing import Any
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.queue.release_events import (
     enqueue_first_when_freeing,
+    enqueue_first_when_pod_leaves,
     enqueue_soon_when_new,
     frees_quota,
 )
@@ -75,3 +76,17 @@ def test_a_new_queued_object_without_a_workload_goes_first() -> None:
     handle("ADDED", _rayjob("plain", queued=False), None)
     handle("MODIFIED", _rayjob("changed"), _rayjob("changed"))
     assert first == [ObjectKey("ns", "rayjob-new")]
+
+
+def test_a_pod_gone_sends_first_only_the_workloads_holding_quota() -> None:
+    holding, waiting = ObjectKey("ns", "holds"), ObjectKey("ns", "waits")
+    sent: list[ObjectKey] = []
+    handle = enqueue_first_when_pod_leaves(
+        lambda _pod: [holding, waiting], {holding}.__contains__, sent.append
+    )
+    pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns"}}
+    handle("MODIFIED", pod, pod)
+    handle("ADDED", pod, None)
+    assert sent == []
+    handle("DELETED", pod, pod)
+    assert sent == [holding]
