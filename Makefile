@@ -17,7 +17,7 @@ LOCK_UPGRADE ?= --upgrade
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
-.PHONY: run test fuzz faults venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
+.PHONY: run run-multicluster test fuzz faults venv binaries peers chromium prometheus redis lint typecheck crds unit integration e2e clean cluster-down lock
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
@@ -86,7 +86,16 @@ run: binaries redis
 	@echo "operator starting in the foreground, admission webhooks on 127.0.0.1 (removed on exit); Ctrl-C stops it ('$(BIN)/rayquota cluster down' stops the control plane)"
 	@echo "in another shell: eval \"\$$($(BIN)/rayquota cluster env)\"; kubectl get nodes"
 	@echo "dashboard: http://127.0.0.1:$(DASHBOARD_PORT)/ (sign-in link: $(BIN)/rayquota dashboard token --url http://127.0.0.1:$(DASHBOARD_PORT))"
+	@echo "several clusters (a MultiKueue manager and two workers): make run-multicluster (docs/multicluster.md)"
 	KUBECONFIG=$$($(BIN)/rayquota cluster kubeconfig) $(BIN)/rayquota run --dashboard-port $(DASHBOARD_PORT)
+
+# MultiKueue on this machine: a manager and two workers (three local control planes, each with its
+# own kwok GPU nodes), then one operator per cluster in the foreground, the manager's dispatching
+# to the workers (docs/multicluster.md). '$(BIN)/rayquota multicluster down' stops the clusters.
+run-multicluster: binaries
+	$(BIN)/rayquota multicluster up
+	@echo "apply samples/multicluster/manager.yaml to the manager and a LocalQueue of the same name in each worker"
+	$(BIN)/rayquota multicluster run
 
 lint: $(STAMP)
 	$(BIN)/ruff check rayquota tests benchmarks

@@ -218,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
     cluster.set_defaults(func=_cluster)
 
+    from rayquota.localcluster import multicluster_cli
+
+    multicluster_cli.add_parser(sub)
+
     peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
     psub = peers.add_subparsers(dest="peers_command", required=True)
     peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")

@@ -19,6 +19,7 @@ import yaml
 
 from rayquota.api.admission_check_v1alpha1 import AdmissionCheck
 from rayquota.api.common import CrdInfo, KubeObject
+from rayquota.api.multikueue_v1alpha1 import MultiKueueCluster, MultiKueueConfig
 from rayquota.api.queueing_v1alpha1 import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from rayquota.api.ray_v1 import RAY_KINDS
 from rayquota.api.raycronjob_v1 import RayCronJob
@@ -34,6 +35,8 @@ QUEUEING_KINDS: tuple[type[KubeObject], ...] = (
     LocalQueue,
     Workload,
     WorkloadPriorityClass,
+    MultiKueueConfig,
+    MultiKueueCluster,
 )
 
 ALL_KINDS: tuple[type[KubeObject], ...] = (*RAY_KINDS, RayCronJob, *QUEUEING_KINDS)

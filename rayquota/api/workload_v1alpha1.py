@@ -145,6 +145,10 @@ class WorkloadStatus(K8sModel):
             json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
         ),
     ] = Field(default_factory=list)
+    # MultiKueue (Kueue v1beta2's fields): the worker cluster that admitted the workload, and
+    # the workers it was copied to while none had.
+    cluster_name: str | None = None
+    nominated_cluster_names: Annotated[list[str], Field(max_length=20)] = Field(default_factory=list)
     # Ours: why the workload waits, in words (Kueue keeps this only in the QuotaReserved message).
     pending_reason: str | None = None
 

@@ -9,6 +9,7 @@ from importlib import metadata
 
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.feature_gates import FeatureGates
+from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.webhook_settings import WebhookSettings
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
@@ -55,6 +56,8 @@ class OperatorConfig:
     # The read-only web dashboard (rayquota.dashboard, not the Ray dashboard above) served by this
     # process; None serves none (`rayquota dashboard` runs it on its own).
     web_dashboard: DashboardSettings | None = None
+    # The MultiKueue check controller (a manager cluster's dispatch to its workers); None: off.
+    multikueue: MultiKueueSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -78,6 +81,7 @@ class OperatorConfig:
             kuberay_metrics=_flag(env, "RAYQUOTA_KUBERAY_METRICS", defaults.kuberay_metrics),
             webhooks=WebhookSettings.from_env(env),
             web_dashboard=DashboardSettings.from_env(env),
+            multikueue=MultiKueueSettings.from_env(env),
         )
 
 

@@ -176,8 +176,15 @@ class AuthHeaders:
 class KubeClient:
     """One aiohttp session per client; share one client per operator process."""
 
-    def __init__(self, configuration: kubernetes.client.Configuration, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        *,
+        timeout_s: float = 30.0,
+        user_agent: str | None = None,
+    ) -> None:
         self._config = configuration
+        self._user_agent = user_agent
         self._host = configuration.host.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
@@ -200,7 +207,7 @@ class KubeClient:
 
     def clone(self) -> KubeClient:
         """Same server and credentials, own connections: for another thread's event loop."""
-        return KubeClient(self._config, timeout_s=self._timeout.total or 30.0)
+        return KubeClient(self._config, timeout_s=self._timeout.total or 30.0, user_agent=self._user_agent)
 
     @staticmethod
     def _ssl_context(configuration: kubernetes.client.Configuration) -> ssl.SSLContext | bool:
@@ -217,7 +224,10 @@ class KubeClient:
         return context
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **await self._auth.get()}
+        # A client of the operator names the operator; one for another purpose (the MultiKueue
+        # manager's worker clients) may name itself instead.
+        user_agent = self._user_agent or USER_AGENT
+        headers = {"Accept": "application/json", "User-Agent": user_agent, **await self._auth.get()}
         if content_type:
             headers["Content-Type"] = content_type
         return headers

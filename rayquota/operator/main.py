@@ -32,6 +32,8 @@ from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 from rayquota.operator.queue import setup as queue_setup
+from rayquota.operator.queue.multikueue import setup as multikueue_setup
+from rayquota.operator.queue.multikueue.setup import MultiKueueComponent
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.ray import setup as ray_setup
@@ -52,6 +54,8 @@ class Components:
     webhooks: WebhookComponent | None
     dashboard: Dashboard | None = None
     """The read-only web dashboard, with --dashboard-port."""
+    multikueue: MultiKueueComponent | None = None
+    """The MultiKueue check controller of a manager cluster (RAYQUOTA_MULTIKUEUE)."""
 
     def names(self) -> tuple[str, ...]:
         """The components that run, by the names `rayquota.operator.permissions` declares."""
@@ -60,6 +64,7 @@ class Components:
             "raycronjob": self.ray.cronjobs if self.ray is not None else None,
             "queue": self.queue,
             "webhooks": self.webhooks,
+            "multikueue": self.multikueue,
         }
         return tuple(name for name, handle in present.items() if handle is not None)
 
@@ -94,7 +99,12 @@ def setup_components(manager: Manager, config: OperatorConfig, *, clock: Clock |
         webhooks = None
     web = config.web_dashboard
     dashboard = dashboard_main.attach(manager, web) if web is not None else None
-    return Components(ray, queue, webhooks, dashboard)
+    multikueue = (
+        multikueue_setup.setup(manager, queue, config.multikueue)
+        if queue is not None and config.multikueue is not None
+        else None
+    )
+    return Components(ray, queue, webhooks, dashboard, multikueue)
 
 
 def _start_metrics(port: int, bind: str) -> None:

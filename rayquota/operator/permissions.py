@@ -134,6 +134,26 @@ WRITES: Mapping[str, frozenset[Permission]] = {
     # SELF_ISSUED_CERT_* permissions below. (A loopback server for a local control plane
     # registers its own configurations: development only, with the local cluster's admin.)
     "webhooks": frozenset(),
+    # MultiKueue (queue/multikueue): the workers' connection status; on the manager's objects the
+    # status mirrored from the worker that runs them. What it writes in the workers goes with the
+    # workers' own kubeconfigs.
+    "multikueue": frozenset(
+        _grant(resources.MULTIKUEUE_CLUSTERS, "update", "status")
+        | _grant(resources.ADMISSION_CHECKS, "update", "status")
+        | _grant(resources.WORKLOADS, "update", "status")
+        | frozenset(
+            permission
+            for adapter in ADAPTERS.values()
+            if adapter.multicluster is not None
+            for permission in _grant(adapter.resource, "update", "status")
+        )
+    ),
+}
+
+# In the operator's own namespace, per component: MultiKueue reads each worker's kubeconfig
+# Secret by name (not watched: that would cache every Secret there).
+OWN_NAMESPACE_BY_COMPONENT: Mapping[str, frozenset[Permission]] = {
+    "multikueue": frozenset(_grant(SECRETS, "get")),
 }
 
 # Whatever the components: the event recorder creates Events and bumps their count.
@@ -179,6 +199,8 @@ def required_permissions(
         wanted |= WRITES[component]
     cluster = {p for p in wanted if not p.namespaced}
     own_namespace = set(OWN_NAMESPACE)
+    for component in components:
+        own_namespace |= OWN_NAMESPACE_BY_COMPONENT.get(component, frozenset())
     if self_issued_cert:
         cluster |= SELF_ISSUED_CERT_CLUSTER
         own_namespace |= SELF_ISSUED_CERT_OWN_NAMESPACE

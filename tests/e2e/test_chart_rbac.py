@@ -19,6 +19,7 @@ from rayquota.operator.permissions import (
     offline_manager,
     required_permissions,
 )
+from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from tests.e2e.chart import find, render
 
 Grant = tuple[str, str, str]  # (api group, resource, verb)
@@ -38,8 +39,10 @@ def grants(permissions: frozenset[Permission]) -> set[Grant]:
     return {(p.group, p.resource, p.verb) for p in permissions}
 
 
-def needed(reconcilers: bool, self_issued_cert: bool) -> RequiredPermissions:
-    config = OperatorConfig(reconcilers_enabled=reconcilers)
+def needed(reconcilers: bool, self_issued_cert: bool, multikueue: bool = False) -> RequiredPermissions:
+    config = OperatorConfig(
+        reconcilers_enabled=reconcilers, multikueue=MultiKueueSettings() if multikueue else None
+    )
     manager, components = offline_manager(config)
     return required_permissions(manager, components, self_issued_cert=self_issued_cert)
 
@@ -56,14 +59,23 @@ def assert_same(kind: str, rendered: set[Grant], wanted: set[Grant]) -> None:
         (("reconcilers.enabled=false",), False, True),
         (("webhooks.certManager.enabled=true",), True, False),
         (("reconcilers.enabled=false", "webhooks.enabled=false"), False, False),
+        (("multikueue.enabled=true",), True, True),
+        (("multikueue.enabled=true", "reconcilers.enabled=false"), False, True),
     ],
-    ids=["full", "admission-only", "cert-manager", "admission-only-no-webhooks"],
+    ids=[
+        "full",
+        "admission-only",
+        "cert-manager",
+        "admission-only-no-webhooks",
+        "multikueue",
+        "multikueue-only",
+    ],
 )
 def test_the_chart_grants_exactly_what_the_code_uses(
     values: tuple[str, ...], reconcilers: bool, self_issued_cert: bool
 ) -> None:
     objects = render(*values)
-    wanted = needed(reconcilers, self_issued_cert)
+    wanted = needed(reconcilers, self_issued_cert, multikueue="multikueue.enabled=true" in values)
     [namespaced] = find(objects, "ClusterRole", "rq-rayquota")
     [cluster] = find(objects, "ClusterRole", "rq-rayquota-cluster")
     [own] = find(objects, "Role", "rq-rayquota")

@@ -10,7 +10,14 @@ import yaml
 
 from tests.sample_documents import SAMPLES, sample_documents
 
-CLUSTER_SCOPED = {"ResourceFlavor", "ClusterQueue", "Cohort", "WorkloadPriorityClass"}
+CLUSTER_SCOPED = {
+    "ResourceFlavor",
+    "ClusterQueue",
+    "Cohort",
+    "WorkloadPriorityClass",
+    "MultiKueueConfig",
+    "MultiKueueCluster",
+}
 
 
 DOCUMENTS = sample_documents()

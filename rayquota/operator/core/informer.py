@@ -124,7 +124,7 @@ class Informer:
         items: list[Obj] = []
         while True:
             page = await self.client.list_page(path, params, decode=self.decode)
-            items.extend(self.compact(_strip(item)) for item in page.get("items") or [])
+            items.extend(self.compact(self._typed(_strip(item))) for item in page.get("items") or [])
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 version = str(meta.get("resourceVersion") or "")
@@ -146,6 +146,13 @@ class Informer:
             if old is not None:
                 self._apply(DELETED, old)
         return version
+
+    def _typed(self, item: Obj) -> Obj:
+        """A LIST of a built-in kind (a Job) leaves out each item's apiVersion and kind; a watch
+        event carries them. Filled in, so every cached object says what it is."""
+        item.setdefault("apiVersion", self.resource.api_version)
+        item.setdefault("kind", self.resource.kind)
+        return item
 
     def _mark_listed(self, namespace: str | None) -> None:
         self._listed.add(namespace)

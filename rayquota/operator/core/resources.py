@@ -70,6 +70,12 @@ LOCAL_QUEUES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "localqueues", "LocalQ
 WORKLOADS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "workloads", "Workload")
 TOPOLOGIES = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "topologies", "Topology", False)
 ADMISSION_CHECKS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "admissionchecks", "AdmissionCheck", False)
+MULTIKUEUE_CONFIGS = Resource(
+    QUEUEING_GROUP, QUEUEING_VERSION, "multikueueconfigs", "MultiKueueConfig", False
+)
+MULTIKUEUE_CLUSTERS = Resource(
+    QUEUEING_GROUP, QUEUEING_VERSION, "multikueueclusters", "MultiKueueCluster", False
+)
 WORKLOAD_PRIORITY_CLASSES = Resource(
     QUEUEING_GROUP, QUEUEING_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
 )

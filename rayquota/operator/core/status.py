@@ -35,6 +35,17 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
+def _not_older(cached: str, written: str) -> bool:
+    """Does the cache show our write, or a later version? The watch may have delivered our own
+    write before its response came back (so ``observe`` could not recognise it), and then a newer
+    one: waiting for an event that already came would stall the reconcile. resourceVersions are
+    opaque, but the API server's are etcd revisions, which only grow; anything else compares
+    equal or not at all."""
+    if cached == written:
+        return True
+    return cached.isdigit() and written.isdigit() and int(cached) > int(written)
+
+
 def _canonical(status: Any) -> bytes:
     """A digest of the status's canonical JSON: what was sent is compared, never read back, so
     16 bytes stand for the text (a Workload's status is about a kilobyte, and one is kept for
@@ -107,7 +118,8 @@ class StatusWriter:
         written = self._written.get(str(meta.get("uid")))
         if written is None or written.wait_until is None:
             return False
-        if written.version == str(meta.get("resourceVersion")) or time.monotonic() > written.wait_until:
+        cached = str(meta.get("resourceVersion"))
+        if _not_older(cached, written.version) or time.monotonic() > written.wait_until:
             written.wait_until = None
             return False
         return True

@@ -1,7 +1,7 @@
 """Which API group the queue integration acts on: rayquota.io/v1alpha1 (default) or Kueue's
 kueue.x-k8s.io/v1beta2 (Kueue-API mode, for clusters that run no Kueue controller).
 
-Both modes run the same engine, driver and reconciler; a :class:`QueueApi` names the seven
+Both modes run the same engine, driver and reconciler; a :class:`QueueApi` names the
 resources and translates the few bodies whose shape differs between the two groups.
 """
 
@@ -41,6 +41,8 @@ class QueueApi:
     workload_priority_classes: Resource
     topologies: Resource
     admission_checks: Resource
+    multikueue_configs: Resource
+    multikueue_clusters: Resource
     # Outbound translations of what the integration writes (rayquota shape in, group's shape out).
     workload_spec: Shape = field(default=_same)
     workload_status: Shape = field(default=_same)
@@ -70,6 +72,8 @@ RAYQUOTA = QueueApi(
     resources.WORKLOAD_PRIORITY_CLASSES,
     resources.TOPOLOGIES,
     resources.ADMISSION_CHECKS,
+    resources.MULTIKUEUE_CONFIGS,
+    resources.MULTIKUEUE_CLUSTERS,
 )
 
 KUEUE = QueueApi(
@@ -82,6 +86,8 @@ KUEUE = QueueApi(
     Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "topologies", "Topology", False),
     Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", False),
+    Resource(KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs", "MultiKueueConfig", False),
+    Resource(KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", "MultiKueueCluster", False),
     workload_spec=kueue_shapes.workload_spec_to_kueue,
     workload_status=kueue_shapes.workload_status_to_kueue,
     local_queue_status=kueue_shapes.local_queue_status_to_kueue,

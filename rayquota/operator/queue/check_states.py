@@ -47,6 +47,11 @@ def status_ready(workload_status: Mapping[str, Any] | None) -> bool:
     return all(entry.get("state") == CheckState.READY for entry in _entries(workload_status))
 
 
+def passed(workload_status: Mapping[str, Any] | None) -> bool:
+    """Checks were recorded and every one is Ready."""
+    return bool(_entries(workload_status)) and status_ready(workload_status)
+
+
 def reserved_checks(
     previous: Mapping[str, Any] | None, names: Sequence[str], now: str
 ) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rayquota.api.multikueue_v1alpha1 import PREBUILT_WORKLOAD_LABEL
 from rayquota.operator.core import Informer, Manager, ObjectKey, owner_uids
 from rayquota.operator.core import resources as core_resources
 from rayquota.operator.core.resources import Resource
@@ -63,7 +64,14 @@ def is_child(cluster: Mapping[str, Any]) -> bool:
 
 
 def workload_key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
+    """Named after the object (and its uid), or, for a copy a MultiKueue manager created in this
+    worker, the Workload the manager made first (Kueue's prebuilt Workload)."""
     meta = obj["metadata"]
+    prebuilt = (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_LABEL)
+    # A child copies its parent's labels (KubeRay's RayJob cluster does): the label names the
+    # parent's Workload, never the child's.
+    if prebuilt and not accounted_elsewhere(kind, obj):
+        return ObjectKey(str(meta["namespace"]), str(prebuilt))
     return ObjectKey(str(meta["namespace"]), naming.workload_name(kind, str(meta["name"]), str(meta["uid"])))
 
 

@@ -20,6 +20,7 @@ from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.manual_check import ManualChecks
+from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import (
@@ -39,6 +40,8 @@ class QueueComponent:
     loop: AdmissionLoop
     reconciler: WorkloadReconciler
     gate: QueueGate
+    dispatching: DispatchingQueues
+    """Which LocalQueues dispatch to worker clusters (MultiKueue): the webhook says so on objects."""
 
 
 def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
@@ -158,7 +161,10 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
         api,
     )
     manager.add_runnable("queue status", status.run)
-    return QueueComponent(objects, loop, reconciler, gate)
+    dispatching = DispatchingQueues(
+        config_informers["LocalQueue"], config_informers["ClusterQueue"], config_informers["AdmissionCheck"]
+    )
+    return QueueComponent(objects, loop, reconciler, gate, dispatching)
 
 
 def _keep_flavors(reconciler: WorkloadReconciler) -> Any:

@@ -40,13 +40,7 @@ from rayquota.operator.queue.objects import (
     RecordingLookup,
 )
 from rayquota.operator.queue.pending_writes import PendingWrites
-from rayquota.operator.queue.pod_set_words import (
-    POD_SET_WORDS_ANNOTATION,
-    annotation_value,
-    in_words,
-    pod_set_words,
-    words_of,
-)
+from rayquota.operator.queue.pod_set_words import in_words, pod_set_words, words_of
 from rayquota.operator.queue.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
@@ -57,8 +51,8 @@ from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, 
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.restores import OwedRestores, apply_edits
 from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.queue.workload_body import new_workload, updated_workload
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
-from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
@@ -311,7 +305,6 @@ class WorkloadReconciler:
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
     ) -> Obj | None:
         obj = queued.obj
-        meta = obj["metadata"]
         class_name = naming.priority_class_of(obj, self.objects.settings)
         priority = self.loop.priority_of(class_name) if class_name else None
         spec: dict[str, Any] = {
@@ -330,39 +323,14 @@ class WorkloadReconciler:
         spec = self.objects.api.workload_spec(spec)
         path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
-            body = {
-                "apiVersion": self.objects.api.workloads.api_version,
-                "kind": "Workload",
-                "metadata": {
-                    "name": queued.workload.name,
-                    "namespace": queued.workload.namespace,
-                    "labels": {
-                        naming.WORKLOAD_OWNER_KIND_LABEL: queued.kind.lower(),
-                        naming.WORKLOAD_OWNER_NAME_LABEL: labels.label_value(str(meta["name"])),
-                    },
-                    "annotations": {
-                        naming.CREATION_ORDER_ANNOTATION: creation_order.annotation_value(
-                            obj, self.creation_versions.of(obj)
-                        ),
-                        POD_SET_WORDS_ANNOTATION: annotation_value(words),
-                    },
-                    "ownerReferences": [labels.owner_reference(obj)],
-                },
-                "spec": spec,
-            }
+            order = creation_order.annotation_value(obj, self.creation_versions.of(obj))
+            body = new_workload(self.objects.api, queued.kind, obj, queued.workload, spec, words, order)
             created = await self.client.create(path, body)
             self._created[queued.workload] = created
             return created
-        current = workload.get("spec") or {}
-        annotations = workload["metadata"].get("annotations") or {}
-        worded = annotation_value(words)
-        if (
-            all(current.get(k) == v for k, v in spec.items())
-            and annotations.get(POD_SET_WORDS_ANNOTATION) == worded
-        ):
+        updated = updated_workload(workload, obj, spec, words)
+        if updated is None:
             return workload
-        metadata = {**workload["metadata"], "annotations": {**annotations, POD_SET_WORDS_ANNOTATION: worded}}
-        updated = {**workload, "metadata": metadata, "spec": {**current, **spec}}
         return await self.client.replace(path + f"/{queued.workload.name}", updated)
 
     # --- a Workload created directly (no owner): benchmarks and batch systems -------------

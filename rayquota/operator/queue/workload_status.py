@@ -15,6 +15,7 @@ from rayquota.operator.queue.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray import conditions
 
 SCALE_UP_WAITING = "scale-up waiting"
+MULTIKUEUE_KEYS = ("clusterName", "nominatedClusterNames")
 # The words before the engine's first verdict on a Workload.
 NOT_YET_EVALUATED = "waiting for the next admission cycle"
 """How an admitted Workload's pending reason starts while its next slice waits."""
@@ -72,6 +73,9 @@ def desired_status(
         conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
         if admission.admission_checks:
             status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
+        elif check_states.passed(prev):
+            # A scale-up slice is not checked again: the checks the workload passed stay.
+            status["admissionChecks"] = prev["admissionChecks"]
         if check_states.status_ready(status):
             admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
         else:
@@ -122,6 +126,12 @@ def desired_status(
             conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
             status["pendingReason"] = reason
     status["conditions"] = conds
+    if status.get("admission"):
+        # MultiKueue's choice of worker (its check controller writes it) lasts as long as the
+        # reservation: a requeued workload is dispatched afresh.
+        for key in MULTIKUEUE_KEYS:
+            if prev.get(key):
+                status[key] = prev[key]
     for key in ("requeueState", "reclaimablePods"):
         if prev.get(key):
             status[key] = prev[key]

@@ -3,10 +3,11 @@ operator's caches. Each kind's gate is the one its integration record names."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
 from rayquota.operator.queue import converter, topology_request
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
@@ -17,6 +18,7 @@ from rayquota.queueing import QuantityError, parse_quantity
 
 Body = Mapping[str, Any]
 QUOTA_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+Dispatched = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,13 @@ def _name(kind: str, obj: Body) -> str:
     return f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
 
 
-def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
+def mutate(kind: str, obj: Body, objects: QueueObjects, dispatched: Dispatched | None = None) -> Verdict:
     """CREATE of a queued object: what its kind refuses in a queue is refused, with the field
     and the value (topology annotations that cannot be read too); otherwise it is born suspended
     (the gate its record names: on the object, or on the RayService's cluster template so every
-    child is born gated)."""
+    child is born gated). In a queue that dispatches to worker clusters (``dispatched``:
+    namespace, LocalQueue), ``spec.managedBy`` names MultiKueue unless it is set (Kueue's
+    defaulting): nothing of it runs here."""
     wrong_types = type_errors(kind, obj)
     if wrong_types:
         return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(wrong_types))
@@ -70,12 +74,24 @@ def mutate(kind: str, obj: Body, objects: QueueObjects) -> Verdict:
     refusal = record.creation_refusal(obj, queue)
     if refusal is not None:
         return Verdict(False, refusal)
-    if record.gate.is_set(obj):
+    ops: list[dict[str, Any]] = []
+    spec = obj.get("spec")
+    namespace = str(obj["metadata"].get("namespace") or "")
+    if (
+        record.multicluster is not None
+        and isinstance(spec, Mapping)
+        and not spec.get("managedBy")
+        and dispatched is not None
+        and dispatched(namespace, queue)
+    ):
+        ops.append({"op": "add", "path": "/spec/managedBy", "value": MULTIKUEUE_CONTROLLER})
+    gate = None if record.gate.is_set(obj) else record.gate.set_patch(obj)
+    if gate is not None:
+        ops.append(gate)
+    if not ops:
         return ALLOW
-    op = record.gate.set_patch(obj)
-    if op is None:
-        return ALLOW
-    return Verdict(True, patch=(op,), warning="suspended until its queue admits it")
+    warning = "suspended until its queue admits it" if gate is not None else None
+    return Verdict(True, patch=tuple(ops), warning=warning)
 
 
 def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:

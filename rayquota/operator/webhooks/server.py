@@ -50,6 +50,7 @@ class WebhookServer:
         port: int,
         serving: ServingCertificate,
         registration: LoopbackRegistration | None = None,
+        dispatched: review.Dispatched | None = None,
     ) -> None:
         """`registration`: configurations this server registers for itself (loopback only)."""
         self.manager = manager
@@ -59,6 +60,7 @@ class WebhookServer:
         self.port = port
         self.serving = serving
         self.registration = registration
+        self.dispatched = dispatched
         self.app = web.Application()
         self.app.add_routes(
             [
@@ -81,7 +83,7 @@ class WebhookServer:
         req = body["request"]
         if not self._ours(req):
             return web.json_response(_response(req["uid"], review.ALLOW))
-        verdict = review.mutate(req["kind"]["kind"], req["object"], self.objects)
+        verdict = review.mutate(req["kind"]["kind"], req["object"], self.objects, self.dispatched)
         return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_ray(self, request: web.Request) -> web.Response:

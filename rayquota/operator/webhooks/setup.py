@@ -49,6 +49,7 @@ def setup(manager: Manager, settings: WebhookSettings, queue: QueueComponent) ->
         port=settings.port or free_port(),
         serving=serving,
         registration=registration,
+        dispatched=queue.dispatching.dispatches,
     )
     manager.add_runnable("admission webhooks", server.run)
     return WebhookComponent(settings, server, keeper)

@@ -106,7 +106,12 @@ def test_metadata_is_opaque_and_status_is_a_subresource() -> None:
     for crd in _crds():
         assert _schema(crd)["properties"]["metadata"] == {"type": "object"}
         version = crd["spec"]["versions"][0]
-        if crd["spec"]["names"]["kind"] not in ("ResourceFlavor", "WorkloadPriorityClass", "Topology"):
+        if crd["spec"]["names"]["kind"] not in (
+            "ResourceFlavor",
+            "WorkloadPriorityClass",
+            "Topology",
+            "MultiKueueConfig",
+        ):
             assert version["subresources"] == {"status": {}}
 
 

@@ -148,6 +148,18 @@ async def test_a_write_to_a_deleted_object_returns_none() -> None:
     assert w.writes == 0
 
 
+async def test_a_cache_newer_than_our_write_is_not_stale_even_if_our_version_was_never_seen() -> None:
+    # The watch delivered our write before the PUT's answer came back (observe could not tell it
+    # was ours), then a newer version: nothing more will come for our write, so nothing waits.
+    client = RecordingClient()
+    w = writer(client)
+    stored = await w.write(RAYCLUSTERS, cluster({"state": "pending"}), {"state": "ready"})
+    assert stored is not None
+    newer = cluster({"state": "ready"}, version=str(int(stored["metadata"]["resourceVersion"]) + 1))
+    assert not w.is_stale(newer)
+    assert not w.is_stale(cluster({"state": "pending"}))  # the wait ended with the first sight
+
+
 async def test_our_write_seen_by_the_watch_before_its_answer_is_read_is_not_waited_for() -> None:
     """The watch may deliver our own write before the writer reads the server's answer (both on
     one event loop). That version was seen: the next reconcile must not wait 10 s for it (a

@@ -13,12 +13,13 @@ A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
 from rayquota.operator.queue.adapters.protocol import (
     JOB_NAME_LABEL,
     LEGACY_JOB_NAME_LABEL,
@@ -111,6 +112,40 @@ def job_demand(job: Body) -> Demand:
     )
 
 
+# Labels the API server puts on a Job's pod template for the Job (its uid) they belong to.
+_JOB_TEMPLATE_LABELS = (
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    LEGACY_JOB_NAME_LABEL,
+    JOB_NAME_LABEL,
+)
+
+
+def clean_copy(spec: MutableMapping[str, Any]) -> None:
+    """MultiKueue: a copy's selector and template labels are its own Job's, not the original's."""
+    spec.pop("selector", None)
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    for key in _JOB_TEMPLATE_LABELS:
+        template_labels.pop(key, None)
+
+
+def mirrored_status(local: Body, remote: Body) -> dict[str, Any] | None:
+    """MultiKueue: Kubernetes refuses a running status on a suspended Job, so while the
+    manager's Job is still suspended (its gate lifts as the check turns Ready) a running remote
+    waits (None)."""
+    if job_is_suspended(local) and not job_is_suspended(remote) and not _finished(remote):
+        return None
+    return whole_status(local, remote)
+
+
+def _finished(job: Body) -> bool:
+    return any(status == "True" for _, status in _finished_conditions(job))
+
+
+def job_is_suspended(job: Body) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
 class JobAdapter(SpecSuspendKind):
     kind = "Job"
     resource = resources.JOBS
@@ -119,7 +154,7 @@ class JobAdapter(SpecSuspendKind):
     pod_watches = (JOB_PODS,)
     change_filter = staticmethod(job_changed)
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
-    multicluster = None
+    multicluster = MultiClusterPart(status=mirrored_status, clean_spec=clean_copy)
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return job_demand(obj)
@@ -177,4 +212,4 @@ class JobAdapter(SpecSuspendKind):
         return changed(self.kind, obj, after)
 
     def finished(self, obj: Body) -> bool:
-        return any(status == "True" for _, status in _finished_conditions(obj))
+        return _finished(obj)

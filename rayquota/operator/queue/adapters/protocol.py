@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue import placement
+from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.coverage import PartAllocation, allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, Role, group_key_of_pod
@@ -172,10 +173,10 @@ class KindAdapter(Protocol):
         """What the queue integration writes on objects of this kind (the gate, the placement)."""
         ...
 
-    # A later part of a record, declared here so it lands in one place: how the kind is
-    # dispatched to a worker cluster (issue 22). None for now.
     @property
-    def multicluster(self) -> None: ...
+    def multicluster(self) -> MultiClusterPart | None:
+        """How the kind is dispatched to a worker cluster by MultiKueue (None: it is not)."""
+        ...
 
     def pod_templates(self, obj: Body) -> list[TemplateAt]:
         """The pod templates its topology requests are read from (Kueue's annotations), with
@@ -328,7 +329,6 @@ class RayKind:
     accounted_through: tuple[str, ...] = ()
     child_kind: str | None = "RayCluster"
     pod_watches: tuple[PodWatch, ...] = (RAY_CLUSTER_PODS,)
-    multicluster = None
 
     def creation_refusal(self, obj: Body, queue: str) -> str | None:
         return None

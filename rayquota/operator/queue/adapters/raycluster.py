@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.queue import event_filters
+from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
@@ -33,6 +35,28 @@ def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
     return single_part(name, cluster_pod_sets(cluster.get("spec") or {}, annotations=annotations))
 
 
+def worker_sizes_update(local: Body, remote: Body) -> dict[str, Any] | None:
+    """MultiKueue: a manager-side change of a worker group's size follows to the worker (Kueue's
+    elastic replica sync), where its queue admits the scale-up slice. An autoscaling cluster's
+    sizes are its autoscaler's, in the worker: never overwritten."""
+    local_spec, remote_spec = local.get("spec") or {}, remote.get("spec") or {}
+    if remote_spec.get("enableInTreeAutoscaling"):
+        return None
+    sizes = {
+        str(g.get("groupName")): (g.get("replicas"), g.get("numOfHosts"))
+        for g in local_spec.get("workerGroupSpecs") or ()
+    }
+    wanted = copy.deepcopy(dict(remote_spec))
+    for group in wanted.get("workerGroupSpecs") or ():
+        size = sizes.get(str(group.get("groupName")))
+        for field, value in zip(("replicas", "numOfHosts"), size or (), strict=False):
+            if value is None:
+                group.pop(field, None)
+            else:
+                group[field] = value
+    return None if wanted == dict(remote_spec) else wanted
+
+
 class RayClusterAdapter(RayKind, SpecSuspendKind):
     kind = "RayCluster"
     resource = resources.RAYCLUSTERS
@@ -41,6 +65,8 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
     child_kind = None
     change_filter = staticmethod(event_filters.raycluster_changed)
     grants: tuple[Grant, ...] = ((resources.RAYCLUSTERS, "update"),)
+    # Its state and endpoints come back from the worker; sizes set in the manager follow.
+    multicluster = MultiClusterPart(spec_update=worker_sizes_update)
 
     def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
         return [str(obj["metadata"]["name"])]

@@ -11,6 +11,7 @@ from rayquota.api.ray_v1 import JobDeploymentStatus
 from rayquota.operator.core import resources
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.adapters.protocol import (
     JOB_NAME_LABEL,
     LEGACY_JOB_NAME_LABEL,
@@ -117,6 +118,8 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
     pod_watches = (RAY_CLUSTER_PODS, SUBMITTER_PODS)
     change_filter = staticmethod(event_filters.rayjob_changed)
     grants: tuple[Grant, ...] = ((resources.RAYJOBS, "update"), (resources.RAYCLUSTERS, "update"))
+    # Created once in the worker; its status (jobStatus, jobDeploymentStatus, ...) comes back.
+    multicluster = MultiClusterPart()
 
     def __init__(self) -> None:
         # The demand is a pure function of the spec, name and labels, but it is asked for on

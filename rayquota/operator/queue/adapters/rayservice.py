@@ -3,12 +3,14 @@ at creation), and each child RayCluster is ungated only when the admitted slice 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.queue import naming
+from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, gate_free
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
@@ -106,6 +108,24 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
     return Demand(tuple(merged.values()), parts, pod_set_of)
 
 
+def upgrade_update(local: Body, remote: Body) -> dict[str, Any] | None:
+    """MultiKueue, beyond Kueue (which forwards only ``serveConfigV2``): a new
+    ``rayClusterConfig`` or ``upgradeStrategy`` follows too, so the worker upgrades the service as
+    a single cluster would (its queue admits the new cluster as a scale-up slice). The worker
+    keeps its own gate and placement: its queue manages them."""
+    local_spec, remote_spec = local.get("spec") or {}, remote.get("spec") or {}
+    wanted = copy.deepcopy(dict(remote_spec))
+    for field in ("serveConfigV2", "upgradeStrategy"):
+        if field in local_spec:
+            wanted[field] = copy.deepcopy(local_spec[field])
+        else:
+            wanted.pop(field, None)
+    config = gate_free(local_spec.get("rayClusterConfig") or {})
+    if config != gate_free(remote_spec.get("rayClusterConfig") or {}):
+        wanted["rayClusterConfig"] = {**config, "suspend": True}
+    return None if wanted == dict(remote_spec) else wanted
+
+
 class RayServiceAdapter(RayKind):
     kind = "RayService"
     resource = resources.RAYSERVICES
@@ -114,6 +134,8 @@ class RayServiceAdapter(RayKind):
     # Its demand follows its clusters' upgrade progress: every event counts.
     change_filter = None
     grants: tuple[Grant, ...] = ((resources.RAYSERVICES, "update"), (resources.RAYCLUSTERS, "update"))
+    # Its conditions and service statuses come back; a new config or upgrade strategy follows.
+    multicluster = MultiClusterPart(spec_update=upgrade_update)
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return rayservice_demand(obj, ordered_children(obj, children))

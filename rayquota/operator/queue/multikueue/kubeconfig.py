@@ -1,0 +1,61 @@
+"""A worker's API client, from the kubeconfig its MultiKueueCluster points at: a Secret in the
+operator's namespace (key ``kubeconfig``) or a file (``locationType: Path``)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import yaml
+
+from rayquota import __version__
+from rayquota.api.multikueue_v1alpha1 import KUBECONFIG_SECRET_KEY, LocationType
+from rayquota.operator.kube import KubeClient, core_path
+
+
+class WorkerConfigError(Exception):
+    """The worker's kubeconfig cannot be had or read (the MultiKueueCluster says why)."""
+
+
+async def kubeconfig_text(local: KubeClient, cluster_source: Mapping[str, Any], namespace: str) -> str:
+    source = cluster_source.get("kubeConfig")
+    if not source:
+        raise WorkerConfigError("clusterSource.clusterProfileRef is not supported: use kubeConfig")
+    location = str(source.get("location") or "")
+    if (source.get("locationType") or LocationType.SECRET) == LocationType.PATH:
+        try:
+            return await asyncio.to_thread(Path(location).read_text)
+        except OSError as exc:
+            raise WorkerConfigError(f"kubeconfig file {location}: {exc.strerror or exc}") from exc
+    secret = await local.get(core_path(namespace, "secrets", location))
+    if secret is None:
+        raise WorkerConfigError(f"Secret {namespace}/{location} not found")
+    encoded = (secret.get("data") or {}).get(KUBECONFIG_SECRET_KEY)
+    if not encoded:
+        raise WorkerConfigError(f"Secret {namespace}/{location} has no key {KUBECONFIG_SECRET_KEY!r}")
+    try:
+        return base64.b64decode(encoded).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WorkerConfigError(f"Secret {namespace}/{location}: the kubeconfig is not text") from exc
+
+
+# How the manager's requests show in a worker's audit log, apart from the worker's own operator.
+USER_AGENT = "rayquota-multikueue"
+
+
+def client_of(text: str, *, timeout_s: float = 30.0) -> KubeClient:
+    """A client for the kubeconfig's current context (embedded certificates are written to
+    temporary files by the client library, as for any kubeconfig)."""
+    try:
+        config = yaml.safe_load(text)
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            config, client_configuration=configuration, persist_config=False
+        )
+    except (yaml.YAMLError, kubernetes.config.ConfigException, TypeError, KeyError, ValueError) as exc:
+        raise WorkerConfigError(f"the kubeconfig cannot be used: {exc}") from exc
+    return KubeClient(configuration, timeout_s=timeout_s, user_agent=f"{USER_AGENT}/{__version__}")
