@@ -92,7 +92,9 @@ def nodes_file(directory: Path) -> Path:
     return path
 
 
-def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: int) -> dict[str, float]:
+def create_all(
+    kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: int, namespace: str = NAMESPACE
+) -> dict[str, float]:
     """POST every RayJob, `concurrency` at a time (many users submitting at once; one
     `kubectl create` sends them one by one, which on a loaded machine takes longer than
     admitting them). Returns when each POST was answered: the job exists from then on (a watch
@@ -106,7 +108,7 @@ def create_all(kubeconfig: Path, items: Sequence[dict[str, Any]], concurrency: i
     api.api_client.user_agent = f"{harness.POLLER_USER_AGENT}/0"
 
     def create(body: dict[str, Any]) -> tuple[str, float]:
-        api.create_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", body)
+        api.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", body)
         return str(body["metadata"]["name"]), time.time()
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

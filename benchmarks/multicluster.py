@@ -36,6 +36,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
+from benchmarks.flood_objects import create_all
 from benchmarks.flood_watch import FirstSeen, pod_running
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.multicluster import CHECK_NAME, MultiCluster
@@ -99,26 +100,6 @@ def rayjob(name: str) -> dict[str, Any]:
             },
         },
     }
-
-
-def create_all(kubeconfig: Path, items: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
-    """POST every RayJob, `concurrency` at a time; when each POST was answered."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    configuration.connection_pool_maxsize = concurrency
-    api = client.CustomObjectsApi(client.ApiClient(configuration))
-    api.api_client.user_agent = f"{harness.POLLER_USER_AGENT}/0"
-
-    def create(body: dict[str, Any]) -> tuple[str, float]:
-        api.create_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", body)
-        return str(body["metadata"]["name"]), time.time()
-
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return dict(pool.map(create, items))
 
 
 def queues(cluster: LocalCluster, gpus: int, *, manager: bool) -> None:
@@ -219,7 +200,8 @@ def dispatch_phase(fleet: MultiCluster, jobs: int) -> dict[str, Any]:
     }
     try:
         started = time.time()
-        created = create_all(fleet.manager.kubeconfig, [rayjob(f"job-{i:04d}") for i in range(jobs)], 16)
+        items = [rayjob(f"job-{i:04d}") for i in range(jobs)]
+        created = create_all(fleet.manager.kubeconfig, items, 16, NAMESPACE)
         harness.wait_until(
             f"{jobs} jobs running in the workers", lambda: len(running_jobs(watches)) >= jobs, 1800
         )
@@ -262,7 +244,7 @@ def failover_phase(fleet: MultiCluster, jobs: int, lost_timeout_s: int) -> dict[
     queues(worker2, 0, manager=False)
     watch1 = FirstSeen(worker1.kubeconfig, NAMESPACE, plural="pods", condition=pod_running).__enter__()
     try:
-        create_all(fleet.manager.kubeconfig, [rayjob(f"lost-{i:03d}") for i in range(jobs)], 8)
+        create_all(fleet.manager.kubeconfig, [rayjob(f"lost-{i:03d}") for i in range(jobs)], 8, NAMESPACE)
         harness.wait_until(
             "the jobs running in worker1", lambda: len(running_jobs({"worker1": watch1})) >= jobs, 900
         )

@@ -48,6 +48,15 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, UNREACHABLE) or (isinstance(exc, ApiError) and exc.status in NOT_READY_STATUSES)
 
 
+_NAMESPACE_ENDING = "because it is being terminated"
+
+
+def is_namespace_ending(exc: BaseException) -> bool:
+    """A create refused because its namespace is being deleted (a 403, told by the API server's
+    words, which a reconcile may have wrapped in its own)."""
+    return _NAMESPACE_ENDING in str(exc)
+
+
 INTERN_MAX_CHARS = 64
 # Values unique to one object (or one version of it): interning them would only grow the table.
 _UNIQUE_VALUE_KEYS = frozenset({"uid", "resourceVersion"})

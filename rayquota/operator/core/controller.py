@@ -18,12 +18,9 @@ from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
-from rayquota.operator.kube import UNREACHABLE, Conflict, is_transient
+from rayquota.operator.kube import UNREACHABLE, Conflict, is_namespace_ending, is_transient
 
 log = logging.getLogger(__name__)
-
-# How the API server refuses a create in a namespace that is being deleted.
-NAMESPACE_ENDING = "because it is being terminated"
 
 RECONCILES = Counter(
     "rayquota_controller_reconciles_total", "Reconciles by controller and result", ["controller", "result"]
@@ -189,7 +186,7 @@ class Controller:
                     delay,
                     exc,
                 )
-            elif NAMESPACE_ENDING in str(exc):
+            elif is_namespace_ending(exc):
                 # A create refused because the namespace is being deleted: the object goes with it.
                 log.warning(
                     "%s %s: reconcile failed, its namespace is being deleted: %s", self.name, key, exc

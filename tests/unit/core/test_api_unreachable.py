@@ -38,23 +38,61 @@ async def test_the_queue_status_writer_outlives_an_api_server_outage(monkeypatch
     assert calls == 3
 
 
-async def test_a_reconcile_the_api_server_did_not_answer_is_retried_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    async def unreachable(key: ObjectKey) -> None:
-        raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+STARTING = '{"message": "the request has been made before all known HTTP paths have been installed"}'
+ENDING = (
+    '{"message": "pods \\"x\\" is forbidden: unable to create new content in namespace ns '
+    'because it is being terminated"}'
+)
 
-    async def broken(key: ObjectKey) -> None:
-        raise ValueError("a bug")
+
+@pytest.mark.parametrize(
+    ("failure", "words"),
+    [
+        # No answer at all (stopped, restarting).
+        (
+            aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443"),
+            "no answer from the API server",
+        ),
+        # Right after a (re)start it answers 503 until every path is installed (the
+        # API-server-outage fault test logged a traceback for a finalizer PATCH refused so).
+        (
+            ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/a", 503, STARTING),
+            "the API server is not ready",
+        ),
+        # A create in a namespace that is being deleted.
+        (ApiError("POST", "/api/v1/namespaces/ns/pods", 403, ENDING), "its namespace is being deleted"),
+    ],
+    ids=["unreachable", "starting", "namespace-ending"],
+)
+async def test_a_reconcile_failing_for_a_passing_condition_is_retried_with_a_warning_and_no_traceback(
+    caplog: pytest.LogCaptureFixture, failure: Exception, words: str
+) -> None:
+    async def failing(key: ObjectKey) -> None:
+        raise failure
 
     caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
-    await Controller("rayjob", unreachable)._reconcile_one(ObjectKey("ns", "a"))
+    await Controller("rayjob", failing)._reconcile_one(ObjectKey("ns", "a"))
     [record] = caplog.records
     assert record.levelno == logging.WARNING and record.exc_info is None
-    assert "no answer from the API server" in record.getMessage()
-    # Anything else is a bug worth its traceback.
-    caplog.clear()
-    await Controller("rayjob", broken)._reconcile_one(ObjectKey("ns", "b"))
+    assert words in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ValueError("a bug"),
+        ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/b", 422, '{"message": "invalid"}'),
+    ],
+    ids=["bug", "refused-on-its-merits"],
+)
+async def test_any_other_reconcile_failure_is_an_error_with_its_traceback(
+    caplog: pytest.LogCaptureFixture, failure: Exception
+) -> None:
+    async def failing(key: ObjectKey) -> None:
+        raise failure
+
+    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
+    await Controller("rayjob", failing)._reconcile_one(ObjectKey("ns", "b"))
     [record] = caplog.records
     assert record.levelno == logging.ERROR and record.exc_info is not None
 
@@ -95,46 +133,3 @@ async def test_keys_that_failed_for_an_unanswering_api_server_are_retried_when_i
     # retried after the first backoff step, not the one the outage had reached.
     assert controller.queue.failures(ObjectKey("ns", "a")) == 0
     controller.queue.shut_down()
-
-
-async def test_a_reconcile_refused_by_an_api_server_still_starting_is_retried_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Right after an API server (re)starts it answers 503 until every path is installed (the
-    API-server-outage fault test logged a traceback for a finalizer PATCH refused so)."""
-    message = '{"message": "the request has been made before all known HTTP paths have been installed"}'
-
-    async def starting(key: ObjectKey) -> None:
-        raise ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/a", 503, message)
-
-    async def refused(key: ObjectKey) -> None:
-        raise ApiError("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/b", 422, '{"message": "invalid"}')
-
-    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
-    await Controller("rayjob", starting)._reconcile_one(ObjectKey("ns", "a"))
-    [record] = caplog.records
-    assert record.levelno == logging.WARNING and record.exc_info is None
-    assert "the API server is not ready" in record.getMessage()
-    # A refusal on the merits stays an error with its traceback.
-    caplog.clear()
-    await Controller("rayjob", refused)._reconcile_one(ObjectKey("ns", "b"))
-    [record] = caplog.records
-    assert record.levelno == logging.ERROR and record.exc_info is not None
-
-
-async def test_a_create_refused_in_a_namespace_being_deleted_is_logged_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    message = (
-        '{"message": "pods \\"x\\" is forbidden: unable to create new content in namespace ns '
-        'because it is being terminated"}'
-    )
-
-    async def ending(key: ObjectKey) -> None:
-        raise ApiError("POST", "/api/v1/namespaces/ns/pods", 403, message)
-
-    caplog.set_level(logging.WARNING, "rayquota.operator.core.controller")
-    await Controller("raycluster", ending)._reconcile_one(ObjectKey("ns", "a"))
-    [record] = caplog.records
-    assert record.levelno == logging.WARNING and record.exc_info is None
-    assert "its namespace is being deleted" in record.getMessage()
