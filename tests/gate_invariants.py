@@ -275,7 +275,10 @@ class Judge:
     def _unadmitted_children(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
         admitted_owners = set()
         for (kind, _), obj in state.items():
-            if kind == "Workload" and (obj.get("status") or {}).get("admission"):
+            # A finished Workload's quota is given back and its admission cleared, while its
+            # completed Job stays unsuspended (its controller starts nothing more).
+            recorded = (obj.get("status") or {}).get("admission") or is_true(obj, "Finished")
+            if kind == "Workload" and recorded:
                 admitted_owners |= {r["uid"] for r in obj["metadata"].get("ownerReferences") or []}
         problems = []
         for (kind, name), obj in state.items():

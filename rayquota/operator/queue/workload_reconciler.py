@@ -191,7 +191,11 @@ class WorkloadReconciler:
                 return None
         engine_key = str(key)
         if adapter.finished(obj):
+            holding = self.driver.admission(engine_key) is not None
             self.driver.finish(engine_key, pods_gone=pods_gone())
+            if holding and self.driver.admission(engine_key) is None:
+                # Freed at once (its pods were already gone): given on once Finished is written.
+                self.loop.hold_freed_quota(engine_key)
             self.loop.request_cycle()
             await self._write_status(workload, finished=True)
             return None

@@ -1,9 +1,10 @@
-"""A scale-down frees quota in the engine at once, but the Workloads in the API server must
-never show more than the quota: the smaller admission is written before the freed quota is
-given to a waiting workload. The API-server-outage fault test saw a RayJob's admission (2 GPUs)
-stored while the RayService whose upgrade had just freed them still showed its larger one
-(10 GPUs recorded against 8). Here the shrinking Workload's status write is slowed on purpose,
-so that a cycle in between would hand the quota on and its write land first."""
+"""Quota freed by a scale-down, or by a job that finished with its pods already gone, is freed
+in the engine at once, but the Workloads in the API server must never show more than the quota:
+the smaller admission (or the Finished condition) is written before the freed quota is given to
+a waiting workload. The API-server-outage fault test saw a RayJob's admission (2 GPUs) stored
+while the RayService whose upgrade had just freed them still showed its larger one (10 GPUs
+recorded against 8). Here the freeing Workload's status write is slowed on purpose, so that a
+cycle in between would hand the quota on and the new admission's write land first."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.status import StatusWriter
 from tests.gate_sampler import GateSampler
-from tests.integration.queue.conftest import Quota, gpu_rayjob, is_admitted, workload_of
+from tests.integration.queue.conftest import Quota, gpu_job, gpu_rayjob, is_admitted, workload_of
 from tests.integration.queue.gate_cells import raycluster_body
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
@@ -87,5 +89,61 @@ def test_quota_freed_by_a_scale_down_is_given_on_only_after_the_smaller_admissio
         timeout_s=120,
     )
     assert slowed, "the shrinking Workload's status write was not seen (the fault did not happen)"
+    sampler.sync()
+    # The gate sampler (at teardown) checks every stored state: never more than 4 GPUs recorded.
+
+
+def _finishing(status: Mapping[str, Any], stored: Mapping[str, Any] | None) -> bool:
+    def finished(conditions: Any) -> bool:
+        return any(c.get("type") == "Finished" and c.get("status") == "True" for c in conditions or [])
+
+    return finished(status.get("conditions")) and not finished((stored or {}).get("conditions"))
+
+
+def test_quota_of_a_job_finished_with_its_pods_gone_is_given_on_only_after_finished_is_written(
+    queue_operator: Path,
+    kube: Kube,
+    quota: Quota,
+    gate_sampler: Any,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Job whose pods completed is finished and its pods hold nothing: the quota is freed at
+    once, and the next Job's admission must not be stored before the first's Finished."""
+    a100 = quota.flavor("a100", "a100")
+    cq = quota.cluster_queue("team", {a100: 4})
+    quota.local_queue("team", cq)
+    sampler: GateSampler = gate_sampler(cq)
+
+    real_write = StatusWriter.write
+    slowed: list[str] = []
+
+    async def write(
+        self: StatusWriter, resource: Resource, obj: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> Any:
+        meta = obj["metadata"]
+        if (
+            resource.kind == "Workload"
+            and meta.get("namespace") == namespace
+            and (meta.get("labels") or {}).get("rayquota.io/owner-name") == "first"
+            and _finishing(status, obj.get("status"))
+        ):
+            slowed.append(str(meta["name"]))
+            await asyncio.sleep(SLOW_WRITE_S)
+        return await real_write(self, resource, obj, status)
+
+    monkeypatch.setattr(StatusWriter, "write", write)
+
+    first = gpu_job("first", "team", parallelism=1, completions=1, gpus=4)
+    first["spec"]["template"]["metadata"]["labels"].pop(MANUAL_COMPLETION_LABEL)  # kwok completes it
+    kube.apply(first)
+    wait_for("the first Job admitted", lambda: is_admitted(workload_of(kube, "Job", "first")))
+    kube.apply(gpu_job("second", "team", parallelism=1, completions=None, gpus=4))
+    wait_for(
+        "the second Job admitted once the first finished",
+        lambda: is_admitted(workload_of(kube, "Job", "second")),
+        timeout_s=120,
+    )
+    assert slowed, "the first Workload's Finished write was not seen (the fault did not happen)"
     sampler.sync()
     # The gate sampler (at teardown) checks every stored state: never more than 4 GPUs recorded.

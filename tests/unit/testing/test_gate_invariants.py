@@ -96,3 +96,9 @@ def test_a_queued_job_unsuspended_before_its_admission_is_caught() -> None:
     # Suspended, or not queued at all: nothing to say.
     assert judged(("Job", {**job, "spec": {"suspend": True}})) == []
     assert judged(("Job", {**job, "metadata": {"name": "plain", "uid": "u", "labels": {}}})) == []
+    # Finished: its quota given back and its admission cleared, the completed Job unsuspended.
+    finished = workload(None, ownerReferences=own)
+    finished["status"]["conditions"] = [{"type": "Finished", "status": "True"}]
+    assert judged(("Workload", finished), ("Job", job)) == []
+    pending = workload(None, ownerReferences=own)
+    assert any("queued Job train is unsuspended" in p for p in judged(("Workload", pending), ("Job", job)))
