@@ -176,12 +176,15 @@ def sides(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[dict[str, Si
             cluster.kubectl("create", "namespace", namespace)
             made[name] = Side(cluster, Kube(cluster, namespace), Quota(cluster, namespace))
         for side in made.values():
+            # The controller-manager makes it; after the failover test restarted a worker's API
+            # server, its watches come back through their backoff, slower on a loaded machine
+            # (60 s were once not enough with three control planes beside a benchmark).
             wait_for(
                 f"{side.cluster.name}: the default service account of {namespace}",
                 lambda side=side: (
                     side.kube.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
                 ),
-                timeout_s=60,
+                timeout_s=180,
             )
         yield made
     finally:
