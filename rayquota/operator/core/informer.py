@@ -94,10 +94,17 @@ class Informer:
     async def _list_and_watch(self, namespace: str | None) -> None:
         version: str | None = None
         failures = 0
+        # The first LIST is served by the API server's watch cache (resourceVersion=0, whole, as
+        # client-go's reflector lists): a paged LIST from etcd under a flood of writes gets its
+        # next pages refused (504, "Too large resource version") while the cache lags, and a
+        # restarted LIST meets the same fate; the operator never synced while Kueue's runner
+        # created 50,000 Workloads. After a 410 Gone the LIST is a consistent read: the cache may
+        # hold less than we saw; if that one is refused so, the cache serves the next one.
+        from_cache = True
         while True:
             try:
                 if version is None:
-                    version = await self._relist(namespace)
+                    version = await self._relist(namespace, from_cache=from_cache)
                     self._mark_listed(namespace)
                     failures = 0
                 version = await self._watch(namespace, version)
@@ -105,8 +112,10 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except WatchExpired:
-                version = None
+                version, from_cache = None, False
             except Exception as exc:  # network trouble, API server restarts: back off and resume
+                if version is None and isinstance(exc, ApiError) and exc.status == 504:
+                    from_cache = True
                 failures += 1
                 delay = min(30.0, 0.2 * 2**failures) * (0.5 + random.random() / 2)
                 if isinstance(exc, ApiError) and exc.retry_after_s is not None:
@@ -117,10 +126,12 @@ class Informer:
                 # must not wait for the backoff an outage built up.
                 await self.client.reachability.sleep(delay)
 
-    async def _relist(self, namespace: str | None) -> str:
+    async def _relist(self, namespace: str | None, *, from_cache: bool = False) -> str:
         self.relists += 1
         path = self.resource.path(namespace)
         params = {**self._params(), "limit": str(LIST_PAGE_SIZE)}
+        if from_cache:
+            params["resourceVersion"] = "0"
         items: list[Obj] = []
         while True:
             page = await self.client.list_page(path, params, decode=self.decode)
@@ -129,6 +140,7 @@ class Informer:
             if not meta.get("continue"):
                 version = str(meta.get("resourceVersion") or "")
                 break
+            params = {k: v for k, v in params.items() if k != "resourceVersion"}  # not with continue
             params = {**params, "continue": meta["continue"]}
         seen: set[ObjectKey] = set()
         for item in items:
