@@ -178,3 +178,50 @@ def test_queues_in_motion_share_a_write_budget_and_new_or_changed_active_ones_do
     clock[0] += 2.0
     asyncio.run(writer.write_all())
     assert len(written) == 2 and not set(written) & set(first)  # the others' turn
+
+
+def test_a_pass_keeps_several_writes_in_flight_and_raises_the_first_failure_after_all() -> None:
+    """One write after the other, the first pass over Kueue's 2,000 large-scale queues outlasted
+    the runner's creation of its Workloads; its recorder saw no queue with pending Workloads and
+    ended the run with nothing admitted."""
+    from rayquota.operator.kube import ApiError
+    from rayquota.operator.queue import status as queue_status
+
+    engine = Engine()
+    engine.upsert_flavor(ResourceFlavor("f"))
+    names = [f"cq-{i}" for i in range(20)]
+    for name in names:
+        group = ResourceGroup(("cpu",), (FlavorQuotas("f", {"cpu": ResourceQuota.of(1)}),))
+        engine.upsert_cluster_queue(ClusterQueue(name, (group,)))
+    in_flight: list[int] = [0, 0]  # now, most
+    written: list[str] = []
+
+    class Status:
+        async def write(self, resource: Any, obj: Any, status: Any) -> None:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+            await asyncio.sleep(0.01)
+            in_flight[0] -= 1
+            if obj["metadata"]["name"] == "cq-3":
+                raise ApiError("PUT", "/clusterqueues/cq-3/status", 409, '{"message": "conflict"}')
+            written.append(obj["metadata"]["name"])
+
+    class Store:
+        def __init__(self, objs: list[dict[str, Any]]) -> None:
+            self.store = self
+            self.objs = objs
+
+        def list(self) -> list[dict[str, Any]]:
+            return self.objs
+
+    manager = type("Manager", (), {"status": Status()})()
+    queues = Store([{"metadata": {"name": n}} for n in names])
+    writer = QueueStatusWriter(manager, engine, queues, Store([]), Store([]))  # type: ignore[arg-type]
+    try:
+        asyncio.run(writer.write_all())
+    except ApiError as exc:
+        assert exc.status == 409
+    else:
+        raise AssertionError("the conflict was not raised")
+    assert in_flight[1] == queue_status.STATUS_WRITES_IN_FLIGHT
+    assert sorted(written) == sorted(n for n in names if n != "cq-3")  # the others all written
