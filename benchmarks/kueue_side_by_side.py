@@ -29,6 +29,7 @@ import functools
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -242,6 +243,25 @@ def run_checker(run_dir: Path, stats: Path, rangespec: Path) -> tuple[bool, list
     return result.returncode == 0, failures
 
 
+def run_in_own_group(
+    cmd: list[str], *, cwd: Path, env: dict[str, str], log: IO[str]
+) -> subprocess.CompletedProcess[str]:
+    """The runner in a process group of its own, which is stopped once it exits: a runner that
+    fails (its generator timed out on a loaded API server) leaves envtest's etcd and API server
+    running, and they weigh on whatever runs next."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=log, text=True, start_new_session=True)
+    try:
+        proc.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(2)
+    return subprocess.CompletedProcess(cmd, proc.returncode)
+
+
 def run_once(
     name: str,
     argv: Sequence[str] | None,
@@ -298,7 +318,7 @@ def run_once(
         transitions.start()
     load_avg_start = os.getloadavg()
     with (run_dir / "runner.log").open("w") as runner_log, harness.MetricsPoller(server, 5.0) as poller:
-        proc = subprocess.run(cmd, cwd=peers.kueue_workdir(), env=env, stdout=runner_log, stderr=runner_log)
+        proc = run_in_own_group(cmd, cwd=peers.kueue_workdir(), env=env, log=runner_log)
     tas = placement.stop() if placement is not None else None
     evictions = transitions.stop() if transitions is not None else None
     load_avg_end = os.getloadavg()
