@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,39 @@ from tests.integration.ray.kubehelpers import Kube, wait_for
 SLOW_WRITE_S = 3.0
 
 
+Freeing = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+"""Whether a Workload status write (the stored Workload, the status to write) frees quota."""
+
+
+def slow_freeing_writes(monkeypatch: pytest.MonkeyPatch, namespace: str, freeing: Freeing) -> list[str]:
+    """Slows the operator's status writes of the namespace's Workloads that free quota by
+    SLOW_WRITE_S; returns the names of those slowed, as they come."""
+    real_write = StatusWriter.write
+    slowed: list[str] = []
+
+    async def write(
+        self: StatusWriter, resource: Resource, obj: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> Any:
+        if (
+            resource.kind == "Workload"
+            and obj["metadata"].get("namespace") == namespace
+            and freeing(obj, status)
+        ):
+            slowed.append(str(obj["metadata"]["name"]))
+            await asyncio.sleep(SLOW_WRITE_S)
+        return await real_write(self, resource, obj, status)
+
+    monkeypatch.setattr(StatusWriter, "write", write)
+    return slowed
+
+
+def team_queue(quota: Quota, gpus: int) -> str:
+    """ClusterQueue ``team`` with ``gpus`` on the a100 flavor, behind LocalQueue ``team``."""
+    cq = quota.cluster_queue("team", {quota.flavor("a100", "a100"): gpus})
+    quota.local_queue("team", cq)
+    return cq
+
+
 def _admitted_pods(status: Mapping[str, Any] | None) -> int:
     assignments = ((status or {}).get("admission") or {}).get("podSetAssignments") or []
     return sum(int(a.get("count") or 0) for a in assignments)
@@ -40,30 +73,13 @@ def test_quota_freed_by_a_scale_down_is_given_on_only_after_the_smaller_admissio
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    a100 = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {a100: 4})
-    quota.local_queue("team", cq)
-    sampler: GateSampler = gate_sampler(cq)
+    sampler: GateSampler = gate_sampler(team_queue(quota, 4))
 
-    real_write = StatusWriter.write
-    slowed: list[int] = []
+    def shrinking(obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        owner_kind = (obj["metadata"].get("labels") or {}).get("rayquota.io/owner-kind")
+        return owner_kind == "raycluster" and 0 < _admitted_pods(status) < _admitted_pods(obj.get("status"))
 
-    async def write(
-        self: StatusWriter, resource: Resource, obj: Mapping[str, Any], status: Mapping[str, Any]
-    ) -> Any:
-        meta = obj["metadata"]
-        shrinking = (
-            resource.kind == "Workload"
-            and meta.get("namespace") == namespace
-            and (meta.get("labels") or {}).get("rayquota.io/owner-kind") == "raycluster"
-            and 0 < _admitted_pods(status) < _admitted_pods(obj.get("status"))
-        )
-        if shrinking:
-            slowed.append(_admitted_pods(status))
-            await asyncio.sleep(SLOW_WRITE_S)
-        return await real_write(self, resource, obj, status)
-
-    monkeypatch.setattr(StatusWriter, "write", write)
+    slowed = slow_freeing_writes(monkeypatch, namespace, shrinking)
 
     body = raycluster_body("rc", suspended=False, workers=4)
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
@@ -110,29 +126,13 @@ def test_quota_of_a_job_finished_with_its_pods_gone_is_given_on_only_after_finis
 ) -> None:
     """A Job whose pods completed is finished and its pods hold nothing: the quota is freed at
     once, and the next Job's admission must not be stored before the first's Finished."""
-    a100 = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {a100: 4})
-    quota.local_queue("team", cq)
-    sampler: GateSampler = gate_sampler(cq)
+    sampler: GateSampler = gate_sampler(team_queue(quota, 4))
 
-    real_write = StatusWriter.write
-    slowed: list[str] = []
+    def finishing_first(obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        owner = (obj["metadata"].get("labels") or {}).get("rayquota.io/owner-name")
+        return owner == "first" and _finishing(status, obj.get("status"))
 
-    async def write(
-        self: StatusWriter, resource: Resource, obj: Mapping[str, Any], status: Mapping[str, Any]
-    ) -> Any:
-        meta = obj["metadata"]
-        if (
-            resource.kind == "Workload"
-            and meta.get("namespace") == namespace
-            and (meta.get("labels") or {}).get("rayquota.io/owner-name") == "first"
-            and _finishing(status, obj.get("status"))
-        ):
-            slowed.append(str(meta["name"]))
-            await asyncio.sleep(SLOW_WRITE_S)
-        return await real_write(self, resource, obj, status)
-
-    monkeypatch.setattr(StatusWriter, "write", write)
+    slowed = slow_freeing_writes(monkeypatch, namespace, finishing_first)
 
     first = gpu_job("first", "team", parallelism=1, completions=1, gpus=4)
     first["spec"]["template"]["metadata"]["labels"].pop(MANUAL_COMPLETION_LABEL)  # kwok completes it

@@ -20,7 +20,10 @@ async def _until(what: str, probe: Callable[[], bool], timeout_s: float = 5.0) -
         await asyncio.sleep(0.01)
 
 
-async def test_cycles_wait_for_the_smaller_admission_to_be_written(monkeypatch: pytest.MonkeyPatch) -> None:
+async def running_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[AdmissionLoop, list[float], asyncio.Task[None]]:
+    """An admission loop running, its driver's cycles counted, past its first cycle."""
     loop = AdmissionLoop()
     cycles: list[float] = []
     monkeypatch.setattr(loop.driver, "cycle", lambda now: cycles.append(now) or [])
@@ -28,14 +31,17 @@ async def test_cycles_wait_for_the_smaller_admission_to_be_written(monkeypatch: 
     await asyncio.wait_for(loop.restored.wait(), 1)
     loop.request_cycle()
     await _until("the first cycle", lambda: len(cycles) == 1)
-    before = len(cycles)
+    return loop, cycles, runner
 
+
+async def test_cycles_wait_for_the_smaller_admission_to_be_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop, cycles, runner = await running_loop(monkeypatch)
     loop.hold_freed_quota("ns/shrinking")
     loop.request_cycle()
     await asyncio.sleep(0.3)
-    assert len(cycles) == before, "a cycle ran while the smaller admission was unwritten"
+    assert len(cycles) == 1, "a cycle ran while the smaller admission was unwritten"
     loop.freed_quota_written("ns/shrinking")
-    await _until("the write's end brings the cycle", lambda: len(cycles) > before)
+    await _until("the write's end brings the cycle", lambda: len(cycles) > 1)
     runner.cancel()
 
 
@@ -43,18 +49,11 @@ async def test_a_write_that_never_comes_holds_the_cycles_for_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(admission_loop, "FREED_QUOTA_HOLD_S", 0.3)
-    loop = AdmissionLoop()
-    cycles: list[float] = []
-    monkeypatch.setattr(loop.driver, "cycle", lambda now: cycles.append(now) or [])
-    runner = asyncio.create_task(loop.run(lambda: []))
-    await asyncio.wait_for(loop.restored.wait(), 1)
-    loop.request_cycle()
-    await _until("the first cycle", lambda: len(cycles) == 1)
-    before = len(cycles)
+    loop, cycles, runner = await running_loop(monkeypatch)
     loop.hold_freed_quota("ns/stuck")
     loop.request_cycle()
     await asyncio.sleep(0.1)
-    assert len(cycles) == before
-    await _until("the cycle after the hold's limit", lambda: len(cycles) > before)
+    assert len(cycles) == 1
+    await _until("the cycle after the hold's limit", lambda: len(cycles) > 1)
     assert "was not written within" in caplog.text
     runner.cancel()

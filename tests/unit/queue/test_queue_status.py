@@ -95,6 +95,17 @@ def test_an_admitted_workload_whose_scale_up_waits_counts_once_as_admitted() -> 
     assert (written["pendingWorkloads"], written["admittedWorkloads"]) == (1, 2)
 
 
+class Store:
+    """An informer as the status writer reads it: ``.store.list()``."""
+
+    def __init__(self, objs: list[dict[str, Any]]) -> None:
+        self.store = self
+        self.objs = objs
+
+    def list(self) -> list[dict[str, Any]]:
+        return self.objs
+
+
 def test_a_cluster_queue_deleted_during_a_status_pass_is_skipped_not_fatal() -> None:
     """The pass awaits each write; a ClusterQueue the engine forgets meanwhile (deleted) must not
     end the status writer (it used to raise KeyError and stop the operator)."""
@@ -110,14 +121,6 @@ def test_a_cluster_queue_deleted_during_a_status_pass_is_skipped_not_fatal() -> 
         async def write(self, resource: Any, obj: Any, status: Any) -> None:
             written.append(obj["metadata"]["name"])
             engine.delete_cluster_queue("b")  # deleted while this write is awaited
-
-    class Store:
-        def __init__(self, objs: list[dict[str, Any]]) -> None:
-            self.store = self
-            self.objs = objs
-
-        def list(self) -> list[dict[str, Any]]:
-            return self.objs
 
     manager = type("Manager", (), {"status": Status()})()
     queues = Store([{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}])
@@ -144,14 +147,6 @@ def test_queues_in_motion_share_a_write_budget_and_new_or_changed_active_ones_do
         async def write(self, resource: Any, obj: Any, status: Any) -> None:
             written.append(obj["metadata"]["name"])
             obj["status"] = status
-
-    class Store:
-        def __init__(self, objs: list[dict[str, Any]]) -> None:
-            self.store = self
-            self.objs = objs
-
-        def list(self) -> list[dict[str, Any]]:
-            return self.objs
 
     clock = [0.0]
     manager = type("Manager", (), {"status": Status()})()
@@ -205,14 +200,6 @@ def test_a_pass_keeps_several_writes_in_flight_and_raises_the_first_failure_afte
             if obj["metadata"]["name"] == "cq-3":
                 raise ApiError("PUT", "/clusterqueues/cq-3/status", 409, '{"message": "conflict"}')
             written.append(obj["metadata"]["name"])
-
-    class Store:
-        def __init__(self, objs: list[dict[str, Any]]) -> None:
-            self.store = self
-            self.objs = objs
-
-        def list(self) -> list[dict[str, Any]]:
-            return self.objs
 
     manager = type("Manager", (), {"status": Status()})()
     queues = Store([{"metadata": {"name": n}} for n in names])

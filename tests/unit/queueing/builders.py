@@ -8,9 +8,12 @@ from rayquota.queueing import (
     FlavorQuotas,
     LocalQueue,
     PodSet,
+    Preemption,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    WithinClusterQueuePolicy,
     Workload,
 )
 
@@ -59,3 +62,21 @@ def engine_with_flavors(*names: str, **kwargs: object) -> Engine:
 def used(engine: Engine, cq: str, flavor: str = "h100") -> int:
     """Whole GPUs the queue holds in a flavor."""
     return engine.usage(cq).get((flavor, GPU), 0) // 1000
+
+
+RECLAIM = Preemption(
+    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
+    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
+)
+"""Kueue's baseline policies: lower priority within a queue, reclaim anything in the cohort."""
+
+
+def reclaiming_cohort(*names: str, cohort: str = "pool", gpus_each: int = 4) -> Engine:
+    """ClusterQueues of ``gpus_each`` h100 GPUs in one cohort, each with :data:`RECLAIM`."""
+    e = engine_with_flavors("h100")
+    for name in names:
+        queue(
+            e,
+            ClusterQueue(name, gpu_group(("h100", gpus_each, None, None)), cohort=cohort, preemption=RECLAIM),
+        )
+    return e

@@ -15,20 +15,12 @@ from rayquota.queueing import (
     WithinClusterQueuePolicy,
 )
 
-from .builders import engine_with_flavors, gpu_group, gpus, queue, used
+from .builders import engine_with_flavors, gpu_group, gpus, queue, reclaiming_cohort, used
 from .test_examples import admitted, pending, preempts
-
-RECLAIM = Preemption(
-    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
-    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
-)
 
 
 def two_queues_of_four() -> Engine:
-    e = engine_with_flavors("h100")
-    for name in ("a", "b"):
-        queue(e, ClusterQueue(name, gpu_group(("h100", 4, None, None)), cohort="c", preemption=RECLAIM))
-    return e
+    return reclaiming_cohort("a", "b", cohort="c")
 
 
 def test_a_newer_workload_within_nominal_goes_before_an_older_borrower() -> None:

@@ -4,27 +4,15 @@ preemption): reclaiming, which means fitting within nominal, is tried only below
 from __future__ import annotations
 
 from rayquota.queueing import (
-    ClusterQueue,
     Engine,
-    Preemption,
-    ReclaimWithinCohortPolicy,
-    WithinClusterQueuePolicy,
 )
 
-from .builders import engine_with_flavors, gpu_group, gpus, queue, used
+from .builders import gpus, reclaiming_cohort, used
 from .test_examples import admitted, preempts
-
-RECLAIM = Preemption(
-    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
-    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
-)
 
 
 def three_queues_of_four() -> Engine:
-    e = engine_with_flavors("h100")
-    for name in ("a", "b", "c"):
-        queue(e, ClusterQueue(name, gpu_group(("h100", 4, None, None)), cohort="pool", preemption=RECLAIM))
-    return e
+    return reclaiming_cohort("a", "b", "c", cohort="pool")
 
 
 def test_a_queue_above_nominal_evicts_only_the_room_it_lacks() -> None:

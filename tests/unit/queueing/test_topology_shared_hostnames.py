@@ -54,7 +54,6 @@ def test_freeing_a_shared_hostname_gives_the_room_back() -> None:
     assert admitted_pods(engine, 1) == 1
 
 
-
 def test_shared_hostname_nodes_pool_their_room_in_the_first_rack() -> None:
     capacity = TopologyCapacity()
     capacity.upsert_topology(TOPOLOGY)
