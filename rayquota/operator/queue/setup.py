@@ -78,6 +78,7 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
         return keys
 
+    objects.workloads.on_change(reconciler.standalone.on_change)
     controller.watch(objects.workloads)
     objects.workloads.on_change(enqueue_first_when_freeing(controller.enqueue_first))
     for kind, informer in objects.informers.items():

@@ -50,6 +50,7 @@ from rayquota.operator.queue.pods_ready import (
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.restores import OwedRestores, apply_edits
+from rayquota.operator.queue.standalone import StandaloneSubmissions
 from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.operator.queue.workload_body import new_workload, updated_workload
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
@@ -82,8 +83,8 @@ class WorkloadReconciler:
         self.pending_writes = PendingWrites()
         # Fed by the queued kinds' informers (setup.py): creation order within one second.
         self.creation_versions = CreationVersions()
-        # Standalone Workloads: the (uid, generation) last submitted to the driver.
-        self._submitted: dict[str, tuple[Any, Any]] = {}
+        # Workloads with no owner, submitted as they arrive (the informer's callback, setup.py).
+        self.standalone = StandaloneSubmissions(loop, objects.owner_of_workload)
         # The clusters each queued object had, so quota is held until their pods are gone
         # even after the object itself is deleted.
         self._parts: dict[ObjectKey, list[str]] = {}
@@ -345,21 +346,12 @@ class WorkloadReconciler:
         if meta.get("deletionTimestamp") or is_finished(workload):
             self.pending_writes.forget(engine_key)
             held = self.driver.admission(engine_key) is not None or self.driver.is_evicting(engine_key)
-            if self._submitted.pop(engine_key, None) is not None or held:
+            if self.standalone.forget(engine_key) or held:
                 self.driver.finish(engine_key, pods_gone=True)
                 self.loop.request_cycle()
             return None
-        # Most events of a Workload with no owner are status echoes: parse and submit the spec
-        # only when it changed (its generation), and wake the engine only then.
-        version = (meta.get("uid"), meta.get("generation"))
-        if self._submitted.get(engine_key) != version:
-            try:
-                self.driver.submit(converter.workload(workload, self.loop.priority_of))
-            except converter.ConversionError as exc:
-                log.warning("%s: %s", key, exc)
-                return None
-            self._submitted[engine_key] = version
-            self.loop.request_cycle()
+        if not self.standalone.submit(engine_key, workload):
+            return None
         if self.driver.is_evicting(engine_key):
             if not self.objects.api.evicted_standalone_waits_for_clear:
                 # Nothing of ours runs for it: its quota is free once the eviction is recorded.
