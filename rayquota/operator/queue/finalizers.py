@@ -60,9 +60,9 @@ class InUseFinalizers:
         self._announced: dict[str, int] = {}
 
     def register(self) -> None:
-        queues = self.manager.controller("clusterqueue-in-use", self.reconcile_cluster_queue, workers=1)
+        queues = self.manager.controller("clusterqueue-in-use", self.reconcile_cluster_queue)
         queues.watch(self.cluster_queues)
-        flavors = self.manager.controller("resourceflavor-in-use", self.reconcile_flavor, workers=1)
+        flavors = self.manager.controller("resourceflavor-in-use", self.reconcile_flavor)
         flavors.watch(self.flavors)
         # A ClusterQueue that changes or goes may be what kept a deleted flavor.
         flavors.watch(

@@ -129,10 +129,11 @@ def test_a_cluster_queue_deleted_during_a_status_pass_is_skipped_not_fatal() -> 
     assert written == ["a"]
 
 
-def test_queues_in_motion_share_a_write_budget_and_new_or_changed_active_ones_do_not_wait() -> None:
+def test_queues_in_motion_share_a_write_budget_and_new_active_or_busy_ones_do_not_wait() -> None:
     """Kueue's large scale: 1,000 ClusterQueues whose counts change every pass must not cost a
-    write each per pass; a queue with no status yet, or whose Active condition changed, is
-    written at once; the rest take turns, least recently written first."""
+    write each per pass; a queue with no status yet, whose Active condition changed, or that
+    turned busy or idle (Kueue's recorder ends a run when no active queue shows pending or
+    reserving Workloads) is written at once; the rest take turns, least recently written first."""
     from rayquota.operator.queue.status import WriteBudget
 
     engine = Engine()
@@ -162,17 +163,21 @@ def test_queues_in_motion_share_a_write_budget_and_new_or_changed_active_ones_do
     asyncio.run(writer.write_all())
     assert sorted(written) == names  # no status yet: all at once, whatever the budget
     for obj in queues.objs:
-        obj["status"]["pendingWorkloads"] = 99  # what the next pass computes differs everywhere
+        obj["status"]["flavorsUsage"] = []  # what the next pass computes differs everywhere
     written.clear()
     asyncio.run(writer.write_all())
     assert len(written) == 2  # the burst
     first = list(written)
     for obj in queues.objs:
-        obj["status"]["pendingWorkloads"] = 99
+        obj["status"]["flavorsUsage"] = []
+    # One of those just written shows work it no longer has: written whatever the budget.
+    turned_idle = next(obj for obj in queues.objs if obj["metadata"]["name"] == first[0])
+    turned_idle["status"]["pendingWorkloads"] = 3
     written.clear()
     clock[0] += 2.0
     asyncio.run(writer.write_all())
-    assert len(written) == 2 and not set(written) & set(first)  # the others' turn
+    assert first[0] in written and len(written) == 3
+    assert not (set(written) - {first[0]}) & set(first)  # the others' turn
 
 
 def test_a_pass_keeps_several_writes_in_flight_and_raises_the_first_failure_after_all() -> None:
@@ -184,7 +189,7 @@ def test_a_pass_keeps_several_writes_in_flight_and_raises_the_first_failure_afte
 
     engine = Engine()
     engine.upsert_flavor(ResourceFlavor("f"))
-    names = [f"cq-{i}" for i in range(20)]
+    names = [f"cq-{i}" for i in range(2 * queue_status.STATUS_WRITES_IN_FLIGHT + 4)]
     for name in names:
         group = ResourceGroup(("cpu",), (FlavorQuotas("f", {"cpu": ResourceQuota.of(1)}),))
         engine.upsert_cluster_queue(ClusterQueue(name, (group,)))
