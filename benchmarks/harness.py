@@ -496,3 +496,70 @@ def wait_until(what: str, check: Any, timeout_s: float, interval_s: float = 1.0)
             return time.monotonic() - started
         time.sleep(interval_s)
     raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+class WorkloadFollower(threading.Thread):
+    """Follows Kueue's Workloads (kueue.x-k8s.io/v1beta2) through a run: waits for the kubeconfig
+    the runner writes, lists, then watches from where it stopped (a fresh list after 410 Gone)
+    until :meth:`stop_following`. Listed items come to :meth:`on_event` as ADDED. The API server
+    starts late and stops early: errors are kept (20 at most) and the watch tried again."""
+
+    user_agent = POLLER_USER_AGENT
+
+    def __init__(self, kubeconfig: Path, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.kubeconfig = kubeconfig
+        self.relists = 0
+        """lists after the first (each may hide transitions)"""
+        self.watch_errors: list[str] = []
+        self.api_client: Any = None
+        self._stop_flag = threading.Event()
+
+    def on_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def stop_following(self) -> None:
+        self._stop_flag.set()
+        if self.is_alive():
+            self.join(timeout=60)
+
+    def run(self) -> None:
+        from kubernetes import client, config, watch
+
+        while not self.kubeconfig.exists():
+            if self._stop_flag.wait(0.5):
+                return
+        version = ""
+        listed_once = False
+        custom: Any = None
+        while not self._stop_flag.is_set():
+            try:
+                if custom is None:
+                    self.api_client = config.new_client_from_config(config_file=str(self.kubeconfig))
+                    self.api_client.user_agent = self.user_agent
+                    custom = client.CustomObjectsApi(self.api_client)
+                if not version:
+                    listed = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")
+                    version = listed["metadata"]["resourceVersion"]
+                    self.relists += listed_once
+                    listed_once = True
+                    for item in listed.get("items") or ():
+                        self.on_event("ADDED", item)
+                stream = watch.Watch().stream(
+                    custom.list_cluster_custom_object,
+                    "kueue.x-k8s.io",
+                    "v1beta2",
+                    "workloads",
+                    resource_version=version,
+                    timeout_seconds=5,
+                )
+                for event in stream:
+                    obj = event["object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    self.on_event(event["type"], obj)
+            except Exception as exc:  # the API server starts late and stops early
+                if len(self.watch_errors) < 20:
+                    self.watch_errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                if "410" in str(exc):
+                    version = ""
+                time.sleep(0.5)

@@ -24,13 +24,13 @@ pods go to such a group cannot be checked for its rack (counted in ``ambiguous_p
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import harness
 from rayquota.operator.queue import converter
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import HOSTNAME_LABEL, parse_quantity
@@ -81,72 +81,40 @@ class _Node:
     used_pods: int = 0
 
 
-class AssignmentWatch(threading.Thread):
-    """Started before the runner, stopped after it: waits for the kubeconfig the runner writes,
-    then watches Workloads until told to stop."""
+class AssignmentWatch(harness.WorkloadFollower):
+    """Started before the runner, stopped after it: follows Workloads until told to stop."""
+
+    user_agent = POLL_USER_AGENT
 
     def __init__(self, kubeconfig: Path, journal: Path | None = None) -> None:
-        super().__init__(name="tas-check", daemon=True)
-        self.kubeconfig = kubeconfig
+        super().__init__(kubeconfig, "tas-check")
         self.journal = journal
         """where every observed transition is written (JSON lines), to explain a violation"""
         self._journal: list[dict[str, Any]] = []
         self.result = TasCheck()
-        self._stop_flag = threading.Event()
         self._nodes: dict[str, _Node] = {}
         self._held: dict[str, list[tuple[str, int, int]]] = {}
         """workload -> (node, cpu, pods) it holds"""
+        self._core: Any = None
 
     def stop(self) -> TasCheck:
-        self._stop_flag.set()
-        self.join(timeout=60)
+        self.stop_following()
         if self.journal is not None:
             self.journal.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in self._journal))
+        self.result.relists = self.relists
+        self.result.watch_errors = list(self.watch_errors)
         return self.result
 
-    # ------------------------------------------------------------------ the watch
+    def on_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        from kubernetes import client
 
-    def run(self) -> None:
-        from kubernetes import client, config, watch
-
-        while not self.kubeconfig.exists():
-            if self._stop_flag.wait(0.5):
-                return
-        api_client = config.new_client_from_config(config_file=str(self.kubeconfig))
-        api_client.user_agent = POLL_USER_AGENT
-        custom = client.CustomObjectsApi(api_client)
-        core = client.CoreV1Api(api_client)
-        version = ""
-        while not self._stop_flag.is_set():
-            try:
-                if not version:
-                    listed = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")
-                    version = listed["metadata"]["resourceVersion"]
-                    for item in listed.get("items") or ():
-                        self._observe(item, core)
-                stream = watch.Watch().stream(
-                    custom.list_cluster_custom_object,
-                    "kueue.x-k8s.io",
-                    "v1beta2",
-                    "workloads",
-                    resource_version=version,
-                    timeout_seconds=5,
-                )
-                for event in stream:
-                    obj = event["object"]
-                    version = obj["metadata"]["resourceVersion"]
-                    self._note(event["type"], obj)
-                    if event["type"] == "DELETED":
-                        self._release(_key(obj))
-                    else:
-                        self._observe(obj, core)
-            except Exception as exc:  # the API server starts late and stops early
-                if len(self.result.watch_errors) < 20:
-                    self.result.watch_errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                if "410" in str(exc):
-                    version = ""
-                    self.result.relists += 1
-                time.sleep(0.5)
+        self._note(kind, obj)
+        if kind == "DELETED":
+            self._release(_key(obj))
+            return
+        if self._core is None:
+            self._core = client.CoreV1Api(self.api_client)
+        self._observe(obj, self._core)
 
     def _note(self, kind: str, obj: Mapping[str, Any]) -> None:
         if self.journal is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -45,10 +44,11 @@ def _true(conditions: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
     return (conditions.get(kind) or {}).get("status") == "True"
 
 
-class WorkloadJournal(threading.Thread):
+class WorkloadJournal(harness.WorkloadFollower):
+    user_agent = USER_AGENT
+
     def __init__(self, kubeconfig: Path, journal: Path) -> None:
-        super().__init__(name="workload-journal", daemon=True)
-        self.kubeconfig = kubeconfig
+        super().__init__(kubeconfig, "workload-journal")
         self.journal = journal
         self.entries: list[dict[str, Any]] = []
         self.summary = EvictionSummary()
@@ -58,57 +58,20 @@ class WorkloadJournal(threading.Thread):
         self._admitted_at: dict[str, float] = {}
         self._pairs: Counter[str] = Counter()
         self._reasons: Counter[str] = Counter()
-        self._stop_flag = threading.Event()
 
     def stop(self) -> EvictionSummary:
-        self._stop_flag.set()
-        if self.is_alive():
-            self.join(timeout=60)
+        self.stop_following()
         self.journal.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in self.entries))
         self.summary.by_reason = dict(self._reasons.most_common())
         self.summary.by_classes = dict(self._pairs.most_common())
         self.summary.wasted_s = round(self.summary.wasted_s, 1)
+        self.summary.relists = self.relists
+        self.summary.watch_errors = list(self.watch_errors)
         return self.summary
 
-    def run(self) -> None:
-        from kubernetes import client, config, watch
-
-        while not self.kubeconfig.exists():
-            if self._stop_flag.wait(0.5):
-                return
-        version = ""
-        custom: Any = None
-        while not self._stop_flag.is_set():
-            try:
-                if custom is None:
-                    api = config.new_client_from_config(config_file=str(self.kubeconfig))
-                    api.user_agent = USER_AGENT
-                    custom = client.CustomObjectsApi(api)
-                if not version:
-                    listed = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")
-                    version = listed["metadata"]["resourceVersion"]
-                    for item in listed.get("items") or ():
-                        self.observe(item)
-                    self.summary.relists += 1
-                stream = watch.Watch().stream(
-                    custom.list_cluster_custom_object,
-                    "kueue.x-k8s.io",
-                    "v1beta2",
-                    "workloads",
-                    resource_version=version,
-                    timeout_seconds=5,
-                )
-                for event in stream:
-                    obj = event["object"]
-                    version = obj["metadata"]["resourceVersion"]
-                    if event["type"] != "DELETED":
-                        self.observe(obj)
-            except Exception as exc:  # the API server starts late and stops early
-                if len(self.summary.watch_errors) < 20:
-                    self.summary.watch_errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                if "410" in str(exc):
-                    version = ""
-                time.sleep(0.5)
+    def on_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        if kind != "DELETED":
+            self.observe(obj)
 
     def observe(self, obj: Mapping[str, Any], now: float | None = None) -> None:
         """Note a Workload's state if it changed; count an eviction as Kueue's recorder does (each
