@@ -41,10 +41,16 @@ def topology_errors(kind: str, obj: Body) -> list[str]:
     return errors
 
 
+def _type_refusal(kind: str, obj: Body) -> Verdict | None:
+    """Fields of the wrong type (the schema is checked after the mutating webhook)."""
+    errors = type_errors(kind, obj)
+    return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
+
+
 def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
-    """Fields of the wrong type (the schema is checked after the mutating webhook), then topology
-    annotations or resource quantities in its pod templates that cannot be read."""
-    errors = type_errors(kind, obj) or (topology_errors(kind, obj) + quantity_errors(kind, obj))
+    """Topology annotations or resource quantities in its pod templates that cannot be read
+    (asked once the field types are known to be right)."""
+    errors = topology_errors(kind, obj) + quantity_errors(kind, obj)
     if not errors:
         return None
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
@@ -61,9 +67,9 @@ def mutate(kind: str, obj: Body, objects: QueueObjects, dispatched: Dispatched |
     child is born gated). In a queue that dispatches to worker clusters (``dispatched``:
     namespace, LocalQueue), ``spec.managedBy`` names MultiKueue unless it is set (Kueue's
     defaulting): nothing of it runs here."""
-    wrong_types = type_errors(kind, obj)
-    if wrong_types:
-        return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(wrong_types))
+    wrong_types = _type_refusal(kind, obj)
+    if wrong_types is not None:
+        return wrong_types
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
@@ -98,7 +104,7 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
     queued object gets topology annotations that cannot be read."""
     if old is not None and objects.queue_name(kind, obj) is not None:
-        refused = _topology_refusal(kind, obj)
+        refused = _type_refusal(kind, obj) or _topology_refusal(kind, obj)
         if refused is not None:
             return refused
     suspend = ADAPTERS[kind].gate
