@@ -343,7 +343,7 @@ def holders(manager: Any, components: Any, runner: Runner) -> list[tuple[str, Ca
         (
             "reconciler memos",
             lambda: [
-                reconciler._submitted,
+                reconciler.standalone,
                 reconciler._created,
                 reconciler._parts,
                 reconciler.pod_lookups,

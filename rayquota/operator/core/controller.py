@@ -60,6 +60,11 @@ def own_key(obj: Obj) -> list[ObjectKey]:
     return [ObjectKey.of(obj)]
 
 
+
+class ReportedFailure(Exception):
+    """A reconcile that failed in a way it has reported on its object already (status, events):
+    retried with backoff and logged as a warning with its message, without a traceback."""
+
 class Controller:
     def __init__(self, name: str, reconcile: Reconcile, *, workers: int = 4) -> None:
         self.name = name
@@ -190,6 +195,16 @@ class Controller:
                 # A create refused because the namespace is being deleted: the object goes with it.
                 log.warning(
                     "%s %s: reconcile failed, its namespace is being deleted: %s", self.name, key, exc
+                )
+            elif isinstance(exc, ReportedFailure):
+                # Said on the object already (its status, an event): the words are the news.
+                log.warning(
+                    "%s %s: reconcile failed, reported on the object (attempt %d, retry in %.1fs): %s",
+                    self.name,
+                    key,
+                    attempt,
+                    delay,
+                    exc,
                 )
             elif attempt == 1:
                 log.exception("%s %s: reconcile failed; retrying in %.2fs", self.name, key, delay)

@@ -57,7 +57,8 @@ def names_field_and_value(case: Case, message: str) -> str | None:
     The field: its path as Kubernetes writes it (spec.workerGroupSpecs[0].replicas), or its
     parent's with the key; for what Go's decoder refuses, ObjectMeta.<field>. The value: as
     written, or its type where the type is what is wrong; a list by its length (too many items);
-    a label by its key when the key is what is wrong; nothing for a removed or unknown field."""
+    a label by its key when the key is what is wrong; nothing for a removed, null or unknown
+    field."""
     mutation = case.mutation
     assert mutation is not None
     path = mutation.render_path()
@@ -70,7 +71,10 @@ def names_field_and_value(case: Case, message: str) -> str | None:
     if path not in message and not (parent in message and last in message) and not decoded and not labels:
         return f"the refusal does not name {path}"
     value = mutation.value
-    if value is DELETED or mutation.what == "unknown field":
+    # A null is a removal to the API server: it drops the nulls of fields that may not be null
+    # before it validates, so a required one is refused as "<field>: Required value" (seen in a
+    # clean-clone run: LocalQueue spec.clusterQueue: null). The field is named, as for DELETED.
+    if value is DELETED or value is None or mutation.what == "unknown field":
         return None
     shown = {json.dumps(value), str(value), JSON_TYPES.get(type(value), "null")}
     if decoded:

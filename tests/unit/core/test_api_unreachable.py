@@ -15,6 +15,7 @@ from rayquota.operator.core.controller import Controller
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.kube import ApiError
 from rayquota.operator.queue import status as queue_status
+from rayquota.operator.ray.raycluster.reconciler import ReconcileFailed
 from rayquota.operator.reachability import Reachability
 
 
@@ -61,8 +62,11 @@ ENDING = (
         ),
         # A create in a namespace that is being deleted.
         (ApiError("POST", "/api/v1/namespaces/ns/pods", 403, ENDING), "its namespace is being deleted"),
+        # A failure the reconciler wrote on the object already (the RayCluster planner's failed
+        # creations: a fuzz run saw its traceback logged as an error).
+        (ReconcileFailed("pod x: 403 exceeded quota"), "reported on the object"),
     ],
-    ids=["unreachable", "starting", "namespace-ending"],
+    ids=["unreachable", "starting", "namespace-ending", "reported"],
 )
 async def test_a_reconcile_failing_for_a_passing_condition_is_retried_with_a_warning_and_no_traceback(
     caplog: pytest.LogCaptureFixture, failure: Exception, words: str

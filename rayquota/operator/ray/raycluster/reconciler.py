@@ -28,6 +28,7 @@ from rayquota.operator.core import (
     owner_uids,
     resources,
 )
+from rayquota.operator.core.controller import ReportedFailure
 from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
@@ -54,7 +55,7 @@ REPLAN_S = 0.5
 LEGACY_FINALIZER = "rayquota.io/finalizer"
 
 
-class ReconcileFailed(Exception):
+class ReconcileFailed(ReportedFailure):
     """Something could not be created or deleted; the status says what. Retried with backoff."""
 
 
