@@ -11,11 +11,15 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import harness
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
 
@@ -56,6 +60,7 @@ def one_round(name: str) -> dict[str, float]:
 
 
 def main() -> None:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()

@@ -34,6 +34,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import harness
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.install import install_crds
 from rayquota.operator.kube import KubeClient
@@ -346,6 +347,7 @@ def churn(stop: threading.Event, rate_per_s: float) -> int:
 
 
 def main() -> int:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser()
     parser.add_argument("--cluster", default="bench-dashboard")
     parser.add_argument("--changes", type=int, default=200)

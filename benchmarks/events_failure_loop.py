@@ -26,6 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import harness
 from benchmarks.harness import PeerProcess
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import LocalCluster
@@ -124,6 +125,7 @@ def run(seconds: float, keep: bool) -> int:
 
 
 def main() -> int:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -563,3 +563,19 @@ class WorkloadFollower(threading.Thread):
                 if "410" in str(exc):
                     version = ""
                 time.sleep(0.5)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, SIGHUP and SIGINT end the benchmark through its `finally` blocks, which stop its
+    local clusters and operators by PID. Without this SIGTERM ends Python at once, leaving them
+    running, and a benchmark started in the background (`cmd &`) ignores SIGINT altogether.
+    Later signals are ignored while that cleanup runs."""
+
+    def stop(signum: int, _frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        print(f"signal {signal.Signals(signum).name}: stopping", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)

@@ -35,6 +35,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import harness
 from benchmarks.harness import PeerProcess
 from benchmarks.parity_diff import Difference, KnownDifference, compare, explain
 from rayquota.localcluster import binaries, peers
@@ -444,6 +445,7 @@ def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
 
 
 def main() -> int:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -270,6 +270,7 @@ def compare(ours: OperatorResult, kuberay: OperatorResult) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

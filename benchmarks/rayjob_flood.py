@@ -351,6 +351,7 @@ def compare(ours: FloodResult, kuberay: FloodResult) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    harness.stop_on_signals()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -46,9 +46,14 @@ WAIT_FOR_CACHE_RECHECK_S = 10.0
 
 @dataclass(frozen=True)
 class Result:
-    """What a reconcile asks for: nothing, or another look after `requeue_after_s` seconds."""
+    """What a reconcile asks for: nothing, or another look after `requeue_after_s` seconds.
+
+    `poll`: the look is a poll of something outside Kubernetes that makes no watch events (a
+    Ray job's or Serve application's status); it waits behind the keys that watch events and
+    steps in motion queued (work queue lanes)."""
 
     requeue_after_s: float | None = None
+    poll: bool = False
 
 
 Reconcile = Callable[[ObjectKey], Awaitable["Result | None"]]
@@ -224,4 +229,4 @@ class Controller:
         self._unanswered.discard(key)
         self.queue.forget(key)
         if result is not None and result.requeue_after_s is not None:
-            self.queue.add_after(key, result.requeue_after_s)
+            self.queue.add_after(key, result.requeue_after_s, poll=result.poll)

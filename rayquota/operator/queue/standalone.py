@@ -26,6 +26,12 @@ from rayquota.operator.queue.workload_status import is_finished
 log = logging.getLogger(__name__)
 
 
+def has_no_owner_reference(workload: Obj) -> bool:
+    """Written by something that is not a queued object's reconciler (no ownerReferences). A
+    Workload with references whose owner is not cached is an orphan, not a standalone one."""
+    return not workload["metadata"].get("ownerReferences")
+
+
 class StandaloneSubmissions:
     def __init__(self, loop: AdmissionLoop, owner_of_workload: Callable[[ObjectKey], Any]) -> None:
         self.loop = loop
@@ -58,8 +64,10 @@ class StandaloneSubmissions:
         if event == DELETED or not self.loop.restored.is_set():
             return
         meta = workload["metadata"]
-        if meta.get("ownerReferences") or meta.get("deletionTimestamp") or is_finished(workload):
-            return
         key = ObjectKey.of(workload)
+        if self._submitted.get(str(key)) == (meta.get("uid"), meta.get("generation")):
+            return  # most events: the echo of a status write, the spec as submitted
+        if not has_no_owner_reference(workload) or meta.get("deletionTimestamp") or is_finished(workload):
+            return
         if self.owner_of_workload(key) is None:
             self.submit(str(key), workload)

@@ -50,7 +50,7 @@ from rayquota.operator.queue.pods_ready import (
 from rayquota.operator.queue.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
 from rayquota.operator.queue.readiness import ReadinessKeeper, requeue_at, requeue_state
 from rayquota.operator.queue.restores import OwedRestores, apply_edits
-from rayquota.operator.queue.standalone import StandaloneSubmissions
+from rayquota.operator.queue.standalone import StandaloneSubmissions, has_no_owner_reference
 from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.operator.queue.workload_body import new_workload, updated_workload
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
@@ -112,7 +112,7 @@ class WorkloadReconciler:
             workload = self._created.get(key)
         queued = self.objects.owner_of_workload(key)
         if queued is None:
-            if workload is not None and not (workload["metadata"].get("ownerReferences") or []):
+            if workload is not None and has_no_owner_reference(workload):
                 return await self._standalone(key, workload)
             self.restores.forget(key)
             self._release_when_pods_gone(key, workload)

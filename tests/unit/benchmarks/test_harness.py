@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks import harness
+from tests.polling import wait_for
 
 
 def _sample(code: str, group: str, resource: str, scope: str, sub: str, verb: str, value: int) -> str:
@@ -146,3 +152,41 @@ def test_audit_counts_include_the_rotated_files(tmp_path: Path) -> None:
     ]
     counts = harness.read_audit_counts(log)["rayquota"]
     assert counts[("POST", "pods")] == 2 and counts[("PUT", "pods")] == 1
+
+
+# A benchmark stand-in: its `finally` block stands for stopping its local cluster.
+_SIGNALLED_BENCHMARK = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from benchmarks import harness
+harness.stop_on_signals()
+marker = Path({marker!r})
+try:
+    marker.write_text("running")
+    while True:
+        time.sleep(0.05)
+finally:
+    marker.write_text("cleaned up")
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_benchmark_runs_its_cleanup(tmp_path: Path, signum: signal.Signals) -> None:
+    marker = tmp_path / "marker"
+    repo = str(Path(harness.__file__).resolve().parents[1])
+    code = _SIGNALLED_BENCHMARK.format(repo=repo, marker=str(marker))
+    # Started as `cmd &` starts it: SIGINT ignored when Python starts.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        wait_for("the benchmark to start", lambda: marker.exists(), timeout_s=30, interval_s=0.02)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == 128 + signum
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert marker.read_text() == "cleaned up"

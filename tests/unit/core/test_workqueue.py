@@ -112,3 +112,45 @@ async def test_a_key_added_ahead_while_processing_keeps_its_place_ahead() -> Non
     queue.add_first("other")
     assert [await queue.get() for _ in range(3)] == ["decided", "other", "routine"]
     assert len(queue) == 0
+
+
+async def test_polls_wait_behind_routine_keys_and_a_routine_add_moves_one_up() -> None:
+    queue: WorkQueue[str] = WorkQueue(poll_max_wait_s=60.0)
+    queue.add_poll("poll-1")
+    queue.add_poll("poll-2")
+    queue.add_poll("poll-2")  # one entry per key, as for routine keys
+    queue.add("routine")
+    queue.add_soon("arrival")
+    queue.add("poll-2")  # a watch event for a polled key: it waits as a routine key now
+    assert len(queue) == 4
+    assert [await queue.get() for _ in range(4)] == ["arrival", "routine", "poll-2", "poll-1"]
+    assert len(queue) == 0  # the stale poll copy of "poll-2" is skipped
+
+
+async def test_a_poll_waits_at_most_poll_max_wait_behind_other_keys() -> None:
+    now = [100.0]
+    queue: WorkQueue[str] = WorkQueue(poll_max_wait_s=2.0, clock=lambda: now[0])
+    queue.add_poll("poll")
+    queue.add("routine")
+    now[0] += 1.9
+    queue.add("later")
+    assert await queue.get() == "routine"
+    now[0] += 0.1  # the poll has waited 2 s
+    assert [await queue.get() for _ in range(2)] == ["poll", "later"]
+
+
+async def test_a_poll_timer_fires_into_the_poll_lane_unless_a_routine_wake_up_is_merged() -> None:
+    queue: WorkQueue[str] = WorkQueue(poll_max_wait_s=60.0)
+    queue.add_after("polled", 0.01, poll=True)
+    queue.add_after("merged", 0.01, poll=True)
+    queue.add_after("merged", 30.0)  # a routine wake-up: the earliest time, in the routine lane
+    assert queue.waiting_timers == 2
+    await asyncio.wait_for(_until(lambda: queue.waiting_timers == 0), timeout=5)
+    queue.add("routine")
+    assert [await queue.get() for _ in range(3)] == ["merged", "routine", "polled"]
+
+
+async def _until(condition: object) -> None:
+    assert callable(condition)
+    while not condition():
+        await asyncio.sleep(0.005)

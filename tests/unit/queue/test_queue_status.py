@@ -217,3 +217,55 @@ def test_a_pass_keeps_several_writes_in_flight_and_raises_the_first_failure_afte
         raise AssertionError("the conflict was not raised")
     assert in_flight[1] == queue_status.STATUS_WRITES_IN_FLIGHT
     assert sorted(written) == sorted(n for n in names if n != "cq-3")  # the others all written
+
+
+def test_a_local_queue_turning_busy_or_idle_is_written_whatever_the_budget() -> None:
+    """As for ClusterQueues: a LocalQueue that gets its first pending Workload, or loses its
+    last, is written at once; other changes of its status wait for the write budget."""
+    from rayquota.operator.queue.status import WriteBudget
+
+    written: list[str] = []
+
+    class Status:
+        async def write(self, resource: Any, obj: Any, status: Any) -> None:
+            written.append(obj["metadata"]["name"])
+            obj["status"] = status
+
+    class ClusterQueues(Store):
+        def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
+            return {"metadata": {"name": name}} if name == "cq" else None
+
+    manager = type("Manager", (), {"status": Status()})()
+    local_queues = Store(
+        [
+            {"metadata": {"namespace": "team", "name": f"lq-{i}"}, "spec": {"clusterQueue": "cq"}}
+            for i in range(3)
+        ]
+    )
+    workloads = Store([])
+    writer = QueueStatusWriter(
+        manager,  # type: ignore[arg-type]
+        Engine(),
+        ClusterQueues([]),  # type: ignore[arg-type]
+        local_queues,  # type: ignore[arg-type]
+        workloads,  # type: ignore[arg-type]
+        budget=WriteBudget(1.0, 0, clock=lambda: 0.0),  # no routine write ever
+    )
+    asyncio.run(writer.write_all())
+    assert sorted(written) == ["lq-0", "lq-1", "lq-2"]  # no status yet
+
+    def routine_change_everywhere() -> None:
+        for obj in local_queues.objs:
+            obj["status"]["stale"] = True  # what the next pass computes differs everywhere
+        written.clear()
+
+    workloads.objs.append({"metadata": {"namespace": "team", "name": "w"}, "spec": {"queueName": "lq-1"}})
+    routine_change_everywhere()
+    asyncio.run(writer.write_all())
+    assert written == ["lq-1"]  # turned busy
+    assert local_queues.objs[1]["status"]["pendingWorkloads"] == 1
+
+    workloads.objs.clear()
+    routine_change_everywhere()
+    asyncio.run(writer.write_all())
+    assert written == ["lq-1"]  # turned idle

@@ -99,9 +99,13 @@ class RayJobReconciler(RayJobChildren):
             resources.SERVICES, label_selector=f"{labels.ORIGINATED_FROM_CRD}=RayJob"
         )
         self.controller.watch(self.head_services, parent_rayjob)
-        # One shared session for every dashboard: heads come and go with each attempt.
+        # One shared session for every dashboard: heads come and go with each attempt. One try
+        # per call: every call is repeated by the state machine (the next status poll, the next
+        # submission or stop), and a retry's back-off would hold a worker while the RayJobs
+        # behind it (a just-admitted one among them) wait; with hundreds of running jobs whose
+        # heads do not answer, the retries alone kept all workers busy.
         self._dashboards = DashboardClients(
-            timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=2, initial_backoff_s=0.2)
+            timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=1)
         )
 
     async def close(self) -> None:
@@ -285,7 +289,7 @@ class RayJobReconciler(RayJobChildren):
         if (cluster.get("status") or {}).get("state") != "ready":
             # Every change of the cluster wakes this RayJob (_rayjobs_of_cluster); the timer is
             # only a safety net.
-            return Result(CLUSTER_WAIT_SAFETY_S)
+            return Result(CLUSTER_WAIT_SAFETY_S, poll=True)
         try:
             address = self.resolver.dashboard_url(cluster)
         except LookupError as exc:
@@ -326,11 +330,11 @@ class RayJobReconciler(RayJobChildren):
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
-            return Result(JOB_STATUS_POLL_S)
+            return Result(JOB_STATUS_POLL_S, poll=True)
         except DashboardError as exc:
             status["message"] = str(exc)
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
-            return Result(JOB_STATUS_POLL_S)
+            return Result(JOB_STATUS_POLL_S, poll=True)
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         if mode_of(rayjob) == "K8sJobMode" and not info.status.is_terminal:
             failed = await self._submitter_failed(rayjob)
@@ -340,7 +344,9 @@ class RayJobReconciler(RayJobChildren):
                 )
         self._record_job_info(status, info)
         if not info.status.is_terminal:
-            return Result(JOB_STATUS_POLL_S)  # the dashboard is polled: job progress makes no watch events
+            # The dashboard is polled (job progress makes no watch events), behind the RayJobs
+            # that events or steps in motion queued: a just-admitted one does not wait for it.
+            return Result(JOB_STATUS_POLL_S, poll=True)
         if info.status == JobStatus.SUCCEEDED:
             status["succeeded"] = int(status.get("succeeded") or 0) + 1
             self._finish(status, COMPLETE, None, info.message or "the Ray job succeeded")
@@ -362,7 +368,8 @@ class RayJobReconciler(RayJobChildren):
                     "the submitter Job failed" if failed else "the submitter Job ended without submitting"
                 )
                 return await self._attempt_failed(rayjob, status, "SubmissionFailed", message)
-        return Result(1.0)  # the submitter (or the user, in InteractiveMode) has not submitted yet
+        # The submitter (or the user, in InteractiveMode) has not submitted yet.
+        return Result(1.0, poll=True)
 
     async def _attempt_failed(
         self, rayjob: dict[str, Any], status: dict[str, Any], reason: str, message: str

@@ -159,7 +159,8 @@ class RayServiceReconciler:
         await self._write_status(cached, current)
         if current.requeue_s is not None:
             return Result(requeue_after_s=current.requeue_s)
-        return Result(requeue_after_s=HEALTH_POLL_S) if current.active is not None else None
+        # The Serve applications' health makes no watch events: polled, behind the work in motion.
+        return Result(requeue_after_s=HEALTH_POLL_S, poll=True) if current.active is not None else None
 
     def _recorded_clusters(self, service: Mapping[str, Any]) -> tuple[Obj | None, Obj | None]:
         status = service.get("status") or {}
