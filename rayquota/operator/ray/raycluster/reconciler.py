@@ -165,6 +165,14 @@ class RayClusterReconciler:
             # Until the cache shows our own last pod changes, acting again could double them.
             await self._confirm_creations(key, failures)
             if self.expectations.satisfied(key):
+                # The awaits above let watch events in: a pod still expected when the plan was
+                # made may be in the cache now, satisfying the expectations, and a plan made
+                # without it would create it a second time. Plan again from the cache as it is
+                # when the expectations are read (no await between the two).
+                fresh = self.pods_of(cluster)
+                if len(fresh) != len(pods) or any(a is not b for a, b in zip(fresh, pods, strict=True)):
+                    pods = fresh
+                    plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
                 replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is
         # already out of date; their watch events bring us back to write the real one.
