@@ -6,8 +6,11 @@
 - Timers (`add_after`) keep only the earliest pending wake-up per key.
 - Lanes: decided work (`add_first`), then work that leads to a decision (`add_soon`), then
   routine keys (`add`), then polls (`add_after(..., poll=True)`): looks at something outside
-  Kubernetes that makes no watch events (a Ray job's status). A poll yields to every other key
-  but never waits longer than `poll_max_wait_s` behind them.
+  Kubernetes that makes no watch events (a Ray job's status). A poll yields to every other key;
+  once it has waited `poll_max_wait_s`, polls take every other turn while other keys wait. Not
+  a bound on the poll's wait: when polls are slow and many (hundreds of running Ray jobs whose
+  dashboards answer late) the queue stays full, and any bound would hand every turn to the
+  overdue polls again; taking turns keeps both moving.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class WorkQueue(Generic[K]):
         # _polling; a routine or earlier add moves it up (the copy left here is then stale).
         self._polls: deque[tuple[K, float]] = deque()
         self._polling: set[K] = set()
+        self._last_was_poll = False
         # Keys added ahead while being processed: done() puts them back in that lane.
         self._ahead_when_done: dict[K, deque[K]] = {}
         self._waiting = 0  # keys that will be handed out: dirty and not being processed
@@ -199,13 +203,16 @@ class WorkQueue(Generic[K]):
         return key
 
     def _next_key(self) -> K:
+        ahead = self._urgent or self._soon or self._ready
         if self._polls and (
-            not (self._urgent or self._soon or self._ready)
-            or self._clock() - self._polls[0][1] >= self.poll_max_wait_s
+            not ahead
+            or (not self._last_was_poll and self._clock() - self._polls[0][1] >= self.poll_max_wait_s)
         ):
             # A copy whose key moved up is handed out here if it comes first: only sooner.
+            self._last_was_poll = True
             return self._polls.popleft()[0]
-        return (self._urgent or self._soon or self._ready).popleft()
+        self._last_was_poll = False
+        return ahead.popleft()
 
     def done(self, key: K) -> None:
         self._processing.discard(key)

@@ -127,7 +127,7 @@ async def test_polls_wait_behind_routine_keys_and_a_routine_add_moves_one_up() -
     assert len(queue) == 0  # the stale poll copy of "poll-2" is skipped
 
 
-async def test_a_poll_waits_at_most_poll_max_wait_behind_other_keys() -> None:
+async def test_overdue_polls_take_every_other_turn_while_other_keys_wait() -> None:
     now = [100.0]
     queue: WorkQueue[str] = WorkQueue(poll_max_wait_s=2.0, clock=lambda: now[0])
     queue.add_poll("poll")
@@ -137,6 +137,13 @@ async def test_a_poll_waits_at_most_poll_max_wait_behind_other_keys() -> None:
     assert await queue.get() == "routine"
     now[0] += 0.1  # the poll has waited 2 s
     assert [await queue.get() for _ in range(2)] == ["poll", "later"]
+    # A full queue: overdue polls and routine keys alternate, neither lane starves the other.
+    for key in ("p1", "p2", "p3"):
+        queue.add_poll(key)
+    now[0] += 5.0
+    for key in ("r1", "r2", "r3"):
+        queue.add(key)
+    assert [await queue.get() for _ in range(6)] == ["p1", "r1", "p2", "r2", "p3", "r3"]
 
 
 async def test_a_poll_timer_fires_into_the_poll_lane_unless_a_routine_wake_up_is_merged() -> None:
