@@ -9,7 +9,6 @@ restart, and no quota leaks, because the engine is never trusted beyond the API 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,15 +19,13 @@ from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import check_states, converter, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, ConfigObject, Driver, Writer
+from rayquota.operator.queue.freeing_writes import FreeingWrites
 from rayquota.operator.queue.workload_status import is_evicted, is_finished, recorded_eviction
 from rayquota.queueing import Engine
 
 log = logging.getLogger(__name__)
 
 MIN_CYCLE_GAP_S = 0.05
-# The longest the cycles wait for a scale-down's smaller admission to be written (a write that
-# keeps failing must not stop every queue; the API server being away stops the rest anyway).
-FREED_QUOTA_HOLD_S = 10.0
 
 
 def object_key(workload: str) -> ObjectKey:
@@ -69,9 +66,15 @@ def fair_sharing_from_env(env: Mapping[str, str]) -> bool:
 
 
 class AdmissionLoop:
-    def __init__(self, fair_sharing: bool = False, decisions: Writer | None = None) -> None:
+    def __init__(
+        self,
+        fair_sharing: bool = False,
+        decisions: Writer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``decisions``: where the driver's decisions go instead of the Workload controller (a
-        read-only copy of the engine, such as the dashboard's, passes one that ignores them)."""
+        read-only copy of the engine, such as the dashboard's, passes one that ignores them).
+        ``clock``: how long the cycles have waited for a freeing write (the warnings' pace)."""
         self.writer = EnqueueingWriter()
         self.driver = Driver(
             Engine(fair_sharing=fair_sharing), self.writer if decisions is None else decisions
@@ -79,39 +82,22 @@ class AdmissionLoop:
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
         self._priorities: dict[str, int] = {}
-        self._holds: dict[str, float] = {}
-        """Workloads whose smaller admission is not written yet -> until when the cycles wait."""
+        self.freeing_writes = FreeingWrites(clock)
 
     def request_cycle(self) -> None:
         self._wake.set()
 
     def hold_freed_quota(self, workload: str) -> None:
-        """A scale-down freed quota in the engine before the Workload's status says so: no cycle
-        may give it to another workload until :meth:`freed_quota_written`, or the records of
-        both would show more than the quota (the new admission's write can land first)."""
-        self._holds[workload] = time.monotonic() + FREED_QUOTA_HOLD_S
+        """Quota was freed in the engine before the Workload's status says so (a scale-down's
+        smaller admission, a Finished job): no cycle gives it to another workload until
+        :meth:`freed_quota_written`, however long that takes, or the records of both would show
+        more than the quota (the new admission's write can land first)."""
+        self.freeing_writes.hold(workload)
 
     def freed_quota_written(self, workload: str) -> None:
-        if self._holds.pop(workload, None) is not None:
+        """The freeing status is stored, or the Workload is gone: the cycles may go on."""
+        if self.freeing_writes.release(workload):
             self.request_cycle()
-
-    async def _wait_for_freed_quota_writes(self) -> None:
-        while self._holds:
-            now = time.monotonic()
-            for workload, until in list(self._holds.items()):
-                if until <= now:
-                    del self._holds[workload]
-                    log.warning(
-                        "Workload %s: its smaller admission was not written within %.0fs; "
-                        "the quota it freed is given on",
-                        workload,
-                        FREED_QUOTA_HOLD_S,
-                    )
-            if not self._holds:
-                return
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(self._holds.values()) - now)
 
     def priority_of(self, class_name: str) -> int | None:
         return self._priorities.get(class_name)
@@ -201,12 +187,17 @@ class AdmissionLoop:
             try:
                 # A workload's requeue backoff ending is an event too: a cycle is due then.
                 timeout = None if due is None else max(0.0, due - time.time()) + 0.05
+                warn_in = self.freeing_writes.seconds_to_next_warning()
+                if warn_in is not None:
+                    timeout = warn_in if timeout is None else min(timeout, warn_in)
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
                 pass
             self._wake.clear()
-            await self._wait_for_freed_quota_writes()
             await asyncio.sleep(0)  # let the events of this loop turn arrive first: one cycle for all
+            # Checked with no await before the cycle: a hold taken in the turn just yielded counts.
+            if self.freeing_writes.waiting():
+                continue  # the write's end (freed_quota_written) wakes the loop
             started = time.perf_counter()
             decisions = self.driver.cycle(time.time())
             metrics.observe_cycle(time.perf_counter() - started, decisions)

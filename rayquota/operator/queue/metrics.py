@@ -49,6 +49,11 @@ BORROWING = Gauge(
     "Quota borrowed from the cohort",
     ["cluster_queue", "flavor", "resource"],
 )
+CYCLES_WAITING_FOR_WRITES = Gauge(
+    "rayquota_admission_cycles_waiting_for_writes",
+    "Workload status writes that free quota (a smaller admission, Finished) not stored yet: "
+    "while above 0 no admission cycle runs, so the freed quota goes to no one before they land",
+)
 EVICTIONS = Counter("rayquota_evicted_workloads_total", "Workloads evicted, by reason", ["reason"])
 PREEMPTIONS = Counter("rayquota_preempted_workloads_total", "Workloads preempted, by reason", ["reason"])
 

@@ -106,6 +106,9 @@ class WorkloadReconciler:
     async def reconcile(self, key: ObjectKey) -> Result | None:
         await self.loop.restored.wait()
         workload = self.objects.workload(key)
+        if workload is None and key not in self._created:
+            # Gone from the API server: it records no admission, so nothing waits for its write.
+            self.loop.freed_quota_written(str(key))
         if workload is not None or self.objects.owner_of_workload(key) is None:
             self._created.pop(key, None)
         else:
@@ -458,7 +461,12 @@ class WorkloadReconciler:
         if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
             return workload
         stored = await self.manager.status.write(self.objects.api.workloads, workload, status)
-        self.loop.freed_quota_written(key)
+        written = stored is None or _version(stored) != _version(workload)
+        if written or not self.manager.status.is_stale(workload):
+            # Stored (or gone). Not when nothing was sent because a cache older than our last
+            # write already showed this status: the server may still hold that write's larger
+            # admission, and the watch event that brings it brings this reconcile back.
+            self.loop.freed_quota_written(key)
         return stored
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
@@ -470,3 +478,7 @@ class WorkloadReconciler:
             waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
             metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion"))
