@@ -22,8 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from rayquota.operator.core.pods import pod_ready
-from rayquota.operator.queue.podsets import SUBMITTER_POD_SET, Demand, group_key_of_pod
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.podsets import SUBMITTER_POD_SET, Demand, GroupOfPod, pods_per_pod_set
 from rayquota.queueing import PodSetAssignment
 
 PODS_READY = "PodsReady"
@@ -105,17 +104,10 @@ class WaitForPodsReady:
 
 
 def ready_pods_per_pod_set(
-    demand: Demand, pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]]
+    demand: Demand, pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]], group_of_pod: GroupOfPod
 ) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for part, pods in pods_by_part.items():
-        names = demand.pod_set_of.get(part, {})
-        by_label = {(role, labels.label_value(group)): name for (role, group), name in names.items()}
-        for pod in pods:
-            name = by_label.get(group_key_of_pod(pod))
-            if name is not None and pod_ready(pod):
-                out[name] = out.get(name, 0) + 1
-    return out
+    """How many ready pods each pod set has, its pods grouped by the kind's ``group_of_pod``."""
+    return pods_per_pod_set(demand, pods_by_part, group_of_pod, pod_ready)
 
 
 def unready(admitted: Sequence[PodSetAssignment], ready: Mapping[str, int]) -> dict[str, tuple[int, int]]:

@@ -278,23 +278,38 @@ def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
     return (Role.WORKER, str(pod_labels.get(labels.RAY_GROUP, "")))
 
 
-def live_pods_per_pod_set(
+GroupOfPod = Callable[[Mapping[str, Any]], GroupKey]
+"""Which group of its object a pod belongs to: the kind's own rule (``KindAdapter.group_of_pod``)."""
+
+
+def pods_per_pod_set(
     demand: Demand,
     pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]],
-    group_of_pod: Callable[[Mapping[str, Any]], GroupKey] = group_key_of_pod,
+    group_of_pod: GroupOfPod,
+    counts: Callable[[Mapping[str, Any]], bool],
 ) -> dict[str, int]:
-    """How many pods that hold quota (not finished; terminating ones still do) each pod set has."""
+    """Per pod set, how many of its pods ``counts``; a pod's pod set is found by the kind's
+    ``group_of_pod`` (a batch/v1 Job's pods are its main pod set, not a Ray worker group)."""
     out: dict[str, int] = {}
     for part, pods in pods_by_part.items():
         names = demand.pod_set_of.get(part, {})
         by_label = {(role, labels.label_value(group)): name for (role, group), name in names.items()}
         for pod in pods:
-            if pod_finished(pod):
+            if not counts(pod):
                 continue
             name = by_label.get(group_of_pod(pod))
             if name is not None:
                 out[name] = out.get(name, 0) + 1
     return out
+
+
+def live_pods_per_pod_set(
+    demand: Demand,
+    pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]],
+    group_of_pod: GroupOfPod = group_key_of_pod,
+) -> dict[str, int]:
+    """How many pods that hold quota (not finished; terminating ones still do) each pod set has."""
+    return pods_per_pod_set(demand, pods_by_part, group_of_pod, lambda pod: not pod_finished(pod))
 
 
 def held_demand(demand: Demand, live_pods: Mapping[str, int]) -> tuple[PodSetDemand, ...]:

@@ -27,7 +27,7 @@ from rayquota.operator.queue.pods_ready import (
     ready_pods_per_pod_set,
     unready,
 )
-from rayquota.operator.queue.podsets import Demand
+from rayquota.operator.queue.podsets import Demand, GroupOfPod
 from rayquota.operator.ray import conditions
 
 Obj = dict[str, Any]
@@ -66,11 +66,14 @@ class ReadinessKeeper:
         admission: AdmittedSlice,
         demand: Demand,
         pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]],
+        group_of_pod: GroupOfPod,
         now: float,
     ) -> Readiness | None:
+        """``group_of_pod``: the kind's rule for which pod set a pod belongs to."""
         if self.config is None:
             return None
-        missing = unready(admission.pod_sets, ready_pods_per_pod_set(demand, pods_by_part))
+        ready = ready_pods_per_pod_set(demand, pods_by_part, group_of_pod)
+        missing = unready(admission.pod_sets, ready)
         found = conditions.find((workload.get("status") or {}).get("conditions"), PODS_READY)
         admitted = conditions.find((workload.get("status") or {}).get("conditions"), "Admitted")
         admitted_at = _seconds(admitted.get("lastTransitionTime") if admitted else None, now)

@@ -247,7 +247,9 @@ class WorkloadReconciler:
             return None
         if admission is not None:
             now = time.time()
-            readiness = self.readiness.judge(engine_key, workload, admission, demand, pods_by_part, now)
+            readiness = self.readiness.judge(
+                engine_key, workload, admission, demand, pods_by_part, adapter.group_of_pod, now
+            )
             pinned_on = {level for ps in admission.pod_sets if ps.topology for level in ps.topology.levels}
             if pinned_on:
                 self.readiness.tell_unplaced(engine_key, obj, pods, tuple(pinned_on))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rayquota.operator.queue.adapters.job import JOB_POD_SET, JobAdapter, job_demand
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.pods_ready import (
@@ -18,6 +19,7 @@ from rayquota.operator.queue.pods_ready import (
     ready_pods_per_pod_set,
     unready,
 )
+from rayquota.operator.queue.podsets import group_key_of_pod
 from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import Admit, ClusterQueue, Engine, LocalQueue, PodSetAssignment, ResourceFlavor
 from tests.unit.queueing.builders import gpu_group, gpus
@@ -87,10 +89,26 @@ ADMITTED = (PodSetAssignment("head", 1, {}, {}), PodSetAssignment("gpu", 2, {}, 
 def test_ready_means_every_admitted_pod_is_ready() -> None:
     demand = raycluster_demand(CLUSTER)
     pods = [pod(None, True), pod("gpu", True), pod("gpu", False), pod("gpu", True, deletionTimestamp="x")]
-    ready = ready_pods_per_pod_set(demand, {"c": pods})
+    ready = ready_pods_per_pod_set(demand, {"c": pods}, group_key_of_pod)
     assert ready == {"head": 1, "gpu": 1}  # a terminating pod is not ready
     assert unready(ADMITTED, ready) == {"gpu": (1, 2)}
     assert unready(ADMITTED, {"head": 1, "gpu": 2}) == {}
+
+
+def test_a_jobs_ready_pods_count_in_its_main_pod_set() -> None:
+    """A batch/v1 Job's pods carry no Ray labels: the Job's own grouping puts them in its main
+    pod set (the Ray default put them in a worker group the Job has not, so none ever counted)."""
+    job = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"parallelism": 2, "template": {"spec": {"containers": []}}},
+    }
+    job_pod = {
+        "metadata": {"name": "j-abc", "labels": {"batch.kubernetes.io/job-name": "j"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    ready = ready_pods_per_pod_set(job_demand(job), {"j": [job_pod, job_pod]}, JobAdapter().group_of_pod)
+    assert ready == {JOB_POD_SET: 2}
+    assert unready((PodSetAssignment(JOB_POD_SET, 2, {}, {}),), ready) == {}
 
 
 def test_the_deadline_runs_from_admission_then_from_a_loss_of_readiness() -> None:
