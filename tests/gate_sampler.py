@@ -186,6 +186,14 @@ class GateSampler:
             versions = list(feed.versions)
         return any(not v.deleted and predicate(v.obj) for v in versions)
 
+    def first(self, kind: str, predicate: Callable[[Mapping[str, Any]], bool]) -> Mapping[str, Any] | None:
+        """The earliest version of ``kind`` (in the API server's order) that satisfies
+        ``predicate``: a state that lasted less than a poll's interval is found too."""
+        feed = next(f for f in self.feeds if f.kind == kind)
+        with self._lock:
+            versions = sorted(feed.versions, key=lambda v: v.revision)
+        return next((v.obj for v in versions if not v.deleted and predicate(v.obj)), None)
+
     # --- judging -----------------------------------------------------------------------------
 
     def states(self) -> Iterator[tuple[Version, State]]:

@@ -30,6 +30,10 @@ def misplaced(pod: Mapping[str, Any], rack_of: Mapping[str, str]) -> bool:
     return bool(pinned and node and rack_of.get(node) != pinned)
 
 
+def evicted_for_readiness(workload: Mapping[str, Any]) -> bool:
+    return (condition(dict(workload), "Evicted") or {}).get("reason") == "PodsReadyTimeout"
+
+
 def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_elsewhere(
     topology_operator: Path, kube: Kube, racks: Racks, control_plane: Any, namespace: str
 ) -> None:
@@ -50,13 +54,13 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         )
         # Maintenance on the rack: running pods are evicted by the taint, new ones cannot start.
         racks.taint(first_rack, "maintenance", "NoExecute")
+        # Read from every version the API server stored, not by polling: the pods are gone at once
+        # (the pinned replacements never started), so Evicted=True/PodsReadyTimeout lasts well
+        # under a second before the release writes Evicted=False/QuotaReleased; a poll through
+        # kubectl (seconds apart under load) missed it and waited out its 90 s.
         evicted = wait_for(
             "the job evicted for pods not ready in time",
-            lambda: (
-                (wl := workload_of(kube, "RayJob", "train"))
-                and (condition(wl, "Evicted") or {}).get("reason") == "PodsReadyTimeout"
-                and wl
-            ),
+            lambda: sampler.first("Workload", evicted_for_readiness),
             timeout_s=90,
         )
         state = evicted["status"]["requeueState"]
@@ -64,6 +68,12 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         evicted_at = parse_rfc3339(condition(evicted, "Evicted")["lastTransitionTime"])
         requeue_at = parse_rfc3339(state["requeueAt"])
         assert evicted_at is not None and requeue_at is not None
+        # Not before the recovery timeout (12s), counted from the loss of readiness (the times
+        # have second precision).
+        lost = condition(evicted, "PodsReady") or {}
+        lost_at = parse_rfc3339(lost.get("lastTransitionTime"))
+        assert lost.get("reason") == "WaitForRecovery" and lost_at is not None, lost
+        assert (evicted_at - lost_at).total_seconds() >= 11, (lost_at, evicted_at)
         # Backoff base 4s, attempt 1: requeueAt is 4s after the eviction was decided, which the
         # condition's time (second precision) follows by the time its write took.
         assert 0 < (requeue_at - evicted_at).total_seconds() <= 5
