@@ -24,7 +24,8 @@ from tests.integration.queue.conftest import Quota, gpu_job, gpu_rayjob, is_admi
 from tests.integration.queue.gate_cells import raycluster_body
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
-SLOW_WRITE_S = 3.0
+# Longer than the 10 s the admission loop once waited for such a write before giving the quota on.
+SLOW_WRITE_S = 12.0
 
 
 Freeing = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
