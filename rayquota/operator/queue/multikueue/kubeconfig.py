@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -15,20 +14,45 @@ import yaml
 from rayquota import __version__
 from rayquota.api.multikueue_v1alpha1 import KUBECONFIG_SECRET_KEY, LocationType
 from rayquota.operator.kube import KubeClient, core_path
+from rayquota.operator.queue.multikueue.kubeconfig_safety import (
+    DEFAULT_PATH_PREFIX,
+    INSECURE_REASON,
+    UnsafeKubeconfig,
+    allowed_path,
+    refuse_unsafe,
+)
 
 
 class WorkerConfigError(Exception):
-    """The worker's kubeconfig cannot be had or read (the MultiKueueCluster says why)."""
+    """The worker's kubeconfig cannot be had or read (the MultiKueueCluster says why, with
+    :attr:`reason` as its condition's reason)."""
+
+    reason = "BadConfig"
 
 
-async def kubeconfig_text(local: KubeClient, cluster_source: Mapping[str, Any], namespace: str) -> str:
+class InsecureWorkerConfig(WorkerConfigError):
+    """The worker's kubeconfig is refused for safety (see kubeconfig_safety)."""
+
+    reason = INSECURE_REASON
+
+
+async def kubeconfig_text(
+    local: KubeClient,
+    cluster_source: Mapping[str, Any],
+    namespace: str,
+    path_prefix: str = DEFAULT_PATH_PREFIX,
+) -> str:
     source = cluster_source.get("kubeConfig")
     if not source:
         raise WorkerConfigError("clusterSource.clusterProfileRef is not supported: use kubeConfig")
     location = str(source.get("location") or "")
     if (source.get("locationType") or LocationType.SECRET) == LocationType.PATH:
         try:
-            return await asyncio.to_thread(Path(location).read_text)
+            path = allowed_path(location, path_prefix)
+        except UnsafeKubeconfig as exc:
+            raise InsecureWorkerConfig(str(exc)) from exc
+        try:
+            return await asyncio.to_thread(path.read_text)
         except OSError as exc:
             raise WorkerConfigError(f"kubeconfig file {location}: {exc.strerror or exc}") from exc
     secret = await local.get(core_path(namespace, "secrets", location))
@@ -52,6 +76,14 @@ def client_of(text: str, *, timeout_s: float = 30.0) -> KubeClient:
     temporary files by the client library, as for any kubeconfig)."""
     try:
         config = yaml.safe_load(text)
+        if not isinstance(config, dict):
+            raise WorkerConfigError("the kubeconfig cannot be used: it is not a YAML mapping")
+        refuse_unsafe(config)
+    except UnsafeKubeconfig as exc:
+        raise InsecureWorkerConfig(str(exc)) from exc
+    except yaml.YAMLError as exc:
+        raise WorkerConfigError(f"the kubeconfig cannot be used: {exc}") from exc
+    try:
         configuration = kubernetes.client.Configuration()
         kubernetes.config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
             config, client_configuration=configuration, persist_config=False

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rayquota.operator.queue.multikueue.kubeconfig_safety import DEFAULT_PATH_PREFIX
+
 ENABLED_ENV = "RAYQUOTA_MULTIKUEUE"
 
 
@@ -34,6 +36,8 @@ class MultiKueueSettings:
     probe_interval_s: float = 2.0
     probe_timeout_s: float = 5.0
     nomination_timeout_s: float = 60.0
+    # Where ``locationType: Path`` kubeconfigs may be read from (Kueue's fixed folder).
+    kubeconfig_path_prefix: str = DEFAULT_PATH_PREFIX
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> MultiKueueSettings | None:
@@ -77,4 +81,6 @@ class MultiKueueSettings:
             nomination_timeout_s=seconds(
                 "RAYQUOTA_MULTIKUEUE_NOMINATION_TIMEOUT", defaults.nomination_timeout_s
             ),
+            kubeconfig_path_prefix=env.get("RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX")
+            or defaults.kubeconfig_path_prefix,
         )

@@ -141,7 +141,7 @@ class WorkerConnection:
             except asyncio.CancelledError:
                 raise
             except WorkerConfigError as exc:
-                self._lost("BadConfig", str(exc))
+                self._lost(exc.reason, str(exc))
             except Exception as exc:  # refused, timed out, TLS, auth: all say "not reachable"
                 self._lost("ClientConnectionFailed", f"{type(exc).__name__}: {exc}"[:1000])
             failures += 1
@@ -149,7 +149,9 @@ class WorkerConnection:
             await asyncio.sleep(delay)
 
     async def _connect_and_watch(self) -> None:
-        text = await kubeconfig_text(self.local, self.cluster_source, self.settings.namespace)
+        text = await kubeconfig_text(
+            self.local, self.cluster_source, self.settings.namespace, self.settings.kubeconfig_path_prefix
+        )
         client = client_of(text, timeout_s=max(10.0, self.settings.probe_timeout_s * 2))
         tasks: list[asyncio.Task[None]] = []
         try:
