@@ -30,13 +30,20 @@ import heapq
 from enum import Enum
 
 from .cohorts import QuotaNode
+from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
 from .fairsharing import dominant_share
-from .flavors import FitMode, assign_flavors
+from .flavors import FitMode, Possibility, PreemptionOracle, assign_flavors
 from .model import FlavorResource
-from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
+from .policies import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
+    StopPolicy,
+    WithinClusterQueuePolicy,
+)
 from .preemption import find_victims
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
@@ -72,6 +79,7 @@ class Engine(EngineEvents):
         """Cohort trees where preemptors wait for their victims: nobody borrows there."""
         self._verdict: Verdict | None = None
         """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
+        self._holds = CycleHolds(self._accounting)
 
     # ------------------------------------------------------------------ cycle
 
@@ -132,6 +140,7 @@ class Engine(EngineEvents):
         borrowers = self._drain_lines(heap, held, out, may_borrow=False)
         heapq.heapify(borrowers)
         self._drain_lines(borrowers, held, out, may_borrow=True)
+        self._holds.release()
         return out
 
     def _drain_lines(
@@ -296,7 +305,13 @@ class Engine(EngineEvents):
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
         assignment = assign_flavors(
-            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal
+            cq,
+            spec.pod_sets,
+            self._accounting.flavors,
+            credit,
+            preferred,
+            self._placement.refusal,
+            self._preemption_oracle(wl, cq),
         )
 
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
@@ -308,6 +323,10 @@ class Engine(EngineEvents):
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
         if assignment.mode is FitMode.BORROW and not may_borrow:
+            return _Outcome.WOULD_BORROW
+        if assignment.no_candidates and not may_borrow and cq.node.parent is not None:
+            # It could have the quota only from the cohort and may preempt nobody for it: Kueue
+            # counts it as borrowing and orders it after the workloads within nominal quota.
             return _Outcome.WOULD_BORROW
         if assignment.mode < FitMode.PREEMPT:
             if not spec.replaces:
@@ -361,6 +380,9 @@ class Engine(EngineEvents):
             self._cycle,
             self.fair_sharing,
         )
+        if victims is not None and self._holds.overlaps(victims.workloads):
+            reason = "its preemption targets are already being preempted for another workload"
+            return self._not_admitted(wl, cq, out, reason)
         if victims is not None:
             chosen_victims = victims.workloads
             if asks:
@@ -371,12 +393,46 @@ class Engine(EngineEvents):
                     if more is None:
                         return self._no_room(wl, cq, out, placement.failure)
                     chosen_victims = more
+            self._holds.hold(cq, preemptor_hold(cq, assignment.need, chosen_victims))
+            self._holds.target(chosen_victims)
             return self._preempt(wl, cq, out, chosen_victims, victims.kinds)
         if not spec.replaces:
             self._no_victims[victims_key] = reason
             if not newer_matters:
                 self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
-        return self._not_admitted(wl, cq, out, reason)
+        outcome = self._not_admitted(wl, cq, out, reason)
+        # Held after it was parked: the hold keeps others from its quota, not itself in line.
+        self._holds.hold(cq, unreclaimable_reserve(cq, assignment.need))
+        return outcome
+
+    def _preemption_oracle(self, wl: WorkloadState, cq: ClusterQueueState) -> PreemptionOracle:
+        """What preemption could free for ``wl`` in one flavor and resource (Kueue's oracle)."""
+        policy = cq.spec.preemption
+        can_preempt = (
+            policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+            or policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
+            or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
+        )
+
+        def oracle(fr: FlavorResource, amount: int) -> Possibility:
+            if not can_preempt:
+                return Possibility.NO_CANDIDATES
+            victims = find_victims(
+                wl,
+                cq,
+                {fr: amount},
+                self._accounting.members_of(cq),
+                self._accounting.queues.__getitem__,
+                self._cycle,
+                self.fair_sharing,
+            )
+            if victims is None:
+                return Possibility.NO_CANDIDATES
+            if any(v.cluster_queue == cq.name for v in victims.workloads):
+                return Possibility.PREEMPT
+            return Possibility.RECLAIM
+
+        return oracle
 
     def _preempt(
         self,
@@ -427,7 +483,10 @@ class Engine(EngineEvents):
         self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], reason: str
     ) -> _Outcome:
         self._pend(out, wl, reason)
-        if cq.spec.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO:
+        if cq.node.root() in self._holds.roots:
+            # Quota held for this cycle only may be what it lacks: judged again next cycle.
+            self._verdict = None
+        elif cq.spec.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO:
             cq.park(wl)
         return _Outcome.BLOCKED
 
