@@ -33,7 +33,7 @@ class CycleHolds:
         self._accounting = accounting
         self._held: list[tuple[ClusterQueueState, FlavorResource, int]] = []
         self.roots: set[QuotaNode] = set()
-        """The cohort trees where quota is held this cycle."""
+        """The cohort trees where quota is held this cycle for workloads that found no victim."""
         self._targeted: set[str] = set()
         """Workloads this cycle's preemptions evict: another preemption counting on them waits."""
 
@@ -44,9 +44,14 @@ class CycleHolds:
         """Would these victims be counted twice (Kueue skips preemptions with overlapping targets)?"""
         return any(v.key in self._targeted for v in victims)
 
-    def hold(self, cq: ClusterQueueState, amounts: Mapping[FlavorResource, int]) -> None:
+    def hold(
+        self, cq: ClusterQueueState, amounts: Mapping[FlavorResource, int], *, unreclaimable: bool
+    ) -> None:
         """Set ``amounts`` aside in ``cq`` until :meth:`release`; nothing for a queue outside a
-        cohort (only its own workloads could take the quota, and they wait behind this one)."""
+        cohort (only its own workloads could take the quota, and they wait behind this one).
+        ``unreclaimable``: held for a workload that found no victim, which nothing will wake, so
+        what fails in its tree is judged again next cycle (a preemptor's hold goes when its
+        victims release their quota, which wakes the tree anyway)."""
         if cq.node.parent is None:
             return
         held = False
@@ -56,7 +61,8 @@ class CycleHolds:
                 self._held.append((cq, fr, amount))
                 held = True
         if held:
-            self.roots.add(cq.node.root())
+            if unreclaimable:
+                self.roots.add(cq.node.root())
             self._accounting.usage_changed(cq)
 
     def release(self) -> None:

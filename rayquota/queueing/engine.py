@@ -35,18 +35,12 @@ from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
 from .fairsharing import dominant_share
-from .flavors import FitMode, Possibility, PreemptionOracle, assign_flavors
+from .flavors import FitMode, assign_flavors
 from .model import FlavorResource
-from .policies import (
-    BorrowWithinCohortPolicy,
-    QueueingStrategy,
-    ReclaimWithinCohortPolicy,
-    StopPolicy,
-    WithinClusterQueuePolicy,
-)
-from .preemption import find_victims
+from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
+from .victim_oracle import VictimOracle
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -304,14 +298,12 @@ class Engine(EngineEvents):
         same_queue = predecessor is not None and predecessor.cluster_queue == cq.name
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
+        members = self._accounting.members_of(cq)
+        oracle = VictimOracle(
+            wl, cq, members, self._accounting.queues.__getitem__, self._cycle, self.fair_sharing
+        )
         assignment = assign_flavors(
-            cq,
-            spec.pod_sets,
-            self._accounting.flavors,
-            credit,
-            preferred,
-            self._placement.refusal,
-            self._preemption_oracle(wl, cq),
+            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal, oracle
         )
 
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
@@ -371,15 +363,7 @@ class Engine(EngineEvents):
             return self._no_room(wl, cq, out, placement.failure or "no room")
 
         reason = "; ".join(assignment.reasons) or "does not fit"
-        victims = find_victims(
-            wl,
-            cq,
-            assignment.need,
-            self._accounting.members_of(cq),
-            self._accounting.queues.__getitem__,
-            self._cycle,
-            self.fair_sharing,
-        )
+        victims = oracle.victims(assignment.need)
         if victims is not None and self._holds.overlaps(victims.workloads):
             reason = "its preemption targets are already being preempted for another workload"
             return self._not_admitted(wl, cq, out, reason)
@@ -393,7 +377,7 @@ class Engine(EngineEvents):
                     if more is None:
                         return self._no_room(wl, cq, out, placement.failure)
                     chosen_victims = more
-            self._holds.hold(cq, preemptor_hold(cq, assignment.need, chosen_victims))
+            self._holds.hold(cq, preemptor_hold(cq, assignment.need, chosen_victims), unreclaimable=False)
             self._holds.target(chosen_victims)
             return self._preempt(wl, cq, out, chosen_victims, victims.kinds)
         if not spec.replaces:
@@ -402,37 +386,8 @@ class Engine(EngineEvents):
                 self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
         outcome = self._not_admitted(wl, cq, out, reason)
         # Held after it was parked: the hold keeps others from its quota, not itself in line.
-        self._holds.hold(cq, unreclaimable_reserve(cq, assignment.need))
+        self._holds.hold(cq, unreclaimable_reserve(cq, assignment.need), unreclaimable=True)
         return outcome
-
-    def _preemption_oracle(self, wl: WorkloadState, cq: ClusterQueueState) -> PreemptionOracle:
-        """What preemption could free for ``wl`` in one flavor and resource (Kueue's oracle)."""
-        policy = cq.spec.preemption
-        can_preempt = (
-            policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
-            or policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
-            or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
-        )
-
-        def oracle(fr: FlavorResource, amount: int) -> Possibility:
-            if not can_preempt:
-                return Possibility.NO_CANDIDATES
-            victims = find_victims(
-                wl,
-                cq,
-                {fr: amount},
-                self._accounting.members_of(cq),
-                self._accounting.queues.__getitem__,
-                self._cycle,
-                self.fair_sharing,
-            )
-            if victims is None:
-                return Possibility.NO_CANDIDATES
-            if any(v.cluster_queue == cq.name for v in victims.workloads):
-                return Possibility.PREEMPT
-            return Possibility.RECLAIM
-
-        return oracle
 
     def _preempt(
         self,

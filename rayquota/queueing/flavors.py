@@ -76,21 +76,13 @@ TopologyRefusal = Callable[[ResourceFlavor, PodSet], str | None]
 
 
 def _flavor_refusal(
-    flavor: ResourceFlavor,
-    pod_set: PodSet,
-    group: ResourceGroup,
-    flavors: Mapping[str, ResourceFlavor],
-    topology_refusal: TopologyRefusal | None,
+    flavor: ResourceFlavor, pod_set: PodSet, topology_refusal: TopologyRefusal | None
 ) -> str | None:
-    if pod_set.node_selector:
-        known_keys: set[str] = set()
-        for candidate in group.flavors:
-            other = flavors.get(candidate.flavor)
-            if other is not None:
-                known_keys.update(other.node_labels)
-        for key, value in pod_set.node_selector.items():
-            if key in known_keys and flavor.node_labels.get(key) != value:
-                return f"flavor {flavor.name} does not match nodeSelector {key}={value}"
+    # As Kueue v0.19 matches: only the keys the flavor's own node labels name (a selector on a
+    # key the flavor does not label is for the node scheduler, not for flavor choice).
+    for key, value in pod_set.node_selector.items():
+        if key in flavor.node_labels and flavor.node_labels[key] != value:
+            return f"flavor {flavor.name} does not match nodeSelector {key}={value}"
     for taint in flavor.node_taints:
         if taint.effect not in _HARD_EFFECTS:
             continue
@@ -259,7 +251,7 @@ def assign_flavors(
                 if flavor is None:
                     refusals.append(f"flavor {flavor_quotas.flavor} does not exist")
                     continue
-                refusal = _flavor_refusal(flavor, pod_set, group, flavors, topology_refusal)
+                refusal = _flavor_refusal(flavor, pod_set, topology_refusal)
                 if refusal is not None:
                     refusals.append(refusal)
                     continue
