@@ -365,6 +365,10 @@ class Engine(EngineEvents):
         reason = "; ".join(assignment.reasons) or "does not fit"
         victims = oracle.victims(assignment.need)
         if victims is not None and self._holds.overlaps(victims.workloads):
+            # Kueue skips a preemption whose targets another one of the cycle took; its
+            # look-alikes would find the same targets while the tree's usage stays put.
+            root = cq.node.root()
+            self._verdict = Verdict(VerdictBasis.USAGE, self._accounting.usage_epoch(root), root)
             reason = "its preemption targets are already being preempted for another workload"
             return self._not_admitted(wl, cq, out, reason)
         if victims is not None:
