@@ -74,6 +74,8 @@ class Engine(EngineEvents):
         self._verdict: Verdict | None = None
         """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
         self._holds = CycleHolds(self._accounting)
+        self._no_candidates: dict[str, tuple[dict[FlavorResource, int], str]] = {}
+        """Workloads the first pass found no victim for, deferred to the borrowers' pass."""
 
     # ------------------------------------------------------------------ cycle
 
@@ -135,6 +137,7 @@ class Engine(EngineEvents):
         heapq.heapify(borrowers)
         self._drain_lines(borrowers, held, out, may_borrow=True)
         self._holds.release()
+        self._no_candidates.clear()
         return out
 
     def _drain_lines(
@@ -275,6 +278,13 @@ class Engine(EngineEvents):
                 self._pend(out, wl, f"waiting for {still} preempted workload(s) to release quota")
                 return _Outcome.PREEMPTING
             wl.awaiting = NOTHING_AWAITED
+        deferred = self._no_candidates.pop(wl.key, None)
+        if deferred is not None:
+            # Judged in this cycle's first pass: nothing since can have given it a victim or room.
+            need, reason = deferred
+            outcome = self._not_admitted(wl, cq, out, reason)
+            self._holds.hold(cq, unreclaimable_reserve(cq, need), unreclaimable=True)
+            return outcome
         newer_matters = (
             cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
@@ -319,6 +329,10 @@ class Engine(EngineEvents):
         if assignment.no_candidates and not may_borrow and cq.node.parent is not None:
             # It could have the quota only from the cohort and may preempt nobody for it: Kueue
             # counts it as borrowing and orders it after the workloads within nominal quota.
+            reason = "; ".join(assignment.reasons) or "does not fit"
+            self._no_candidates[wl.key] = (assignment.need, reason)
+            if not spec.replaces:
+                self._no_victims[victims_key] = reason  # its look-alikes find none either
             return _Outcome.WOULD_BORROW
         if assignment.mode < FitMode.PREEMPT:
             if not spec.replaces:
