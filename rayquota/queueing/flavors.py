@@ -19,6 +19,7 @@ from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
 from .policies import (
     BorrowWithinCohortPolicy,
+    FlavorFungibilityPreference,
     ReclaimWithinCohortPolicy,
     WhenCanBorrow,
     WhenCanPreempt,
@@ -101,6 +102,30 @@ def _preemption_bound(cq: ClusterQueueState, fr: FlavorResource) -> int:
     return -1
 
 
+FlavorRank = tuple[int, int]
+NO_FLAVOR: FlavorRank = (-1, -1)
+
+
+def flavor_rank(
+    mode: FitMode, borrows: bool, preference: FlavorFungibilityPreference | None
+) -> FlavorRank:
+    """How good a flavor is for a pod set (higher is better; the first of equals wins).
+
+    Kueue's ``flavorFungibility.preference`` orders by "needs no preemption" and "does not
+    borrow", one before the other; without a preference only the fit counts (no borrowing,
+    then borrowing, then preemption), as before the field existed.
+    """
+    if mode is FitMode.NO_FIT:
+        return NO_FLAVOR
+    no_preemption = int(mode is not FitMode.PREEMPT)
+    no_borrowing = int(not borrows)
+    if preference is FlavorFungibilityPreference.PREEMPTION_OVER_BORROWING:
+        return no_borrowing, no_preemption
+    if preference is FlavorFungibilityPreference.BORROWING_OVER_PREEMPTION:
+        return no_preemption, no_borrowing
+    return int(mode), 0
+
+
 def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credited: bool) -> str:
     flavor, resource = fr
     node = cq.node
@@ -158,6 +183,7 @@ def assign_flavors(
                 first = {wanted[r] for r in requests if r in wanted}
                 candidates.sort(key=lambda f: f.flavor not in first)
             best_mode = FitMode.NO_FIT
+            best_rank = NO_FLAVOR
             best_flavor: str | None = None
             refusals: list[str] = []
             for flavor_quotas in candidates:
@@ -170,6 +196,7 @@ def assign_flavors(
                     refusals.append(refusal)
                     continue
                 mode = FitMode.FIT
+                borrows = False
                 shortage: str | None = None
                 for resource, amount in requests.items():
                     fr = (flavor.name, resource)
@@ -186,18 +213,21 @@ def assign_flavors(
                     if need <= free:
                         if used + need > quota.nominal and mode > FitMode.BORROW:
                             mode = FitMode.BORROW
+                        borrows = borrows or used + need > quota.nominal
                         continue
                     credited = fr in credit
                     shortage = _shortage_text(cq, fr, need if credited else amount, credited)
                     if need <= _preemption_bound(cq, fr):
                         mode = FitMode.PREEMPT
+                        borrows = borrows or need > quota.nominal
                     else:
                         mode = FitMode.NO_FIT
                         break
                 if shortage is not None:
                     refusals.append(shortage)
-                if mode > best_mode:
-                    best_mode, best_flavor = mode, flavor.name
+                rank = flavor_rank(mode, borrows, fungibility.preference)
+                if rank > best_rank:
+                    best_mode, best_rank, best_flavor = mode, rank, flavor.name
                 if mode is FitMode.FIT:
                     break
                 if mode is FitMode.BORROW and fungibility.when_can_borrow is WhenCanBorrow.BORROW:
