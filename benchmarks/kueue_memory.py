@@ -166,6 +166,7 @@ class Runner:
             }
             spec = {
                 "cohortName": cohort,
+                "namespaceSelector": {},  # Kueue's generator's; unset, Kueue admits from no namespace
                 "resourceGroups": [
                     {"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}
                 ],

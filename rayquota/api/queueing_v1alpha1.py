@@ -32,6 +32,7 @@ from rayquota.api.common import (
 from rayquota.api.pod import Toleration
 from rayquota.queueing.policies import (
     BorrowWithinCohortPolicy,
+    FlavorFungibilityPreference,
     QueueingStrategy,
     ReclaimWithinCohortPolicy,
     StopPolicy,
@@ -48,7 +49,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS_PER_GROUP = 16
 MAX_RESOURCES_PER_GROUP = 16
-MAX_POD_SETS = 8
+MAX_POD_SETS = 18
 MAX_NODE_LABELS = 8
 MAX_TAINTS = 8
 
@@ -228,9 +229,20 @@ class ClusterQueuePreemption(K8sModel):
     borrow_within_cohort: BorrowWithinCohort | None = None
 
 
+_PREFERENCE_NEEDS_TRYING_NEXT: dict[str, JsonValue] = {
+    "rule": "!has(self.preference) || "
+    "(self.whenCanBorrow == 'TryNextFlavor' && self.whenCanPreempt == 'TryNextFlavor')",
+    "message": "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+}
+
+
 class FlavorFungibility(K8sModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_PREFERENCE_NEEDS_TRYING_NEXT]})
+
     when_can_borrow: WhenCanBorrow = WhenCanBorrow.BORROW
     when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
+    # Kueue v1beta2's: which flavor wins when every one needs borrowing, preemption or both.
+    preference: FlavorFungibilityPreference | None = None
 
 
 _LIMITS_NEED_COHORT: dict[str, JsonValue] = {

@@ -118,7 +118,9 @@ class PodSetAssignment(K8sModel):
 
 class Admission(K8sModel):
     cluster_queue: str
-    pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
+    pod_set_assignments: Annotated[list[PodSetAssignment], Field(max_length=MAX_POD_SETS)] = Field(
+        default_factory=list
+    )
 
 
 class RequeueState(K8sModel):

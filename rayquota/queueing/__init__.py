@@ -105,6 +105,7 @@ from .model import (
 )
 from .policies import (
     BorrowWithinCohortPolicy,
+    FlavorFungibilityPreference,
     QueueingStrategy,
     ReclaimWithinCohortPolicy,
     StopPolicy,
@@ -132,6 +133,7 @@ __all__ = [
     "Decision",
     "Engine",
     "FlavorFungibility",
+    "FlavorFungibilityPreference",
     "FlavorQuotas",
     "FlavorResource",
     "LabelSelector",

@@ -262,7 +262,7 @@ class Engine(EngineEvents):
         spec = wl.spec
         selector = cq.spec.namespace_selector
         if selector is not None and not selector.matches(self._namespaces.get(spec.namespace, {})):
-            self._pend(out, wl, f"namespace {spec.namespace} is not selected by ClusterQueue {cq.name}")
+            self._pend(out, wl, selector.refusal(spec.namespace, cq.name))
             cq.park(wl)
             self._verdict = STATIC_VERDICT
             return _Outcome.SKIPPED

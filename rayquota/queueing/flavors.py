@@ -24,7 +24,7 @@ from enum import IntEnum
 from .cohorts import QuotaNode, available
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
-from .policies import BorrowWithinCohortPolicy, WhenCanBorrow, WhenCanPreempt
+from .policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
 from .quantities import format_quantity
 from .state import ClusterQueueState
 
@@ -151,15 +151,19 @@ class _FlavorFit:
             return FitMode.BORROW if self.borrowing else FitMode.FIT
         return FitMode.PREEMPT if self.rank > 0 else FitMode.NO_FIT
 
-    def better_than(self, other: _FlavorFit | None) -> bool:
-        """Kueue's default order: how the flavor can be had first, then not borrowing."""
+    def better_than(self, other: _FlavorFit | None, preference: FlavorFungibilityPreference | None) -> bool:
+        """Kueue's order: how the flavor can be had first, then not borrowing; with
+        ``flavorFungibility.preference: PreemptionOverBorrowing`` not borrowing comes first.
+        Among equals the earlier flavor stays."""
         if other is None:
             return self.rank > 0
         if self.rank == 0:
             return False
-        if self.rank != other.rank:
-            return self.rank > other.rank
-        return other.borrowing and not self.borrowing
+        how, other_how = self.rank, other.rank
+        lends, other_lends = int(not self.borrowing), int(not other.borrowing)
+        if preference is FlavorFungibilityPreference.PREEMPTION_OVER_BORROWING:
+            return (lends, how) > (other_lends, other_how)
+        return (how, lends) > (other_how, other_lends)
 
 
 def _fit_flavor(
@@ -258,7 +262,7 @@ def assign_flavors(
                 fit = _fit_flavor(cq, flavor.name, requests, usage, credit, oracle)
                 if fit.shortage is not None:
                     refusals.append(fit.shortage)
-                if fit.better_than(best):
+                if fit.better_than(best, cq.spec.flavor_fungibility.preference):
                     best, best_flavor = fit, flavor.name
                 if _stops_search(fit, cq):
                     break

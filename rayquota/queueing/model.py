@@ -14,6 +14,7 @@ from enum import StrEnum
 from .admission_checks import AdmissionCheckRule
 from .policies import (
     BorrowWithinCohortPolicy,
+    FlavorFungibilityPreference,
     QueueingStrategy,
     ReclaimWithinCohortPolicy,
     StopPolicy,
@@ -69,15 +70,30 @@ class LabelSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """A Kubernetes label selector; the empty selector matches everything."""
+    """A Kubernetes label selector; the empty selector matches everything.
+
+    ``selects_nothing``: Kubernetes' nil selector as Kueue reads a ClusterQueue's unset
+    ``namespaceSelector`` (no namespace is eligible)."""
 
     match_labels: Mapping[str, str] = field(default_factory=dict)
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+    selects_nothing: bool = False
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.selects_nothing:
+            return False
         return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
             e.matches(labels) for e in self.match_expressions
         )
+
+    def refusal(self, namespace: str, cluster_queue: str) -> str:
+        """Why a workload of ``namespace`` waits when this selector does not match it."""
+        if self.selects_nothing:
+            return (
+                f"ClusterQueue {cluster_queue} selects no namespace: its namespaceSelector is unset, "
+                "which in Kueue's API admits from none (namespaceSelector: {} admits from every one)"
+            )
+        return f"namespace {namespace} is not selected by ClusterQueue {cluster_queue}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +223,9 @@ class Preemption:
 class FlavorFungibility:
     when_can_borrow: WhenCanBorrow = WhenCanBorrow.BORROW
     when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
+    preference: FlavorFungibilityPreference | None = None
+    """How the flavors seen are ranked when none fits without borrowing or preemption; ``None``
+    ranks by fit alone (first of equals wins)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +235,8 @@ class ClusterQueue:
     cohort: str | None = None
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
     namespace_selector: LabelSelector | None = None
-    """``None`` admits workloads from every namespace."""
+    """``None`` admits workloads from every namespace (rayquota.io's meaning of an unset selector;
+    Kueue's ClusterQueues convert an unset one to a selector that ``selects_nothing``)."""
     preemption: Preemption = field(default_factory=Preemption)
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     stop_policy: StopPolicy = StopPolicy.NONE

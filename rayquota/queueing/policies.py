@@ -45,3 +45,12 @@ class WhenCanBorrow(StrEnum):
 class WhenCanPreempt(StrEnum):
     PREEMPT = "Preempt"
     TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FlavorFungibilityPreference(StrEnum):
+    """Which flavor wins when every candidate needs borrowing, preemption or both (Kueue v1beta2)."""
+
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    """A flavor that needs no preemption first; among equals, the one that does not borrow."""
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+    """A flavor that does not borrow first; among equals, the one that needs no preemption."""

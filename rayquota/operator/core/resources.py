@@ -56,6 +56,7 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")

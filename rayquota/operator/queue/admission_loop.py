@@ -17,9 +17,10 @@ from typing import Any
 
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import check_states, converter, metrics
+from rayquota.operator.queue import check_states, converter, kueue_metrics, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, ConfigObject, Driver, Writer
 from rayquota.operator.queue.freeing_writes import FreeingWrites
+from rayquota.operator.queue.priorities import PriorityClasses
 from rayquota.operator.queue.workload_status import is_evicted, is_finished, recorded_eviction
 from rayquota.queueing import Engine
 
@@ -42,6 +43,8 @@ class EnqueueingWriter:
     # Admissions and evictions go to the front of the queue: under a flood of new Workloads a
     # decision must not wait for thousands of routine reconciles.
     enqueue_first: Callable[[ObjectKey], None] | None = None
+    # The ClusterQueue an evicted workload was admitted to (Kueue's eviction metric names it).
+    cluster_queue_of: Callable[[str], str | None] = lambda _key: None
 
     def _enqueue_decision(self, key: ObjectKey) -> None:
         (self.enqueue_first or self.enqueue)(key)
@@ -55,6 +58,7 @@ class EnqueueingWriter:
 
     def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
         metrics.EVICTIONS.labels(kind).inc()
+        kueue_metrics.observe_eviction(self.cluster_queue_of(workload), kind)
         self._enqueue_decision(object_key(workload))
 
 
@@ -75,14 +79,18 @@ class AdmissionLoop:
         """``decisions``: where the driver's decisions go instead of the Workload controller (a
         read-only copy of the engine, such as the dashboard's, passes one that ignores them).
         ``clock``: how long the cycles have waited for a freeing write (the warnings' pace)."""
-        self.writer = EnqueueingWriter()
+        self.writer = EnqueueingWriter(cluster_queue_of=lambda key: self.driver.cluster_queue_of(key))
         self.driver = Driver(
             Engine(fair_sharing=fair_sharing), self.writer if decisions is None else decisions
         )
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
-        self._priorities: dict[str, int] = {}
+        self.priority_classes = PriorityClasses()
         self.freeing_writes = FreeingWrites(clock)
+
+    def _engine_cluster_queue_of(self, engine_key: str) -> str | None:
+        status = self.driver.engine.workload(engine_key)
+        return None if status is None else status.cluster_queue
 
     def request_cycle(self) -> None:
         self._wake.set()
@@ -100,7 +108,8 @@ class AdmissionLoop:
             self.request_cycle()
 
     def priority_of(self, class_name: str) -> int | None:
-        return self._priorities.get(class_name)
+        """The value of a WorkloadPriorityClass."""
+        return self.priority_classes.workload_class_value(class_name)
 
     # --- configuration events (informer callbacks) ------------------------------------------
 
@@ -139,12 +148,9 @@ class AdmissionLoop:
             )
             self.request_cycle()
 
-    def on_priority_class(self, event: str, obj: Mapping[str, Any], _old: Mapping[str, Any] | None) -> None:
-        name = str(obj["metadata"]["name"])
-        if event == DELETED:
-            self._priorities.pop(name, None)
-        else:
-            self._priorities[name] = int(obj.get("value") or 0)
+    def on_priority_class(self, event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        """A WorkloadPriorityClass changed."""
+        self.priority_classes.on_workload_class(event, obj, old)
 
     # --- start-up and the loop ---------------------------------------------------------------
 
@@ -200,7 +206,9 @@ class AdmissionLoop:
                 continue  # the write's end (freed_quota_written) wakes the loop
             started = time.perf_counter()
             decisions = self.driver.cycle(time.time())
-            metrics.observe_cycle(time.perf_counter() - started, decisions)
+            took = time.perf_counter() - started
+            metrics.observe_cycle(took, decisions)
+            kueue_metrics.observe_cycle(took, decisions, self._engine_cluster_queue_of)
             # A floor between cycles: under a stream of events, one cycle takes a batch of them
             # instead of one cycle per event (each cycle looks at every awake workload).
             await asyncio.sleep(MIN_CYCLE_GAP_S)

@@ -16,8 +16,9 @@ from typing import Any
 
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.queue import creation_order, kueue_shapes, topology_request
+from rayquota.operator.queue import creation_order, kueue_shapes, namespace_selection, topology_request
 from rayquota.operator.queue.podsets import PodSetDemand
+from rayquota.operator.queue.priorities import POD_PRIORITY_CLASS_SOURCE
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import (
     AdmissionCheck,
@@ -27,6 +28,7 @@ from rayquota.queueing import (
     ClusterQueue,
     Cohort,
     FlavorFungibility,
+    FlavorFungibilityPreference,
     FlavorQuotas,
     LabelSelector,
     LabelSelectorRequirement,
@@ -126,9 +128,13 @@ def resource_groups(raw: Sequence[Mapping[str, Any]] | None, where: str) -> tupl
     return tuple(groups)
 
 
-def label_selector(raw: Mapping[str, Any] | None) -> LabelSelector | None:
+def label_selector(
+    raw: Mapping[str, Any] | None, *, unset_selects_nothing: bool = False
+) -> LabelSelector | None:
+    """``None`` (every namespace) for an unset selector, unless ``unset_selects_nothing`` (Kueue's
+    meaning of a ClusterQueue's unset ``namespaceSelector``, see :mod:`namespace_selection`)."""
     if raw is None:
-        return None
+        return LabelSelector(selects_nothing=True) if unset_selects_nothing else None
     return LabelSelector(
         {str(k): str(v) for k, v in (raw.get("matchLabels") or {}).items()},
         tuple(
@@ -145,7 +151,11 @@ def _weight(raw: Mapping[str, Any] | None) -> float:
     return 1.0 if weight is None else parse_quantity(str(weight)) / 1000
 
 
-def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | None = None) -> ClusterQueue:
+def cluster_queue_from_spec(
+    name: str, spec: Mapping[str, Any], cohort: str | None = None, *, unset_selects_nothing: bool = False
+) -> ClusterQueue:
+    """``unset_selects_nothing``: an unset ``namespaceSelector`` admits from no namespace (Kueue's
+    ClusterQueues); otherwise from every one (rayquota.io's)."""
     where = f"clusterQueue {name}"
     spec = kueue_shapes.rayquota_spec(spec)
     preemption = spec.get("preemption") or {}
@@ -157,7 +167,9 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
             resource_groups=resource_groups(spec.get("resourceGroups"), where),
             cohort=cohort if cohort is not None else (spec.get("cohort") or None),
             queueing_strategy=QueueingStrategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
-            namespace_selector=label_selector(spec.get("namespaceSelector")),
+            namespace_selector=label_selector(
+                spec.get("namespaceSelector"), unset_selects_nothing=unset_selects_nothing
+            ),
             preemption=Preemption(
                 WithinClusterQueuePolicy(preemption.get("withinClusterQueue") or "Never"),
                 ReclaimWithinCohortPolicy(preemption.get("reclaimWithinCohort") or "Never"),
@@ -166,10 +178,7 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
                     borrow.get("maxPriorityThreshold"),
                 ),
             ),
-            flavor_fungibility=FlavorFungibility(
-                WhenCanBorrow(fungibility.get("whenCanBorrow") or "Borrow"),
-                WhenCanPreempt(fungibility.get("whenCanPreempt") or "TryNextFlavor"),
-            ),
+            flavor_fungibility=flavor_fungibility(fungibility, where),
             stop_policy=StopPolicy(spec.get("stopPolicy") or "None"),
             fair_sharing_weight=_weight(spec.get("fairSharing")),
             admission_checks=admission_check_rules(spec),
@@ -178,6 +187,26 @@ def cluster_queue_from_spec(name: str, spec: Mapping[str, Any], cohort: str | No
         raise
     except ValueError as exc:
         raise ConversionError(f"{where}: {exc}") from exc
+
+
+def flavor_fungibility(raw: Mapping[str, Any], where: str) -> FlavorFungibility:
+    """``spec.flavorFungibility``; a ``preference`` only with both policies ``TryNextFlavor``
+    (Kueue's rule: otherwise the search stops before the flavors could be compared)."""
+    fungibility = FlavorFungibility(
+        WhenCanBorrow(raw.get("whenCanBorrow") or "Borrow"),
+        WhenCanPreempt(raw.get("whenCanPreempt") or "TryNextFlavor"),
+        FlavorFungibilityPreference(raw["preference"]) if raw.get("preference") else None,
+    )
+    trying_next = (WhenCanBorrow.TRY_NEXT_FLAVOR, WhenCanPreempt.TRY_NEXT_FLAVOR)
+    if fungibility.preference is not None and (
+        (fungibility.when_can_borrow, fungibility.when_can_preempt) != trying_next
+    ):
+        raise ConversionError(
+            f"{where}.flavorFungibility.preference: {fungibility.preference.value} needs whenCanBorrow "
+            f"and whenCanPreempt both TryNextFlavor (they are {fungibility.when_can_borrow.value} and "
+            f"{fungibility.when_can_preempt.value})"
+        )
+    return fungibility
 
 
 def admission_check_rules(spec: Mapping[str, Any]) -> tuple[AdmissionCheckRule, ...]:
@@ -216,7 +245,11 @@ def resource_flavor(body: Mapping[str, Any]) -> ResourceFlavor:
 
 
 def cluster_queue(body: Mapping[str, Any]) -> ClusterQueue:
-    return cluster_queue_from_spec(_name(body), body.get("spec") or {})
+    return cluster_queue_from_spec(
+        _name(body),
+        body.get("spec") or {},
+        unset_selects_nothing=namespace_selection.unset_selector_selects_nothing(body),
+    )
 
 
 def cohort(body: Mapping[str, Any]) -> Cohort:
@@ -309,12 +342,13 @@ PriorityLookup = Callable[[str], int | None]
 
 def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: None) -> Workload:
     """A Workload object as the engine sees it. ``spec.priority`` wins; else the value of
-    ``spec.priorityClassName`` (a WorkloadPriorityClass); else 0."""
+    ``spec.priorityClassName`` when it names a WorkloadPriorityClass; else 0."""
     meta = body["metadata"]
     spec = kueue_shapes.rayquota_spec(body.get("spec") or {})
     where = f"workload {meta.get('namespace')}/{meta.get('name')}"
     priority = spec.get("priority")
-    if priority is None and spec.get("priorityClassName"):
+    workload_class = spec.get("priorityClassSource") != POD_PRIORITY_CLASS_SOURCE
+    if priority is None and spec.get("priorityClassName") and workload_class:
         priority = priority_of(str(spec["priorityClassName"]))
     pod_sets = tuple(
         _pod_set_from_api(ps, f"{where}.spec.podSets[{i}]") for i, ps in enumerate(spec.get("podSets") or ())

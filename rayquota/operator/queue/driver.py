@@ -325,6 +325,11 @@ class Driver:
         tracked = self._tracked.get(key)
         return None if tracked is None or tracked.evicting else tracked.admission
 
+    def cluster_queue_of(self, key: str) -> str | None:
+        """The ClusterQueue the workload is admitted to, evicting or not (None when pending)."""
+        tracked = self._tracked.get(key)
+        return None if tracked is None or tracked.admission is None else tracked.admission.cluster_queue
+
     def is_evicting(self, key: str) -> bool:
         tracked = self._tracked.get(key)
         return tracked is not None and tracked.evicting

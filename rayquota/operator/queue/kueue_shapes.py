@@ -4,12 +4,13 @@ translated in both directions. Pure functions on camelCase dicts.
 Inbound (any body -> the field names the converter reads), applied in both modes since the
 names never collide:
 - ClusterQueue ``spec.cohortName`` -> ``cohort``; Cohort ``spec.parentName`` -> ``parent``;
-- Workload ``spec.priorityClassRef`` (a WorkloadPriorityClass) -> ``priorityClassName``;
+- Workload ``spec.priorityClassRef`` -> ``priorityClassName`` (with ``priorityClassSource``
+  ``scheduling.k8s.io/priorityclass`` when it names a pod PriorityClass);
 - ClusterQueue ``flavorFungibility`` ``MayStopSearch`` -> ``Borrow`` / ``Preempt``.
 
 Outbound (what the integration writes, rayquota shape -> Kueue's), in Kueue-API mode only:
 - Workload ``spec.podSets[].requests`` become one container's requests in ``template`` (Kueue's
-  PodSet has only a template), ``priorityClassName`` becomes ``priorityClassRef``;
+  PodSet has only a template), ``priorityClassName`` (and its source) becomes ``priorityClassRef``;
 - Workload status: no ``pendingReason`` (its words are in the QuotaReserved condition), and
   the condition reasons Kueue's tools know (``Evicted``/``Preempted``, ``NoReservation``);
 - LocalQueue status: ``flavorUsage`` is ``flavorsUsage`` in v1beta2;
@@ -25,10 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue.check_states import UNSATISFIED_CHECKS
+from rayquota.operator.queue.priorities import POD_PRIORITY_CLASS_SOURCE
 from rayquota.queueing import TopologyAssignment, TopologyDomain
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 PRIORITY_CLASS_KIND = "WorkloadPriorityClass"
+# A pod PriorityClass (Kueue's fallback when no WorkloadPriorityClass is named).
+POD_PRIORITY_CLASS_GROUP, POD_PRIORITY_CLASS_KIND = "scheduling.k8s.io", "PriorityClass"
 # Kueue's field manager for Workload admission status (its scheduler and its perf runner
 # apply under it; the runner clears an evicted Workload's admission by omitting it).
 ADMISSION_FIELD_MANAGER = "kueue-admission"
@@ -55,13 +59,15 @@ def rayquota_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     ref = spec.get("priorityClassRef") or {}
     if ref.get("name") and ref.get("kind", PRIORITY_CLASS_KIND) == PRIORITY_CLASS_KIND:
         out.setdefault("priorityClassName", ref["name"])
+    elif ref.get("name") and ref.get("kind") == POD_PRIORITY_CLASS_KIND:
+        out.setdefault("priorityClassName", ref["name"])
+        out.setdefault("priorityClassSource", POD_PRIORITY_CLASS_SOURCE)
     if "flavorFungibility" in spec:
         fungibility = dict(spec["flavorFungibility"] or {})
-        # v1beta2 says MayStopSearch where v1beta1 said Borrow / Preempt; preference has no equivalent.
+        # v1beta2 says MayStopSearch where v1beta1 said Borrow / Preempt (preference is read as is).
         for key, stop in (("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")):
             if fungibility.get(key) == "MayStopSearch":
                 fungibility[key] = stop
-        fungibility.pop("preference", None)
         out["flavorFungibility"] = fungibility
     return out
 
@@ -86,12 +92,13 @@ def _kueue_pod_set(pod_set: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def workload_spec_to_kueue(spec: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in spec.items() if k not in ("podSets", "priorityClassName")}
+    out = {k: v for k, v in spec.items() if k not in ("podSets", "priorityClassName", "priorityClassSource")}
     out["podSets"] = [_kueue_pod_set(ps) for ps in spec.get("podSets") or ()]
     if spec.get("priorityClassName"):
+        pod_class = spec.get("priorityClassSource") == POD_PRIORITY_CLASS_SOURCE
         out["priorityClassRef"] = {
-            "group": KUEUE_GROUP,
-            "kind": PRIORITY_CLASS_KIND,
+            "group": POD_PRIORITY_CLASS_GROUP if pod_class else KUEUE_GROUP,
+            "kind": POD_PRIORITY_CLASS_KIND if pod_class else PRIORITY_CLASS_KIND,
             "name": spec["priorityClassName"],
         }
     return out

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the queue integration, Kueue's equivalents prefixed ``rayquota_``."""
+"""Prometheus metrics of the queue integration, Kueue's equivalents prefixed ``rayquota_``; Kueue's
+own ``kueue_*`` families beside them are in :mod:`kueue_metrics`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from rayquota.operator.queue import kueue_metrics
 from rayquota.queueing import Admit, Decision, Engine, Pending, Preempt
 
 _WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
@@ -72,7 +74,9 @@ def observe_cycle(seconds: float, decisions: Sequence[Decision]) -> None:
 
 
 def observe_queues(engine: Engine) -> None:
-    """Gauges from the engine's view of every ClusterQueue (called at the status rate)."""
+    """Gauges from the engine's view of every ClusterQueue (called at the status rate), Kueue's
+    families (:mod:`kueue_metrics`) too."""
+    kueue_metrics.observe_queues(engine)
     for node in engine.snapshot():
         if not node.is_cluster_queue:
             continue

@@ -119,6 +119,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     manager.informer(resources.NODES).on_change(feed.on_node)
     manager.informer(resources.PODS, field_selector=BOUND_AND_RUNNING).on_change(feed.on_pod)
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
+    # Kueue's fallback when no WorkloadPriorityClass is named: the pods' PriorityClass.
+    manager.informer(resources.PRIORITY_CLASSES).on_change(loop.priority_classes.on_pod_class)
     if api.workload_status_manager is not None:
         manager.status.apply_as[api.workloads] = api.workload_status_manager
 

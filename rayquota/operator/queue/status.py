@@ -14,11 +14,12 @@ from rayquota.operator.core import Informer, Manager, without_nulls
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import UNREACHABLE, ApiError
-from rayquota.operator.queue import metrics
+from rayquota.operator.queue import kueue_metrics, metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
+from rayquota.operator.queue.namespace_selection import unset_selector_warning
 from rayquota.operator.queue.workload_status import is_finished
 from rayquota.operator.ray import conditions
 from rayquota.queueing import ClusterQueueStatus, Engine, StopPolicy, format_quantity
@@ -55,7 +56,7 @@ def stop_policy_of(queue: Mapping[str, Any] | None) -> StopPolicy:
 
 
 def _active_condition(
-    status: ClusterQueueStatus, terminating: bool, stop_policy: StopPolicy
+    status: ClusterQueueStatus, terminating: bool, stop_policy: StopPolicy, warning: str | None = None
 ) -> tuple[bool, str, str]:
     """Kueue's ``Active`` condition: its reasons (Terminating, Stopped, ...) and when each applies."""
     if terminating:
@@ -66,7 +67,12 @@ def _active_condition(
         return False, "Inactive", str(status.disabled_reason)
     if status.check_problem is not None:
         return False, status.check_problem.reason, status.check_problem.message
-    return True, "Ready", "Can admit new workloads"
+    return True, "Ready", "Can admit new workloads" + (f"; warning: {warning}" if warning else "")
+
+
+def _observe_status(cluster_queue: str, status: Mapping[str, Any], *, terminating: bool) -> None:
+    active = conditions.is_true(status.get("conditions"), "Active")
+    kueue_metrics.observe_cluster_queue_status(cluster_queue, active, terminating)
 
 
 def local_queue_active(
@@ -96,13 +102,16 @@ def cluster_queue_status(
     terminating: bool = False,
     stop_policy: StopPolicy = StopPolicy.NONE,
     waiting_slices: int = 0,
+    warning: str | None = None,
 ) -> dict[str, Any]:
     """``flavorsUsage[].resources[].total`` and ``.borrowed`` for every flavor and resource with
     quota. ``terminating``: the ClusterQueue is being deleted (Active=False, reason Terminating).
     ``waiting_slices``: admitted workloads whose scale-up slice waits; the engine counts those
-    slices as pending, but each is one Workload, and it is admitted."""
+    slices as pending, but each is one Workload, and it is admitted. ``warning``: said in the
+    Active condition's message while the queue is ready (a rayquota.io queue without a
+    namespaceSelector, :mod:`namespace_selection`)."""
     usage = {fr: status.usage.get(fr, 0) for fr in quota} | dict(status.usage)
-    active, reason, message = _active_condition(status, terminating, stop_policy)
+    active, reason, message = _active_condition(status, terminating, stop_policy, warning)
     conds = conditions.set_condition(
         list((previous or {}).get("conditions") or []), "Active", active, reason, message, now=now
     )
@@ -278,7 +287,9 @@ class QueueStatusWriter:
                 terminating=bool(cq["metadata"].get("deletionTimestamp")),
                 stop_policy=stop_policy_of(cq),
                 waiting_slices=waiting_slices.get(name, 0),
+                warning=unset_selector_warning(cq),
             )
+            _observe_status(name, status, terminating=bool(cq["metadata"].get("deletionTimestamp")))
             self._note(changed, self.api.cluster_queues, cq, status, cluster_queue=name)
         # One pass over the Workloads for all LocalQueues (not one per queue: 10^4 x 10^2 adds up).
         by_queue: dict[tuple[str, str], list[Mapping[str, Any]]] = {}

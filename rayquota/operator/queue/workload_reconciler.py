@@ -26,7 +26,7 @@ from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.queue import converter, creation_order, metrics, naming
+from rayquota.operator.queue import converter, creation_order, kueue_metrics, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdapter, gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
@@ -315,17 +315,17 @@ class WorkloadReconciler:
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
     ) -> Obj | None:
         obj = queued.obj
-        class_name = naming.priority_class_of(obj, self.objects.settings)
-        priority = self.loop.priority_of(class_name) if class_name else None
+        priority = self.loop.priority_classes.resolve(
+            naming.priority_class_of(obj, self.objects.settings),
+            (at.template for at in queued.adapter.pod_templates(obj)),
+        )
         spec: dict[str, Any] = {
             "queueName": self.objects.queue_name(queued.kind, obj),
             "podSets": pod_sets,
-            "priority": int(priority or 0),
             # A Workload deactivated (waitForPodsReady's backoffLimitCount) stays inactive.
             "active": (workload or {}).get("spec", {}).get("active", True) is not False,
+            **priority.workload_spec(),
         }
-        if class_name:
-            spec["priorityClassName"] = class_name
         if workload is not None:
             # spec.active is the user's lever (as in Kueue): false suspends an admitted object and
             # releases its quota once its pods are gone; true queues it again.
@@ -480,6 +480,7 @@ class WorkloadReconciler:
             waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
             metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
             metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+            kueue_metrics.observe_admission(workload, cluster_queue, waited)
 
 
 def _version(obj: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
-from rayquota.operator.queue import converter, topology_request
+from rayquota.operator.queue import converter, namespace_selection, topology_request
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
@@ -186,4 +186,4 @@ def validate_cluster_queue(obj: Body) -> Verdict:
             errors.append(str(exc))
     if errors:
         return Verdict(False, f"invalid ClusterQueue {obj['metadata'].get('name')}: " + "; ".join(errors))
-    return ALLOW
+    return Verdict(True, warning=namespace_selection.unset_selector_warning(obj))

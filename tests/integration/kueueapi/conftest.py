@@ -47,6 +47,8 @@ class KueueQuota(Quota):
         return self.apply("ResourceFlavor", short, {"spec": spec})
 
     def kueue_cluster_queue(self, short: str, flavor: str, quota: dict[str, Any], **spec: Any) -> str:
+        """``namespaceSelector: {}`` (every namespace) unless given: unset, Kueue admits from none."""
+        spec.setdefault("namespaceSelector", {})
         group = {
             "coveredResources": sorted(quota),
             "flavors": [

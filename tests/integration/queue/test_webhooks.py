@@ -156,6 +156,30 @@ def test_malformed_cluster_queue_is_refused_with_the_field_named(
     assert "spec.resourceGroups[0].flavors[0].resources" in str(refused.value)
 
 
+def test_cluster_queue_without_a_namespace_selector_is_accepted_with_a_warning(
+    webhook_operator: None, kube: Kube
+) -> None:
+    """rayquota.io reads an unset namespaceSelector as every namespace, Kueue as none: said at once."""
+
+    def dry_run(**spec: Any) -> Any:
+        group = {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+        }
+        queue = {
+            "apiVersion": "rayquota.io/v1alpha1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": f"{kube.ns}-selector"},
+            "spec": {"resourceGroups": [group], **spec},
+        }
+        return kube.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(queue))
+
+    unset = dry_run()
+    assert "Warning: spec.namespaceSelector is unset" in unset.stderr
+    assert "namespaceSelector: {}" in unset.stderr
+    assert "Warning" not in dry_run(namespaceSelector={}).stderr
+
+
 def test_rayquota_run_serves_the_webhooks_on_the_local_control_plane_until_stopped(
     control_plane: Any, crds_installed: None, kube: Kube, quota: Quota, tmp_path: Path
 ) -> None:

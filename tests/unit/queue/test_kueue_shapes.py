@@ -64,8 +64,14 @@ def test_renamed_kueue_fields_reach_the_engine() -> None:
 def test_an_explicit_priority_wins_over_the_class() -> None:
     spec = {"priority": 50, "priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "high"}}
     assert kueue_shapes.rayquota_spec(spec) == {"priority": 50, "priorityClassName": "high"}
+    # A pod PriorityClass is carried as such (never read as a WorkloadPriorityClass of that name).
     pod_priority = {"priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "x"}}
-    assert "priorityClassName" not in kueue_shapes.rayquota_spec(pod_priority)
+    assert kueue_shapes.rayquota_spec(pod_priority) == {
+        "priorityClassName": "x",
+        "priorityClassSource": "scheduling.k8s.io/priorityclass",
+    }
+    wl = converter.workload({"metadata": {"namespace": "n", "name": "w"}, "spec": pod_priority}, {"x": 9}.get)
+    assert wl.priority == 0
 
 
 def test_workload_spec_written_in_kueue_shape_reads_back_the_same() -> None:

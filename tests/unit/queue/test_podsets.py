@@ -200,13 +200,14 @@ def test_an_upgrade_with_the_same_shapes_stays_within_the_pod_set_limit() -> Non
 
 
 def test_too_many_pod_sets_names_the_object_and_the_count() -> None:
-    service, old, new = _service_with_groups(1, 5)  # every worker shape changes: 1 head + 8 workers
+    # Every worker shape changes: 1 head + 18 workers, one more than Kueue's 18 pod sets.
+    service, old, new = _service_with_groups(1, 10, groups=9)
     demand = rayservice_demand(service, [old, new])
-    assert len(demand.pod_sets) == 9
+    assert len(demand.pod_sets) == 19
     message = podsets.too_many_pod_sets("RayService", service, demand)
     assert message is not None
-    assert "RayService team-a/svc needs 9 pod sets" in message and "at most 8" in message
-    assert "svc-old (5)" in message and "svc-new (5)" in message
+    assert "RayService team-a/svc needs 19 pod sets" in message and "at most 18" in message
+    assert "svc-old (10)" in message and "svc-new (10)" in message
     # Alone, each child fits.
     assert podsets.too_many_pod_sets("RayService", service, rayservice_demand(service, [new])) is None
 

@@ -1,0 +1,208 @@
+"""Kueue's own metric families (``kueue_*``, pkg/metrics/metrics.go at v0.19.2), under Kueue's names,
+label names and buckets, for the dashboards and alerts written for Kueue. Only the families whose
+meaning rayquota has are exported; docs/operations.md lists which and why not the others.
+
+Every family carries Kueue's ``replica_role`` label: ``leader``, since the admission loop runs only
+in the replica that holds the lease (or the only one). Kueue's optional custom labels are not
+offered. Amounts are in Kueue's units: whole units of the resource (cores, bytes, GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from rayquota.operator.queue import kueue_shapes
+from rayquota.queueing import Admit, Decision, Engine, Preempt, PreemptionReason
+
+REPLICA_ROLE = "leader"
+
+
+def _exponential_buckets(count: int) -> tuple[float, ...]:
+    """Kueue's ``generateExponentialBuckets``: 1, then 2.5 doubling ``count - 1`` times."""
+    return (1.0, *(2.5 * 2**i for i in range(count - 1)))
+
+
+_CQ_RESOURCE = ["cohort", "cluster_queue", "flavor", "resource", "replica_role"]
+
+ADMISSION_ATTEMPTS = Counter(
+    "kueue_admission_attempts_total",
+    "Admission cycles: 'success' when one admitted at least one workload, else 'inadmissible'",
+    ["result", "replica_role"],
+)
+ADMISSION_ATTEMPT_DURATION = Histogram(
+    "kueue_admission_attempt_duration_seconds",
+    "Time one admission cycle took, by its result",
+    ["result", "replica_role"],
+)
+PENDING = Gauge(
+    "kueue_pending_workloads",
+    "Pending workloads per ClusterQueue: 'active' (in the admission queue) or 'inadmissible' "
+    "(parked until something that could let them fit changes)",
+    ["cluster_queue", "status", "replica_role"],
+)
+RESERVING_ACTIVE = Gauge(
+    "kueue_reserving_active_workloads",
+    "Workloads holding a quota reservation, per ClusterQueue",
+    ["cluster_queue", "replica_role"],
+)
+ADMITTED_ACTIVE = Gauge(
+    "kueue_admitted_active_workloads",
+    "Admitted workloads (reservation and every admission check Ready), per ClusterQueue",
+    ["cluster_queue", "replica_role"],
+)
+CLUSTER_QUEUE_STATUS = Gauge(
+    "kueue_cluster_queue_status",
+    "1 for the ClusterQueue's status: 'pending' (inactive), 'active' or 'terminating'",
+    ["cluster_queue", "status", "replica_role"],
+)
+QUOTA_RESERVED = Counter(
+    "kueue_quota_reserved_workloads_total",
+    "Quota reservations of workloads, per ClusterQueue",
+    ["cluster_queue", "priority_class", "replica_role"],
+)
+ADMITTED = Counter(
+    "kueue_admitted_workloads_total",
+    "Admissions of workloads, per ClusterQueue",
+    ["cluster_queue", "priority_class", "replica_role"],
+)
+QUOTA_RESERVED_WAIT = Histogram(
+    "kueue_quota_reserved_wait_time_seconds",
+    "From the Workload's creation to its quota reservation",
+    ["cluster_queue", "priority_class", "replica_role"],
+    buckets=_exponential_buckets(14),
+)
+ADMISSION_WAIT = Histogram(
+    "kueue_admission_wait_time_seconds",
+    "From the Workload's creation to its admission",
+    ["cluster_queue", "priority_class", "replica_role"],
+    buckets=_exponential_buckets(16),
+)
+EVICTED = Counter(
+    "kueue_evicted_workloads_total",
+    "Evictions, per ClusterQueue and Kueue's reason (Preempted, PodsReadyTimeout, AdmissionCheck, "
+    "ClusterQueueStopped, Deactivated)",
+    ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
+)
+PREEMPTED = Counter(
+    "kueue_preempted_workloads_total",
+    "Workloads preempted, per preempting ClusterQueue and reason (InClusterQueue, "
+    "InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
+    ["preempting_cluster_queue", "reason", "replica_role"],
+)
+REPLACED_SLICES = Counter(
+    "kueue_replaced_workload_slices_total",
+    "Workload slices replaced by their successor's admission, per ClusterQueue",
+    ["cluster_queue", "replica_role"],
+)
+RESOURCE_RESERVATION = Gauge(
+    "kueue_cluster_queue_resource_reservation", "Quota reserved by workloads", _CQ_RESOURCE
+)
+RESOURCE_USAGE = Gauge("kueue_cluster_queue_resource_usage", "Quota used by admitted workloads", _CQ_RESOURCE)
+NOMINAL_QUOTA = Gauge("kueue_cluster_queue_nominal_quota", "Nominal quota", _CQ_RESOURCE)
+BORROWING_LIMIT = Gauge(
+    "kueue_cluster_queue_borrowing_limit", "Borrowing limit (+Inf when unlimited)", _CQ_RESOURCE
+)
+LENDING_LIMIT = Gauge(
+    "kueue_cluster_queue_lending_limit", "Lending limit (+Inf when unlimited)", _CQ_RESOURCE
+)
+
+# The engine's eviction kinds in Kueue's ``reason`` and ``underlying_cause`` words.
+_PREEMPTIONS = {
+    PreemptionReason.IN_CLUSTER_QUEUE,
+    PreemptionReason.RECLAIM_WITHIN_COHORT,
+    PreemptionReason.BORROW_WITHIN_COHORT,
+    PreemptionReason.FAIR_SHARING,
+}
+_EVICTION_WORDS: Mapping[str, tuple[str, str]] = {
+    PreemptionReason.STOPPED: ("ClusterQueueStopped", ""),
+    PreemptionReason.DEACTIVATED: ("Deactivated", ""),
+    PreemptionReason.ADMISSION_CHECK: ("AdmissionCheck", ""),
+    PreemptionReason.ADMISSION_CHECK_REJECTED: ("Deactivated", "AdmissionCheck"),
+}
+
+
+def eviction_words(kind: str) -> tuple[str, str]:
+    """Kueue's ``reason`` and ``underlying_cause`` for an eviction of the engine's ``kind``
+    (a preemption is ``Preempted``; others, PodsReadyTimeout included, keep their name)."""
+    if kind in _PREEMPTIONS:
+        return "Preempted", ""
+    return _EVICTION_WORDS.get(kind, (kind, ""))
+
+
+def _amount(milli: int | None) -> float:
+    return float("inf") if milli is None else milli / 1000
+
+
+def priority_class_of(workload: Mapping[str, Any]) -> str:
+    """The Workload's priority class name ("" when none), as Kueue labels its metrics."""
+    spec = kueue_shapes.rayquota_spec(workload.get("spec") or {})
+    return str(spec.get("priorityClassName") or "")
+
+
+def observe_cycle(
+    seconds: float, decisions: Sequence[Decision], cluster_queue_of: Callable[[str], str | None]
+) -> None:
+    """A cycle's attempt, preemptions and replaced slices. ``cluster_queue_of``: an engine key's
+    ClusterQueue (the preemptor's)."""
+    if not decisions:
+        return
+    result = "success" if any(isinstance(d, Admit) for d in decisions) else "inadmissible"
+    ADMISSION_ATTEMPTS.labels(result, REPLICA_ROLE).inc()
+    ADMISSION_ATTEMPT_DURATION.labels(result, REPLICA_ROLE).observe(seconds)
+    for decision in decisions:
+        match decision:
+            case Admit(replaces=str()):
+                REPLACED_SLICES.labels(decision.cluster_queue, REPLICA_ROLE).inc()
+            case Preempt(preemptor=str() as preemptor):
+                preempting = cluster_queue_of(preemptor) or ""
+                for victim in decision.victims:
+                    kind = decision.victim_kinds.get(victim, decision.kind)
+                    if kind in _PREEMPTIONS:
+                        PREEMPTED.labels(preempting, str(kind), REPLICA_ROLE).inc()
+
+
+def observe_eviction(cluster_queue: str | None, kind: str) -> None:
+    reason, cause = eviction_words(kind)
+    # The priority class is not known where evictions are decided: Kueue's label is left empty.
+    EVICTED.labels(cluster_queue or "", reason, cause, "", REPLICA_ROLE).inc()
+
+
+def observe_admission(workload: Mapping[str, Any], cluster_queue: str, waited_s: float) -> None:
+    """A workload's admission, once written (reservation and admission are one moment here:
+    the gate opens when every admission check is Ready)."""
+    priority_class = priority_class_of(workload)
+    QUOTA_RESERVED.labels(cluster_queue, priority_class, REPLICA_ROLE).inc()
+    ADMITTED.labels(cluster_queue, priority_class, REPLICA_ROLE).inc()
+    QUOTA_RESERVED_WAIT.labels(cluster_queue, priority_class, REPLICA_ROLE).observe(waited_s)
+    ADMISSION_WAIT.labels(cluster_queue, priority_class, REPLICA_ROLE).observe(waited_s)
+
+
+def observe_cluster_queue_status(cluster_queue: str, active: bool, terminating: bool) -> None:
+    current = "terminating" if terminating else "active" if active else "pending"
+    for status in ("pending", "active", "terminating"):
+        CLUSTER_QUEUE_STATUS.labels(cluster_queue, status, REPLICA_ROLE).set(1 if status == current else 0)
+
+
+def observe_queues(engine: Engine) -> None:
+    """Gauges from the engine's view of every ClusterQueue (called at the status rate)."""
+    for node in engine.snapshot():
+        if not node.is_cluster_queue:
+            continue
+        status = engine.cluster_queue_status(node.name)
+        PENDING.labels(node.name, "active", REPLICA_ROLE).set(status.pending_active)
+        PENDING.labels(node.name, "inadmissible", REPLICA_ROLE).set(status.pending_inadmissible)
+        RESERVING_ACTIVE.labels(node.name, REPLICA_ROLE).set(status.admitted)
+        ADMITTED_ACTIVE.labels(node.name, REPLICA_ROLE).set(status.admitted - status.awaiting_checks)
+        cohort = node.parent or ""
+        for (flavor, resource), (nominal, borrowing, lending) in node.quota.items():
+            labels = (cohort, node.name, flavor, resource, REPLICA_ROLE)
+            used = _amount(status.usage.get((flavor, resource), 0))
+            NOMINAL_QUOTA.labels(*labels).set(_amount(nominal))
+            BORROWING_LIMIT.labels(*labels).set(_amount(borrowing))
+            LENDING_LIMIT.labels(*labels).set(_amount(lending))
+            # Quota is held until the pods that used it are gone: what is reserved is in use.
+            RESOURCE_RESERVATION.labels(*labels).set(used)
+            RESOURCE_USAGE.labels(*labels).set(used)
