@@ -29,7 +29,6 @@ from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
     DashboardUnreachable,
-    JobAlreadyExists,
     JobInfo,
     JobNotFound,
     RetryPolicy,
@@ -37,7 +36,15 @@ from rayquota.operator.ray.dashboard import (
 from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
 from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
-from rayquota.operator.ray.rayjob.children import RayJobChildren
+from rayquota.operator.ray.rayjob.children import (
+    STATUS_POLL,
+    RayJobChildren,
+    SubmissionRefused,
+    Submitted,
+    call_purpose,
+    rayjob_key,
+)
+from rayquota.operator.ray.rayjob.dashboard_calls import DashboardCalls, NoAnswerYet
 from rayquota.operator.ray.rayjob.plan import (
     ACTIVE,
     CLUSTER_WAIT_SAFETY_S,
@@ -107,8 +114,11 @@ class RayJobReconciler(RayJobChildren):
         self._dashboards = DashboardClients(
             timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=1)
         )
+        # Dashboard calls run off the workers; an answer re-queues its RayJob (dashboard_calls).
+        self.calls: DashboardCalls[ObjectKey] = DashboardCalls(self.controller.enqueue)
 
     async def close(self) -> None:
+        await self.calls.close()
         await self._dashboards.close()
 
     # --- entry points ---------------------------------------------------------------------------
@@ -126,6 +136,7 @@ class RayJobReconciler(RayJobChildren):
     async def reconcile(self, key: ObjectKey) -> Result | None:
         rayjob = self.rayjobs.store.get_key(key)
         if rayjob is None or labels.managed_by_other_controller(rayjob):
+            self.calls.drop(key)
             return None
         if self.manager.status.is_stale(rayjob):
             raise WaitForCache  # our last status write is on its way through the watch
@@ -139,6 +150,8 @@ class RayJobReconciler(RayJobChildren):
         rayjob = copy.deepcopy(rayjob)
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
+        if status.get("jobDeploymentStatus") != RUNNING:
+            self.calls.drop(key, STATUS_POLL)  # a poll of a job no longer running is not read
         status["observedGeneration"] = rayjob["metadata"].get("generation")
         queue = self.manager.gate.queue_condition("RayJob", rayjob)
         if (
@@ -323,10 +336,26 @@ class RayJobReconciler(RayJobChildren):
         cluster = self._cluster(namespace, status["rayClusterName"])
         if cluster is not None:
             status["rayClusterStatus"] = _cluster_status_summary(cluster)
+        submission = None
+        if mode_of(rayjob) == "HTTPMode":
+            submission = submitter.job_submission(rayjob, str(status["jobId"]))
+        snapshot = dict(status)
+        answer = await self.calls.call(
+            rayjob_key(rayjob),
+            call_purpose(STATUS_POLL, status),
+            lambda: self._poll_job(namespace, snapshot, submission),
+        )
+        if answer is NoAnswerYet.IN_FLIGHT:
+            # The answer re-queues the RayJob; the timer is only a safety net.
+            return Result(self.config.dashboard_timeout_s + 5.0, poll=True)
+        if answer is NoAnswerYet.NO_ROOM:
+            return Result(JOB_STATUS_POLL_S, poll=True)
         try:
-            info = await (await self.dashboard(namespace, status)).get_job(status["jobId"])
+            outcome = answer.get()
         except JobNotFound:
             return await self._job_not_found(rayjob, status)
+        except SubmissionRefused as exc:
+            return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc.cause)[:1024])
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
@@ -335,6 +364,10 @@ class RayJobReconciler(RayJobChildren):
             status["message"] = str(exc)
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S, poll=True)
+        if isinstance(outcome, Submitted):
+            return self._submitted(rayjob, status)
+        assert isinstance(outcome, JobInfo)
+        info = outcome
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         if mode_of(rayjob) == "K8sJobMode" and not info.status.is_terminal:
             failed = await self._submitter_failed(rayjob)
@@ -358,8 +391,6 @@ class RayJobReconciler(RayJobChildren):
 
     async def _job_not_found(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         mode = mode_of(rayjob)
-        if mode == "HTTPMode":
-            return await self._submit_http(rayjob, status)
         if mode == "K8sJobMode":
             finished, failed = await self._submitter_state(rayjob)
             if finished:
@@ -472,19 +503,8 @@ class RayJobReconciler(RayJobChildren):
         if info.message:
             status["message"] = info.message[:1024]
 
-    async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
-        try:
-            dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
-            await dashboard.submit_job(submitter.job_submission(rayjob, status["jobId"]))
-        except JobAlreadyExists:
-            pass  # an earlier reconcile submitted it
-        except DashboardUnreachable as exc:
-            status["message"] = f"Ray dashboard unreachable: {exc.cause}"
-            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
-            return Result(JOB_STATUS_POLL_S)
-        except DashboardError as exc:
-            return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc)[:1024])
-        status["jobDeploymentStatus"] = RUNNING
+    def _submitted(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
+        """HTTPMode: the status poll found no job and submitted it."""
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
