@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,6 +101,12 @@ def _ray_head_needed_after(item: pytest.Item) -> bool:
         users = [i for i, other in enumerate(items) if "ray_head" in getattr(other, "fixturenames", ())]
         item.config.stash[LAST_RAY_HEAD_TEST] = max(users, default=-1)
     return item not in items or items.index(item) < item.config.stash[LAST_RAY_HEAD_TEST]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    rayhead = sys.modules.get("tests.integration.ray.rayhead")
+    if rayhead is not None and rayhead.RayHead.most_alive:
+        terminalreporter.write_line(f"real Ray heads alive at once: at most {rayhead.RayHead.most_alive}")
 
 
 @pytest.fixture(scope="session")

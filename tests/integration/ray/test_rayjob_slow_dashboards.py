@@ -37,10 +37,10 @@ def slow_rayjob_reconciles() -> float:
 
 
 class SlowDashboard:
-    """A loopback Ray dashboard that answers every job request after ANSWER_AFTER_S: a job is
+    """A loopback Ray dashboard that answers every job request after `answer_after_s`: a job is
     unknown (404) until submitted, then SUCCEEDED."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer_after_s: float = ANSWER_AFTER_S) -> None:
         self.submitted: set[str] = set()
         self.requests: list[str] = []
         lock = threading.Lock()
@@ -56,7 +56,7 @@ class SlowDashboard:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                time.sleep(ANSWER_AFTER_S)  # the dashboard's own slowness, not a test's wait
+                time.sleep(answer_after_s)  # the dashboard's own slowness, not a test's wait
                 job_id = self.path.rstrip("/").rsplit("/", 1)[-1]
                 with lock:
                     dashboard.requests.append(f"GET {job_id}")
@@ -68,7 +68,7 @@ class SlowDashboard:
                 self._send(200, {**info, "entrypoint": "python -c 'print(1)'", "end_time": 2})
 
             def do_POST(self) -> None:
-                time.sleep(ANSWER_AFTER_S)
+                time.sleep(answer_after_s)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with lock:

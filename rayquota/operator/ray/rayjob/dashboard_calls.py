@@ -115,8 +115,10 @@ class DashboardCalls(Generic[K]):
         self._calls[key] = call
         self._in_flight.add(task)
         task.add_done_callback(lambda done: self._finished(key, call))
-        await asyncio.wait({task}, timeout=self.answer_wait_s)
-        call.awaited = False
+        try:
+            await asyncio.wait({task}, timeout=self.answer_wait_s)
+        finally:
+            call.awaited = False
         if task.done() and self._calls.get(key) is call:
             return self._take(key, call)
         return NoAnswerYet.IN_FLIGHT
@@ -141,8 +143,8 @@ class DashboardCalls(Generic[K]):
 
     def _take(self, key: K, call: _Call) -> Answer:
         del self._calls[key]
-        if call.task.cancelled():
-            return Answer(call.purpose, error=asyncio.CancelledError())
+        if call.task.cancelled():  # by someone else (the loop ending): not this reconcile's cancellation
+            return Answer(call.purpose, error=RuntimeError(f"the dashboard call for {key} was cancelled"))
         error = call.task.exception()
         if error is not None:
             return Answer(call.purpose, error=error)

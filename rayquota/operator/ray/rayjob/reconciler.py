@@ -289,9 +289,7 @@ class RayJobReconciler(RayJobChildren):
             message=None,
             rayJobInfo=None,
         )
-        self.recorder.post(
-            rayjob, "Normal", "Initializing", f"RayCluster {cluster_name}, job id {job_id or '-'}"
-        )
+        # No event: the names are in the status, and KubeRay writes none for this step either.
         return Result(0.1)
 
     async def _initializing(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
@@ -383,8 +381,7 @@ class RayJobReconciler(RayJobChildren):
         if info.status == JobStatus.SUCCEEDED:
             status["succeeded"] = int(status.get("succeeded") or 0) + 1
             self._finish(status, COMPLETE, None, info.message or "the Ray job succeeded")
-            self.recorder.post(rayjob, "Normal", "Completed", f"Ray job {status['jobId']} succeeded")
-            return Result(0.1)
+            return Result(0.1)  # no event: the status says it, as under KubeRay
         return await self._attempt_failed(
             rayjob, status, "AppFailed", info.message or f"Ray job {info.status}"
         )
@@ -504,7 +501,7 @@ class RayJobReconciler(RayJobChildren):
             status["message"] = info.message[:1024]
 
     def _submitted(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
-        """HTTPMode: the status poll found no job and submitted it."""
+        """HTTPMode: the status poll found no job and submitted it. No event: the next poll's
+        jobStatus says so, and KubeRay writes none for a submission either."""
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
-        self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
