@@ -175,16 +175,12 @@ class RayJobChildren:
             rayjob_key(rayjob), call_purpose(STOP, status), lambda: self._stop_job(namespace, snapshot)
         )
         if answer is NoAnswerYet.NO_ROOM:
-            stop = self._stop_job(namespace, snapshot)
-            answer = await self._answer_inline(call_purpose(STOP, status), stop)
-        if isinstance(answer, Answer) and answer.error is not None:
+            try:
+                await self._stop_job(namespace, snapshot)
+            except (DashboardError, DashboardUnreachable) as exc:
+                log.info("could not stop Ray job %s: %s", status["jobId"], exc)
+        elif isinstance(answer, Answer) and answer.error is not None:
             log.info("could not stop Ray job %s: %s", status["jobId"], answer.error)
-
-    async def _answer_inline(self, purpose: Purpose, call: Any) -> Answer:
-        try:
-            return Answer(purpose, value=await call)
-        except (DashboardError, DashboardUnreachable) as exc:
-            return Answer(purpose, error=exc)
 
     # --- dashboard calls (run off the reconcile workers, see dashboard_calls) -------------------
 
@@ -206,8 +202,6 @@ class RayJobChildren:
             await dashboard.submit_job(submission)
         except JobAlreadyExists:
             pass  # an earlier poll submitted it
-        except DashboardUnreachable:
-            raise
         except DashboardError as exc:
             raise SubmissionRefused(exc) from exc
         return Submitted()
