@@ -184,6 +184,20 @@ class RayJobChildren:
 
     # --- dashboard calls (run off the reconcile workers, see dashboard_calls) -------------------
 
+    async def _status_poll(
+        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> Answer | NoAnswerYet:
+        """The answer of the running Ray job's status poll (_poll_job), if there is one yet."""
+        submission = None
+        if mode_of(rayjob) == "HTTPMode":
+            submission = submitter.job_submission(rayjob, str(status["jobId"]))
+        namespace, snapshot = rayjob["metadata"]["namespace"], dict(status)
+        return await self.calls.call(
+            rayjob_key(rayjob),
+            call_purpose(STATUS_POLL, status),
+            lambda: self._poll_job(namespace, snapshot, submission),
+        )
+
     async def _stop_job(self, namespace: str, status: Mapping[str, Any]) -> bool:
         return await (await self.dashboard(namespace, status)).stop_job(str(status["jobId"]))
 

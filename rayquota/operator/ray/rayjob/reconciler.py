@@ -23,7 +23,7 @@ from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.ray import conditions, labels, submitter
+from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
@@ -36,14 +36,7 @@ from rayquota.operator.ray.dashboard import (
 from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
 from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
-from rayquota.operator.ray.rayjob.children import (
-    STATUS_POLL,
-    RayJobChildren,
-    SubmissionRefused,
-    Submitted,
-    call_purpose,
-    rayjob_key,
-)
+from rayquota.operator.ray.rayjob.children import STATUS_POLL, RayJobChildren, SubmissionRefused, Submitted
 from rayquota.operator.ray.rayjob.dashboard_calls import DashboardCalls, NoAnswerYet
 from rayquota.operator.ray.rayjob.plan import (
     ACTIVE,
@@ -334,15 +327,7 @@ class RayJobReconciler(RayJobChildren):
         cluster = self._cluster(namespace, status["rayClusterName"])
         if cluster is not None:
             status["rayClusterStatus"] = _cluster_status_summary(cluster)
-        submission = None
-        if mode_of(rayjob) == "HTTPMode":
-            submission = submitter.job_submission(rayjob, str(status["jobId"]))
-        snapshot = dict(status)
-        answer = await self.calls.call(
-            rayjob_key(rayjob),
-            call_purpose(STATUS_POLL, status),
-            lambda: self._poll_job(namespace, snapshot, submission),
-        )
+        answer = await self._status_poll(rayjob, status)
         if answer is NoAnswerYet.IN_FLIGHT:
             # The answer re-queues the RayJob; the timer is only a safety net.
             return Result(self.config.dashboard_timeout_s + 5.0, poll=True)
