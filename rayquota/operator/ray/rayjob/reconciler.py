@@ -8,7 +8,9 @@
 
 Each reconcile reads the RayJob, its RayCluster, its submitter Job and the Ray job's status, and
 takes one step (two when the first leads to New, which only picks names); the daemon calls it
-again right away while something is in motion.
+again right away while something is in motion. The Ray job's status comes from a dashboard call
+that runs off the workers: a reconcile starts it, and its answer re-queues the RayJob for the
+next reconcile to read (dashboard_calls.py).
 """
 
 from __future__ import annotations
