@@ -104,7 +104,7 @@ lint: $(STAMP)
 test: binaries peers chromium prometheus redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
-	$(BIN)/python -m pytest -p no:cacheprovider -q tests
+	$(BIN)/python -m pytest -p no:cacheprovider -q --durations=25 tests
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

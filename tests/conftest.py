@@ -5,14 +5,22 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterator
+import sys
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.polling import wait_for
 
+if TYPE_CHECKING:
+    from tests.integration.ray.rayhead import RayHead
+
 REPO = Path(__file__).resolve().parent.parent
+# The session's Ray head once started: stopped right after the last test that uses it.
+SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
+LAST_RAY_HEAD_TEST = pytest.StashKey[int]()  # its index in the session's items
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,6 +60,53 @@ def control_plane() -> Iterator[object]:
             os.environ["KUBECONFIG"] = previous
         if not reuse:
             cluster.down(quiet=True, purge=True)
+
+
+@pytest.fixture(scope="session")
+def ray_head(request: pytest.FixtureRequest) -> Iterator[RayHead]:
+    """One real Ray head on loopback, shared by every test of the run that needs one (directly or
+    through another fixture), and stopped as soon as the last of them is done, not at the end of
+    the run; every process of it is gone afterwards."""
+    from tests.integration.ray.rayhead import RayHead
+
+    head = RayHead()
+    head.start()
+    request.config.stash[SHARED_RAY_HEAD] = head
+    try:
+        yield head
+    finally:
+        _stop_shared_ray_head(request.config)
+
+
+def _stop_shared_ray_head(config: pytest.Config) -> None:
+    head = config.stash.get(SHARED_RAY_HEAD, None)
+    if head is None:
+        return
+    del config.stash[SHARED_RAY_HEAD]
+    head.stop()
+    leftovers = head.processes()
+    assert not leftovers, f"Ray processes left behind: {[p.pid for p in leftovers]}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    yield  # the test's own fixtures (and a module's, at its last test) are torn down first
+    if SHARED_RAY_HEAD in item.config.stash and not _ray_head_needed_after(item):
+        _stop_shared_ray_head(item.config)
+
+
+def _ray_head_needed_after(item: pytest.Item) -> bool:
+    items = item.session.items
+    if LAST_RAY_HEAD_TEST not in item.config.stash:
+        users = [i for i, other in enumerate(items) if "ray_head" in getattr(other, "fixturenames", ())]
+        item.config.stash[LAST_RAY_HEAD_TEST] = max(users, default=-1)
+    return item not in items or items.index(item) < item.config.stash[LAST_RAY_HEAD_TEST]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    rayhead = sys.modules.get("tests.integration.ray.rayhead")
+    if rayhead is not None and rayhead.RayHead.most_alive:
+        terminalreporter.write_line(f"real Ray heads alive at once: at most {rayhead.RayHead.most_alive}")
 
 
 @pytest.fixture(scope="session")

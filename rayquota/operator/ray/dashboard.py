@@ -17,6 +17,7 @@ import aiohttp
 
 # The dashboard's job statuses are the RayJob's jobStatus values.
 from rayquota.api.ray_v1 import JobStatus
+from rayquota.operator.ray.dashboard_dns import BoundedWaitResolver
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,7 @@ class DashboardClients:
         self._max_connections = max_connections
         self._max_per_dashboard = max_connections_per_dashboard
         self._session: aiohttp.ClientSession | None = None
+        self._resolver: BoundedWaitResolver | None = None
 
     def client(self, address: str, headers: Mapping[str, str] | None = None) -> RayDashboardClient:
         """A client for the dashboard at `address` ("host:port" or a URL); `headers` go on every
@@ -298,8 +300,13 @@ class DashboardClients:
     def _shared(self) -> aiohttp.ClientSession:
         # Made on first use: an aiohttp session belongs to the event loop that is running then.
         if self._session is None or self._session.closed:
+            # Name lookups that never hold a caller long (a head's name that does not resolve
+            # can take seconds), on threads of their own.
+            self._resolver = self._resolver or BoundedWaitResolver()
             connector = aiohttp.TCPConnector(
-                limit=self._max_connections, limit_per_host=self._max_per_dashboard
+                limit=self._max_connections,
+                limit_per_host=self._max_per_dashboard,
+                resolver=self._resolver,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
@@ -310,6 +317,9 @@ class DashboardClients:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._resolver is not None:
+            await self._resolver.close()
+            self._resolver = None
 
 
 def _error_for(method: str, url: str, status: int, body: str) -> DashboardError:

@@ -16,7 +16,6 @@ from tests.integration.dashboard.test_browser_pages import readme_copy
 from tests.integration.queue.conftest import Quota, workload_of
 from tests.integration.queue.test_rayservice_quota import admitted, cpu_queue, upgrade_waits_for_quota
 from tests.integration.ray import rayservice_support
-from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import Kube
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import (
@@ -31,7 +30,6 @@ from tests.integration.ray.rayservice_support import (
 pytestmark = [pytest.mark.ray]
 
 second_ray_head = rayservice_support.second_ray_head
-__all__ = ["ray_head"]
 
 
 @pytest.fixture

@@ -31,14 +31,13 @@ from tests.integration.queue.gate_cells import (
 )
 from tests.integration.queue.gate_rayservice_cells import scenario_of
 from tests.integration.ray import rayservice_support
-from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import wait_for
 from tests.integration.ray.rayhead import RayHead
 
 pytestmark = [pytest.mark.ray]
 
 second_ray_head = rayservice_support.second_ray_head
-__all__ = ["ray_head", "second_ray_head"]
+__all__ = ["second_ray_head"]
 
 WEBHOOK_PREFIX = "qg"  # this module's operator; the session's watches q-*
 

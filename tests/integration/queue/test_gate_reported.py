@@ -25,7 +25,6 @@ from tests.integration.queue.conftest import (
 )
 from tests.integration.queue.test_rayservice_incremental_quota import incremental_service
 from tests.integration.queue.test_rayservice_quota import admitted, with_gpu_workers
-from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import Kube, running, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import (
@@ -40,7 +39,7 @@ from tests.integration.ray.rayservice_support import (
 from tests.integration.ray.test_rayservice_incremental import gateway_class
 from tests.polling import holds
 
-__all__ = ["gateway_class", "ray_head"]
+__all__ = ["gateway_class"]
 
 
 def warnings_on(kube: Kube, name: str) -> list[str]:

@@ -14,7 +14,6 @@ import pytest
 from tests.integration.queue.conftest import Quota
 from tests.integration.queue.test_rayservice_quota import admitted, cpu_queue, dashboards
 from tests.integration.ray import rayservice_support
-from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import (
@@ -33,7 +32,7 @@ from tests.polling import holds
 pytestmark = [pytest.mark.ray]
 
 second_ray_head = rayservice_support.second_ray_head
-__all__ = ["dashboards", "gateway_class", "ray_head"]
+__all__ = ["dashboards", "gateway_class"]
 
 # A head of 1000m (Ray 500m + the autoscaler sidecar 500m) and up to 2 workers of 500m:
 # the active cluster holds 2000m; the pending one starts at its head (1000m) and grows by a

@@ -21,7 +21,6 @@ from rayquota.operator.queue import cli_views
 from rayquota.queueing import parse_quantity
 from tests.integration.queue.conftest import Quota, is_admitted, workload_of
 from tests.integration.ray import rayservice_support
-from tests.integration.ray.conftest import ray_head
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import (
@@ -41,7 +40,6 @@ pytestmark = [pytest.mark.ray]
 
 # Fixtures shared with the RayService tests, made visible here.
 second_ray_head = rayservice_support.second_ray_head
-__all__ = ["ray_head"]
 
 
 @pytest.fixture

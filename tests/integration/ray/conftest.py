@@ -21,19 +21,6 @@ def namespace_prefix() -> str:
 
 
 @pytest.fixture(scope="session")
-def ray_head() -> Iterator[RayHead]:
-    """One real Ray head per test session, on loopback; every process of it is gone afterwards."""
-    head = RayHead()
-    head.start()
-    try:
-        yield head
-    finally:
-        head.stop()
-        leftovers = head.processes()
-        assert not leftovers, f"Ray processes left behind: {[p.pid for p in leftovers]}"
-
-
-@pytest.fixture(scope="session")
 def dashboard_map_file() -> Iterator[Path]:
     """The local resolver's map (cluster -> dashboard URL); tests write it while the operator runs."""
     fd, name = tempfile.mkstemp(prefix="rq-dashboards-", suffix=".json")

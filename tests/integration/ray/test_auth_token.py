@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.ray.localhead import LocalRayHead
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.podenv import container_env
+from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import Dashboards, serve_config
 
 pytestmark = pytest.mark.ray
@@ -110,7 +110,7 @@ def test_the_operator_makes_the_secret_and_gives_every_ray_container_the_token(k
 
 
 @pytest.fixture
-def token_head(kube: Kube, dashboard_map_file: Path, namespace: str) -> Iterator[tuple[LocalRayHead, str]]:
+def token_head(kube: Kube, dashboard_map_file: Path, namespace: str) -> Iterator[tuple[RayHead, str]]:
     """A real head with token auth, started with the env of the `authed` cluster's head pod (the
     token from the user's Secret), and every cluster of the namespace mapped to it."""
     token = secrets.token_urlsafe(24)
@@ -120,7 +120,7 @@ def token_head(kube: Kube, dashboard_map_file: Path, namespace: str) -> Iterator
     env = container_env(kube, pod, pod["spec"]["containers"][0])
     assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"] == token
     head_env = {name: env[name] for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    head = LocalRayHead(num_cpus=2, env=head_env)
+    head = RayHead(num_cpus=2, env=head_env)
     head.start(timeout_s=180)
     routes = Dashboards(dashboard_map_file, namespace)
     routes.route("*", head.dashboard_url)
@@ -132,7 +132,7 @@ def token_head(kube: Kube, dashboard_map_file: Path, namespace: str) -> Iterator
 
 
 def test_the_operators_dashboard_and_serve_calls_carry_the_token(
-    kube: Kube, token_head: tuple[LocalRayHead, str]
+    kube: Kube, token_head: tuple[RayHead, str]
 ) -> None:
     head, token = token_head
     jobs = f"{head.dashboard_url}/api/jobs/"

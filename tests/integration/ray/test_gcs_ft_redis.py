@@ -26,9 +26,9 @@ import pytest
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.ray.dashboard import JobSubmission, RayDashboardClient
-from rayquota.operator.ray.localhead import LocalRayHead
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.podenv import container_env, start_flags
+from tests.integration.ray.rayhead import RayHead
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.ray
@@ -99,16 +99,16 @@ def head_pod(kube: Kube, cluster: str) -> dict[str, Any]:
     return wait_for(f"the head pod of {cluster}", probe, 60)
 
 
-def head_like_the_pod(kube: Kube, pod: dict[str, Any]) -> LocalRayHead:
+def head_like_the_pod(kube: Kube, pod: dict[str, Any]) -> RayHead:
     container = pod["spec"]["containers"][0]
     env = container_env(kube, pod, container)
     flags = start_flags(env["KUBERAY_GEN_RAY_START_CMD"], REDIS_FLAGS, env)
     for name in POD_ONLY_ENV:
         env.pop(name, None)
-    return LocalRayHead(num_cpus=2, env=env, extra_args=flags)
+    return RayHead(num_cpus=2, env=env, extra_args=flags)
 
 
-def run_driver(head: LocalRayHead, body: str, timeout_s: float = 180.0) -> str:
+def run_driver(head: RayHead, body: str, timeout_s: float = 180.0) -> str:
     """A Ray driver against the head's GCS, in its own process (it connects and leaves)."""
     script = textwrap.dedent(
         f"""

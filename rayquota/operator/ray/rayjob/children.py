@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.core import Informer, Manager, Result, resources
+from rayquota.operator.core import Informer, Manager, ObjectKey, Result, resources
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.kube import ApiError, Conflict, KubeClient
@@ -19,9 +19,14 @@ from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
     DashboardUnreachable,
+    JobAlreadyExists,
+    JobInfo,
+    JobNotFound,
+    JobSubmission,
     RayDashboardClient,
 )
 from rayquota.operator.ray.labels import submission_mode as mode_of
+from rayquota.operator.ray.rayjob.dashboard_calls import Answer, DashboardCalls, NoAnswerYet, Purpose
 from rayquota.operator.ray.rayjob.plan import (
     FINALIZER,
     RUNNING,
@@ -34,6 +39,30 @@ from rayquota.operator.ray.rayjob.plan import (
 from rayquota.operator.ray.resolver import DashboardResolver
 
 log = logging.getLogger(__name__)
+
+STATUS_POLL = "status"  # the Ray job's status; in HTTPMode, its submission when Ray has no such job
+STOP = "stop"
+STOP_BEFORE_DELETION = "stop before deletion"
+
+
+class Submitted:
+    """A status poll's answer in HTTPMode when Ray had no such job: it was submitted then."""
+
+
+class SubmissionRefused(Exception):
+    """The dashboard refused the submission a status poll made (the attempt fails)."""
+
+    def __init__(self, cause: DashboardError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def rayjob_key(rayjob: Mapping[str, Any]) -> ObjectKey:
+    return ObjectKey(str(rayjob["metadata"]["namespace"]), str(rayjob["metadata"]["name"]))
+
+
+def call_purpose(kind: str, status: Mapping[str, Any]) -> Purpose:
+    return Purpose(kind, str(status.get("jobId") or ""), str(status.get("dashboardURL") or ""))
 
 
 class RayJobChildren:
@@ -49,6 +78,7 @@ class RayJobChildren:
     submitters: Informer
     head_services: Informer
     _dashboards: DashboardClients
+    calls: DashboardCalls[ObjectKey]
 
     async def dashboard(self, namespace: str, status: Mapping[str, Any]) -> RayDashboardClient:
         """A client for the dashboard in `status.dashboardURL`, with the auth token of the cluster
@@ -86,8 +116,18 @@ class RayJobChildren:
         status = rayjob.get("status") or {}
         job_id, address = status.get("jobId"), status.get("dashboardURL")
         if job_id and address and may_run_ray_job(status):
+            namespace = rayjob["metadata"]["namespace"]
+            answer = await self.calls.call(
+                rayjob_key(rayjob),
+                call_purpose(STOP_BEFORE_DELETION, status),
+                lambda: self._stop_job(namespace, dict(status)),
+            )
+            if answer is NoAnswerYet.IN_FLIGHT:
+                return Result(self.config.dashboard_timeout_s + 5.0)  # the answer comes sooner
+            if answer is NoAnswerYet.NO_ROOM:
+                return Result(1.0)
             try:
-                await (await self.dashboard(rayjob["metadata"]["namespace"], status)).stop_job(job_id)
+                answer.get()
                 self.recorder.post(
                     rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
                 )
@@ -125,12 +165,60 @@ class RayJobChildren:
     # --- the state machine ----------------------------------------------------------------------
 
     async def _stop_ray_job(self, rayjob: Mapping[str, Any], status: Mapping[str, Any]) -> None:
-        if status.get("jobId") and status.get("dashboardURL"):
+        """Ask Ray to stop the job, without waiting for the dashboard: the stop is best effort
+        (the cluster's deletion ends the job too). It replaces the status poll in flight. With
+        no room for another call in flight, the stop is made inline, as a last resort."""
+        if not (status.get("jobId") and status.get("dashboardURL")):
+            return
+        namespace, snapshot = rayjob["metadata"]["namespace"], dict(status)
+        answer = await self.calls.call(
+            rayjob_key(rayjob), call_purpose(STOP, status), lambda: self._stop_job(namespace, snapshot)
+        )
+        if answer is NoAnswerYet.NO_ROOM:
             try:
-                dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
-                await dashboard.stop_job(status["jobId"])
+                await self._stop_job(namespace, snapshot)
             except (DashboardError, DashboardUnreachable) as exc:
                 log.info("could not stop Ray job %s: %s", status["jobId"], exc)
+        elif isinstance(answer, Answer) and answer.error is not None:
+            log.info("could not stop Ray job %s: %s", status["jobId"], answer.error)
+
+    # --- dashboard calls (run off the reconcile workers, see dashboard_calls) -------------------
+
+    async def _status_poll(
+        self, rayjob: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> Answer | NoAnswerYet:
+        """The answer of the running Ray job's status poll (_poll_job), if there is one yet."""
+        submission = None
+        if mode_of(rayjob) == "HTTPMode":
+            submission = submitter.job_submission(rayjob, str(status["jobId"]))
+        namespace, snapshot = rayjob["metadata"]["namespace"], dict(status)
+        return await self.calls.call(
+            rayjob_key(rayjob),
+            call_purpose(STATUS_POLL, status),
+            lambda: self._poll_job(namespace, snapshot, submission),
+        )
+
+    async def _stop_job(self, namespace: str, status: Mapping[str, Any]) -> bool:
+        return await (await self.dashboard(namespace, status)).stop_job(str(status["jobId"]))
+
+    async def _poll_job(
+        self, namespace: str, status: Mapping[str, Any], submission: JobSubmission | None
+    ) -> JobInfo | Submitted:
+        """The Ray job's status; with `submission` (HTTPMode), a job Ray does not know is
+        submitted and the answer is Submitted."""
+        dashboard = await self.dashboard(namespace, status)
+        try:
+            return await dashboard.get_job(str(status["jobId"]))
+        except JobNotFound:
+            if submission is None:
+                raise
+        try:
+            await dashboard.submit_job(submission)
+        except JobAlreadyExists:
+            pass  # an earlier poll submitted it
+        except DashboardError as exc:
+            raise SubmissionRefused(exc) from exc
+        return Submitted()
 
     async def _ensure_cluster(self, rayjob: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
         namespace = rayjob["metadata"]["namespace"]

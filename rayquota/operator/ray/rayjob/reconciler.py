@@ -8,7 +8,9 @@
 
 Each reconcile reads the RayJob, its RayCluster, its submitter Job and the Ray job's status, and
 takes one step (two when the first leads to New, which only picks names); the daemon calls it
-again right away while something is in motion.
+again right away while something is in motion. The Ray job's status comes from a dashboard call
+that runs off the workers: a reconcile starts it, and its answer re-queues the RayJob for the
+next reconcile to read (dashboard_calls.py).
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.ray import conditions, labels, submitter
+from rayquota.operator.ray import conditions, labels
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.dashboard import (
     DashboardClients,
     DashboardError,
     DashboardUnreachable,
-    JobAlreadyExists,
     JobInfo,
     JobNotFound,
     RetryPolicy,
@@ -37,7 +38,8 @@ from rayquota.operator.ray.dashboard import (
 from rayquota.operator.ray.labels import submission_mode as mode_of
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
 from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
-from rayquota.operator.ray.rayjob.children import RayJobChildren
+from rayquota.operator.ray.rayjob.children import STATUS_POLL, RayJobChildren, SubmissionRefused, Submitted
+from rayquota.operator.ray.rayjob.dashboard_calls import DashboardCalls, NoAnswerYet
 from rayquota.operator.ray.rayjob.plan import (
     ACTIVE,
     CLUSTER_WAIT_SAFETY_S,
@@ -107,8 +109,11 @@ class RayJobReconciler(RayJobChildren):
         self._dashboards = DashboardClients(
             timeout_s=config.dashboard_timeout_s, retry=RetryPolicy(attempts=1)
         )
+        # Dashboard calls run off the workers; an answer re-queues its RayJob (dashboard_calls).
+        self.calls: DashboardCalls[ObjectKey] = DashboardCalls(self.controller.enqueue)
 
     async def close(self) -> None:
+        await self.calls.close()
         await self._dashboards.close()
 
     # --- entry points ---------------------------------------------------------------------------
@@ -126,6 +131,7 @@ class RayJobReconciler(RayJobChildren):
     async def reconcile(self, key: ObjectKey) -> Result | None:
         rayjob = self.rayjobs.store.get_key(key)
         if rayjob is None or labels.managed_by_other_controller(rayjob):
+            self.calls.drop(key)
             return None
         if self.manager.status.is_stale(rayjob):
             raise WaitForCache  # our last status write is on its way through the watch
@@ -139,6 +145,8 @@ class RayJobReconciler(RayJobChildren):
         rayjob = copy.deepcopy(rayjob)
         status = copy.deepcopy(rayjob.get("status") or {})
         result = await self._step(rayjob, status)
+        if status.get("jobDeploymentStatus") != RUNNING:
+            self.calls.drop(key, STATUS_POLL)  # a poll of a job no longer running is not read
         status["observedGeneration"] = rayjob["metadata"].get("generation")
         queue = self.manager.gate.queue_condition("RayJob", rayjob)
         if (
@@ -276,9 +284,7 @@ class RayJobReconciler(RayJobChildren):
             message=None,
             rayJobInfo=None,
         )
-        self.recorder.post(
-            rayjob, "Normal", "Initializing", f"RayCluster {cluster_name}, job id {job_id or '-'}"
-        )
+        # No event: the names are in the status, and KubeRay writes none for this step either.
         return Result(0.1)
 
     async def _initializing(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
@@ -323,10 +329,18 @@ class RayJobReconciler(RayJobChildren):
         cluster = self._cluster(namespace, status["rayClusterName"])
         if cluster is not None:
             status["rayClusterStatus"] = _cluster_status_summary(cluster)
+        answer = await self._status_poll(rayjob, status)
+        if answer is NoAnswerYet.IN_FLIGHT:
+            # The answer re-queues the RayJob; the timer is only a safety net.
+            return Result(self.config.dashboard_timeout_s + 5.0, poll=True)
+        if answer is NoAnswerYet.NO_ROOM:
+            return Result(JOB_STATUS_POLL_S, poll=True)
         try:
-            info = await (await self.dashboard(namespace, status)).get_job(status["jobId"])
+            outcome = answer.get()
         except JobNotFound:
             return await self._job_not_found(rayjob, status)
+        except SubmissionRefused as exc:
+            return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc.cause)[:1024])
         except DashboardUnreachable as exc:
             status["message"] = f"Ray dashboard unreachable: {exc.cause}"
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
@@ -335,6 +349,10 @@ class RayJobReconciler(RayJobChildren):
             status["message"] = str(exc)
             rayjob_timeouts.record_status_check(status, False, now_rfc3339())
             return Result(JOB_STATUS_POLL_S, poll=True)
+        if isinstance(outcome, Submitted):
+            return self._submitted(rayjob, status)
+        assert isinstance(outcome, JobInfo)
+        info = outcome
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
         if mode_of(rayjob) == "K8sJobMode" and not info.status.is_terminal:
             failed = await self._submitter_failed(rayjob)
@@ -350,16 +368,13 @@ class RayJobReconciler(RayJobChildren):
         if info.status == JobStatus.SUCCEEDED:
             status["succeeded"] = int(status.get("succeeded") or 0) + 1
             self._finish(status, COMPLETE, None, info.message or "the Ray job succeeded")
-            self.recorder.post(rayjob, "Normal", "Completed", f"Ray job {status['jobId']} succeeded")
-            return Result(0.1)
+            return Result(0.1)  # no event: the status says it, as under KubeRay
         return await self._attempt_failed(
             rayjob, status, "AppFailed", info.message or f"Ray job {info.status}"
         )
 
     async def _job_not_found(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
         mode = mode_of(rayjob)
-        if mode == "HTTPMode":
-            return await self._submit_http(rayjob, status)
         if mode == "K8sJobMode":
             finished, failed = await self._submitter_state(rayjob)
             if finished:
@@ -472,19 +487,8 @@ class RayJobReconciler(RayJobChildren):
         if info.message:
             status["message"] = info.message[:1024]
 
-    async def _submit_http(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
-        try:
-            dashboard = await self.dashboard(rayjob["metadata"]["namespace"], status)
-            await dashboard.submit_job(submitter.job_submission(rayjob, status["jobId"]))
-        except JobAlreadyExists:
-            pass  # an earlier reconcile submitted it
-        except DashboardUnreachable as exc:
-            status["message"] = f"Ray dashboard unreachable: {exc.cause}"
-            rayjob_timeouts.record_status_check(status, False, now_rfc3339())
-            return Result(JOB_STATUS_POLL_S)
-        except DashboardError as exc:
-            return await self._attempt_failed(rayjob, status, "SubmissionFailed", str(exc)[:1024])
-        status["jobDeploymentStatus"] = RUNNING
+    def _submitted(self, rayjob: dict[str, Any], status: dict[str, Any]) -> Result:
+        """HTTPMode: the status poll found no job and submitted it. No event: the next poll's
+        jobStatus says so, and KubeRay writes none for a submission either."""
         rayjob_timeouts.record_status_check(status, True, now_rfc3339())
-        self.recorder.post(rayjob, "Normal", "SubmittedRayJob", f"Submitted Ray job {status['jobId']}")
         return Result(0.5)
