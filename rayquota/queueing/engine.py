@@ -356,6 +356,7 @@ class Engine(EngineEvents):
             wl,
             cq,
             assignment.need,
+            self._accounting.members_of(cq),
             self._accounting.queues.__getitem__,
             self._cycle,
             self.fair_sharing,

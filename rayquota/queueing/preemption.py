@@ -250,6 +250,7 @@ def find_victims(
     preemptor: WorkloadState,
     cq: ClusterQueueState,
     need: Mapping[FlavorResource, int],
+    tree_members: Iterable[ClusterQueueState],
     queue_of: Callable[[str], ClusterQueueState],
     cycle: int,
     fair_sharing: bool,
@@ -258,7 +259,9 @@ def find_victims(
     """Return a minimal victim set that lets ``preemptor`` fit, or ``None``.
 
     ``short``: the flavor-resources that need preemption (by default those where ``need``
-    exceeds what is available now).
+    exceeds what is available now). ``tree_members`` (the queues of the cohort tree) is not
+    read: the tree is walked from the queue's own node; the parameter stays while other
+    callers are written against it.
     """
     search = _Search(
         preemptor, cq, need, frozenset(short) if short is not None else short_of(cq, need), queue_of, cycle

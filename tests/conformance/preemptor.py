@@ -55,6 +55,7 @@ def preemption_targets(engine: Engine, case: Case) -> dict[str, str]:
         preemptor,
         queue,
         usage,
+        accounting.members_of(queue),
         accounting.queues.__getitem__,
         engine._cycle + 1,
         case.fair_sharing,
