@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import available
+from .cohorts import available, may_reclaim_in_hierarchy
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
 from .policies import (
@@ -189,7 +189,9 @@ def assign_flavors(
                         continue
                     credited = fr in credit
                     shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-                    if need <= _preemption_bound(cq, fr):
+                    # Also where a subtree below the root covers it: the branch may reclaim
+                    # quota it owns from elsewhere in the tree (Kueue's mayReclaimInHierarchy).
+                    if need <= _preemption_bound(cq, fr) or may_reclaim_in_hierarchy(node, fr, need):
                         mode = FitMode.PREEMPT
                     else:
                         mode = FitMode.NO_FIT
