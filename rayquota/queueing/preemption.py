@@ -30,7 +30,7 @@ pods are gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from enum import Enum
 
@@ -101,7 +101,8 @@ def _reclaim_eligible(
 
 def within_own_quota(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
     """Does the node (a queue or a cohort) use no more than its subtree's quota in every ``fr``?"""
-    return all(node.usage.get(fr, 0) <= node.subtree.get(fr, 0) for fr in frs)
+    usage, subtree = node.usage, node.subtree
+    return all(usage.get(fr, 0) <= subtree.get(fr, 0) for fr in frs)
 
 
 def _local_available(node: QuotaNode, fr: FlavorResource) -> int:
@@ -120,17 +121,26 @@ def _fits_in_quota(
 
 
 def _subtree_cluster_queues(
-    node: QuotaNode, skip: QuotaNode | None, short: Set[FlavorResource]
-) -> Iterator[QuotaNode]:
+    node: QuotaNode, skip: QuotaNode | None, short: tuple[FlavorResource, ...]
+) -> list[QuotaNode]:
     """Queues below ``node`` using more than their quota, not descending into ``skip`` or into a
     cohort within its own quota."""
+    found: list[QuotaNode] = []
+    only = short[0] if len(short) == 1 else None
     for child in node.children:
-        if child.is_cluster_queue or child is skip or within_own_quota(child, short):
+        if child is skip:
             continue
-        yield from _subtree_cluster_queues(child, None, short)
-    for child in node.children:
-        if child.is_cluster_queue and not within_own_quota(child, short):
-            yield child
+        # Inlined for one flavor-resource: this runs for every queue of the tree on every search.
+        if only is not None:
+            if child.usage.get(only, 0) <= child.subtree.get(only, 0):
+                continue
+        elif within_own_quota(child, short):
+            continue
+        if child.is_cluster_queue:
+            found.append(child)
+        else:
+            found.extend(_subtree_cluster_queues(child, None, short))
+    return found
 
 
 @dataclass(slots=True)
@@ -138,7 +148,7 @@ class _Search:
     preemptor: WorkloadState
     cq: ClusterQueueState
     need: Mapping[FlavorResource, int]
-    short: frozenset[FlavorResource]
+    short: tuple[FlavorResource, ...]
     queue_of: Callable[[str], ClusterQueueState]
     cycle: int
 
@@ -241,9 +251,9 @@ def _in_order(
     return evicting + rest
 
 
-def short_of(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> frozenset[FlavorResource]:
+def short_of(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> tuple[FlavorResource, ...]:
     """The flavor-resources the workload cannot get without preemption."""
-    return frozenset(fr for fr, amount in need.items() if amount > available(cq.node, fr))
+    return tuple(fr for fr, amount in need.items() if amount > available(cq.node, fr))
 
 
 def find_victims(
@@ -264,7 +274,7 @@ def find_victims(
     callers are written against it.
     """
     search = _Search(
-        preemptor, cq, need, frozenset(short) if short is not None else short_of(cq, need), queue_of, cycle
+        preemptor, cq, need, tuple(short) if short is not None else short_of(cq, need), queue_of, cycle
     )
     if not search.short:
         return None
@@ -296,7 +306,7 @@ def find_victims(
     return None
 
 
-def _under_nominal(cq: ClusterQueueState, short: Set[FlavorResource]) -> bool:
+def _under_nominal(cq: ClusterQueueState, short: Iterable[FlavorResource]) -> bool:
     """Is the queue below its nominal quota in every resource needing preemption (Kueue's
     ``queueUnderNominalInResourcesNeedingPreemption``)?"""
     node = cq.node
