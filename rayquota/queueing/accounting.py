@@ -82,7 +82,8 @@ class Accounting:
         # Both parts only grow, so any change to either gives a number never seen before.
         return self._config_epoch + self.usage_epochs.get(root, 0)
 
-    def _usage_changed(self, cq: ClusterQueueState) -> None:
+    def usage_changed(self, cq: ClusterQueueState) -> None:
+        """The usage of ``cq``'s cohort tree changed: verdicts decided by it no longer stand."""
         root = cq.node.root()
         self.usage_epochs[root] = self.usage_epochs.get(root, 0) + 1
 
@@ -102,7 +103,7 @@ class Accounting:
         cq = self.queues[cluster_queue]
         for fr, amount in usage.items():
             add_usage(cq.node, fr, amount)
-        self._usage_changed(cq)
+        self.usage_changed(cq)
         self._admission_seq += 1
         wl.phase = Phase.ADMITTED
         wl.cluster_queue = cluster_queue
@@ -147,7 +148,7 @@ class Accounting:
             return None
         for fr, amount in wl.usage.items():
             add_usage(cq.node, fr, -amount)
-        self._usage_changed(cq)
+        self.usage_changed(cq)
         cq.admitted.pop(wl.key, None)
         wl.usage = {}
         wl.pod_sets = ()
@@ -194,7 +195,7 @@ class Accounting:
             delta = usage.get(fr, 0) - wl.usage.get(fr, 0)
             if delta:
                 add_usage(cq.node, fr, delta)
-        self._usage_changed(cq)
+        self.usage_changed(cq)
         wl.usage = usage
         wl.pod_sets = tuple(assignments)
         return cq

@@ -30,6 +30,7 @@ import heapq
 from enum import Enum
 
 from .cohorts import QuotaNode, borrowing_level
+from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
@@ -37,9 +38,9 @@ from .fairsharing import dominant_share
 from .flavors import FitMode, assign_flavors
 from .model import FlavorResource
 from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
-from .preemption import find_victims
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
+from .victim_oracle import VictimOracle
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -77,6 +78,9 @@ class Engine(EngineEvents):
         """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
         self._borrowing_levels: dict[str, int] = {}
         """Per ClusterQueue, how far up the cohort tree its line's borrower of this cycle must go."""
+        self._holds = CycleHolds(self._accounting)
+        self._no_candidates: dict[str, tuple[dict[FlavorResource, int], str]] = {}
+        """Workloads the first pass found no victim for, deferred to the borrowers' pass."""
 
     # ------------------------------------------------------------------ cycle
 
@@ -138,6 +142,8 @@ class Engine(EngineEvents):
         borrowers = self._drain_lines(heap, held, out, may_borrow=False)
         heapq.heapify(borrowers)
         self._drain_lines(borrowers, held, out, may_borrow=True)
+        self._holds.release()
+        self._no_candidates.clear()
         return out
 
     def _drain_lines(
@@ -183,7 +189,7 @@ class Engine(EngineEvents):
             outcome = self._schedule(wl, cq, out, may_borrow=may_borrow)
             if outcome is _Outcome.WOULD_BORROW:
                 borrowers[root] = max(borrowers.get(root, wl.spec.priority), wl.spec.priority)
-                deepest[root] = max(deepest.get(root, 0), self._borrowing_levels[cq.name])
+                deepest[root] = max(deepest.get(root, 0), self._borrowing_levels.get(cq.name, 0))
                 line.push_back(wl)
                 if group is not None and group.members:
                     line.push_group(group, None)
@@ -294,6 +300,13 @@ class Engine(EngineEvents):
                 self._pend(out, wl, f"waiting for {still} preempted workload(s) to release quota")
                 return _Outcome.PREEMPTING
             wl.awaiting = NOTHING_AWAITED
+        deferred = self._no_candidates.pop(wl.key, None)
+        if deferred is not None:
+            # Judged in this cycle's first pass: nothing since can have given it a victim or room.
+            need, reason = deferred
+            outcome = self._not_admitted(wl, cq, out, reason)
+            self._holds.hold(cq, unreclaimable_reserve(cq, need), unreclaimable=True)
+            return outcome
         newer_matters = (
             cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
@@ -317,8 +330,12 @@ class Engine(EngineEvents):
         same_queue = predecessor is not None and predecessor.cluster_queue == cq.name
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
+        members = self._accounting.members_of(cq)
+        oracle = VictimOracle(
+            wl, cq, members, self._accounting.queues.__getitem__, self._cycle, self.fair_sharing
+        )
         assignment = assign_flavors(
-            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal
+            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal, oracle
         )
 
         if assignment.mode is FitMode.BORROW and cq.node.root() in self._reclaiming:
@@ -331,6 +348,14 @@ class Engine(EngineEvents):
             )
         if assignment.mode is FitMode.BORROW and not may_borrow:
             self._borrowing_levels[cq.name] = _borrowing_level(cq, assignment.need)
+            return _Outcome.WOULD_BORROW
+        if assignment.no_candidates and not may_borrow and cq.node.parent is not None:
+            # It could have the quota only from the cohort and may preempt nobody for it: Kueue
+            # counts it as borrowing and orders it after the workloads within nominal quota.
+            reason = "; ".join(assignment.reasons) or "does not fit"
+            self._no_candidates[wl.key] = (assignment.need, reason)
+            if not spec.replaces:
+                self._no_victims[victims_key] = reason  # its look-alikes find none either
             return _Outcome.WOULD_BORROW
         if assignment.mode < FitMode.PREEMPT:
             if not spec.replaces:
@@ -375,15 +400,14 @@ class Engine(EngineEvents):
             return self._no_room(wl, cq, out, placement.failure or "no room")
 
         reason = "; ".join(assignment.reasons) or "does not fit"
-        victims = find_victims(
-            wl,
-            cq,
-            assignment.need,
-            self._accounting.members_of(cq),
-            self._accounting.queues.__getitem__,
-            self._cycle,
-            self.fair_sharing,
-        )
+        victims = oracle.victims(assignment.need)
+        if victims is not None and self._holds.overlaps(victims.workloads):
+            # Kueue skips a preemption whose targets another one of the cycle took; its
+            # look-alikes would find the same targets while the tree's usage stays put.
+            root = cq.node.root()
+            self._verdict = Verdict(VerdictBasis.USAGE, self._accounting.usage_epoch(root), root)
+            reason = "its preemption targets are already being preempted for another workload"
+            return self._not_admitted(wl, cq, out, reason)
         if victims is not None:
             chosen_victims = victims.workloads
             if asks:
@@ -394,12 +418,17 @@ class Engine(EngineEvents):
                     if more is None:
                         return self._no_room(wl, cq, out, placement.failure)
                     chosen_victims = more
+            self._holds.hold(cq, preemptor_hold(cq, assignment.need, chosen_victims), unreclaimable=False)
+            self._holds.target(chosen_victims)
             return self._preempt(wl, cq, out, chosen_victims, victims.kinds)
         if not spec.replaces:
             self._no_victims[victims_key] = reason
             if not newer_matters:
                 self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
-        return self._not_admitted(wl, cq, out, reason)
+        outcome = self._not_admitted(wl, cq, out, reason)
+        # Held after it was parked: the hold keeps others from its quota, not itself in line.
+        self._holds.hold(cq, unreclaimable_reserve(cq, assignment.need), unreclaimable=True)
+        return outcome
 
     def _preempt(
         self,
@@ -450,7 +479,10 @@ class Engine(EngineEvents):
         self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], reason: str
     ) -> _Outcome:
         self._pend(out, wl, reason)
-        if cq.spec.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO:
+        if cq.node.root() in self._holds.roots:
+            # Quota held for this cycle only may be what it lacks: judged again next cycle.
+            self._verdict = None
+        elif cq.spec.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO:
             cq.park(wl)
         return _Outcome.BLOCKED
 

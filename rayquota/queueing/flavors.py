@@ -6,6 +6,13 @@ selector and every NoSchedule/NoExecute taint is tolerated. Among usable
 flavors the first that fits within nominal quota wins; one that needs
 borrowing or preemption wins only if the fungibility policy says to stop
 there, otherwise the search goes on and falls back to the best one seen.
+
+As Kueue's flavor assigner does, a flavor that needs preemption asks the engine's preemption
+oracle what preempting there would take: reclaiming quota lent to other queues ranks above
+preempting the queue's own workloads, and a flavor where no workload may be preempted ranks
+below every flavor that can be had (so the search goes on to the next flavor). Preemption is
+considered at all only where the workload's request fits the queue's nominal quota, or the queue
+may preempt while borrowing (``borrowWithinCohort``): a queue never evicts to borrow otherwise.
 """
 
 from __future__ import annotations
@@ -14,16 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import available, may_reclaim_in_hierarchy
+from .cohorts import QuotaNode, available, may_reclaim_in_hierarchy
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
-from .policies import (
-    BorrowWithinCohortPolicy,
-    ReclaimWithinCohortPolicy,
-    WhenCanBorrow,
-    WhenCanPreempt,
-    WithinClusterQueuePolicy,
-)
+from .policies import BorrowWithinCohortPolicy, WhenCanBorrow, WhenCanPreempt
 from .quantities import format_quantity
 from .state import ClusterQueueState
 
@@ -38,6 +39,24 @@ class FitMode(IntEnum):
     FIT = 3
 
 
+class Possibility(IntEnum):
+    """What preemption could do for a flavor, worst first (Kueue's ``PreemptionPossibility``)."""
+
+    NO_CANDIDATES = 1
+    """The request fits the quota if others left, but no workload may be preempted for it."""
+    PREEMPT = 2
+    """Some of the victims would be the queue's own workloads (priority preemption)."""
+    RECLAIM = 3
+    """Every victim is another queue's workload borrowing this queue's quota."""
+
+
+PreemptionOracle = Callable[[FlavorResource, int], Possibility]
+"""Asked for a flavor and resource the workload needs ``amount`` of: could preemption get it?"""
+
+_FIT_RANK = 4
+"""Ranks above every :class:`Possibility`: the flavor fits without preemption."""
+
+
 @dataclass(slots=True)
 class FlavorAssignment:
     mode: FitMode
@@ -48,6 +67,8 @@ class FlavorAssignment:
     """What must come out of free quota: usage minus the predecessor's credit, positive parts."""
     borrowing: bool = False
     reasons: list[str] = field(default_factory=list)
+    no_candidates: bool = False
+    """A pod set's best flavor needs preemption that no workload may be preempted for."""
 
 
 TopologyRefusal = Callable[[ResourceFlavor, PodSet], str | None]
@@ -55,21 +76,13 @@ TopologyRefusal = Callable[[ResourceFlavor, PodSet], str | None]
 
 
 def _flavor_refusal(
-    flavor: ResourceFlavor,
-    pod_set: PodSet,
-    group: ResourceGroup,
-    flavors: Mapping[str, ResourceFlavor],
-    topology_refusal: TopologyRefusal | None,
+    flavor: ResourceFlavor, pod_set: PodSet, topology_refusal: TopologyRefusal | None
 ) -> str | None:
-    if pod_set.node_selector:
-        known_keys: set[str] = set()
-        for candidate in group.flavors:
-            other = flavors.get(candidate.flavor)
-            if other is not None:
-                known_keys.update(other.node_labels)
-        for key, value in pod_set.node_selector.items():
-            if key in known_keys and flavor.node_labels.get(key) != value:
-                return f"flavor {flavor.name} does not match nodeSelector {key}={value}"
+    # As Kueue v0.19 matches: only the keys the flavor's own node labels name (a selector on a
+    # key the flavor does not label is for the node scheduler, not for flavor choice).
+    for key, value in pod_set.node_selector.items():
+        if key in flavor.node_labels and flavor.node_labels[key] != value:
+            return f"flavor {flavor.name} does not match nodeSelector {key}={value}"
     for taint in flavor.node_taints:
         if taint.effect not in _HARD_EFFECTS:
             continue
@@ -81,24 +94,28 @@ def _flavor_refusal(
     return None
 
 
-def _preemption_bound(cq: ClusterQueueState, fr: FlavorResource) -> int:
-    """The most of ``fr`` this queue could hold if preemption freed everything it may take."""
-    quota = cq.node.quota[fr]
-    preemption = cq.spec.preemption
-    in_cohort = cq.node.parent is not None
-    may_borrow = in_cohort and (
-        preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
-        or preemption.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
-    )
-    if may_borrow:
-        if quota.borrowing_limit is None:
-            return 1 << 62
-        return quota.nominal + quota.borrowing_limit
-    if preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER or (
-        in_cohort and preemption.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
-    ):
-        return quota.nominal
-    return -1
+def _potential(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most of ``fr`` the node could ever use: :func:`available` with nothing in use anywhere."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0)
+    guaranteed = node.guaranteed.get(fr, 0)
+    from_parent = _potential(parent, fr)
+    quota = node.quota.get(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        from_parent = min(from_parent, node.subtree.get(fr, 0) - guaranteed + quota.borrowing_limit)
+    return guaranteed + from_parent
+
+
+def _may_preempt_for(cq: ClusterQueueState, fr: FlavorResource, need: int, nominal: int) -> bool:
+    """Kueue considers preemption for a flavor only when the request fits the queue's nominal
+    quota, or a subtree below the root covers it (the queue's branch may reclaim quota it owns
+    from elsewhere in the tree: Kueue's mayReclaimInHierarchy), or the queue may preempt while
+    borrowing."""
+    if need <= nominal or may_reclaim_in_hierarchy(cq.node, fr, need):
+        return True
+    borrow_policy = cq.spec.preemption.borrow_within_cohort.policy
+    return cq.node.parent is not None and borrow_policy is not BorrowWithinCohortPolicy.NEVER
 
 
 def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credited: bool) -> str:
@@ -121,6 +138,76 @@ def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credi
     return text
 
 
+@dataclass(slots=True)
+class _FlavorFit:
+    """How one flavor could take one resource group's requests of a pod set."""
+
+    rank: int
+    """:data:`_FIT_RANK` when it fits, a :class:`Possibility` when it needs preemption, 0 never."""
+    borrowing: bool = False
+    shortage: str | None = None
+
+    @property
+    def mode(self) -> FitMode:
+        if self.rank >= _FIT_RANK:
+            return FitMode.BORROW if self.borrowing else FitMode.FIT
+        return FitMode.PREEMPT if self.rank > 0 else FitMode.NO_FIT
+
+    def better_than(self, other: _FlavorFit | None) -> bool:
+        """Kueue's default order: how the flavor can be had first, then not borrowing."""
+        if other is None:
+            return self.rank > 0
+        if self.rank == 0:
+            return False
+        if self.rank != other.rank:
+            return self.rank > other.rank
+        return other.borrowing and not self.borrowing
+
+
+def _fit_flavor(
+    cq: ClusterQueueState,
+    flavor: str,
+    requests: Mapping[str, int],
+    usage: Mapping[FlavorResource, int],
+    credit: Mapping[FlavorResource, int],
+    oracle: PreemptionOracle | None,
+) -> _FlavorFit:
+    node = cq.node
+    fit = _FlavorFit(_FIT_RANK)
+    for resource, amount in requests.items():
+        fr = (flavor, resource)
+        quota = node.quota.get(fr)
+        if quota is None:
+            return _FlavorFit(0, shortage=f"flavor {flavor} has no quota for {resource}")
+        need = amount + usage.get(fr, 0) - credit.get(fr, 0)
+        if need <= 0:
+            continue
+        if need <= available(node, fr):
+            if node.usage.get(fr, 0) + need > quota.nominal:
+                fit.borrowing = True
+            continue
+        credited = fr in credit
+        fit.shortage = _shortage_text(cq, fr, need if credited else amount, credited)
+        if need > _potential(node, fr) or not _may_preempt_for(cq, fr, need, quota.nominal):
+            fit.rank = 0
+            return fit
+        possibility = Possibility.PREEMPT if oracle is None else oracle(fr, need)
+        fit.rank = min(fit.rank, int(possibility))
+        fit.borrowing = fit.borrowing or need > quota.nominal
+    return fit
+
+
+def _stops_search(fit: _FlavorFit, cq: ClusterQueueState) -> bool:
+    """Whether the fungibility policy takes this flavor without trying the next one (Kueue's
+    ``shouldTryNextFlavor``, negated)."""
+    fungibility = cq.spec.flavor_fungibility
+    if fit.rank <= Possibility.NO_CANDIDATES:
+        return False
+    if fit.rank < _FIT_RANK and fungibility.when_can_preempt is WhenCanPreempt.TRY_NEXT_FLAVOR:
+        return False
+    return not (fit.borrowing and fungibility.when_can_borrow is WhenCanBorrow.TRY_NEXT_FLAVOR)
+
+
 def assign_flavors(
     cq: ClusterQueueState,
     pod_sets: tuple[PodSet, ...],
@@ -128,15 +215,16 @@ def assign_flavors(
     credit: Mapping[FlavorResource, int],
     preferred: Mapping[str, Mapping[str, str]],
     topology_refusal: TopologyRefusal | None = None,
+    oracle: PreemptionOracle | None = None,
 ) -> FlavorAssignment:
     """Pick a flavor per pod set and resource group; report the weakest fit across pod sets.
 
     ``credit`` is usage the workload already holds (a predecessor slice);
     ``preferred`` maps pod set name -> resource -> flavor to try first, so a
-    scale-up stays on the flavors its pods already run on.
+    scale-up stays on the flavors its pods already run on. ``oracle`` says what preemption
+    could do in a flavor (without one, any flavor within the rules may preempt).
     """
     node = cq.node
-    fungibility = cq.spec.flavor_fungibility
     result = FlavorAssignment(FitMode.FIT)
     usage = result.usage
     for pod_set in pod_sets:
@@ -157,7 +245,7 @@ def assign_flavors(
             if wanted:
                 first = {wanted[r] for r in requests if r in wanted}
                 candidates.sort(key=lambda f: f.flavor not in first)
-            best_mode = FitMode.NO_FIT
+            best: _FlavorFit | None = None
             best_flavor: str | None = None
             refusals: list[str] = []
             for flavor_quotas in candidates:
@@ -165,56 +253,27 @@ def assign_flavors(
                 if flavor is None:
                     refusals.append(f"flavor {flavor_quotas.flavor} does not exist")
                     continue
-                refusal = _flavor_refusal(flavor, pod_set, group, flavors, topology_refusal)
+                refusal = _flavor_refusal(flavor, pod_set, topology_refusal)
                 if refusal is not None:
                     refusals.append(refusal)
                     continue
-                mode = FitMode.FIT
-                shortage: str | None = None
-                for resource, amount in requests.items():
-                    fr = (flavor.name, resource)
-                    quota = node.quota.get(fr)
-                    if quota is None:
-                        mode = FitMode.NO_FIT
-                        shortage = f"flavor {flavor.name} has no quota for {resource}"
-                        break
-                    need = amount + usage.get(fr, 0) - credit.get(fr, 0)
-                    if need <= 0:
-                        continue
-                    used = node.usage.get(fr, 0)
-                    free = available(node, fr)
-                    if need <= free:
-                        if used + need > quota.nominal and mode > FitMode.BORROW:
-                            mode = FitMode.BORROW
-                        continue
-                    credited = fr in credit
-                    shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-                    # Also where a subtree below the root covers it: the branch may reclaim
-                    # quota it owns from elsewhere in the tree (Kueue's mayReclaimInHierarchy).
-                    if need <= _preemption_bound(cq, fr) or may_reclaim_in_hierarchy(node, fr, need):
-                        mode = FitMode.PREEMPT
-                    else:
-                        mode = FitMode.NO_FIT
-                        break
-                if shortage is not None:
-                    refusals.append(shortage)
-                if mode > best_mode:
-                    best_mode, best_flavor = mode, flavor.name
-                if mode is FitMode.FIT:
+                fit = _fit_flavor(cq, flavor.name, requests, usage, credit, oracle)
+                if fit.shortage is not None:
+                    refusals.append(fit.shortage)
+                if fit.better_than(best):
+                    best, best_flavor = fit, flavor.name
+                if _stops_search(fit, cq):
                     break
-                if mode is FitMode.BORROW and fungibility.when_can_borrow is WhenCanBorrow.BORROW:
-                    break
-                if mode is FitMode.PREEMPT and fungibility.when_can_preempt is WhenCanPreempt.PREEMPT:
-                    break
-            if best_flavor is None:
+            if best is None or best_flavor is None:
                 result.mode = FitMode.NO_FIT
                 prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
                 result.reasons.append(prefix + ("; or ".join(refusals) or "no flavor in its resource group"))
                 return result
-            if best_mode is not FitMode.FIT:
+            if best.mode is not FitMode.FIT:
                 prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
                 result.reasons.extend(prefix + r for r in refusals)
-            pod_set_mode = min(pod_set_mode, best_mode)
+            pod_set_mode = min(pod_set_mode, best.mode)
+            result.no_candidates = result.no_candidates or best.rank == Possibility.NO_CANDIDATES
             for resource, amount in requests.items():
                 chosen[resource] = best_flavor
                 fr = (best_flavor, resource)

@@ -195,6 +195,7 @@ def _workload(raw: Raw, index: int) -> Workload:
         _pod_sets(raw),
         priority=int(raw.get("priority", 0)),
         created=float(raw.get("created", index)),
+        replaces=raw.get("replaces"),
     )
 
 

@@ -1,0 +1,66 @@
+"""Kueue's preemption oracle for the workload a cycle is judging.
+
+Flavor assignment asks it, per flavor and resource the workload falls short in, what preemption
+could do there (:class:`~.flavors.Possibility`): nothing (no workload may be preempted for it),
+reclaim (every victim is another queue's borrowed quota) or preempt (some victims are the queue's
+own). The victims it finds are kept, so the cycle does not search again for the same need once
+the flavor is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from .flavors import Possibility
+from .model import FlavorResource
+from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
+from .preemption import Victims, find_victims
+from .state import ClusterQueueState, WorkloadState
+
+
+class VictimOracle:
+    def __init__(
+        self,
+        wl: WorkloadState,
+        cq: ClusterQueueState,
+        members: Sequence[ClusterQueueState],
+        queue_of: Callable[[str], ClusterQueueState],
+        cycle: int,
+        fair_sharing: bool,
+    ) -> None:
+        self._wl = wl
+        self._cq = cq
+        self._members = members
+        self._queue_of = queue_of
+        self._cycle = cycle
+        self._fair_sharing = fair_sharing
+        policy = cq.spec.preemption
+        self._may_preempt = (
+            policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+            or policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
+            or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
+        )
+        self._found: dict[tuple[FlavorResource, int], Victims | None] = {}
+
+    def __call__(self, fr: FlavorResource, amount: int) -> Possibility:
+        if not self._may_preempt:
+            return Possibility.NO_CANDIDATES
+        victims = self._found[(fr, amount)] = self._search({fr: amount})
+        if victims is None:
+            return Possibility.NO_CANDIDATES
+        if any(v.cluster_queue == self._cq.name for v in victims.workloads):
+            return Possibility.PREEMPT
+        return Possibility.RECLAIM
+
+    def victims(self, need: Mapping[FlavorResource, int]) -> Victims | None:
+        """The victims that let the workload fit ``need`` (the oracle's, if it was asked that)."""
+        if len(need) == 1:
+            ((fr, amount),) = need.items()
+            if (fr, amount) in self._found:
+                return self._found[(fr, amount)]
+        return self._search(need)
+
+    def _search(self, need: Mapping[FlavorResource, int]) -> Victims | None:
+        return find_victims(
+            self._wl, self._cq, need, self._members, self._queue_of, self._cycle, self._fair_sharing
+        )
