@@ -288,3 +288,42 @@ class QuotaTree:
         if not parent.children and parent.name not in cohorts:
             # Named by queues only, and none names it now: a rebuild would not have it.
             del self.cohorts[parent.name]
+
+
+# --- how far up the tree a request must go ------------------------------------------------------
+
+
+def _height(node: QuotaNode) -> int:
+    """Distance to the furthest leaf below (a cohort with only queues below it: 1)."""
+    height = 1 if node.children else 0
+    for child in node.children:
+        if not child.is_cluster_queue:
+            height = max(height, _height(child) + 1)
+    return height
+
+
+def _lowest_fitting_subtree(node: QuotaNode, fr: FlavorResource, amount: int) -> tuple[int, bool]:
+    """The height of the lowest subtree above the queue ``node`` whose own quota covers ``amount``
+    more of ``fr`` (0: the queue's own nominal quota does), and whether that subtree lies below
+    the root (Kueue's ``FindHeightOfLowestSubtreeThatFits``)."""
+    if node.parent is None or node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0):
+        return 0, node.parent is not None
+    remaining = amount - max(0, node.guaranteed.get(fr, 0) - node.usage.get(fr, 0))
+    for ancestor in node.ancestors():
+        if ancestor.usage.get(fr, 0) + remaining <= ancestor.subtree.get(fr, 0):
+            return _height(ancestor), ancestor.parent is not None
+        remaining -= max(0, ancestor.guaranteed.get(fr, 0) - ancestor.usage.get(fr, 0))
+    return _height(node.root()), False
+
+
+def borrowing_level(node: QuotaNode, fr: FlavorResource, amount: int) -> int:
+    """How far up the cohort tree the queue must borrow to take ``amount`` more of ``fr``: 0
+    within its nominal quota, else the height of the lowest cohort whose subtree quota covers it
+    (a cycle's borrowers go lowest level first, before priority, as in Kueue)."""
+    return _lowest_fitting_subtree(node, fr, amount)[0]
+
+
+def may_reclaim_in_hierarchy(node: QuotaNode, fr: FlavorResource, amount: int) -> bool:
+    """Does ``amount`` more of ``fr`` fit the quota of a subtree below the root (so the queue's
+    branch may reclaim it from workloads elsewhere in the tree, Kueue's ``mayReclaimInHierarchy``)?"""
+    return _lowest_fitting_subtree(node, fr, amount)[1]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 from enum import Enum
 
-from .cohorts import QuotaNode
+from .cohorts import QuotaNode, borrowing_level
 from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
@@ -43,6 +43,9 @@ from .state import NOTHING_AWAITED, ClusterQueueState, Order, PendingGroup, Phas
 from .victim_oracle import VictimOracle
 
 STRICT = QueueingStrategy.STRICT_FIFO
+
+_LineKey = tuple[int, int, Order, int, CycleLine]
+"""A line in a cycle's heap: (fair share, borrowing level, its first workload's order, index, line)."""
 
 
 class _Outcome(Enum):
@@ -73,6 +76,8 @@ class Engine(EngineEvents):
         """Cohort trees where preemptors wait for their victims: nobody borrows there."""
         self._verdict: Verdict | None = None
         """How the last failed ``_schedule`` was decided (see :mod:`.cycle_line`)."""
+        self._borrowing_levels: dict[str, int] = {}
+        """Per ClusterQueue, how far up the cohort tree its line's borrower of this cycle must go."""
         self._holds = CycleHolds(self._accounting)
         self._no_candidates: dict[str, tuple[dict[FlavorResource, int], str]] = {}
         """Workloads the first pass found no victim for, deferred to the borrowers' pass."""
@@ -95,6 +100,7 @@ class Engine(EngineEvents):
         held: dict[str, tuple[Order, str]] = {}
         ready = [wl for wl in self._preemptors.values() if not self._awaited(wl)]
         self._reclaiming = set()
+        self._borrowing_levels = {}
         for wl in self._preemptors.values():
             cq = self._accounting.queues.get(wl.cluster_queue or "")
             if cq is not None and self._awaited(wl):
@@ -117,7 +123,7 @@ class Engine(EngineEvents):
                 elif outcome is _Outcome.BLOCKED and cq.spec.queueing_strategy is STRICT:
                     reason = f"waiting behind {wl.key} at the head of StrictFIFO ClusterQueue {cq.name}"
                     held[cq.name] = (wl.order, reason)
-        heap: list[tuple[int, Order, int, CycleLine]] = []
+        heap: list[_LineKey] = []
         for index, cq in enumerate(self._accounting.queues.values()):
             if not cq.has_awake():
                 continue
@@ -142,19 +148,21 @@ class Engine(EngineEvents):
 
     def _drain_lines(
         self,
-        heap: list[tuple[int, Order, int, CycleLine]],
+        heap: list[_LineKey],
         held: dict[str, tuple[Order, str]],
         out: list[Decision],
         *,
         may_borrow: bool,
-    ) -> list[tuple[int, Order, int, CycleLine]]:
+    ) -> list[_LineKey]:
         """Judge the lines' workloads in order; return the lines stopped at one that would borrow."""
-        stopped: list[tuple[int, Order, int, CycleLine]] = []
+        stopped: list[_LineKey] = []
         # Per cohort tree, the highest priority of a workload waiting to borrow: nothing of lower
         # priority in that tree goes ahead of it, within nominal quota or not.
         borrowers: dict[QuotaNode, int] = {}
+        deepest: dict[QuotaNode, int] = {}
+        """Per cohort tree, the highest borrowing level among its waiting borrowers."""
         while heap:
-            _, _, index, line = heapq.heappop(heap)
+            _, _, _, index, line = heapq.heappop(heap)
             cq = line.cq
             wl, group, verdict = line.pop()
             hold = held.get(cq.name)
@@ -167,6 +175,7 @@ class Engine(EngineEvents):
                     line.push_back(wl)
                 else:
                     line.push_group(group, verdict)
+                self._borrowing_levels[cq.name] = self._held_level(wl, cq, deepest[root])
                 self._push_line(stopped, index, line)
                 continue
             if group is not None:
@@ -180,6 +189,7 @@ class Engine(EngineEvents):
             outcome = self._schedule(wl, cq, out, may_borrow=may_borrow)
             if outcome is _Outcome.WOULD_BORROW:
                 borrowers[root] = max(borrowers.get(root, wl.spec.priority), wl.spec.priority)
+                deepest[root] = max(deepest.get(root, 0), self._borrowing_levels.get(cq.name, 0))
                 line.push_back(wl)
                 if group is not None and group.members:
                     line.push_group(group, None)
@@ -201,11 +211,23 @@ class Engine(EngineEvents):
             self._push_line(heap, index, line)
         return stopped
 
-    def _push_line(self, heap: list[tuple[int, Order, int, CycleLine]], index: int, line: CycleLine) -> None:
+    def _held_level(self, wl: WorkloadState, cq: ClusterQueueState, deepest: int) -> int:
+        """The borrowing level of a workload held behind higher-priority borrowers of its tree:
+        its own if it must borrow too (a scale-up slice measured without its predecessor's
+        credit), else the deepest of theirs, so it waits for them."""
+        assignment = assign_flavors(
+            cq, wl.spec.pod_sets, self._accounting.flavors, {}, {}, self._placement.refusal
+        )
+        return _borrowing_level(cq, assignment.need) if assignment.mode is FitMode.BORROW else deepest
+
+    def _push_line(self, heap: list[_LineKey], index: int, line: CycleLine) -> None:
         first = line.first_order()
         if first is not None:
             share = dominant_share(line.cq) if self.fair_sharing else 0
-            heapq.heappush(heap, (share, first, index, line))
+            # Borrowers whose request a lower subtree covers go first, before priority (Kueue's
+            # order of a cycle's heads); a queue's later workloads keep its first borrower's level.
+            level = self._borrowing_levels.get(line.cq.name, 0)
+            heapq.heappush(heap, (share, level, first, index, line))
 
     def _hold_back(
         self, out: list[Decision], line: CycleLine, wl: WorkloadState, group: PendingGroup | None, reason: str
@@ -325,6 +347,7 @@ class Engine(EngineEvents):
                 wl, cq, out, f"would borrow while cohort {cq.node.root().name} has preemptions in progress"
             )
         if assignment.mode is FitMode.BORROW and not may_borrow:
+            self._borrowing_levels[cq.name] = _borrowing_level(cq, assignment.need)
             return _Outcome.WOULD_BORROW
         if assignment.no_candidates and not may_borrow and cq.node.parent is not None:
             # It could have the quota only from the cohort and may preempt nobody for it: Kueue
@@ -489,3 +512,7 @@ class Engine(EngineEvents):
 
 def _order(wl: WorkloadState) -> Order:
     return wl.order
+
+
+def _borrowing_level(cq: ClusterQueueState, need: dict[FlavorResource, int]) -> int:
+    return max((borrowing_level(cq.node, fr, amount) for fr, amount in need.items()), default=0)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import QuotaNode, available
+from .cohorts import QuotaNode, available, may_reclaim_in_hierarchy
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
 from .policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
@@ -107,10 +107,12 @@ def _potential(node: QuotaNode, fr: FlavorResource) -> int:
     return guaranteed + from_parent
 
 
-def _may_preempt_for(cq: ClusterQueueState, need: int, nominal: int) -> bool:
+def _may_preempt_for(cq: ClusterQueueState, fr: FlavorResource, need: int, nominal: int) -> bool:
     """Kueue considers preemption for a flavor only when the request fits the queue's nominal
-    quota, or the queue may preempt while borrowing."""
-    if need <= nominal:
+    quota, or a subtree below the root covers it (the queue's branch may reclaim quota it owns
+    from elsewhere in the tree: Kueue's mayReclaimInHierarchy), or the queue may preempt while
+    borrowing."""
+    if need <= nominal or may_reclaim_in_hierarchy(cq.node, fr, need):
         return True
     borrow_policy = cq.spec.preemption.borrow_within_cohort.policy
     return cq.node.parent is not None and borrow_policy is not BorrowWithinCohortPolicy.NEVER
@@ -190,7 +192,7 @@ def _fit_flavor(
             continue
         credited = fr in credit
         fit.shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-        if need > _potential(node, fr) or not _may_preempt_for(cq, need, quota.nominal):
+        if need > _potential(node, fr) or not _may_preempt_for(cq, fr, need, quota.nominal):
             fit.rank = 0
             return fit
         possibility = Possibility.PREEMPT if oracle is None else oracle(fr, need)

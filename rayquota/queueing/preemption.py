@@ -1,36 +1,40 @@
 """Choosing victims: the smallest set of admitted workloads whose removal lets a workload fit.
 
-Candidates follow the ClusterQueue's preemption policy:
+The rules are Kueue v0.19's classical preemption, so a manifest written for Kueue evicts what it
+would evict there (tests/conformance holds Kueue's own cases):
 
-- ``withinClusterQueue``: lower-priority (or equal-priority newer) workloads
-  of the same queue;
-- ``reclaimWithinCohort``: workloads of other queues in the cohort tree that
-  are borrowing, so the preemptor gets its nominal quota back. A victim of
-  equal or higher priority than the preemptor (policy ``Any``) is taken only
-  if its queue stays at or above nominal without it: otherwise reclaiming a
-  little would free a lot, and the surplus would be borrowed and reclaimed
-  again in a cascade that never settles;
-- ``borrowWithinCohort``: lower-priority borrowers of other queues (at or
-  below ``maxPriorityThreshold``) even if the preemptor itself borrows.
+- Only workloads using a flavor-resource the preemptor cannot get without preemption are
+  candidates ("short" below).
+- ``withinClusterQueue``: workloads of the same queue, by priority (and age, with
+  ``LowerOrNewerEqualPriority``).
+- Other queues of the cohort tree (``reclaimWithinCohort``): walking up from the preemptor's
+  cohort, each subtree is searched for queues (and cohorts) using more than their own quota. A
+  candidate found in the first subtree whose quota covers the preemptor's request, or in any
+  above it, is a **hierarchical reclaim**: the preemptor's branch has a better right to that
+  quota, so it may be taken even while the preemptor borrows. Below that subtree a candidate is
+  a plain reclaim: taken only if the preemptor does not borrow afterwards, unless
+  ``borrowWithinCohort`` allows it for lower priorities (at or below ``maxPriorityThreshold``).
+  With policy ``Any`` a borrower's workload of equal or higher priority may go too.
+- A candidate of another queue stays valid only while that queue, and every cohort between it
+  and the subtree where it was found, still uses more than its own quota: removals made for the
+  same preemptor may bring it back within it.
 
-Without borrowing first, with all candidates, only when other queues' workloads can be
-reclaimed and the queue is still under nominal quota where the workload falls short; then with
-borrowing, the queue's own workloads (Kueue v0.19's classical preemption does the same: a queue
-at nominal that evicted its own workloads down to nominal minus the need would evict more than
-the room it lacks). Candidates are ordered borrowers in other queues first, then lower priority,
-then most recently admitted. They are removed one by one until the workload
-fits; then each removed one, newest decision first, is put back if the
-workload still fits without its removal. Removals are simulated on the live
-usage and always undone: quota is released only when the operator says the
-victims' pods are gone.
+Candidates are ordered: already being evicted first, then hierarchical reclaims, plain reclaims,
+the preemptor's own queue; within each, lower priority, then most recently admitted. They are
+removed one by one until the workload fits; then each removed one, newest choice first, is put
+back if the workload still fits without its removal. First tried while borrowing is allowed, then
+without (or the reverse when only a plain reclaim below nominal can help). Removals are simulated
+on the live usage and always undone: quota is released only when the operator says the victims'
+pods are gone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
+from enum import Enum
 
-from .cohorts import add_usage, available
+from .cohorts import QuotaNode, add_usage, available
 from .decisions import PreemptionReason
 from .fairsharing import dominant_share
 from .model import FlavorResource
@@ -44,57 +48,30 @@ class Victims:
     kinds: dict[str, PreemptionReason]
 
 
-def _fits(cq: ClusterQueueState, need: Mapping[FlavorResource, int], allow_borrowing: bool) -> bool:
-    node = cq.node
-    for fr, amount in need.items():
-        if amount > available(node, fr):
-            return False
-        if not allow_borrowing and node.usage.get(fr, 0) + amount > node.quota[fr].nominal:
-            return False
-    return True
+class Variant(Enum):
+    """Why a candidate may be preempted, and so when (Kueue's preemption variants)."""
+
+    WITHIN_QUEUE = PreemptionReason.IN_CLUSTER_QUEUE
+    HIERARCHICAL_RECLAIM = PreemptionReason.RECLAIM_WITHIN_COHORT
+    """The preemptor's branch of the tree owns the quota the candidate uses: even while borrowing."""
+    RECLAIM_WITHOUT_BORROWING = "reclaim-without-borrowing"
+    """Only if the preemptor then fits without borrowing."""
+    RECLAIM_WHILE_BORROWING = PreemptionReason.BORROW_WITHIN_COHORT
+
+    @property
+    def reason(self) -> PreemptionReason:
+        if self is Variant.RECLAIM_WITHOUT_BORROWING:
+            return PreemptionReason.RECLAIM_WITHIN_COHORT
+        return PreemptionReason(self.value)
 
 
-def _borrowing(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> bool:
-    node = cq.node
-    for fr in need:
-        quota = node.quota.get(fr)
-        if node.usage.get(fr, 0) > (quota.nominal if quota else 0):
-            return True
-    return False
-
-
-def _purely_borrowed(
-    victim: WorkloadState, owner: ClusterQueueState, need: Mapping[FlavorResource, int]
-) -> bool:
-    """Would the victim's queue stay at or above its nominal quota without it?"""
-    node = owner.node
-    for fr, amount in victim.usage.items():
-        if fr in need:
-            quota = node.quota.get(fr)
-            if node.usage.get(fr, 0) - amount < (quota.nominal if quota else 0):
-                return False
-    return True
-
-
-def _under_nominal_where_short(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> bool:
-    """Is the queue below its nominal quota in every resource the workload cannot get without
-    preemption (Kueue's ``queueUnderNominalInResourcesNeedingPreemption``)?"""
-    node = cq.node
-    for fr, amount in need.items():
-        if amount > available(node, fr):
-            quota = node.quota.get(fr)
-            if node.usage.get(fr, 0) >= (quota.nominal if quota else 0):
-                return False
-    return True
-
-
-def _shift(wl: WorkloadState, cq: ClusterQueueState, sign: int) -> None:
-    for fr, amount in wl.usage.items():
-        add_usage(cq.node, fr, sign * amount)
-
-
-def _overlaps(wl: WorkloadState, need: Mapping[FlavorResource, int]) -> bool:
-    return any(fr in need for fr in wl.usage)
+@dataclass(slots=True)
+class Candidate:
+    workload: WorkloadState
+    owner: ClusterQueueState
+    variant: Variant
+    found_in: QuotaNode | None
+    """The subtree root (a cohort) where it was found; ``None`` in the preemptor's own queue."""
 
 
 def same_queue_eligible(
@@ -112,6 +89,173 @@ def same_queue_eligible(
     )
 
 
+def _reclaim_eligible(
+    preemptor: WorkloadState, victim: WorkloadState, policy: ReclaimWithinCohortPolicy
+) -> bool:
+    if policy is ReclaimWithinCohortPolicy.ANY:
+        return True
+    return (
+        policy is ReclaimWithinCohortPolicy.LOWER_PRIORITY and victim.spec.priority < preemptor.spec.priority
+    )
+
+
+def within_own_quota(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
+    """Does the node (a queue or a cohort) use no more than its subtree's quota in every ``fr``?"""
+    usage, subtree = node.usage, node.subtree
+    return all(usage.get(fr, 0) <= subtree.get(fr, 0) for fr in frs)
+
+
+def _local_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """Quota the node keeps for its subtree (never lent) and does not use."""
+    return max(0, node.guaranteed.get(fr, 0) - node.usage.get(fr, 0))
+
+
+def _fits_in_quota(
+    node: QuotaNode, requests: Mapping[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    """Would ``requests`` fit the node's own subtree quota; and what remains for the level above
+    once its unlent, unused quota is taken."""
+    fits = all(node.usage.get(fr, 0) + v <= node.subtree.get(fr, 0) for fr, v in requests.items())
+    remaining = {fr: max(0, v - _local_available(node, fr)) for fr, v in requests.items()}
+    return fits, remaining
+
+
+def _subtree_cluster_queues(
+    node: QuotaNode, skip: QuotaNode | None, short: tuple[FlavorResource, ...]
+) -> list[QuotaNode]:
+    """Queues below ``node`` using more than their quota, not descending into ``skip`` or into a
+    cohort within its own quota."""
+    found: list[QuotaNode] = []
+    only = short[0] if len(short) == 1 else None
+    for child in node.children:
+        if child is skip:
+            continue
+        # Inlined for one flavor-resource: this runs for every queue of the tree on every search.
+        if only is not None:
+            if child.usage.get(only, 0) <= child.subtree.get(only, 0):
+                continue
+        elif within_own_quota(child, short):
+            continue
+        if child.is_cluster_queue:
+            found.append(child)
+        else:
+            found.extend(_subtree_cluster_queues(child, None, short))
+    return found
+
+
+@dataclass(slots=True)
+class _Search:
+    preemptor: WorkloadState
+    cq: ClusterQueueState
+    need: Mapping[FlavorResource, int]
+    short: tuple[FlavorResource, ...]
+    queue_of: Callable[[str], ClusterQueueState]
+    cycle: int
+
+    def eligible(self, victim: WorkloadState) -> bool:
+        return (
+            victim.phase is not Phase.PENDING
+            and victim.admitted_cycle != self.cycle  # never undo an admission of this same cycle
+            and victim.key != self.preemptor.key
+            and victim.key != self.preemptor.spec.replaces
+            and any(fr in self.short for fr in victim.usage)
+        )
+
+    def own_queue(self) -> list[Candidate]:
+        policy = self.cq.spec.preemption.within_cluster_queue
+        return [
+            Candidate(v, self.cq, Variant.WITHIN_QUEUE, None)
+            for v in self.cq.admitted.values()
+            if self.eligible(v) and same_queue_eligible(self.preemptor, v, policy)
+        ]
+
+    def classify(self, victim: WorkloadState, advantage: bool) -> Variant | None:
+        policy = self.cq.spec.preemption
+        if not _reclaim_eligible(self.preemptor, victim, policy.reclaim_within_cohort):
+            return None
+        if advantage:
+            return Variant.HIERARCHICAL_RECLAIM
+        borrow = policy.borrow_within_cohort
+        if borrow.policy is BorrowWithinCohortPolicy.NEVER:
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        theirs = victim.spec.priority
+        threshold = borrow.max_priority_threshold
+        if theirs >= self.preemptor.spec.priority or (threshold is not None and theirs > threshold):
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        return Variant.RECLAIM_WHILE_BORROWING
+
+    def other_queues(self) -> list[Candidate]:
+        """Candidates up the cohort tree, each subtree searched once (Kueue's hierarchical reclaim)."""
+        node = self.cq.node
+        if (
+            node.parent is None
+            or self.cq.spec.preemption.reclaim_within_cohort is ReclaimWithinCohortPolicy.NEVER
+        ):
+            return []
+        found: list[Candidate] = []
+        advantage, remaining = _fits_in_quota(node, self.need)
+        previous: QuotaNode | None = None
+        for subtree in node.ancestors():
+            for leaf in _subtree_cluster_queues(subtree, previous, self.short):
+                if leaf is node:
+                    continue
+                owner = self.queue_of(leaf.name)
+                for victim in owner.admitted.values():
+                    if not self.eligible(victim):
+                        continue
+                    variant = self.classify(victim, advantage)
+                    if variant is not None:
+                        found.append(Candidate(victim, owner, variant, subtree))
+            fits, remaining = _fits_in_quota(subtree, remaining)
+            advantage = advantage or fits
+            previous = subtree
+        return found
+
+    def still_valid(self, candidate: Candidate, allow_borrowing: bool) -> bool:
+        """Removals for this preemptor may have brought the candidate's branch back within its quota."""
+        if candidate.owner is self.cq:
+            return True
+        if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+            return False
+        node: QuotaNode | None = candidate.owner.node
+        while node is not None and node is not candidate.found_in:
+            if within_own_quota(node, self.short):
+                return False
+            node = node.parent
+        return True
+
+    def fits(self, allow_borrowing: bool) -> bool:
+        node = self.cq.node
+        for fr, amount in self.need.items():
+            quota = node.quota.get(fr)
+            if not allow_borrowing and node.usage.get(fr, 0) + amount > (quota.nominal if quota else 0):
+                return False
+            if amount > available(node, fr):
+                return False
+        return True
+
+
+def _order_key(candidate: Candidate) -> tuple[bool, int, int]:
+    victim = candidate.workload
+    return (victim.phase is not Phase.EVICTING, victim.spec.priority, -victim.admitted_seq)
+
+
+def _in_order(
+    hierarchical: list[Candidate], reclaims: list[Candidate], own: list[Candidate]
+) -> list[Candidate]:
+    """Being evicted first; then hierarchical reclaims, plain reclaims, the own queue; each
+    by lower priority, then most recently admitted."""
+    lists = [sorted(group, key=_order_key) for group in (hierarchical, reclaims, own)]
+    evicting = [c for group in lists for c in group if c.workload.phase is Phase.EVICTING]
+    rest = [c for group in lists for c in group if c.workload.phase is not Phase.EVICTING]
+    return evicting + rest
+
+
+def short_of(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> tuple[FlavorResource, ...]:
+    """The flavor-resources the workload cannot get without preemption."""
+    return tuple(fr for fr, amount in need.items() if amount > available(cq.node, fr))
+
+
 def find_victims(
     preemptor: WorkloadState,
     cq: ClusterQueueState,
@@ -120,150 +264,94 @@ def find_victims(
     queue_of: Callable[[str], ClusterQueueState],
     cycle: int,
     fair_sharing: bool,
+    short: Set[FlavorResource] | None = None,
 ) -> Victims | None:
-    """Return a minimal victim set that lets ``preemptor`` fit, or ``None``."""
+    """Return a minimal victim set that lets ``preemptor`` fit, or ``None``.
+
+    ``short``: the flavor-resources that need preemption (by default those where ``need``
+    exceeds what is available now). ``tree_members`` (the queues of the cohort tree) is not
+    read: the tree is walked from the queue's own node; the parameter stays while other
+    callers are written against it.
+    """
+    search = _Search(
+        preemptor, cq, need, tuple(short) if short is not None else short_of(cq, need), queue_of, cycle
+    )
+    if not search.short:
+        return None
+    own = search.own_queue()
+    others = search.other_queues()
+    hierarchical = [c for c in others if c.variant is Variant.HIERARCHICAL_RECLAIM]
+    reclaims = [c for c in others if c.variant is not Variant.HIERARCHICAL_RECLAIM]
+    candidates = _in_order(hierarchical, reclaims, own)
+
     policy = cq.spec.preemption
-    priority = preemptor.spec.priority
-
-    def eligible(victim: WorkloadState) -> bool:
-        # A workload already being evicted counts (first, see below): its quota is leaving
-        # anyway, and taking it evicts nobody new (Kueue orders evicted candidates first too).
-        return (
-            victim.phase is not Phase.PENDING
-            and victim.admitted_cycle != cycle  # never undo an admission of this same cycle
-            and victim.key != preemptor.key
-            and victim.key != preemptor.spec.replaces
-            and _overlaps(victim, need)
-        )
-
-    same = [
-        v
-        for v in cq.admitted.values()
-        if eligible(v) and same_queue_eligible(preemptor, v, policy.within_cluster_queue)
-    ]
-    reclaim: list[WorkloadState] = []
-    borrow: list[WorkloadState] = []
-    if cq.node.parent is not None:
-        threshold = policy.borrow_within_cohort.max_priority_threshold
-        for other in tree_members:
-            # Only what another queue borrows can be taken from it (see _greedy), and removals
-            # only lower its usage: a queue not borrowing now offers no victim at all.
-            if other is cq or not other.admitted or not _borrowing(other, need):
-                continue
-            for v in other.admitted.values():
-                if not eligible(v):
-                    continue
-                p = v.spec.priority
-                if policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.ANY or (
-                    policy.reclaim_within_cohort is ReclaimWithinCohortPolicy.LOWER_PRIORITY and p < priority
-                ):
-                    reclaim.append(v)
-                if (
-                    policy.borrow_within_cohort.policy is BorrowWithinCohortPolicy.LOWER_PRIORITY
-                    and p < priority
-                    and (threshold is None or p <= threshold)
-                ):
-                    borrow.append(v)
-
-    attempts: list[tuple[list[WorkloadState], bool, PreemptionReason]] = []
-    if reclaim and _under_nominal_where_short(cq, need):
-        # Reclaiming means fitting within nominal quota, so only a queue still under it may try;
-        # one at or above it would have to evict its own workloads down to nominal minus the
-        # need, more than borrowing the room back takes (Kueue v0.19's classical preemption:
-        # allowBorrowing=false only while the queue is under nominal where preemption is needed).
-        attempts.append((reclaim + same, False, PreemptionReason.RECLAIM_WITHIN_COHORT))
-    if borrow:
-        attempts.append((borrow + same, True, PreemptionReason.BORROW_WITHIN_COHORT))
-    if same:
-        attempts.append((same, True, PreemptionReason.IN_CLUSTER_QUEUE))
+    borrowing_forbidden = policy.borrow_within_cohort.policy is BorrowWithinCohortPolicy.NEVER
+    if not others or (borrowing_forbidden and not _under_nominal(cq, search.short)):
+        attempts = [True]
+    elif borrowing_forbidden and not hierarchical:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
     my_share = dominant_share(cq, need) if fair_sharing else 0
-    for candidates, allow_borrowing, cohort_kind in attempts:
-        if not _could_fit(cq, need, candidates, allow_borrowing):
-            continue
-        candidates.sort(
-            key=lambda v: (
-                v.phase is not Phase.EVICTING,
-                v.cluster_queue == cq.name,
-                v.spec.priority,
-                -v.admitted_seq,
-            )
-        )
-        chosen = _greedy(cq, need, candidates, allow_borrowing, queue_of, fair_sharing, my_share, priority)
+    for allow_borrowing in attempts:
+        chosen = _greedy(search, candidates, allow_borrowing, fair_sharing, my_share)
         if chosen is not None:
             kinds = {
-                v.key: PreemptionReason.IN_CLUSTER_QUEUE
-                if v.cluster_queue == cq.name
-                else (PreemptionReason.FAIR_SHARING if fair_sharing else cohort_kind)
-                for v in chosen
+                c.workload.key: PreemptionReason.FAIR_SHARING
+                if fair_sharing and c.owner is not cq
+                else c.variant.reason
+                for c in chosen
             }
-            return Victims(chosen, kinds)
+            return Victims([c.workload for c in chosen], kinds)
     return None
 
 
-def _could_fit(
-    cq: ClusterQueueState,
-    need: Mapping[FlavorResource, int],
-    candidates: list[WorkloadState],
-    allow_borrowing: bool,
-) -> bool:
-    """A cheap upper bound: even removing every candidate, could the workload fit?"""
+def _under_nominal(cq: ClusterQueueState, short: Iterable[FlavorResource]) -> bool:
+    """Is the queue below its nominal quota in every resource needing preemption (Kueue's
+    ``queueUnderNominalInResourcesNeedingPreemption``)?"""
     node = cq.node
-    freeable: dict[FlavorResource, int] = {}
-    own: dict[FlavorResource, int] = {}
-    for v in candidates:
-        for fr, amount in v.usage.items():
-            if fr in need:
-                freeable[fr] = freeable.get(fr, 0) + amount
-                if v.cluster_queue == cq.name:
-                    own[fr] = own.get(fr, 0) + amount
-    for fr, amount in need.items():
-        if amount > available(node, fr) + freeable.get(fr, 0):
-            return False
-        if not allow_borrowing and node.usage.get(fr, 0) - own.get(fr, 0) + amount > node.quota[fr].nominal:
+    for fr in short:
+        quota = node.quota.get(fr)
+        if node.usage.get(fr, 0) >= (quota.nominal if quota else 0):
             return False
     return True
 
 
+def _move(candidate: Candidate, sign: int) -> None:
+    for fr, amount in candidate.workload.usage.items():
+        add_usage(candidate.owner.node, fr, sign * amount)
+
+
 def _greedy(
-    cq: ClusterQueueState,
-    need: Mapping[FlavorResource, int],
-    candidates: list[WorkloadState],
+    search: _Search,
+    candidates: list[Candidate],
     allow_borrowing: bool,
-    queue_of: Callable[[str], ClusterQueueState],
     fair_sharing: bool,
     my_share: int,
-    preemptor_priority: int,
-) -> list[WorkloadState] | None:
-    removed: list[tuple[WorkloadState, ClusterQueueState]] = []
+) -> list[Candidate] | None:
+    removed: list[Candidate] = []
     fitted = False
-    priority = preemptor_priority
-    for victim in candidates:
-        assert victim.cluster_queue is not None
-        owner = cq if victim.cluster_queue == cq.name else queue_of(victim.cluster_queue)
-        if owner is not cq:
-            # Only what another queue borrows can be taken from it.
-            if not _borrowing(owner, need):
-                continue
-            if victim.spec.priority >= priority and not _purely_borrowed(victim, owner, need):
-                continue
-            if fair_sharing and dominant_share(owner) <= my_share:
-                continue
-        _shift(victim, owner, -1)
-        removed.append((victim, owner))
-        if _fits(cq, need, allow_borrowing):
+    for candidate in candidates:
+        if not search.still_valid(candidate, allow_borrowing):
+            continue
+        if fair_sharing and candidate.owner is not search.cq and dominant_share(candidate.owner) <= my_share:
+            continue
+        _move(candidate, -1)
+        removed.append(candidate)
+        if search.fits(allow_borrowing):
             fitted = True
             break
     if not fitted:
-        for victim, owner in removed:
-            _shift(victim, owner, +1)
+        for candidate in removed:
+            _move(candidate, +1)
         return None
     # Put back every victim whose removal turned out unnecessary, newest choice first.
-    for victim, owner in reversed(removed[:-1]):
-        _shift(victim, owner, +1)
-        if _fits(cq, need, allow_borrowing):
-            removed.remove((victim, owner))
+    for candidate in reversed(removed[:-1]):
+        _move(candidate, +1)
+        if search.fits(allow_borrowing):
+            removed.remove(candidate)
         else:
-            _shift(victim, owner, -1)
-    for victim, owner in removed:
-        _shift(victim, owner, +1)
-    return [victim for victim, _ in removed]
+            _move(candidate, -1)
+    for candidate in removed:
+        _move(candidate, +1)
+    return removed

@@ -60,6 +60,8 @@ class Expectation:
     """Workloads still waiting after the run, preemptors included (``None``: not checked)."""
     admitted_in: dict[str, str] | None = None
     """The ClusterQueue of each admission, where a case checks it."""
+    reasons: dict[str, str] | None = None
+    """The preemption reason of each victim (Kueue's ``InClusterQueue``, ``InCohortReclamation``...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,9 @@ class Case:
     deliberate: str | None = None
     open_difference: str | None = None
     """A difference not fixed yet (which of the issue's causes): run, and must still differ."""
+    assignment: Raw | None = None
+    """The preemptor is asked directly with this flavor assignment (``flavors``, the ``preempt``
+    resources), as Kueue's preemption tests do; no cycle runs (see :mod:`.preemptor`)."""
 
     @property
     def cite(self) -> str:
@@ -110,8 +115,9 @@ _CASE_KEYS = {
     "deliberate",
     "open_difference",
     "note",
+    "assignment",
 }
-_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in"}
+_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in", "reasons"}
 
 
 def _setup(raw: Raw, where: str) -> Setup:
@@ -139,6 +145,7 @@ def _expectation(raw: Raw, where: str) -> Expectation:
         None if raw.get("preempted") is None else [str(k) for k in raw["preempted"]],
         None if raw.get("pending") is None else [str(k) for k in raw["pending"]],
         None if raw.get("admitted_in") is None else {str(k): str(v) for k, v in raw["admitted_in"].items()},
+        None if raw.get("reasons") is None else {str(k): str(v) for k, v in raw["reasons"].items()},
     )
 
 
@@ -186,6 +193,7 @@ def load_file(path: Path) -> CaseFile:
                 unsupported=raw.get("unsupported"),
                 deliberate=raw.get("deliberate"),
                 open_difference=raw.get("open_difference"),
+                assignment=raw.get("assignment"),
             )
         )
     return CaseFile(path, source, cases)

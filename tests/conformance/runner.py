@@ -45,6 +45,7 @@ from rayquota.queueing import (
 )
 
 from .cases import Case, CaseFormatError, Raw
+from .preemptor import preemption_targets
 
 # Kueue v1beta2 spells the stopping choice MayStopSearch; rayquota's values are its older names.
 _WHEN_CAN_BORROW = {"MayStopSearch": WhenCanBorrow.BORROW, **{p.value: p for p in WhenCanBorrow}}
@@ -59,6 +60,7 @@ class Outcome:
     preempted: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
+    preemption_reasons: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- building the engine
@@ -252,6 +254,10 @@ def build(case: Case) -> Engine:
 def run(case: Case) -> Outcome:
     engine = build(case)
     outcome = Outcome()
+    if case.assignment is not None:
+        outcome.preemption_reasons = preemption_targets(engine, case)
+        outcome.preempted = set(outcome.preemption_reasons)
+        return outcome
     pending_keys = [str(raw["key"]) for raw in case.pending]
     for _ in range(case.cycles):
         victims: list[str] = []
@@ -261,6 +267,7 @@ def run(case: Case) -> Outcome:
                 outcome.admitted_in[decision.workload] = decision.cluster_queue
             elif isinstance(decision, Preempt):
                 victims.extend(decision.victims)
+                outcome.preemption_reasons.update({k: v.value for k, v in decision.victim_kinds.items()})
         outcome.preempted.update(victims)
         for key in victims:
             engine.release(key)
@@ -302,6 +309,8 @@ def differences(case: Case, outcome: Outcome) -> list[str]:
                 out.append(f"{key} admitted in {outcome.admitted_in.get(key)}, upstream in {cq}")
     if want.preempted is not None and set(want.preempted) != outcome.preempted:
         out.append(f"preempted {sorted(outcome.preempted)}, upstream {sorted(want.preempted)}")
+    if want.reasons is not None and want.reasons != outcome.preemption_reasons:
+        out.append(f"preemption reasons {outcome.preemption_reasons}, upstream {want.reasons}")
     if want.pending is not None and set(want.pending) != outcome.pending:
         out.append(f"pending {sorted(outcome.pending)}, upstream {sorted(want.pending)}")
     return out

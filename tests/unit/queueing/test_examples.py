@@ -344,8 +344,11 @@ def test_reclaim_within_cohort(
 def test_borrow_within_cohort_respects_threshold() -> None:
     for threshold, expect in ((3, [("borrower/lent",)]), (0, [])):
         e = engine_with_flavors("h100")
+        # borrowWithinCohort needs a reclaimWithinCohort other than Never (the API refuses the
+        # pair, as Kueue's does; Kueue's preemptor looks at other queues only when reclaiming).
         borrow = Preemption(
-            borrow_within_cohort=BorrowWithinCohort(BorrowWithinCohortPolicy.LOWER_PRIORITY, threshold)
+            reclaim_within_cohort=ReclaimWithinCohortPolicy.LOWER_PRIORITY,
+            borrow_within_cohort=BorrowWithinCohort(BorrowWithinCohortPolicy.LOWER_PRIORITY, threshold),
         )
         queue(e, ClusterQueue("a", gpu_group(("h100", 2, None, None)), cohort="c", preemption=borrow))
         queue(e, ClusterQueue("borrower", gpu_group(("h100", 2, None, None)), cohort="c"))
