@@ -26,12 +26,25 @@ def validate_rayservice(service: Mapping[str, Any]) -> list[str]:
     except InvalidServeConfig as exc:
         problems.append(str(exc))
     annotations = (service.get("metadata") or {}).get("annotations") or {}
-    problems += feature_errors(spec.get("rayClusterConfig") or {}, annotations, "spec.rayClusterConfig")
+    problems += feature_errors(
+        spec.get("rayClusterConfig") or {}, annotations, "spec.rayClusterConfig", owner_kind="RayService"
+    )
+    config = spec.get("rayClusterConfig") or {}
+    head_service = (config.get("headGroupSpec") or {}).get("headService") or {}
+    if (head_service.get("metadata") or {}).get("name"):
+        # KubeRay's rule: each of the service's clusters names its own head Service.
+        problems.append("spec.rayClusterConfig.headGroupSpec.headService.metadata.name should not be set")
     try:
         strategy = upgrade_type(service)
     except ValueError:
         return [*problems, f"unknown upgradeStrategy.type {spec['upgradeStrategy'].get('type')!r}"]
     if strategy == RayServiceUpgradeType.NEW_CLUSTER_WITH_INCREMENTAL_UPGRADE:
+        if not config.get("enableInTreeAutoscaling"):
+            # KubeRay's rule and words: the new cluster grows step by step through the autoscaler.
+            problems.append(
+                "Ray Autoscaler is required for NewClusterWithIncrementalUpgrade: "
+                "set spec.rayClusterConfig.enableInTreeAutoscaling: true"
+            )
         raw = (spec.get("upgradeStrategy") or {}).get("clusterUpgradeOptions")
         if not raw:
             problems.append("NewClusterWithIncrementalUpgrade needs upgradeStrategy.clusterUpgradeOptions")
