@@ -235,3 +235,23 @@ def test_an_incremental_upgrade_needs_the_ray_autoscaler_as_in_kuberay() -> None
 
     assert validate_rayservice(service(autoscale, upgrade="NewClusterWithIncrementalUpgrade")) == []
     assert validate_rayservice(service(upgrade="NewCluster")) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("5m", "is not implemented by rayquota"),
+        ("300", "is not implemented by rayquota"),
+        ("1h30m", "is not implemented by rayquota"),
+        ("0", "must be positive"),
+        ("-5m", "must be positive"),
+        ("soon", "neither a Go duration"),
+    ],
+)
+def test_kuberays_initializing_timeout_annotation_is_refused_not_ignored(value: str, fragment: str) -> None:
+    body = service()
+    body["metadata"]["annotations"] = {"ray.io/initializing-timeout": value}
+    [problem] = validate_rayservice(body)
+    assert problem.startswith("metadata.annotations[ray.io/initializing-timeout]") and fragment in problem
+    body["metadata"]["annotations"] = {"ray.io/initializing-timeout": ""}
+    assert validate_rayservice(body) == []
