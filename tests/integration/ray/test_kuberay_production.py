@@ -84,8 +84,14 @@ def test_a_rayjob_asking_for_kubernetes_token_auth_is_refused_by_the_reconciler(
     kube.apply(rayjob("k8s-auth", rayClusterSpec=spec, shutdownAfterJobFinishes=True))
     message = warning(kube, "k8s-auth", "InvalidRayJobSpec")
     assert "spec.rayClusterSpec.authOptions.enableK8sTokenAuth: true is refused" in message, message
-    status = (kube.get("rayjob", "k8s-auth") or {}).get("status") or {}
-    assert status.get("jobDeploymentStatus") == "ValidationFailed"
+    status = wait_for(
+        "ValidationFailed",
+        lambda: (s := (kube.get("rayjob", "k8s-auth") or {}).get("status") or {})
+        and s.get("jobDeploymentStatus") == "ValidationFailed"
+        and s,
+        60,
+    )
+    assert "enableK8sTokenAuth" in status["message"]
     assert kube.list("rayclusters") == []
 
 
