@@ -273,21 +273,76 @@ master's spelling, which we use) as v1.6.2's `ulimit -n 65536`. Every remaining 
 listed with the reason it is deliberate.
 
 Every spec field of KubeRay v1.7.0's RayCluster, RayJob, RayService and RayCronJob types is kept by
-our CRDs and either implemented or warned on the object; none is ignored silently
+our CRDs and either implemented, refused or warned on the object; none is ignored silently
 (`tests/unit/api/test_kuberay_field_walk.py` walks v1.7.0's fields, listed by
-`tools/kuberay_spec_fields.py`, against our models and the operator's code). A RayCronJob's
-`spec.jobTemplate` becomes each of its RayJobs' spec unchanged, so a template field is implemented
-or warned exactly as the RayJob field is, and a warned field set in a template is also named on the
-RayCronJob (e.g. `spec.jobTemplate.rayClusterSpec.networkPolicy`). Fields we keep but do not act
-on, with a Warning event `UnimplementedField` on the object when set: `historyServerOptions`,
-`networkPolicy`, `tlsOptions` (when enabled), `authOptions.enableK8sTokenAuth` (the cluster runs
-with the Secret's token instead), `headGroupSpec.ingressOptions` without `enableIngress` (KubeRay
-reads it only with it too), `serveService` on a RayService with `NewClusterWithIncrementalUpgrade`
-(KubeRay does not use it there either), and RayService's `serviceUnhealthySecondThreshold` and
-`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too). Refused with an error
-naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and `.storage` (KubeRay's embedded
-GCS store, behind a feature gate that is off by default), and `deletionStrategy` `DeleteWorkers` on
-a RayJob whose cluster autoscales (KubeRay's rule and message, at admission by the CRD).
+`tools/kuberay_spec_fields.py`, against our models and the operator's code, over full paths: a
+field counts as read only where the operator reads it inside its parent, so the cluster-wide
+`autoscalerOptions.idleTimeoutSeconds` no longer passes on the worker groups' field of that name). A
+RayCronJob's `spec.jobTemplate` becomes each of its RayJobs' spec unchanged, so a template field is
+implemented, refused or warned exactly as the RayJob field is, and a warned field set in a template
+is also named on the RayCronJob (e.g. `spec.jobTemplate.rayClusterSpec.headGroupSpec.ingressOptions`).
+Fields we keep but do not act on, with a Warning event `UnimplementedField` on the object when set:
+`headGroupSpec.ingressOptions` without `enableIngress` (KubeRay reads it only with it too),
+`serveService` on a RayService with `NewClusterWithIncrementalUpgrade` (KubeRay does not use it
+there either), and RayService's `serviceUnhealthySecondThreshold` and
+`deploymentUnhealthySecondThreshold` (deprecated and ignored by KubeRay too).
+
+**Fail closed.** A spec that asks for security rayquota does not provide never runs without it. Refused
+wherever a RayCluster spec is written (RayCluster, RayJob `rayClusterSpec`, RayService
+`rayClusterConfig`, RayCronJob template), naming the field and why: `networkPolicy`, `tlsOptions`
+(any value, even `enabled: false`) and `historyServerOptions` (KubeRay v1.7.0 refuses the same with
+its default feature gates `RayClusterNetworkPolicy`, `RayClusterMTLS`, `RayClusterHistoryServer`
+off, and rayquota refuses those gates turned on), and `authOptions.enableK8sTokenAuth: true`
+(KubeRay implements it on a token-mode RayCluster and refuses it on a RayJob or RayService, without
+`mode: token` or with `secretName`; rayquota does not implement it, so it is refused everywhere,
+with KubeRay's reason first where KubeRay refuses it too). The reconcilers refuse them
+(RayCluster: `InvalidRayClusterSpec` event and `ReplicaFailure`/`ValidationFailed`, nothing created;
+RayJob: `ValidationFailed`; RayService: `Ready=False`/`ValidationFailed`; RayCronJob:
+`InvalidRayCronJobSpec`), and the admission webhook refuses a queued object asking for them at
+creation and update. Token auth with the Secret's token (`authOptions.mode: token`) is implemented.
+Also refused with an error naming the field: `gcsFaultToleranceOptions.backend: rocksdb` and
+`.storage` (KubeRay's embedded GCS store, behind a feature gate that is off by default),
+`deletionStrategy` `DeleteWorkers` on a RayJob whose cluster autoscales (KubeRay's rule and message,
+at admission by the CRD), and the RayService annotation `ray.io/initializing-timeout` (not
+implemented: a service not ready in time would not be failed and cleaned up; a malformed value gets
+KubeRay's reason).
+
+**Validation as KubeRay v1.7.0's.** The legacy `deletionStrategy.onSuccess`/`onFailure` (both, as
+KubeRay requires) go with `shutdownAfterJobFinishes: true`, except with a `DeleteNone` policy;
+`deletionRules` do not; `ttlSecondsAfterFinished` above 0 needs `shutdownAfterJobFinishes: true`.
+`ValidationFailed` is terminal for a RayJob, as in KubeRay: a spec made valid again does not start
+it (delete and re-create it). A RayService may not name its head Service, and
+`NewClusterWithIncrementalUpgrade` needs `rayClusterConfig.enableInTreeAutoscaling: true` ("Ray
+Autoscaler is required for NewClusterWithIncrementalUpgrade"). The CRDs carry KubeRay's rules on
+`managedBy` (one of `ray.io/kuberay-operator` or `kueue.x-k8s.io/multikueue`, immutable) and on
+`gcsFaultToleranceOptions.backend` (immutable).
+
+**The cluster's own names.** The head's address in the pods (`FQ_RAY_IP`, `RAY_IP`, `RAY_ADDRESS`,
+`--address`, the `wait-gcs-ready` check), the operator's dashboard URL, the Ingress backend and
+`status.head.serviceName` use the head Service's actual name
+(`headGroupSpec.headService.metadata.name` when set) and the cluster domain from KubeRay's
+`CLUSTER_DOMAIN` setting (default `cluster.local`; rayquota's former `RAYQUOTA_CLUSTER_DOMAIN` is
+refused at start-up with the new name).
+
+**KubeRay's operator settings and annotations.** Every environment variable KubeRay v1.7.0's
+operator reads is honoured or refused at start-up with its name, value and what rayquota does
+instead (`rayquota/operator/kuberay_env.py`): honoured `CLUSTER_DOMAIN` and
+`ENABLE_GCS_FT_REDIS_CLEANUP`; accepted when they ask for what rayquota does (KubeRay's defaults),
+refused otherwise: `ENABLE_INIT_CONTAINER_INJECTION=false`, `ENABLE_PROBES_INJECTION=false`,
+`ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE=true`, any `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV`,
+`ENABLE_RANDOM_POD_DELETE=true`, `RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS` and
+`RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS` other than 300,
+`DELETE_RAYJOB_CR_AFTER_JOB_FINISHES=true`, `ENABLE_ZERO_DOWNTIME=false`,
+`USE_INGRESS_ON_OPENSHIFT=false` (no OpenShift Route is made), `ENABLE_LOGIN_SHELL=true`,
+`ENABLE_DETERMINISTIC_HEAD_POD_NAME=true` and `ENABLE_WEBHOOKS=true`. The annotation
+`ray.io/disable-provisioned-head-restart: "true"` is honoured: once the RayCluster was provisioned,
+a lost head pod is not re-created (the cluster's status says why it waits).
+
+**Migration from KubeRay.** KubeRay's finalizers are handled: `ray.io/rayjob-finalizer` (the Ray
+job is stopped, then the finalizer removed), `ray.io/gcs-ft-redis-cleanup-finalizer` (the Redis
+cleanup Job runs, or the finalizer is removed when GCS fault tolerance is off), and
+`ray.io/rayservice-finalizer` (removed on deletion; the RayService's clusters are owned and go with
+it).
 Implemented since the first run (2026-11-22) and compared in the run below, each with its sample:
 GCS fault tolerance on Redis (`gcsFaultToleranceOptions`; the cleanup Job runs on deletion only, so
 it is not compared), token auth (`authOptions.mode: token`), Autoscaler v2, the head Ingress
@@ -295,7 +350,8 @@ it is not compared), token auth (`authOptions.mode: token`), Autoscaler v2, the 
 of these; of the samples' fields it lacks only v1.7.0's `headGroupSpec.ingressOptions` and
 RayCronJob `timeZone`, which its CRDs prune (the differences below say so). Fields read by the Ray
 autoscaler itself from the RayCluster (`workerGroupSpecs[].priority`,
-`autoscalerOptions.upscalingMode`) work unchanged. Some fields and behaviours come from KubeRay's
+`autoscalerOptions.upscalingMode`, `autoscalerOptions.idleTimeoutSeconds`) work unchanged. Some
+fields and behaviours come from KubeRay's
 next release rather than {version} (`preRunningDeadlineSeconds` is in {version};
 `autoscalerOptions.command/args`, `ingressOptions`, `networkPolicy`, `tlsOptions`,
 `historyServerOptions`, `workerGroupSpecs[].priority`, `JobStatusCheckTimeoutExceeded`,

@@ -6,7 +6,9 @@ schema has, and the reconcilers emit one Warning event per object naming what is
 and a test walks KubeRay v1.7.0's types to check that every field is declared and either
 implemented or listed here. Fields read by the Ray autoscaler itself from the RayCluster
 (workerGroupSpecs[].priority, idleTimeoutSeconds, autoscalerOptions.upscalingMode) work without
-the operator and are not listed.
+the operator and are not listed. Fields that ask for security rayquota does not provide
+(networkPolicy, tlsOptions, authOptions.enableK8sTokenAuth, historyServerOptions) are not warned
+but refused (rayquota.operator.ray.security_fields).
 """
 
 from __future__ import annotations
@@ -21,15 +23,6 @@ def _head(spec: Mapping[str, Any]) -> Mapping[str, Any]:
 
 # Field path -> "is it set in a way we ignore" (a field set to its off value is not worth a warning).
 _CLUSTER_FIELDS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
-    # KubeRay's log collector sidecar for its history server (alpha, behind a feature gate).
-    "spec.historyServerOptions": lambda spec: bool(spec.get("historyServerOptions")),
-    # NetworkPolicies and cert-manager mTLS (v1.7 alpha, behind feature gates).
-    "spec.networkPolicy": lambda spec: spec.get("networkPolicy") is not None,
-    "spec.tlsOptions": lambda spec: bool((spec.get("tlsOptions") or {}).get("enabled")),
-    # Kubernetes-delegated token auth: the cluster runs with the Secret's token instead.
-    "spec.authOptions.enableK8sTokenAuth": lambda spec: bool(
-        (spec.get("authOptions") or {}).get("enableK8sTokenAuth")
-    ),
     # Only read with enableIngress, in KubeRay too.
     "spec.headGroupSpec.ingressOptions": lambda spec: (
         bool(_head(spec).get("ingressOptions")) and not _head(spec).get("enableIngress")

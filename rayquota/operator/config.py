@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from rayquota.dashboard.settings import DashboardSettings
+from rayquota.operator import kuberay_env
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
+from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN
 from rayquota.operator.webhook_settings import WebhookSettings
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
@@ -30,6 +32,9 @@ class OperatorConfig:
     dashboard_resolver: str = "service"
     dashboard_url: str | None = None
     dashboard_map_file: str | None = None
+    # The cluster's DNS domain (KubeRay's CLUSTER_DOMAIN): the head's address in pods
+    # (FQ_RAY_IP, --address), the operator's dashboard URL.
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     # Image of the K8sJobMode submitter Job when the RayJob gives no submitterPodTemplate.
     submitter_image: str = DEFAULT_RAY_IMAGE
     # How often every cached object is looked at again without a watch event (seconds); only a
@@ -63,11 +68,13 @@ class OperatorConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
         env = os.environ if env is None else env
         defaults = cls()
+        _refuse_unhonoured_settings(env)
         return cls(
             version=env.get("RAYQUOTA_OPERATOR_VERSION", defaults.version),
             dashboard_resolver=env.get("RAYQUOTA_DASHBOARD_RESOLVER", defaults.dashboard_resolver),
             dashboard_url=env.get("RAYQUOTA_DASHBOARD_URL") or None,
             dashboard_map_file=env.get("RAYQUOTA_DASHBOARD_MAP_FILE") or None,
+            cluster_domain=kuberay_env.cluster_domain(env, defaults.cluster_domain),
             submitter_image=env.get("RAYQUOTA_SUBMITTER_IMAGE", defaults.submitter_image),
             resync_interval_s=float(env.get("RAYQUOTA_RESYNC_INTERVAL", defaults.resync_interval_s)),
             dashboard_timeout_s=float(env.get("RAYQUOTA_DASHBOARD_TIMEOUT", defaults.dashboard_timeout_s)),
@@ -83,6 +90,15 @@ class OperatorConfig:
             web_dashboard=DashboardSettings.from_env(env),
             multikueue=MultiKueueSettings.from_env(env),
         )
+
+
+def _refuse_unhonoured_settings(env: Mapping[str, str]) -> None:
+    """KubeRay's operator settings rayquota cannot honour, by name (kuberay_env)."""
+    refused = kuberay_env.refusals(env)
+    if "RAYQUOTA_CLUSTER_DOMAIN" in env:
+        refused.append("RAYQUOTA_CLUSTER_DOMAIN is now KubeRay's CLUSTER_DOMAIN: set that instead")
+    if refused:
+        raise ValueError("KubeRay operator settings rayquota does not honour: " + "; ".join(refused))
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

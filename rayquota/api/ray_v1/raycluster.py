@@ -83,10 +83,45 @@ class GcsEmbeddedStorage(K8sModel):
     deletion_policy: GcsStorageDeletionPolicy | None = None
 
 
+# KubeRay's CRD rules, word for word: who manages the object is chosen once, from two values.
+MANAGED_BY_VALUES = ("ray.io/kuberay-operator", "kueue.x-k8s.io/multikueue")
+ManagedBy = Annotated[
+    str,
+    Field(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "the managedBy field is immutable"},
+                {
+                    "rule": f"self in [{', '.join(repr(v) for v in MANAGED_BY_VALUES)}]",
+                    "message": "the managedBy field value must be either "
+                    + " or ".join(repr(v) for v in MANAGED_BY_VALUES),
+                },
+            ]
+        }
+    ),
+]
+
+
 class GcsFaultToleranceOptions(K8sModel):
     """GCS fault tolerance through an external Redis (or an embedded store on newer KubeRay)."""
 
-    backend: GcsFaultToleranceBackend | None = None
+    # Immutable, as KubeRay's CRD says: the GCS state lives in one backend for the cluster's life.
+    backend: (
+        Annotated[
+            GcsFaultToleranceBackend,
+            Field(
+                json_schema_extra={
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "self == oldSelf",
+                            "message": "gcsFaultToleranceOptions.backend is immutable",
+                        }
+                    ]
+                }
+            ),
+        ]
+        | None
+    ) = None
     redis_address: str | None = None
     redis_username: RedisCredential | None = None
     redis_password: RedisCredential | None = None
@@ -228,7 +263,7 @@ class RayClusterSpec(K8sModel):
     autoscaler_options: AutoscalerOptions | None = None
     head_service_annotations: dict[str, str] | None = None
     suspend: bool | None = None
-    managed_by: str | None = None
+    managed_by: ManagedBy | None = None
     gcs_fault_tolerance_options: GcsFaultToleranceOptions | None = None
     upgrade_strategy: RayClusterUpgradeStrategy | None = None
     auth_options: AuthOptions | None = None

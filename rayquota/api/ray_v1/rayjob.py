@@ -28,7 +28,7 @@ from rayquota.api.ray_v1.enums import (
     JobStatus,
     JobSubmissionMode,
 )
-from rayquota.api.ray_v1.raycluster import RayClusterSpec, RayClusterStatus
+from rayquota.api.ray_v1.raycluster import ManagedBy, RayClusterSpec, RayClusterStatus
 
 # ---------------------------------------------------------------------------------------------------
 # RayJob
@@ -149,7 +149,7 @@ class RayJobSpec(K8sModel):
     backoff_limit: NonNegativeInt32 = 0
     deletion_strategy: DeletionStrategy | None = None
     suspend: bool | None = None
-    managed_by: str | None = None
+    managed_by: ManagedBy | None = None
 
 
 class RayJobStatusInfo(K8sModel):

@@ -19,7 +19,7 @@ from rayquota.api.common import (
     PrinterColumn,
 )
 from rayquota.api.ray_v1.enums import GROUP, VERSION, RayServiceUpgradeType, ServiceStatus
-from rayquota.api.ray_v1.raycluster import RayClusterSpec, RayClusterStatus
+from rayquota.api.ray_v1.raycluster import ManagedBy, RayClusterSpec, RayClusterStatus
 
 # ---------------------------------------------------------------------------------------------------
 # RayService
@@ -75,7 +75,7 @@ class RayServiceSpec(K8sModel):
     serve_service: FreeForm | None = None
     exclude_head_pod_from_serve_svc: bool | None = None
     suspend: bool | None = None
-    managed_by: str | None = None
+    managed_by: ManagedBy | None = None
 
 
 class ServeDeploymentStatus(K8sModel):

@@ -7,8 +7,8 @@ the autoscaler sidecar, a RayJob's submitter) gets ``RAY_AUTH_MODE=token`` and `
 from that Secret; the operator's own dashboard and Serve calls send it as
 ``x-ray-authorization: Bearer <token>``, as KubeRay's dashboard client does.
 
-KubeRay's Kubernetes-delegated variant (``enableK8sTokenAuth``) is not implemented: it is warned
-as ignored (ray_unimplemented) and the cluster runs with the Secret's token instead.
+KubeRay's Kubernetes-delegated variant (``enableK8sTokenAuth``) is not implemented: a spec asking
+for it is refused (security_fields), never run with the Secret's token instead.
 """
 
 from __future__ import annotations

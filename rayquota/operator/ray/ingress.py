@@ -46,7 +46,7 @@ def build_ingress(cluster: Mapping[str, Any]) -> dict[str, Any]:
                     "pathType": options.get("pathType") or IngressPathType.PREFIX.value,
                     "backend": {
                         "service": {
-                            "name": labels.head_service_name(name),
+                            "name": labels.cluster_head_service_name(cluster),
                             "port": {
                                 "number": head_service_ports(cluster).get("dashboard", DEFAULT_DASHBOARD_PORT)
                             },

@@ -90,6 +90,26 @@ def head_service_name(cluster_name: str) -> str:
     return _truncate(cluster_name, 63 - len(HEAD_SERVICE_SUFFIX)) + HEAD_SERVICE_SUFFIX
 
 
+# On a RayCluster: once provisioned, a lost head pod is not re-created (KubeRay's SidecarMode).
+DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
+# KubeRay's default for its CLUSTER_DOMAIN setting (OperatorConfig.cluster_domain).
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+
+
+def cluster_head_service_name(cluster: Mapping[str, Any]) -> str:
+    """The head Service's actual name: ``headGroupSpec.headService.metadata.name`` when the
+    RayCluster names it (KubeRay's rule), else ``<cluster>-head-svc``."""
+    head = (cluster.get("spec") or {}).get("headGroupSpec") or {}
+    custom = ((head.get("headService") or {}).get("metadata") or {}).get("name")
+    return str(custom) if custom else head_service_name(str(cluster["metadata"]["name"]))
+
+
+def head_service_fqdn(cluster: Mapping[str, Any], cluster_domain: str) -> str:
+    """The head Service's DNS name in the cluster's domain (KubeRay's ``CLUSTER_DOMAIN``)."""
+    namespace = cluster["metadata"]["namespace"]
+    return f"{cluster_head_service_name(cluster)}.{namespace}.svc.{cluster_domain}"
+
+
 def serve_service_name(cluster_name: str) -> str:
     return _truncate(cluster_name, 63 - len(SERVE_SERVICE_SUFFIX)) + SERVE_SERVICE_SUFFIX
 

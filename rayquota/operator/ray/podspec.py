@@ -37,6 +37,7 @@ class PodContext:
     cluster: Mapping[str, Any]
     operator_version: str
     spec_hash: str
+    cluster_domain: str = labels.DEFAULT_CLUSTER_DOMAIN
 
     @property
     def name(self) -> str:
@@ -53,7 +54,11 @@ class PodContext:
 
     @property
     def head_service_fqdn(self) -> str:
-        return f"{labels.head_service_name(self.name)}.{self.namespace}.svc.cluster.local"
+        return labels.head_service_fqdn(self.cluster, self.cluster_domain)
+
+    @property
+    def head_service_name(self) -> str:
+        return labels.cluster_head_service_name(self.cluster)
 
     @property
     def gcs_port(self) -> int:
@@ -185,7 +190,7 @@ def _set_init_container_env(pod_spec: dict[str, Any], ctx: PodContext) -> None:
     # wait-gcs-ready container waits on it).
     for init in pod_spec.get("initContainers") or []:
         _set_env_default(init, "FQ_RAY_IP", ctx.head_service_fqdn)
-        _set_env_default(init, "RAY_IP", labels.head_service_name(ctx.name))
+        _set_env_default(init, "RAY_IP", ctx.head_service_name)
 
 
 def _pod_metadata(
@@ -342,7 +347,7 @@ def build_worker_pod(
     user_container = copy.deepcopy(pod_spec["containers"][ray_container_index(pod_spec)])
     container = _finish_ray_container(pod_spec, ctx, labels.WORKER_NODE, group)
     _set_env_default(container, "FQ_RAY_IP", ctx.head_service_fqdn)
-    _set_env_default(container, "RAY_IP", labels.head_service_name(ctx.name))
+    _set_env_default(container, "RAY_IP", ctx.head_service_name)
     _set_env_default(container, "RAY_ADDRESS", f"{ctx.head_service_fqdn}:{ctx.gcs_port}")
     init_containers = pod_spec.setdefault("initContainers", [])
     if not any(c.get("name") == labels.WAIT_GCS_INIT_CONTAINER for c in init_containers):

@@ -7,7 +7,6 @@ pods are kwok fakes, so a cluster is mapped to a real Ray head running on loopba
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,13 +38,11 @@ def dashboard_port(cluster: Mapping[str, Any]) -> int:
 class ServiceDNSResolver:
     """Production: the head Service's in-cluster DNS name."""
 
-    def __init__(self, cluster_domain: str = "cluster.local") -> None:
+    def __init__(self, cluster_domain: str = labels.DEFAULT_CLUSTER_DOMAIN) -> None:
         self.cluster_domain = cluster_domain
 
     def dashboard_url(self, cluster: Mapping[str, Any]) -> str:
-        meta = cluster["metadata"]
-        service = labels.head_service_name(meta["name"])
-        return f"http://{service}.{meta['namespace']}.svc.{self.cluster_domain}:{dashboard_port(cluster)}"
+        return f"http://{labels.head_service_fqdn(cluster, self.cluster_domain)}:{dashboard_port(cluster)}"
 
 
 class LocalResolver:
@@ -86,9 +83,14 @@ class LocalResolver:
         )
 
 
-def resolver_from_settings(mode: str, map_file: str | None, default_url: str | None) -> DashboardResolver:
+def resolver_from_settings(
+    mode: str,
+    map_file: str | None,
+    default_url: str | None,
+    cluster_domain: str = labels.DEFAULT_CLUSTER_DOMAIN,
+) -> DashboardResolver:
     if mode == "local":
         return LocalResolver(Path(map_file) if map_file else None, default_url)
     if mode == "service":
-        return ServiceDNSResolver(os.environ.get("RAYQUOTA_CLUSTER_DOMAIN", "cluster.local"))
+        return ServiceDNSResolver(cluster_domain)
     raise ValueError(f"unknown dashboard resolver mode {mode!r} (expected 'service' or 'local')")

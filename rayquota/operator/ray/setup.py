@@ -38,7 +38,7 @@ def setup(
     """`clock`: what the RayCronJob schedules are read against (the system's by default);
     `inherited_label_keys`: the labels a RayCronJob passes on to its RayJobs (the queue's)."""
     resolver = resolver_from_settings(
-        config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url
+        config.dashboard_resolver, config.dashboard_map_file, config.dashboard_url, config.cluster_domain
     )
     cronjobs = None
     if config.feature_gates.enabled("RayCronJob"):

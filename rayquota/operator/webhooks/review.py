@@ -13,6 +13,7 @@ from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.ray.security_fields import object_refusals
 from rayquota.operator.webhooks.shapes import type_errors
 from rayquota.queueing import QuantityError, parse_quantity
 
@@ -56,6 +57,12 @@ def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
 
 
+def _security_refusal(kind: str, obj: Body) -> Verdict | None:
+    """Fields asking for security rayquota does not provide (the reconcilers refuse them too)."""
+    errors = object_refusals(kind, obj)
+    return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
+
+
 def _name(kind: str, obj: Body) -> str:
     return f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
 
@@ -67,9 +74,9 @@ def mutate(kind: str, obj: Body, objects: QueueObjects, dispatched: Dispatched |
     child is born gated). In a queue that dispatches to worker clusters (``dispatched``:
     namespace, LocalQueue), ``spec.managedBy`` names MultiKueue unless it is set (Kueue's
     defaulting): nothing of it runs here."""
-    wrong_types = _type_refusal(kind, obj)
-    if wrong_types is not None:
-        return wrong_types
+    refused = _type_refusal(kind, obj) or _security_refusal(kind, obj)
+    if refused is not None:
+        return refused
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
@@ -104,7 +111,7 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
     queued object gets topology annotations that cannot be read."""
     if old is not None and objects.queue_name(kind, obj) is not None:
-        refused = _type_refusal(kind, obj) or _topology_refusal(kind, obj)
+        refused = _type_refusal(kind, obj) or _security_refusal(kind, obj) or _topology_refusal(kind, obj)
         if refused is not None:
             return refused
     suspend = ADAPTERS[kind].gate

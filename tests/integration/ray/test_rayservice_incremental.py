@@ -64,7 +64,10 @@ def gateway_class(control_plane: Any, namespace: str) -> Iterator[str]:
 def incremental(class_name: str) -> dict[str, Any]:
     options = {"maxSurgePercent": SURGE, "stepSizePercent": STEP, "intervalSeconds": INTERVAL_S,
                "gatewayClassName": class_name}  # fmt: skip
-    return manifest({"type": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": options}, delay_s=2)
+    body = manifest({"type": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": options}, delay_s=2)
+    # KubeRay's rule: the new cluster grows through the Ray autoscaler.
+    body["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    return body
 
 
 def serve_capacity(head: RayHead) -> int:

@@ -215,7 +215,7 @@ def test_a_template_field_the_rayjobs_ignore_is_warned_on_the_raycronjob(
 ) -> None:
     kube = Kube(control_plane, namespace)
     manifest = every_minute("policy")
-    manifest["spec"]["jobTemplate"]["rayClusterSpec"]["networkPolicy"] = {}
+    manifest["spec"]["jobTemplate"]["rayClusterSpec"]["headGroupSpec"]["ingressOptions"] = {"host": "h"}
     kube.apply(manifest)
 
     def unimplemented_event() -> str | None:
@@ -223,7 +223,27 @@ def test_a_template_field_the_rayjobs_ignore_is_warned_on_the_raycronjob(
         return found[0]["message"] if found else None
 
     message = wait_for("the UnimplementedField event on the RayCronJob", unimplemented_event)
-    assert message == "field spec.jobTemplate.rayClusterSpec.networkPolicy is not implemented and is ignored"
+    assert message == (
+        "field spec.jobTemplate.rayClusterSpec.headGroupSpec.ingressOptions is not implemented and is ignored"
+    )
+
+
+def test_a_template_asking_for_network_isolation_is_refused_on_the_raycronjob(
+    cron_operator: None, clock: ManualClock, control_plane: Any, namespace: str
+) -> None:
+    kube = Kube(control_plane, namespace)
+    manifest = every_minute("isolated")
+    manifest["spec"]["jobTemplate"]["rayClusterSpec"]["networkPolicy"] = {}
+    kube.apply(manifest)
+    clock.set(created_at(kube, "isolated") + dt.timedelta(hours=2))
+
+    def invalid_event() -> str | None:
+        found = [e for e in kube.events("isolated") if e["reason"] == "InvalidRayCronJobSpec"]
+        return found[0]["message"] if found else None
+
+    message = wait_for("the InvalidRayCronJobSpec event", invalid_event)
+    assert "spec.jobTemplate.rayClusterSpec.networkPolicy is refused" in message, message
+    assert rayjobs_of(kube, "isolated") == []
 
 
 @pytest.mark.parametrize(

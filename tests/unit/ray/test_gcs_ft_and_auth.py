@@ -245,9 +245,9 @@ def test_token_auth_needs_ray_2_52(version: str, ok: bool) -> None:
         assert "spec.authOptions.mode is 'token'" in errors[0]
 
 
-def test_kubernetes_delegated_auth_is_warned_as_ignored() -> None:
-    assert unimplemented_fields(auth_cluster(enableK8sTokenAuth=True)) == [
-        "spec.authOptions.enableK8sTokenAuth"
-    ]
+def test_kubernetes_delegated_auth_is_refused_not_warned() -> None:
+    assert unimplemented_fields(auth_cluster(enableK8sTokenAuth=True)) == []
+    errors = validate_cluster(auth_cluster(enableK8sTokenAuth=True))
+    assert [e.split(" is refused")[0] for e in errors] == ["spec.authOptions.enableK8sTokenAuth: true"]
     assert unimplemented_fields(auth_cluster()) == []
     assert unimplemented_fields(ft_cluster()) == []

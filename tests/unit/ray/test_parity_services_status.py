@@ -342,19 +342,16 @@ def test_generated_crd_declares_every_kuberay_field() -> None:
 
 def test_unimplemented_fields_are_named_for_the_warning_event() -> None:
     body = rich_cluster()
-    assert unimplemented_fields(body) == [
-        "spec.historyServerOptions",
-        "spec.networkPolicy",
-        "spec.tlsOptions",
-        "spec.headGroupSpec.ingressOptions",
-    ]
+    # networkPolicy, tlsOptions and historyServerOptions are refused, not warned (test_security_fields).
+    assert unimplemented_fields(body) == ["spec.headGroupSpec.ingressOptions"]
     assert unimplemented_fields(cluster()) == [] and unimplemented_warning(cluster()) is None
-    rayjob = {"kind": "RayJob", "spec": {"rayClusterSpec": {"tlsOptions": {"enabled": True}}}}
+    head_only = {"headGroupSpec": {"ingressOptions": {"host": "h"}}}
+    rayjob = {"kind": "RayJob", "spec": {"rayClusterSpec": head_only}}
     assert (
         unimplemented_warning(rayjob)
-        == "field spec.rayClusterSpec.tlsOptions is not implemented and is ignored"
+        == "field spec.rayClusterSpec.headGroupSpec.ingressOptions is not implemented and is ignored"
     )
-    off = cluster(tlsOptions={"enabled": False}, authOptions={"mode": "disabled"})
+    off = cluster(authOptions={"mode": "disabled"})
     assert unimplemented_fields(off) == []
 
 

@@ -266,10 +266,10 @@ def test_the_status_records_the_run_in_whole_seconds_utc() -> None:
 
 def test_a_template_field_its_rayjobs_ignore_is_warned_on_the_raycronjob_by_its_path() -> None:
     template = copy.deepcopy(TEMPLATE)
-    template["rayClusterSpec"]["networkPolicy"] = {}
+    template["rayClusterSpec"]["headGroupSpec"]["ingressOptions"] = {"host": "h"}
     obj = cronjob(jobTemplate=template)
-    assert unimplemented_fields(obj) == ["spec.jobTemplate.rayClusterSpec.networkPolicy"]
+    assert unimplemented_fields(obj) == ["spec.jobTemplate.rayClusterSpec.headGroupSpec.ingressOptions"]
     created = step(obj, "2026-01-01T12:01:00")
     assert isinstance(created, Create)
-    assert unimplemented_fields(created.rayjob) == ["spec.rayClusterSpec.networkPolicy"]
+    assert unimplemented_fields(created.rayjob) == ["spec.rayClusterSpec.headGroupSpec.ingressOptions"]
     assert unimplemented_fields(cronjob()) == []

@@ -49,7 +49,9 @@ def test_valid_job_has_no_errors() -> None:
                 "shutdownAfterJobFinishes": True,
                 "deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}},
             },
-            "cannot both be set",
+            # KubeRay accepts the legacy policies beside shutdownAfterJobFinishes (issue 34),
+            # but only both of them.
+            "needs both onSuccess and onFailure",
         ),
         (
             {"rayClusterSpec": {**cluster()["spec"], "upgradeStrategy": {"type": "Recreate"}}},

@@ -158,11 +158,19 @@ def _was(cluster: Mapping[str, Any], condition: str) -> bool:
     return conditions.is_true((cluster.get("status") or {}).get("conditions"), condition)
 
 
+def _head_restart_disabled(cluster: Mapping[str, Any]) -> bool:
+    """KubeRay's ``ray.io/disable-provisioned-head-restart: "true"`` (its SidecarMode RayJobs set it:
+    a new head would not run the job again): once provisioned, a lost head is not replaced."""
+    annotations = cluster["metadata"].get("annotations") or {}
+    return annotations.get(labels.DISABLE_PROVISIONED_HEAD_RESTART) == "true" and _was(cluster, PROVISIONED)
+
+
 def plan_cluster(
     cluster: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
     operator_version: str,
     caps: AdmittedCaps | None = None,
+    cluster_domain: str = labels.DEFAULT_CLUSTER_DOMAIN,
 ) -> ClusterPlan:
     """The pod changes that bring the cluster to its spec.
 
@@ -209,7 +217,7 @@ def plan_cluster(
                 )
             return plan
 
-    ctx = PodContext(cluster=cluster, operator_version=operator_version, spec_hash=current_hash)
+    ctx = PodContext(cluster, operator_version, current_hash, cluster_domain)
     for pod in live:
         if is_finished(pod):
             phase = pod["status"]["phase"]
@@ -222,7 +230,11 @@ def plan_cluster(
     head_misses = caps_module.template_misses(caps, None, spec["headGroupSpec"]["template"])
     if head_misses:
         plan.waiting.append(f"the head template lacks the admitted {', '.join(head_misses)}")
-    if not heads and (caps is None or caps.head) and not head_misses:
+    if not heads and _head_restart_disabled(cluster):
+        plan.waiting.append(
+            f"the head pod is gone and {labels.DISABLE_PROVISIONED_HEAD_RESTART} forbids a new one"
+        )
+    elif not heads and (caps is None or caps.head) and not head_misses:
         plan.create.append(build_head_pod(ctx))
     for extra in heads[1:]:
         plan.delete.append(PodDeletion(extra, "SurplusHead", "more than one head pod"))

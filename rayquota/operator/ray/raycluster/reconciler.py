@@ -142,7 +142,9 @@ class RayClusterReconciler:
         warn_unimplemented_fields(self.manager, cluster)
         pods = self.pods_of(cluster)
         caps = self.caps.caps_for(cluster)
-        plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
+        plan = plan_cluster(
+            cluster, pods, self.config.version, caps=caps, cluster_domain=self.config.cluster_domain
+        )
         failures: list[str] = []
         head_service: Mapping[str, Any] | None = None
         replan = False
@@ -172,7 +174,13 @@ class RayClusterReconciler:
                 fresh = self.pods_of(cluster)
                 if len(fresh) != len(pods) or any(a is not b for a, b in zip(fresh, pods, strict=True)):
                     pods = fresh
-                    plan = plan_cluster(cluster, pods, self.config.version, caps=caps)
+                    plan = plan_cluster(
+                        cluster,
+                        pods,
+                        self.config.version,
+                        caps=caps,
+                        cluster_domain=self.config.cluster_domain,
+                    )
                 replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is
         # already out of date; their watch events bring us back to write the real one.
@@ -217,7 +225,9 @@ class RayClusterReconciler:
         if not redis_cleanup.wanted(cluster):
             await self.redis_cleanup.release_if_held(cluster)
             return None
-        head = build_head_pod(PodContext(cluster, self.config.version, spec_hash(cluster["spec"])))
+        head = build_head_pod(
+            PodContext(cluster, self.config.version, spec_hash(cluster["spec"]), self.config.cluster_domain)
+        )
         return await self.redis_cleanup.finalize(cluster, self.pods_of(cluster), head)
 
     async def _ensure_ingress(self, cluster: Obj, failures: list[str]) -> None:

@@ -156,7 +156,7 @@ def cluster_status(
     status["desiredGPU"] = _format_cpu(resources["gpu"])
     status["desiredTPU"] = _format_cpu(resources["tpu"])
 
-    head_info: dict[str, Any] = {"serviceName": labels.head_service_name(cluster["metadata"]["name"])}
+    head_info: dict[str, Any] = {"serviceName": labels.cluster_head_service_name(cluster)}
     if head is not None:
         head_info["podName"] = head["metadata"]["name"]
         if (head.get("status") or {}).get("podIP"):

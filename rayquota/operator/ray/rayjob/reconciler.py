@@ -4,7 +4,7 @@
                       \\-> Waiting (InteractiveMode, until spec.jobId) -> Running
     Running --(job failed, retries left)--> Retrying -> New (new cluster, new job id)
     any active state --(spec.suspend)--> Suspending -> Suspended --(resume)--> New
-    invalid spec -> ValidationFailed (re-checked when the spec changes)
+    invalid spec -> ValidationFailed (terminal, as in KubeRay; the reason follows spec changes)
 
 Each reconcile reads the RayJob, its RayCluster, its submitter Job and the Ray job's status, and
 takes one step (two when the first leads to New, which only picks names); the daemon calls it
@@ -214,13 +214,9 @@ class RayJobReconciler(RayJobChildren):
             )
             return Result()
         if state == VALIDATION_FAILED:
-            # The spec was fixed: start over through Retrying, which first removes what an earlier
-            # attempt left running, so a second cluster never runs beside the first.
-            await self._stop_ray_job(rayjob, status)
-            status.update(
-                jobDeploymentStatus=RETRYING, reason=None, message="the spec is valid again; starting over"
-            )
-            return Result(0.1)
+            # Terminal, as in KubeRay: a spec made valid again does not start the RayJob over
+            # (delete it and create it again); the last reason stays.
+            return Result()
 
         if state in ACTIVE and (spec.get("suspend") or self._quota_withdrawn(rayjob)):
             status["jobDeploymentStatus"] = SUSPENDING

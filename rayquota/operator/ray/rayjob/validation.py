@@ -60,9 +60,19 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
         errors.append(
             "spec.rayClusterSpec.upgradeStrategy is not allowed: a RayJob's cluster is never upgraded"
         )
+    if int(spec.get("ttlSecondsAfterFinished") or 0) > 0 and not spec.get("shutdownAfterJobFinishes"):
+        errors.append(
+            "spec.ttlSecondsAfterFinished needs spec.shutdownAfterJobFinishes: true "
+            "(it is how long the cluster outlives the job)"
+        )
     if deletion:
-        if spec.get("shutdownAfterJobFinishes"):
-            errors.append("spec.deletionStrategy and spec.shutdownAfterJobFinishes cannot both be set")
+        legacy = [when for when in ("onSuccess", "onFailure") if deletion.get(when) is not None]
+        if len(legacy) == 1:
+            errors.append(
+                "spec.deletionStrategy needs both onSuccess and onFailure when either is set "
+                f"(only {legacy[0]} is)"
+            )
+        errors += _deletion_with_shutdown_errors(spec, deletion)
         policies = [r.get("policy") for r in deletion.get("deletionRules") or []]
         policies += [(deletion.get(k) or {}).get("policy") for k in ("onSuccess", "onFailure")]
         if selector and any(p in CLUSTER_POLICIES for p in policies):
@@ -70,7 +80,9 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
         if (cluster_spec or {}).get("enableInTreeAutoscaling"):
             errors += delete_workers_errors(deletion)
     if cluster_spec:
-        errors += feature_errors(cluster_spec, meta.get("annotations") or {}, "spec.rayClusterSpec")
+        errors += feature_errors(
+            cluster_spec, meta.get("annotations") or {}, "spec.rayClusterSpec", owner_kind="RayJob"
+        )
     if spec.get("runtimeEnvYAML"):
         try:
             if not isinstance(yaml.safe_load(spec["runtimeEnvYAML"]), dict):
@@ -84,6 +96,21 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
         except ValueError as exc:
             errors.append(f"spec.entrypointResources is not valid JSON: {exc}")
     return errors
+
+
+def _deletion_with_shutdown_errors(spec: Mapping[str, Any], deletion: Mapping[str, Any]) -> list[str]:
+    """KubeRay's rules for deletionStrategy beside shutdownAfterJobFinishes: deletionRules exclude
+    it; the legacy onSuccess/onFailure may go with it (they take precedence once the job ends),
+    but not with a DeleteNone policy, which would contradict it."""
+    if not spec.get("shutdownAfterJobFinishes"):
+        return []
+    if deletion.get("deletionRules"):
+        return ["spec.deletionStrategy.deletionRules and spec.shutdownAfterJobFinishes cannot both be set"]
+    return [
+        f"spec.deletionStrategy.{when}.policy is DeleteNone but spec.shutdownAfterJobFinishes is true"
+        for when in ("onSuccess", "onFailure")
+        if (deletion.get(when) or {}).get("policy") == DeletionPolicyType.DELETE_NONE
+    ]
 
 
 def delete_workers_errors(deletion: Mapping[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
+from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.core.store import Obj
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.auth_token import AuthTokens
@@ -58,6 +59,9 @@ from rayquota.operator.ray.resolver import DashboardResolver
 log = logging.getLogger(__name__)
 
 SERVICE_INDEX = "rayservice"
+# KubeRay's finalizer on a RayService; rayquota puts none (it relies on owner references) and
+# removes KubeRay's, so a RayService moved from KubeRay is deleted.
+KUBERAY_FINALIZER = "ray.io/rayservice-finalizer"
 CLUSTER_INDEX = "raycluster"
 
 
@@ -135,8 +139,15 @@ class RayServiceReconciler:
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         cached = self.services.store.get_key(key)
-        if cached is None or cached["metadata"].get("deletionTimestamp"):
-            return None  # children are owned: the garbage collector removes them
+        if cached is None:
+            return None
+        if cached["metadata"].get("deletionTimestamp"):
+            # Children are owned: the garbage collector removes them once the service is gone.
+            # KubeRay's finalizer (a RayService created under KubeRay) waits for the same.
+            if KUBERAY_FINALIZER in (cached["metadata"].get("finalizers") or []):
+                path = resources.RAYSERVICES.path(cached["metadata"]["namespace"], str(key.name))
+                await set_finalizer(self.manager.client, path, cached, KUBERAY_FINALIZER, present=False)
+            return None
         if labels.managed_by_other_controller(cached) or self.manager.status.is_stale(cached):
             return None
         service = copy.deepcopy(cached)

@@ -1,0 +1,131 @@
+"""Fields asking for security rayquota does not provide are refused where KubeRay v1.7.0 refuses
+them with its default feature gates, naming the field and why: by every reconciler's validation
+and by the admission webhook."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.ray.raycluster.plan import validate_cluster
+from rayquota.operator.ray.raycronjob.validation import validate_raycronjob
+from rayquota.operator.ray.rayjob.validation import validate_rayjob
+from rayquota.operator.ray.rayservice.validation import validate_rayservice
+from rayquota.operator.ray.security_fields import object_refusals, refusals
+from rayquota.operator.webhooks import review
+from tests.unit.queue import bodies
+from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
+from tests.unit.ray.fixtures import BASE_CLUSTER, cluster
+from tests.unit.ray.rayservice_fixtures import service
+
+TOKEN_AUTH = {"mode": "token", "enableK8sTokenAuth": True}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("networkPolicy", {"mode": "DenyAllIngress"}, "RayClusterNetworkPolicy"),
+        ("networkPolicy", {}, "creates no NetworkPolicies"),
+        ("tlsOptions", {"enabled": True}, "RayClusterMTLS"),
+        # KubeRay refuses any tlsOptions while its gate is off, even one turned off.
+        ("tlsOptions", {"enabled": False}, "mutual TLS"),
+        ("historyServerOptions", {"collectorOptions": {"image": "c:1"}}, "RayClusterHistoryServer"),
+    ],
+)
+def test_a_gated_security_field_is_refused_by_the_raycluster_validation(
+    field: str, value: dict[str, Any], why: str
+) -> None:
+    errors = validate_cluster(cluster(**{field: value}))
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"spec.{field} is refused: "), errors
+    assert why in errors[0]
+
+
+def test_an_unset_or_null_security_field_is_not_refused() -> None:
+    assert validate_cluster(cluster()) == []
+    assert (
+        refusals({"networkPolicy": None, "tlsOptions": None, "authOptions": {"mode": "token"}}, "spec") == []
+    )
+    assert refusals({"authOptions": {"mode": "token", "enableK8sTokenAuth": False}}, "spec") == []
+
+
+@pytest.mark.parametrize(
+    ("auth", "owner", "kuberay_reason"),
+    [
+        ({"enableK8sTokenAuth": True}, "RayCluster", "needs authOptions.mode: token"),
+        (TOKEN_AUTH, "RayJob", "does not support it for a RayJob"),
+        (TOKEN_AUTH, "RayService", "does not support it for a RayService"),
+        ({**TOKEN_AUTH, "secretName": "mine"}, "RayCluster", "cannot be used with authOptions.secretName"),
+        (TOKEN_AUTH, "RayCluster", "does not implement Kubernetes-delegated token auth"),
+    ],
+)
+def test_kubernetes_delegated_token_auth_is_refused_with_kuberays_reason_first(
+    auth: dict[str, Any], owner: str, kuberay_reason: str
+) -> None:
+    [error] = refusals({"authOptions": auth}, "spec", owner)
+    assert error.startswith("spec.authOptions.enableK8sTokenAuth: true is refused: ")
+    assert kuberay_reason in error
+    assert "does not implement Kubernetes-delegated token auth" in error
+
+
+def test_each_kind_names_the_field_by_its_path_in_the_object() -> None:
+    job = {
+        "metadata": {"name": "job"},
+        "spec": {
+            "entrypoint": "python x.py",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": {**copy.deepcopy(BASE_CLUSTER["spec"]), "tlsOptions": {"enabled": True}},
+        },
+    }
+    assert (
+        [e for e in validate_rayjob(job) if "refused" in e]
+        == [e for e in validate_rayjob(job) if e.startswith("spec.rayClusterSpec.tlsOptions is refused")]
+        != []
+    )
+
+    def add_policy(config: dict[str, Any]) -> None:
+        config["networkPolicy"] = {"mode": "DenyAll"}
+
+    problems = validate_rayservice(service(add_policy))
+    assert any(p.startswith("spec.rayClusterConfig.networkPolicy is refused") for p in problems), problems
+
+    cron = {
+        "metadata": {"name": "cron"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": job["spec"]},
+    }
+    assert any(
+        e.startswith("spec.jobTemplate.rayClusterSpec.tlsOptions is refused")
+        for e in validate_raycronjob(cron)
+    )
+    assert (
+        object_refusals("RayCronJob", cron)
+        == [
+            e for e in object_refusals("RayCronJob", cron) if e.startswith("spec.jobTemplate.rayClusterSpec.")
+        ]
+        != []
+    )
+    assert object_refusals("Job", {"spec": {"networkPolicy": {}}}) == []
+
+
+def _objects() -> QueueObjects:
+    kinds = {k: FakeInformer() for k in ("RayCluster", "RayJob", "RayService")}
+    return QueueObjects(naming.QueueSettings(), kinds, FakeInformer(), fake_pod_informers())  # type: ignore[arg-type]
+
+
+def test_the_webhook_refuses_a_queued_object_asking_for_security_on_create_and_update() -> None:
+    job = bodies.rayjob()
+    job["spec"]["rayClusterSpec"]["networkPolicy"] = {"mode": "DenyAll"}
+    verdict = review.mutate("RayJob", job, _objects())
+    assert not verdict.allowed
+    assert "spec.rayClusterSpec.networkPolicy is refused" in verdict.message
+
+    old = bodies.rayjob()
+    new = copy.deepcopy(old)
+    new["spec"]["rayClusterSpec"]["historyServerOptions"] = {}
+    gate = review.validate_gate("RayJob", new, old, _objects(), None)  # type: ignore[arg-type]
+    assert not gate.allowed and "spec.rayClusterSpec.historyServerOptions is refused" in gate.message
+    assert review.mutate("RayJob", bodies.rayjob(), _objects()).allowed
