@@ -42,12 +42,17 @@ STATIC_DIR = Path(str(package_files.files("rayquota.dashboard") / "static"))
 SPA_PATHS = (
     "/",
     "/cohorts",
+    "/queues",
     "/queues/{tail:.*}",
+    "/localqueues",
     "/localqueues/{tail:.*}",
+    "/workloads",
     "/workloads/{tail:.*}",
     "/ray",
     "/history",
 )
+"""Every path the app routes (static/app.js ``ROUTES``) answers with the app, so a reload, a new
+tab or a bookmark of any page opens it; a test checks each route both ways."""
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import available
+from .cohorts import available, potential_available
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
 from .policies import (
@@ -121,6 +121,82 @@ def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credi
     return text
 
 
+NEVER_FITS = "can never be admitted"
+"""Opens a pending reason when the request exceeds what the queue could ever hold (nominal quota
+plus all its cohort could lend, within its borrowing limit), whatever is freed or preempted."""
+
+
+def never_fits(reason: str) -> bool:
+    """The pending reason says the workload exceeds the queue's maximum capacity (Kueue's
+    ``ExceedsMaxQuota``): it is inadmissible as it stands, not waiting for its turn."""
+    return f"{NEVER_FITS}: " in reason
+
+
+@dataclass(frozen=True, slots=True)
+class _FlavorJudgement:
+    mode: FitMode
+    shortage: str | None
+    never: bool
+    """beyond the flavor's maximum capacity (or no quota for a resource): never fits there"""
+
+
+def _judge_flavor(
+    cq: ClusterQueueState,
+    flavor: str,
+    requests: Mapping[str, int],
+    usage: Mapping[FlavorResource, int],
+    credit: Mapping[FlavorResource, int],
+) -> _FlavorJudgement:
+    """How a pod set's requests of one resource group fit one flavor's quota, given what the
+    workload's earlier pod sets take (``usage``) and what its predecessor holds (``credit``)."""
+    node = cq.node
+    mode = FitMode.FIT
+    shortage: str | None = None
+    for resource, amount in requests.items():
+        fr = (flavor, resource)
+        quota = node.quota.get(fr)
+        if quota is None:
+            return _FlavorJudgement(FitMode.NO_FIT, f"flavor {flavor} has no quota for {resource}", True)
+        total = amount + usage.get(fr, 0)
+        need = total - credit.get(fr, 0)
+        if need <= 0:
+            continue
+        if need <= available(node, fr):
+            if node.usage.get(fr, 0) + need > quota.nominal and mode > FitMode.BORROW:
+                mode = FitMode.BORROW
+            continue
+        ceiling = potential_available(node, fr)
+        # A slice beside its admitted predecessor keeps the shortage's words: its demand counts
+        # pods an upgrade or a scale-down removes as it goes.
+        if total > ceiling and fr not in credit:
+            return _FlavorJudgement(FitMode.NO_FIT, _beyond_capacity_text(cq, fr, total, ceiling), True)
+        credited = fr in credit
+        shortage = _shortage_text(cq, fr, need if credited else amount, credited)
+        if need <= _preemption_bound(cq, fr):
+            mode = FitMode.PREEMPT
+        else:
+            return _FlavorJudgement(FitMode.NO_FIT, shortage, False)
+    return _FlavorJudgement(mode, shortage, False)
+
+
+def _beyond_capacity_text(cq: ClusterQueueState, fr: FlavorResource, total: int, ceiling: int) -> str:
+    """Kueue's words for a request beyond the maximum capacity, and what that capacity is."""
+    flavor, resource = fr
+    node = cq.node
+    quota = node.quota[fr]
+    text = (
+        f"insufficient quota for {resource} in flavor {flavor}, request > maximum capacity "
+        f"({format_quantity(total, resource)} > {format_quantity(ceiling, resource)}): "
+        f"ClusterQueue {cq.name} has {format_quantity(quota.nominal, resource)} nominal"
+    )
+    if node.parent is not None:
+        lend = format_quantity(max(0, ceiling - quota.nominal), resource)
+        text += f"; cohort {node.parent.name} could lend it at most {lend}"
+        if quota.borrowing_limit is not None:
+            text += f" (borrowing limit {format_quantity(quota.borrowing_limit, resource)})"
+    return text
+
+
 def assign_flavors(
     cq: ClusterQueueState,
     pod_sets: tuple[PodSet, ...],
@@ -160,6 +236,7 @@ def assign_flavors(
             best_mode = FitMode.NO_FIT
             best_flavor: str | None = None
             refusals: list[str] = []
+            never = True  # every candidate flavor is ruled out for good
             for flavor_quotas in candidates:
                 flavor = flavors.get(flavor_quotas.flavor)
                 if flavor is None:
@@ -168,34 +245,13 @@ def assign_flavors(
                 refusal = _flavor_refusal(flavor, pod_set, group, flavors, topology_refusal)
                 if refusal is not None:
                     refusals.append(refusal)
+                    never = False
                     continue
-                mode = FitMode.FIT
-                shortage: str | None = None
-                for resource, amount in requests.items():
-                    fr = (flavor.name, resource)
-                    quota = node.quota.get(fr)
-                    if quota is None:
-                        mode = FitMode.NO_FIT
-                        shortage = f"flavor {flavor.name} has no quota for {resource}"
-                        break
-                    need = amount + usage.get(fr, 0) - credit.get(fr, 0)
-                    if need <= 0:
-                        continue
-                    used = node.usage.get(fr, 0)
-                    free = available(node, fr)
-                    if need <= free:
-                        if used + need > quota.nominal and mode > FitMode.BORROW:
-                            mode = FitMode.BORROW
-                        continue
-                    credited = fr in credit
-                    shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-                    if need <= _preemption_bound(cq, fr):
-                        mode = FitMode.PREEMPT
-                    else:
-                        mode = FitMode.NO_FIT
-                        break
-                if shortage is not None:
-                    refusals.append(shortage)
+                judged = _judge_flavor(cq, flavor.name, requests, usage, credit)
+                never = never and judged.never
+                if judged.shortage is not None:
+                    refusals.append(judged.shortage)
+                mode = judged.mode
                 if mode > best_mode:
                     best_mode, best_flavor = mode, flavor.name
                 if mode is FitMode.FIT:
@@ -207,6 +263,8 @@ def assign_flavors(
             if best_flavor is None:
                 result.mode = FitMode.NO_FIT
                 prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
+                if never and refusals:
+                    prefix += f"{NEVER_FITS}: "
                 result.reasons.append(prefix + ("; or ".join(refusals) or "no flavor in its resource group"))
                 return result
             if best_mode is not FitMode.FIT:
