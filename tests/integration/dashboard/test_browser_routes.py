@@ -93,3 +93,31 @@ def test_every_route_opens_by_its_address_and_on_reload(
             polling=100,
         )
         assert errors == []
+
+
+def test_history_charts_have_time_axes_steps_and_a_legend_for_lines_drawn_on_each_other(
+    dashboard: Served, quota: Quota, control_plane: Any, namespace: str, admin_token: str
+) -> None:
+    idle = [quota.cluster_queue(f"idle-{i}", {quota.name("a100"): 4}) for i in range(2)]
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{dashboard.url}/history#token={admin_token}")
+        chart = page.locator("figure.chart").first
+        chart.wait_for(timeout=15_000)
+        # Both idle queues sampled more than once (one sample a second here).
+        page.wait_for_function(
+            "(names) => names.every((n) => document.querySelector(`figure.chart li[data-series='${n}']`))"
+            " && document.querySelectorAll('figure.chart svg text.time-label').length >= 4",
+            arg=idle,
+            timeout=30_000,
+            polling=200,
+        )
+        labels = chart.locator("svg text.time-label").all_inner_texts()
+        assert len(labels) == 5 and all(len(t.split(":")) == 3 for t in labels), labels
+        assert labels == sorted(labels)
+        # Steps: a sample holds until the next one (horizontal, then vertical moves only).
+        path = chart.locator("path.line").first.get_attribute("d") or ""
+        assert path.startswith("M") and "L" not in path, path
+        # The later of two identical idle lines says which line it is drawn under.
+        later = chart.locator(f"li[data-series='{idle[1]}']").inner_text()
+        assert "same line as" in later, later
