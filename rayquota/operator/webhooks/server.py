@@ -105,7 +105,11 @@ class WebhookServer:
         if self.local_queues.store.get(namespace, name) is not None:
             return True
         try:
-            return await self.manager.client.get(resource.path(namespace, name)) is not None
+            # A list by name: the operator may list and watch LocalQueues, not get them.
+            found = await self.manager.client.request(
+                "GET", resource.path(namespace), params={"fieldSelector": f"metadata.name={name}"}
+            )
+            return bool(found.get("items"))
         except ApiError:
             return True
         except UNREACHABLE:
