@@ -112,7 +112,7 @@ def test_history_charts_have_time_axes_steps_and_a_legend_for_lines_drawn_on_eac
             timeout=30_000,
             polling=200,
         )
-        labels = chart.locator("svg text.time-label").all_inner_texts()
+        labels = chart.locator("svg text.time-label").all_text_contents()
         assert len(labels) == 5 and all(len(t.split(":")) == 3 for t in labels), labels
         # Steps: a sample holds until the next one (horizontal, then vertical moves only).
         path = chart.locator("path.line").first.get_attribute("d") or ""

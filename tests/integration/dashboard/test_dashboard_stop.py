@@ -20,7 +20,7 @@ def test_a_dashboard_with_an_open_live_stream_stops_within_seconds(admin_token: 
         )
         response = connection.getresponse()
         assert response.status == 200
-        assert response.fp.readline().startswith(b"event: view")  # the stream is open and served
+        assert response.readline().startswith(b"event: view")  # the stream is open and served
         stopping = time.monotonic()
     stopped_after_s = time.monotonic() - stopping
     connection.close()
