@@ -34,6 +34,7 @@ from rayquota.operator.queue import converter
 from rayquota.operator.queue.admission_memo import AdmissionMemo, Parsed
 from rayquota.operator.queue.cli_views import load_workloads
 from rayquota.operator.queue.driver import Driver, workload_key_of
+from rayquota.operator.queue.pod_set_words import reason_in_words
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import Admit, Decision, Engine, NodeSnapshot, Preempt, Workload
 
@@ -89,11 +90,13 @@ class QueueSnapshot:
 
     def reason(self, entry: PendingEntry) -> str:
         status = self.engine.workload(entry.engine_key)
-        return status.pending_reason if status is not None else ""
+        reason = status.pending_reason if status is not None else ""
+        return reason_in_words(reason, self.workloads.get(entry.workload))
 
     def reason_of(self, key: str) -> str:
-        """The engine's sentence for a workload's pending part (empty when nothing waits)."""
-        return self.driver.pending_reason(key) or ""
+        """The engine's sentence for a workload's pending part (empty when nothing waits), in
+        the words the CLI and the events use."""
+        return reason_in_words(self.driver.pending_reason(key) or "", self.workloads.get(key))
 
     def holders(self, cluster_queue: str) -> list[str]:
         """Workloads holding quota in the queue (admitted or being evicted), by key."""

@@ -42,12 +42,17 @@ STATIC_DIR = Path(str(package_files.files("rayquota.dashboard") / "static"))
 SPA_PATHS = (
     "/",
     "/cohorts",
+    "/queues",
     "/queues/{tail:.*}",
+    "/localqueues",
     "/localqueues/{tail:.*}",
+    "/workloads",
     "/workloads/{tail:.*}",
     "/ray",
     "/history",
 )
+"""Every path the app routes (static/app.js ``ROUTES``) answers with the app, so a reload, a new
+tab or a bookmark of any page opens it; a test checks each route both ways."""
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -64,6 +69,8 @@ SECURITY_HEADERS = {
 LIVE_MIN_GAP_S = 0.25
 """Throttle of the live channel: at most four messages a second per page."""
 KEEPALIVE_S = 15.0
+SHUTDOWN_GRACE_S = 0.5
+"""How long a stopping dashboard lets requests in flight finish (a page's JSON takes far less)."""
 USER_KEY = web.RequestKey("user", User)
 
 
@@ -97,7 +104,9 @@ class Dashboard:
 
     async def serve(self, ready: Callable[[int], None] | None = None) -> None:
         """Serve until cancelled; ``ready`` gets the bound port (0 in the settings: a free one)."""
-        runner = web.AppRunner(self.app(), access_log=None)
+        # Live streams never end on their own: waiting for them at shutdown (aiohttp's 60 s
+        # grace) held the operator's stop, and its lease release, until a stream's next write.
+        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
         await runner.setup()
         site = web.TCPSite(runner, self.settings.bind, self.settings.port, reuse_address=True)
         await site.start()

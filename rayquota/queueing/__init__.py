@@ -79,6 +79,7 @@ from .decisions import (
 )
 from .engine import Engine
 from .engine_events import WorkloadStatus
+from .flavors import never_fits
 from .model import (
     HOSTNAME_LABEL,
     BorrowWithinCohort,
@@ -114,6 +115,7 @@ from .policies import (
     WithinClusterQueuePolicy,
 )
 from .quantities import QuantityError, format_quantity, parse_quantity
+from .routing import names_a_missing_queue
 from .state import Phase
 
 __all__ = [
@@ -167,6 +169,8 @@ __all__ = [
     "Workload",
     "WorkloadStatus",
     "format_quantity",
+    "names_a_missing_queue",
+    "never_fits",
     "parse_quantity",
     "retry_backoff_s",
 ]

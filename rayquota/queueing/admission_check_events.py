@@ -14,12 +14,10 @@ from .accounting import Accounting
 from .admission_checks import (
     AdmissionCheck,
     AdmissionCheckRule,
-    CheckProblem,
     CheckState,
     CheckVerdict,
     applicable_checks,
     describe,
-    queue_check_problem,
     verdict,
 )
 from .decisions import PodSetAssignment, PreemptionReason
@@ -85,9 +83,6 @@ class AdmissionCheckEvents:
     def admission_check_states(self, key: str) -> dict[str, CheckState]:
         """The reserved workload's check states (empty when none apply or it is not reserved)."""
         return dict(self._check_states.get(key, {}))
-
-    def admission_check_problem(self, rules: tuple[AdmissionCheckRule, ...]) -> CheckProblem | None:
-        return queue_check_problem(rules, self._checks)
 
     # --------------------------------------------------------------- internals
 

@@ -81,24 +81,20 @@ def applicable_checks(rules: Iterable[AdmissionCheckRule], flavors: Collection[s
     return tuple(rule.name for rule in rules if rule.applies_to(flavors))
 
 
-def queue_check_problem(
+def check_problems(
     rules: Iterable[AdmissionCheckRule], checks: Mapping[str, AdmissionCheck]
-) -> CheckProblem | None:
-    """The first missing check, else the first inactive one, else ``None``."""
+) -> list[tuple[str, str]]:
+    """(reason, words) for the first missing check, else the first inactive one."""
     names = [rule.name for rule in rules]
     missing = [n for n in names if n not in checks]
     if missing:
-        return CheckProblem(
-            CHECK_NOT_FOUND, f"Can't admit new workloads: AdmissionCheck {missing[0]} not found"
-        )
+        return [(CHECK_NOT_FOUND, f"AdmissionCheck {missing[0]} not found")]
     for name in names:
         check = checks[name]
         if not check.active:
             detail = f": {check.message}" if check.message else ""
-            return CheckProblem(
-                CHECK_INACTIVE, f"Can't admit new workloads: AdmissionCheck {name} is inactive{detail}"
-            )
-    return None
+            return [(CHECK_INACTIVE, f"AdmissionCheck {name} is inactive{detail}")]
+    return []
 
 
 def verdict(states: Mapping[str, CheckState]) -> CheckVerdict:

@@ -83,6 +83,20 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
     return local + from_parent
 
 
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most of ``fr`` the node could ever use with nothing else admitted anywhere: its own
+    quota plus all its cohort could lend it, within its borrowing limit (Kueue's
+    ``potentialAvailable``). A request beyond it can never be admitted."""
+    parent = node.parent
+    if parent is None:
+        return node.subtree.get(fr, 0)
+    ceiling = node.guaranteed.get(fr, 0) + potential_available(parent, fr)
+    quota = node.quota.get(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        ceiling = min(ceiling, node.subtree.get(fr, 0) + quota.borrowing_limit)
+    return ceiling
+
+
 def add_usage(node: QuotaNode | None, fr: FlavorResource, delta: int) -> None:
     """Change a ClusterQueue's usage and carry the part beyond guaranteed up the tree."""
     while node is not None and delta:

@@ -273,7 +273,7 @@ class Engine(EngineEvents):
             return f"ClusterQueue {cq.name} is stopped ({cq.spec.stop_policy.value})"
         if cq.node.disabled_reason is not None:
             return f"ClusterQueue {cq.name} is inactive: {cq.node.disabled_reason}"
-        problem = self.admission_check_problem(cq.spec.admission_checks)
+        problem = self.cluster_queue_problem(cq.spec)
         if problem is not None:
             return f"ClusterQueue {cq.name} is inactive ({problem.reason}): {problem.message}"
         return None

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 
 from .accounting import Accounting, ClusterQueueStatus, NodeSnapshot
 from .admission_check_events import AdmissionCheckEvents
-from .admission_checks import CheckState
+from .admission_checks import CheckProblem, CheckState
 from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
 from .policies import StopPolicy
+from .queue_problems import queue_problem
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
 from .topology_events import TopologyEvents
@@ -328,9 +329,13 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         )
         return replace(
             status,
-            check_problem=self.admission_check_problem(cq.spec.admission_checks),
+            check_problem=self.cluster_queue_problem(cq.spec),
             awaiting_checks=awaiting,
         )
+
+    def cluster_queue_problem(self, spec: ClusterQueue) -> CheckProblem | None:
+        """What the queue names that is missing (or an inactive check): it admits nothing."""
+        return queue_problem(spec, self._accounting.flavors, self._topology.topologies, self._checks)
 
     def cluster_queue_names(self) -> list[str]:
         return list(self._accounting.queues)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import QuotaNode, available, may_reclaim_in_hierarchy
+from .cohorts import available, may_reclaim_in_hierarchy, potential_available
 from .decisions import PodSetAssignment
 from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
 from .policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
@@ -94,19 +94,6 @@ def _flavor_refusal(
     return None
 
 
-def _potential(node: QuotaNode, fr: FlavorResource) -> int:
-    """The most of ``fr`` the node could ever use: :func:`available` with nothing in use anywhere."""
-    parent = node.parent
-    if parent is None:
-        return node.subtree.get(fr, 0)
-    guaranteed = node.guaranteed.get(fr, 0)
-    from_parent = _potential(parent, fr)
-    quota = node.quota.get(fr)
-    if quota is not None and quota.borrowing_limit is not None:
-        from_parent = min(from_parent, node.subtree.get(fr, 0) - guaranteed + quota.borrowing_limit)
-    return guaranteed + from_parent
-
-
 def _may_preempt_for(cq: ClusterQueueState, fr: FlavorResource, need: int, nominal: int) -> bool:
     """Kueue considers preemption for a flavor only when the request fits the queue's nominal
     quota, or a subtree below the root covers it (the queue's branch may reclaim quota it owns
@@ -138,6 +125,17 @@ def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credi
     return text
 
 
+NEVER_FITS = "can never be admitted"
+"""Opens a pending reason when the request exceeds what the queue could ever hold (nominal quota
+plus all its cohort could lend, within its borrowing limit), whatever is freed or preempted."""
+
+
+def never_fits(reason: str) -> bool:
+    """The pending reason says the workload exceeds the queue's maximum capacity (Kueue's
+    ``ExceedsMaxQuota``): it is inadmissible as it stands, not waiting for its turn."""
+    return f"{NEVER_FITS}: " in reason
+
+
 @dataclass(slots=True)
 class _FlavorFit:
     """How one flavor could take one resource group's requests of a pod set."""
@@ -146,6 +144,8 @@ class _FlavorFit:
     """:data:`_FIT_RANK` when it fits, a :class:`Possibility` when it needs preemption, 0 never."""
     borrowing: bool = False
     shortage: str | None = None
+    never: bool = False
+    """Beyond the flavor's maximum capacity (or no quota for a resource): never fits there."""
 
     @property
     def mode(self) -> FitMode:
@@ -161,11 +161,17 @@ class _FlavorFit:
             return self.rank > 0
         if self.rank == 0:
             return False
+        # A flavor where preemption finds no candidate ranks below every flavor that can be had,
+        # whatever the preference.
+        viable, other_viable = (
+            int(self.rank > Possibility.NO_CANDIDATES),
+            int(other.rank > Possibility.NO_CANDIDATES),
+        )
         how, other_how = self.rank, other.rank
         lends, other_lends = int(not self.borrowing), int(not other.borrowing)
         if preference is FlavorFungibilityPreference.PREEMPTION_OVER_BORROWING:
-            return (lends, how) > (other_lends, other_how)
-        return (how, lends) > (other_how, other_lends)
+            return (viable, lends, how) > (other_viable, other_lends, other_how)
+        return (viable, how, lends) > (other_viable, other_how, other_lends)
 
 
 def _fit_flavor(
@@ -176,29 +182,55 @@ def _fit_flavor(
     credit: Mapping[FlavorResource, int],
     oracle: PreemptionOracle | None,
 ) -> _FlavorFit:
+    """How a pod set's requests of one resource group fit one flavor's quota, given what the
+    workload's earlier pod sets take (``usage``) and what its predecessor holds (``credit``)."""
     node = cq.node
     fit = _FlavorFit(_FIT_RANK)
     for resource, amount in requests.items():
         fr = (flavor, resource)
         quota = node.quota.get(fr)
         if quota is None:
-            return _FlavorFit(0, shortage=f"flavor {flavor} has no quota for {resource}")
-        need = amount + usage.get(fr, 0) - credit.get(fr, 0)
+            return _FlavorFit(0, shortage=f"flavor {flavor} has no quota for {resource}", never=True)
+        total = amount + usage.get(fr, 0)
+        need = total - credit.get(fr, 0)
         if need <= 0:
             continue
         if need <= available(node, fr):
             if node.usage.get(fr, 0) + need > quota.nominal:
                 fit.borrowing = True
             continue
+        ceiling = potential_available(node, fr)
+        # A slice beside its admitted predecessor keeps the shortage's words: its demand counts
+        # pods an upgrade or a scale-down removes as it goes.
+        if total > ceiling and fr not in credit:
+            return _FlavorFit(0, shortage=_beyond_capacity_text(cq, fr, total, ceiling), never=True)
         credited = fr in credit
         fit.shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-        if need > _potential(node, fr) or not _may_preempt_for(cq, fr, need, quota.nominal):
+        if need > ceiling or not _may_preempt_for(cq, fr, need, quota.nominal):
             fit.rank = 0
             return fit
         possibility = Possibility.PREEMPT if oracle is None else oracle(fr, need)
         fit.rank = min(fit.rank, int(possibility))
         fit.borrowing = fit.borrowing or need > quota.nominal
     return fit
+
+
+def _beyond_capacity_text(cq: ClusterQueueState, fr: FlavorResource, total: int, ceiling: int) -> str:
+    """Kueue's words for a request beyond the maximum capacity, and what that capacity is."""
+    flavor, resource = fr
+    node = cq.node
+    quota = node.quota[fr]
+    text = (
+        f"insufficient quota for {resource} in flavor {flavor}, request > maximum capacity "
+        f"({format_quantity(total, resource)} > {format_quantity(ceiling, resource)}): "
+        f"ClusterQueue {cq.name} has {format_quantity(quota.nominal, resource)} nominal"
+    )
+    if node.parent is not None:
+        lend = format_quantity(max(0, ceiling - quota.nominal), resource)
+        text += f"; cohort {node.parent.name} could lend it at most {lend}"
+        if quota.borrowing_limit is not None:
+            text += f" (borrowing limit {format_quantity(quota.borrowing_limit, resource)})"
+    return text
 
 
 def _stops_search(fit: _FlavorFit, cq: ClusterQueueState) -> bool:
@@ -252,6 +284,7 @@ def assign_flavors(
             best: _FlavorFit | None = None
             best_flavor: str | None = None
             refusals: list[str] = []
+            never = True  # every candidate flavor is ruled out for good
             for flavor_quotas in candidates:
                 flavor = flavors.get(flavor_quotas.flavor)
                 if flavor is None:
@@ -260,8 +293,10 @@ def assign_flavors(
                 refusal = _flavor_refusal(flavor, pod_set, topology_refusal)
                 if refusal is not None:
                     refusals.append(refusal)
+                    never = False
                     continue
                 fit = _fit_flavor(cq, flavor.name, requests, usage, credit, oracle)
+                never = never and fit.never
                 if fit.shortage is not None:
                     refusals.append(fit.shortage)
                 if fit.better_than(best, cq.spec.flavor_fungibility.preference):
@@ -271,6 +306,8 @@ def assign_flavors(
             if best is None or best_flavor is None:
                 result.mode = FitMode.NO_FIT
                 prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
+                if never and refusals:
+                    prefix += f"{NEVER_FITS}: "
                 result.reasons.append(prefix + ("; or ".join(refusals) or "no flavor in its resource group"))
                 return result
             if best.mode is not FitMode.FIT:

@@ -8,6 +8,7 @@ is routed again whenever the configuration changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 from .accounting import Accounting
@@ -26,6 +27,23 @@ def local_queue_key(spec: Workload) -> str:
 def inactive_reason(key: str) -> str:
     """Why a deactivated workload (``spec.active`` false) waits: it is not routed at all."""
     return f"workload {key} is inactive"
+
+
+def missing_local_queue(key: str) -> str:
+    return f"LocalQueue {key} does not exist"
+
+
+def missing_cluster_queue(name: str) -> str:
+    return f"ClusterQueue {name} does not exist"
+
+
+_MISSING_QUEUE = re.compile(r"^(LocalQueue|ClusterQueue) \S+ does not exist$")
+
+
+def names_a_missing_queue(reason: str) -> bool:
+    """The pending reason is a missing LocalQueue or ClusterQueue: a mistake to correct (a typo
+    in the queue label), not a turn to wait for."""
+    return bool(_MISSING_QUEUE.match(reason))
 
 
 class Router:
@@ -53,11 +71,11 @@ class Router:
         self.backing_off.pop(wl.key, None)
         local_queue = self.local_queues.get(local_queue_key(spec))
         if local_queue is None:
-            self.make_unrouted(wl, f"LocalQueue {local_queue_key(spec)} does not exist")
+            self.make_unrouted(wl, missing_local_queue(local_queue_key(spec)))
             return
         cq = self.accounting.queues.get(local_queue.cluster_queue)
         if cq is None or cq.name in self.accounting.deleting:
-            self.make_unrouted(wl, f"ClusterQueue {local_queue.cluster_queue} does not exist")
+            self.make_unrouted(wl, missing_cluster_queue(local_queue.cluster_queue))
             return
         self.unrouted.pop(wl.key, None)
         wl.cluster_queue = cq.name
@@ -73,10 +91,10 @@ class Router:
         self.unrouted[wl.key] = wl
         if reason is None:
             local_key = local_queue_key(wl.spec)
-            reason = f"LocalQueue {local_key} does not exist"
+            reason = missing_local_queue(local_key)
             lq = self.local_queues.get(local_key)
             if lq is not None:
-                reason = f"ClusterQueue {lq.cluster_queue} does not exist"
+                reason = missing_cluster_queue(lq.cluster_queue)
         self.tell(wl, reason)
 
     def reroute_unrouted(self) -> None:

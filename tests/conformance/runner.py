@@ -21,6 +21,7 @@ from rayquota.queueing import (
     Cohort,
     Engine,
     FlavorFungibility,
+    FlavorFungibilityPreference,
     FlavorQuotas,
     LabelSelector,
     LabelSelectorRequirement,
@@ -150,6 +151,10 @@ def _preemption(raw: Raw | None) -> Preemption:
     )
 
 
+def _preference(raw: str | None) -> FlavorFungibilityPreference | None:
+    return None if raw is None else FlavorFungibilityPreference(raw)
+
+
 def _cluster_queue(raw: Raw) -> ClusterQueue:
     where = f"cluster queue {raw.get('name')}"
     fungibility = raw.get("fungibility") or {}
@@ -163,6 +168,7 @@ def _cluster_queue(raw: Raw) -> ClusterQueue:
         flavor_fungibility=FlavorFungibility(
             _WHEN_CAN_BORROW[fungibility.get("whenCanBorrow", "MayStopSearch")],
             _WHEN_CAN_PREEMPT[fungibility.get("whenCanPreempt", "TryNextFlavor")],
+            _preference(fungibility.get("preference")),
         ),
         stop_policy=StopPolicy(raw.get("stop", "None")),
         fair_sharing_weight=float(raw.get("weight", 1.0)),

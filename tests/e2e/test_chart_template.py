@@ -87,8 +87,8 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
     objects = render()
     [mutating] = find(objects, "MutatingWebhookConfiguration")
     [validating] = find(objects, "ValidatingWebhookConfiguration")
-    ray_hooks = [*mutating["webhooks"], *validating["webhooks"][:2]]
-    assert len(mutating["webhooks"]) == 2  # one per honoured queue label
+    ray_hooks = [*mutating["webhooks"][:2], *validating["webhooks"][:2]]
+    assert len(mutating["webhooks"]) == 3  # one per honoured queue label, and the ClusterQueues'
     for hook, key in zip(ray_hooks, ["rayquota.io/queue-name", "kueue.x-k8s.io/queue-name"] * 2, strict=True):
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -103,14 +103,15 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
         assert kinds_of(hook) == QUEUED_KINDS
         assert hook["clientConfig"]["service"]["name"] == "rq-rayquota-webhook"
         assert "caBundle" not in hook["clientConfig"]  # the operator patches it in
-    assert [{op for r in h["rules"] for op in r["operations"]} for h in mutating["webhooks"]] == [
-        {"CREATE"}
+    # CREATE: born suspended; UPDATE: a gate the new body leaves out is carried over.
+    assert [{op for r in h["rules"] for op in r["operations"]} for h in mutating["webhooks"][:2]] == [
+        {"CREATE", "UPDATE"}
     ] * 2
     assert [{op for r in h["rules"] for op in r["operations"]} for h in validating["webhooks"][:2]] == [
         {"UPDATE"}
     ] * 2
     # The paths the queue integration's handlers serve (rayquota/operator/webhooks/server.py).
-    assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"]} == {"/mutate-ray"}
+    assert {h["clientConfig"]["service"]["path"] for h in mutating["webhooks"][:2]} == {"/mutate-ray"}
     assert {h["clientConfig"]["service"]["path"] for h in validating["webhooks"][:3]} == {"/validate-ray"}
     # Children of RayJobs/RayServices without the label: checked, but never blocked when down.
     children = validating["webhooks"][2]
@@ -121,6 +122,10 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
     assert queues["rules"][0]["resources"] == ["clusterqueues"]
     assert queues["failurePolicy"] == "Fail"
     assert queues["clientConfig"]["service"]["path"] == "/validate-clusterqueue"
+    # Called as a mutating webhook too: it answers before the CRD schema (words, not a regex).
+    words = mutating["webhooks"][2]
+    assert words["rules"] == queues["rules"]
+    assert words["clientConfig"]["service"]["path"] == "/mutate-clusterqueue"
 
 
 def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off() -> None:
@@ -158,7 +163,7 @@ def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
 def test_manage_jobs_without_queue_name_sends_every_ray_object_to_the_webhooks() -> None:
     objects = render("queue.manageJobsWithoutQueueName=true")
     [mutating] = find(objects, "MutatingWebhookConfiguration")
-    assert len(mutating["webhooks"]) == 1
+    assert len(mutating["webhooks"]) == 2  # every Ray object, and the ClusterQueues
     assert "objectSelector" not in mutating["webhooks"][0]
 
 

@@ -45,7 +45,8 @@ document.getElementById("signin-form").addEventListener("submit", (event) => {
 
 const ROUTES = [
   [/^\/(?:cohorts)?$/, () => ["/api/cohorts", renderCohorts, "cohorts"]],
-  [/^\/queues\/?$/, () => ["/api/cohorts", renderQueueIndex, "queues"]],
+  // The queue picker also answers the parents of the deeper pages (a trimmed address).
+  [/^\/(?:queues|localqueues|workloads)\/?$/, () => ["/api/cohorts", renderQueueIndex, "queues"]],
   [/^\/queues\/([^/]+)$/, (m) => [`/api/queues/${m[1]}`, renderQueue, "queues"]],
   [/^\/localqueues\/([^/]+)\/([^/]+)$/, (m) => [`/api/localqueues/${m[1]}/${m[2]}`, renderQueue, "queues"]],
   [/^\/workloads\/([^/]+)\/([^/]+)$/, (m) => [`/api/workloads/${m[1]}/${m[2]}`, renderWorkload, "queues"]],

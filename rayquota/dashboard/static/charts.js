@@ -33,38 +33,93 @@ export function quotaBar(bar) {
 }
 
 const COLOURS = 8;
+const DASHES = 4;
+const TICKS = 5;
+
+// A sample holds until the next one: steps, not slopes between two samples.
+function stepPath(values, times, px, py) {
+  let d = "";
+  let last = null;
+  values.forEach((v, j) => {
+    if (v === null) {
+      last = null;
+      return;
+    }
+    const x = px(times[j]).toFixed(1), y = py(v).toFixed(1);
+    d += last === null ? `M${x},${y}` : `H${x}V${y}`;
+    last = v;
+  });
+  return d;
+}
+
+function clock(t, withSeconds) {
+  const at = new Date(t * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${two(at.getHours())}:${two(at.getMinutes())}${withSeconds ? `:${two(at.getSeconds())}` : ""}`;
+}
+
+// Time labels under the x axis, evenly spaced over the window shown.
+function timeAxis(t0, t1, px, y) {
+  if (t1 <= t0) return [];
+  const withSeconds = t1 - t0 < 600;
+  return Array.from({ length: TICKS }, (_, k) => t0 + ((t1 - t0) * k) / (TICKS - 1)).map((t, k) =>
+    svg("text", { x: px(t).toFixed(1), y, class: "axis-label time-label", "text-anchor": k === 0 ? "start" : k === TICKS - 1 ? "end" : "middle" }, clock(t, withSeconds)),
+  );
+}
+
+// Series drawn on top of each other (every idle queue at 0) are told apart in the legend: a
+// series is "the same line" as an earlier one when they agree wherever both have samples.
+function sameAs(series, field) {
+  const agree = (a, b) =>
+    a.some((v, k) => v !== null && b[k] !== null) && a.every((v, k) => v === null || b[k] === null || v === b[k]);
+  return series.map((s, i) => {
+    const twin = series.slice(0, i).find((other) => agree(s[field], other[field]));
+    return twin ? twin.clusterQueue : undefined;
+  });
+}
 
 // Lines over time, one per series; values are numbers or null (no sample).
 export function lineChart(title, times, series, field) {
-  const width = 640, height = 180, pad = 36;
+  const width = 640, height = 196, pad = 36, bottom = 24;
   const values = series.flatMap((s) => s[field].filter((v) => v !== null));
   const top = Math.max(1, ...values);
   const t0 = times[0] ?? 0, t1 = times[times.length - 1] ?? 1;
+  const baseline = height - bottom;
   const px = (t) => pad + ((t - t0) / Math.max(1, t1 - t0)) * (width - pad - 8);
-  const py = (v) => height - pad + 8 - (v / top) * (height - pad - 8);
-  const paths = series.map((s, i) => {
-    let d = "";
-    s[field].forEach((v, j) => {
-      if (v === null) return;
-      d += `${d && s[field][j - 1] !== null ? "L" : "M"}${px(times[j]).toFixed(1)},${py(v).toFixed(1)}`;
-    });
-    return svg("path", { d, class: `line c${i % COLOURS}` });
-  });
+  const py = (v) => baseline - (v / top) * (baseline - 8);
+  const style = (i) => `c${i % COLOURS} d${i % DASHES}`;
+  const paths = series.map((s, i) => svg("path", { d: stepPath(s[field], times, px, py), class: `line ${style(i)}` }));
+  const twins = sameAs(series, field);
+  const now = (s) => s[field][s[field].length - 1] ?? "-";
   const summary = series
-    .map((s) => `${s.clusterQueue} now ${s[field][s[field].length - 1] ?? "-"}, peak ${Math.max(0, ...s[field].filter((v) => v !== null))}`)
+    .map((s) => `${s.clusterQueue} now ${now(s)}, peak ${Math.max(0, ...s[field].filter((v) => v !== null))}`)
     .join("; ");
+  const span = times.length > 1 ? `, from ${clock(t0, true)} to ${clock(t1, true)}` : "";
   return h(
     "figure",
     { class: "chart" },
     h("figcaption", {}, title),
     svg(
       "svg",
-      { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `${title}: ${summary || "no samples yet"}` },
-      svg("line", { x1: pad, x2: width - 8, y1: height - pad + 8, y2: height - pad + 8, class: "axis" }),
+      { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `${title}${span}: ${summary || "no samples yet"}` },
+      svg("line", { x1: pad, x2: width - 8, y1: baseline, y2: baseline, class: "axis" }),
       svg("text", { x: 4, y: 14, class: "axis-label" }, String(top)),
-      svg("text", { x: 4, y: height - pad + 8, class: "axis-label" }, "0"),
+      svg("text", { x: 4, y: baseline, class: "axis-label" }, "0"),
+      timeAxis(t0, t1, px, height - 6),
       paths,
     ),
-    h("ul", { class: "legend" }, series.map((s, i) => h("li", { class: `c${i % COLOURS}` }, `${s.clusterQueue}: now ${s[field][s[field].length - 1] ?? "-"}`))),
+    h(
+      "ul",
+      { class: "legend" },
+      series.map((s, i) =>
+        h(
+          "li",
+          { "data-series": s.clusterQueue },
+          svg("svg", { width: 28, height: 10, "aria-hidden": "true" }, svg("line", { x1: 0, x2: 28, y1: 5, y2: 5, class: `line ${style(i)}` })),
+          ` ${s.clusterQueue}: now ${now(s)}`,
+          twins[i] !== undefined ? h("span", { class: "muted" }, ` (same line as ${twins[i]}, drawn under it)`) : null,
+        ),
+      ),
+    ),
   );
 }

@@ -61,3 +61,11 @@ export function pager(paging, onPage) {
     h("button", { type: "button", disabled: last >= total, onclick: () => onPage(offset + limit) }, "Next"),
   );
 }
+
+// A sentence of the operator's (a reason, an event's message): names it quotes in backticks, as
+// in "worker group `gpu` of RayJob `alpha`", are shown as code, never as raw backticks.
+export function prose(text) {
+  const parts = String(text ?? "").split("`");
+  if (parts.length < 3) return String(text ?? "");
+  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? h("code", {}, part) : i % 2 === 1 ? `\`${part}` : part));
+}

@@ -10,6 +10,7 @@ from typing import Any
 
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import amount, conditions
+from rayquota.operator.queue.cli_views import inactive_reason
 from rayquota.queueing import NodeSnapshot
 
 
@@ -43,12 +44,21 @@ def _cluster_queue(node: NodeSnapshot, snapshot: QueueSnapshot, body: Mapping[st
         "cohort": node.parent,
         "queueingStrategy": str(spec.get("queueingStrategy") or "BestEffortFIFO"),
         "stopPolicy": str(spec.get("stopPolicy") or "None"),
-        "inactive": node.disabled_reason,
+        "inactive": _inactive(node, body),
         "pending": {"active": status.pending_active, "inadmissible": status.pending_inadmissible},
         "admitted": status.admitted,
         "flavors": resource_bars(node, snapshot, status.borrowed),
         "conditions": conditions(body or {}),
     }
+
+
+def _inactive(node: NodeSnapshot, body: Mapping[str, Any] | None) -> str | None:
+    """Why the queue admits nothing: a cohort cycle (seen here), else the operator's Active=False
+    condition (a missing flavor, check or topology: the operator's caches decide, not this copy)."""
+    if node.disabled_reason is not None:
+        return node.disabled_reason
+    inactive = inactive_reason(body) if body is not None else None
+    return f"{inactive[0]}: {inactive[1]}" if inactive is not None else None
 
 
 def _cohort(node: NodeSnapshot, snapshot: QueueSnapshot) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import HIDDEN, Page, amount, amounts_text, redact
-from rayquota.queueing import format_quantity
+from rayquota.queueing import format_quantity, never_fits
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ def queue_order_page(
             rows.append({**row, "hidden": True, "name": HIDDEN})
             continue
         totals = spec.totals() if spec else {}
+        reason = snapshot.reason(entry)
         rows.append(
             {
                 **row,
@@ -75,8 +76,9 @@ def queue_order_page(
                 "localQueue": spec.queue_name if spec else "",
                 "owner": _owner(body) if body else None,
                 "needs": amounts_text(totals),
-                "reason": redact(snapshot.reason(entry), known_namespaces, visible),
+                "reason": redact(reason, known_namespaces, visible),
                 "fitsNow": snapshot.fits_now(entry.workload),
+                "neverFits": never_fits(reason),
             }
         )
     node = next((n for n in snapshot.nodes() if n.is_cluster_queue and n.name == scope.cluster_queue), None)

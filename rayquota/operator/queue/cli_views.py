@@ -19,7 +19,7 @@ from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import check_states, cli_topology, converter
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
-from rayquota.operator.queue.pod_set_words import in_words, words_of
+from rayquota.operator.queue.pod_set_words import reason_in_words
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import (
     Admit,
@@ -30,6 +30,7 @@ from rayquota.queueing import (
     Preempt,
     Workload,
     format_quantity,
+    never_fits,
 )
 
 Obj = Mapping[str, Any]
@@ -132,9 +133,29 @@ def queues_table(state: QueueState) -> str:
                 "; ".join(cells) or "-",
                 str(status.get("pendingWorkloads", 0)),
                 str(status.get("admittedWorkloads", 0)),
+                _active_cell(cq),
             ]
         )
-    return table(["CLUSTERQUEUE", "COHORT", "USAGE/QUOTA (flavor/resource)", "PENDING", "ADMITTED"], rows)
+    header = ["CLUSTERQUEUE", "COHORT", "USAGE/QUOTA (flavor/resource)", "PENDING", "ADMITTED", "ACTIVE"]
+    return table(header, rows)
+
+
+def inactive_reason(cluster_queue: Obj) -> tuple[str, str] | None:
+    """(reason, message) of the queue's ``Active=False`` condition, as the operator wrote it."""
+    for condition in (cluster_queue.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Active" and condition.get("status") == "False":
+            return str(condition.get("reason") or ""), str(condition.get("message") or "")
+    return None
+
+
+def _active_cell(cluster_queue: Obj) -> str:
+    inactive = inactive_reason(cluster_queue)
+    if inactive is not None:
+        return f"False ({inactive[0]})"
+    active = any(
+        c.get("type") == "Active" for c in (cluster_queue.get("status") or {}).get("conditions") or ()
+    )
+    return "True" if active else "-"
 
 
 # --- rayquota workloads ---------------------------------------------------------------------
@@ -148,7 +169,10 @@ def workload_phase(workload: Obj) -> str:
         return "Evicting"
     if status.get("admission") and not check_states.all_ready(workload):
         return "QuotaReserved"  # waiting for its admission checks
-    return "Admitted" if status.get("admission") else "Pending"
+    if status.get("admission"):
+        return "Admitted"
+    # Beyond the queue's maximum capacity: no turn ever comes (Kueue's ExceedsMaxQuota).
+    return "Inadmissible" if never_fits(str(status.get("pendingReason") or "")) else "Pending"
 
 
 def owner_of(workload: Obj) -> str:
@@ -282,7 +306,6 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     driver = rebuild(state)
     engine = driver.engine
     decisions = driver.cycle(0.0)
-    words = words_of(workload)
     lines = [f"{kind}/{name}: Workload {key}, {workload_phase(workload)}"]
     spec = converter.workload(workload)
     lines.append("  needs: " + requested(workload) + f" (priority {spec.priority})")
@@ -292,20 +315,26 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         reason = (status.pending_reason if status else "") or (workload.get("status") or {}).get(
             "pendingReason"
         )
-        lines.append(f"  queue: LocalQueue {spec.queue_name} leads nowhere: {in_words(str(reason), words)}")
+        lines.append(
+            f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason_in_words(str(reason), workload)}"
+        )
         return "\n".join(lines)
     lines.append(f"  ClusterQueue: {cluster_queue}")
-    lines.append("  free now: " + _free(engine, cluster_queue))
-    flavors = sorted({flavor for flavor, _ in _quota_keys(engine, cluster_queue)})
+    known = {str(f["metadata"]["name"]) for f in state.flavors}
+    body = next((c for c in state.cluster_queues if c["metadata"]["name"] == cluster_queue), None)
+    inactive = inactive_reason(body) if body is not None else None
+    if inactive is not None:
+        lines.append(f"  the ClusterQueue is inactive ({inactive[0]}): {inactive[1]}")
+    lines.append("  free now: " + _free(engine, cluster_queue, known))
+    flavors = sorted({flavor for flavor, _ in _quota_keys(engine, cluster_queue) if flavor in known})
     lines.extend(cli_topology.room_lines(engine, spec, flavors))
     if workload_phase(workload) == "Admitted":
         waiting = driver.pending_reason(key)
         if waiting:
             # An upgrade (a RayService's new cluster) or a scale-up asks for more than is admitted.
-            lines.append(
-                f"  more is asked for (an upgrade or a scale-up) and waits: {in_words(waiting, words)}"
-            )
-    if workload_phase(workload) != "Pending":
+            words = reason_in_words(waiting, workload)
+            lines.append(f"  more is asked for (an upgrade or a scale-up) and waits: {words}")
+    if workload_phase(workload) not in ("Pending", "Inadmissible"):
         return "\n".join(lines)
     ahead = _ahead(state, engine, key, cluster_queue)
     lines.append(f"  queue position: {len(ahead) + 1}" + (f" (behind {', '.join(ahead)})" if ahead else ""))
@@ -320,7 +349,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         if isinstance(decision, Preempt) and (decision.preemptor == key or key in decision.victims):
             lines.append(f"  preemption: {decision.reason}; victims {', '.join(decision.victims)}")
         elif isinstance(decision, Pending) and workload_key_of(decision.workload) == key:
-            lines.append(f"  why it waits: {in_words(decision.reason, words)}")
+            lines.append(f"  why it waits: {reason_in_words(decision.reason, workload)}")
         elif isinstance(decision, Admit) and decision.workload == key:
             lines.append("  it fits now: the next admission cycle admits it")
     if (
@@ -328,7 +357,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
         and status
         and status.pending_reason
     ):
-        lines.append(f"  why it waits: {in_words(status.pending_reason, words)}")
+        lines.append(f"  why it waits: {reason_in_words(status.pending_reason, workload)}")
     return "\n".join(lines)
 
 
@@ -337,15 +366,19 @@ def _quota_keys(engine: Engine, cluster_queue: str) -> list[tuple[str, str]]:
     return sorted(node.quota)
 
 
-def _free(engine: Engine, cluster_queue: str) -> str:
+def _free(engine: Engine, cluster_queue: str, flavors: Iterable[str]) -> str:
+    """What could be admitted now, per flavor and resource; a flavor the queue lists that does
+    not exist has nothing free, whatever its quota says, and is named as missing."""
     node = next(n for n in engine.snapshot() if n.is_cluster_queue and n.name == cluster_queue)
-    return (
-        ", ".join(
-            f"{flavor}/{res} {format_quantity(engine.available(cluster_queue, flavor, res), res)}"
-            for flavor, res in sorted(node.quota)
-        )
-        or "-"
-    )
+    known = set(flavors)
+    missing = sorted({flavor for flavor, _ in node.quota if flavor not in known})
+    parts = [
+        f"{flavor}/{res} {format_quantity(engine.available(cluster_queue, flavor, res), res)}"
+        for flavor, res in sorted(node.quota)
+        if flavor in known
+    ]
+    parts += [f"{flavor} (no such ResourceFlavor)" for flavor in missing]
+    return ", ".join(parts) or "-"
 
 
 def _ahead(state: QueueState, engine: Engine, key: str, cluster_queue: str) -> list[str]:

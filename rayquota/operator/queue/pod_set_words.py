@@ -93,3 +93,9 @@ def words_of(workload: Mapping[str, Any] | None) -> dict[str, str]:
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in parsed.items()} if isinstance(parsed, dict) else {}
+
+
+def reason_in_words(reason: str, workload: Mapping[str, Any] | None) -> str:
+    """The engine's sentence about a Workload as every reader shows it (status, events, the CLI,
+    the dashboard): its pod sets named with the words the Workload carries."""
+    return in_words(reason, words_of(workload))

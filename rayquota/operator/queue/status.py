@@ -328,13 +328,30 @@ class QueueStatusWriter:
                     and change.cluster_queue not in self.engine.cluster_queue_names()
                 ):
                     return  # deleted while earlier writes of this pass were awaited
+                before = _active_of(change.obj.get("status"))
                 await self.manager.status.write(change.resource, change.obj, change.status)
                 self._written_at[change.key] = time.monotonic()
+                if change.cluster_queue is not None:
+                    self._announce_inactive(change, before)
 
         outcomes = await asyncio.gather(*(write(c) for c in changes), return_exceptions=True)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         if failed:
             raise failed[0]
+
+    def _announce_inactive(self, change: _Change, before: tuple[Any, Any] | None) -> None:
+        """A Warning event when a ClusterQueue turns inactive for something it names that is
+        missing or unusable (a flavor, a check, a topology): its user learns why nothing runs.
+        Stopping or deleting a queue is the user's own doing and says so in its condition."""
+        active = _active_of(change.status)
+        if active is None or active == before or active[0] != "False":
+            return
+        if active[1] in (TERMINATING_REASON, STOPPED_REASON):
+            return
+        message = next(
+            str(c.get("message") or "") for c in change.status["conditions"] if c.get("type") == "Active"
+        )
+        self.manager.recorder.post(change.obj, "Warning", str(active[1]), message)
 
     def _note(
         self,
@@ -350,9 +367,7 @@ class QueueStatusWriter:
         meta = obj["metadata"]
         key = (resource.plural, str(meta.get("namespace") or ""), str(meta["name"]))
         urgent = (
-            not stored
-            or _active_of(stored) != _active_of(status)
-            or _has_work(stored) != _has_work(status)
+            not stored or _active_of(stored) != _active_of(status) or _has_work(stored) != _has_work(status)
         )
         changed.append(_Change(key, resource, obj, status, urgent, cluster_queue))
 

@@ -40,7 +40,7 @@ from rayquota.operator.queue.objects import (
     RecordingLookup,
 )
 from rayquota.operator.queue.pending_writes import PendingWrites
-from rayquota.operator.queue.pod_set_words import in_words, pod_set_words, words_of
+from rayquota.operator.queue.pod_set_words import pod_set_words, reason_in_words
 from rayquota.operator.queue.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
@@ -54,7 +54,7 @@ from rayquota.operator.queue.standalone import StandaloneSubmissions, has_no_own
 from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.operator.queue.workload_body import new_workload, updated_workload
 from rayquota.operator.queue.workload_status import desired_status, is_evicted, is_finished
-from rayquota.queueing import ResourceFlavor, Workload
+from rayquota.queueing import ResourceFlavor, Workload, names_a_missing_queue
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +304,9 @@ class WorkloadReconciler:
             await self.restores.pay(key, adapter, obj, children)
         reason = self.driver.pending_reason(engine_key)
         if reason:
-            self.manager.recorder.post(obj, "Normal", "Pending", in_words(reason, words_of(workload)))
+            # A LocalQueue that does not exist (a typo in the label) is a mistake to correct.
+            kind = "Warning" if names_a_missing_queue(reason) else "Normal"
+            self.manager.recorder.post(obj, kind, "Pending", reason_in_words(reason, workload))
         backoff = requeue_at(workload)
         if backoff is not None and backoff > time.time():
             # The Requeued condition turns True when the backoff ends.
@@ -452,7 +454,7 @@ class WorkloadReconciler:
             workload.get("status"),
             admission=None if released else self.driver.admission(key),
             eviction=None if released else self.driver.eviction(key),
-            pending_reason=in_words(reason, words_of(workload)) if reason else reason,
+            pending_reason=reason_in_words(reason, workload) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
             pods_ready=pods_ready,

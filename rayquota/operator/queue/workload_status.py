@@ -13,12 +13,15 @@ from rayquota.operator.queue import check_states, converter
 from rayquota.operator.queue.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray import conditions
+from rayquota.queueing import never_fits
 
 SCALE_UP_WAITING = "scale-up waiting"
 MULTIKUEUE_KEYS = ("clusterName", "nominatedClusterNames")
 # The words before the engine's first verdict on a Workload.
 NOT_YET_EVALUATED = "waiting for the next admission cycle"
 """How an admitted Workload's pending reason starts while its next slice waits."""
+# QuotaReserved=False's reason (Kueue's) for a request beyond the queue's maximum capacity.
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 
 
 def is_evicted(workload: Mapping[str, Any]) -> bool:
@@ -122,7 +125,9 @@ def desired_status(
             status["admissionChecks"] = check_states.requeued_checks(prev, now)
         if not finished:
             reason = pending_reason or NOT_YET_EVALUATED
-            conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, "Pending", reason, now=now)
+            # Kueue's reason for a request beyond what the queue could ever hold.
+            why = EXCEEDS_MAX_QUOTA if never_fits(reason) else "Pending"
+            conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, why, reason, now=now)
             conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
             status["pendingReason"] = reason
     status["conditions"] = conds

@@ -85,18 +85,24 @@ def webhook_configurations(
             {"key": labels.ORIGINATED_FROM_CRD, "operator": "In", "values": ["RayJob", "RayService"]}
         ]
     }
+    cluster_queue_rules = [_rule("rayquota.io", ("clusterqueues",), ["CREATE", "UPDATE"])]
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIG_NAME},
         "webhooks": [
-            hook(
-                f"born-suspended-{i}.queue.rayquota.io",
-                "/mutate-ray",
-                queued_kind_rules(["CREATE"]),
-                sel,
-            )
-            for i, sel in enumerate(labelled)
+            *(
+                # CREATE: born suspended; UPDATE: a gate the new body leaves out is carried over.
+                hook(
+                    f"born-suspended-{i}.queue.rayquota.io",
+                    "/mutate-ray",
+                    queued_kind_rules(["CREATE", "UPDATE"]),
+                    sel,
+                )
+                for i, sel in enumerate(labelled)
+            ),
+            # Refusals in words before the CRD schema's (mutating webhooks are called first).
+            hook("clusterqueue-words.queue.rayquota.io", "/mutate-clusterqueue", cluster_queue_rules, None),
         ],
     }
     gate_hooks = [
@@ -106,7 +112,7 @@ def webhook_configurations(
     queue_hook = hook(
         "clusterqueue.queue.rayquota.io",
         "/validate-clusterqueue",
-        [_rule("rayquota.io", ("clusterqueues",), ["CREATE", "UPDATE"])],
+        cluster_queue_rules,
         None,
     )
     validating = {

@@ -67,13 +67,20 @@ def _name(kind: str, obj: Body) -> str:
     return f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}"
 
 
-def mutate(kind: str, obj: Body, objects: QueueObjects, dispatched: Dispatched | None = None) -> Verdict:
+def mutate(
+    kind: str,
+    obj: Body,
+    objects: QueueObjects,
+    dispatched: Dispatched | None = None,
+    queue_exists: bool = True,
+) -> Verdict:
     """CREATE of a queued object: what its kind refuses in a queue is refused, with the field
     and the value (topology annotations that cannot be read too); otherwise it is born suspended
     (the gate its record names: on the object, or on the RayService's cluster template so every
     child is born gated). In a queue that dispatches to worker clusters (``dispatched``:
     namespace, LocalQueue), ``spec.managedBy`` names MultiKueue unless it is set (Kueue's
-    defaulting): nothing of it runs here."""
+    defaulting): nothing of it runs here. ``queue_exists``: whether its LocalQueue exists (a
+    warning names a missing one: a typo in the label is said at ``kubectl apply`` time)."""
     refused = _type_refusal(kind, obj) or _security_refusal(kind, obj)
     if refused is not None:
         return refused
@@ -101,10 +108,46 @@ def mutate(kind: str, obj: Body, objects: QueueObjects, dispatched: Dispatched |
     gate = None if record.gate.is_set(obj) else record.gate.set_patch(obj)
     if gate is not None:
         ops.append(gate)
-    if not ops:
+    warning = queue_warning(namespace, queue, queue_exists, gated=gate is not None)
+    if not ops and warning is None:
         return ALLOW
-    warning = "suspended until its queue admits it" if gate is not None else None
     return Verdict(True, patch=tuple(ops), warning=warning)
+
+
+def queue_warning(namespace: str, queue: str, queue_exists: bool, *, gated: bool) -> str | None:
+    """The admission warning of a queued object's CREATE: a LocalQueue that does not exist is
+    named (the object waits until one by that name is created), else what the gate means."""
+    if not queue_exists:
+        return (
+            f"LocalQueue {namespace}/{queue} does not exist: the object stays suspended until a "
+            "LocalQueue of that name is created (check the queue-name label)"
+        )
+    return "suspended until its queue admits it" if gated else None
+
+
+def _gate_value(kind: str, obj: Body) -> Any:
+    node: Any = obj
+    for step in ADAPTERS[kind].gate.path:
+        node = node.get(step) if isinstance(node, Mapping) else None
+    return node
+
+
+def carry_gate_over(kind: str, obj: Body, old: Body, objects: QueueObjects) -> Verdict:
+    """UPDATE of a queued object whose new body leaves the gate out (``kubectl replace`` of the
+    manifest as the user wrote it, a GitOps tool that replaces, a client's PUT): the gate the old
+    object had is carried over. Only an explicit ``false`` is an attempt to clear it, which the
+    validating webhook judges (:func:`validate_gate`)."""
+    if objects.queue_name(kind, obj) is None:
+        return ALLOW
+    gate = ADAPTERS[kind].gate
+    if not gate.is_set(old) or _gate_value(kind, obj) is not None:
+        return ALLOW
+    patch = gate.set_patch(obj)
+    if patch is None:
+        return ALLOW
+    return Verdict(
+        True, patch=(patch,), warning=f"{gate.field} carried over from the stored object (the queue's gate)"
+    )
 
 
 def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:

@@ -17,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from rayquota.operator.core import Manager
+from rayquota.operator.core import Informer, Manager
+from rayquota.operator.kube import UNREACHABLE, ApiError
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.webhooks import review
@@ -61,12 +62,17 @@ class WebhookServer:
         self.serving = serving
         self.registration = registration
         self.dispatched = dispatched
+        # The LocalQueue cache (a queue label naming none is warned about at creation).
+        self.local_queues: Informer = manager.informer(objects.api.local_queues, interned=True)
         self.app = web.Application()
         self.app.add_routes(
             [
                 web.post("/mutate-ray", self._mutate),
                 web.post("/validate-ray", self._validate_ray),
                 web.post("/validate-clusterqueue", self._validate_cluster_queue),
+                # Also called as a mutating webhook: those answer before the CRD schema, so a
+                # quota that is not a quantity is refused in words, not with the schema's regex.
+                web.post("/mutate-clusterqueue", self._validate_cluster_queue),
             ]
         )
 
@@ -83,8 +89,31 @@ class WebhookServer:
         req = body["request"]
         if not self._ours(req):
             return web.json_response(_response(req["uid"], review.ALLOW))
-        verdict = review.mutate(req["kind"]["kind"], req["object"], self.objects, self.dispatched)
+        kind, obj = req["kind"]["kind"], req["object"]
+        if req.get("operation") == "UPDATE":
+            verdict = review.carry_gate_over(kind, obj, req.get("oldObject") or {}, self.objects)
+            return web.json_response(_response(req["uid"], verdict))
+        queue = self.objects.queue_name(kind, obj)
+        exists = queue is None or await self._local_queue_exists(str(req.get("namespace") or ""), queue)
+        verdict = review.mutate(kind, obj, self.objects, self.dispatched, queue_exists=exists)
         return web.json_response(_response(req["uid"], verdict))
+
+    async def _local_queue_exists(self, namespace: str, name: str) -> bool:
+        """From the cache; a miss is asked of the API server (the LocalQueue may have been
+        created a moment ago, in the same ``kubectl apply``). In doubt: it exists (no warning)."""
+        resource = self.objects.api.local_queues
+        if self.local_queues.store.get(namespace, name) is not None:
+            return True
+        try:
+            # A list by name: the operator may list and watch LocalQueues, not get them.
+            found = await self.manager.client.request(
+                "GET", resource.path(namespace), params={"fieldSelector": f"metadata.name={name}"}
+            )
+            return bool(found.get("items"))
+        except ApiError:
+            return True
+        except UNREACHABLE:
+            return True
 
     async def _validate_ray(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -20,6 +20,7 @@ from tests.integration.queue.conftest import (
     running_pods,
     workload_of,
 )
+from tests.integration.ray import rayservice_support
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
 PREFIX = "qw"
@@ -261,3 +262,72 @@ def test_a_queued_batch_job_is_born_suspended_and_runs_only_as_admitted(
     kube.patch("job", "eager", {"spec": {"parallelism": 1}})
     [pod] = running_pods(kube, "eager", 1)
     assert pod["spec"]["nodeSelector"]["rayquota.io/gpu-pool"] == "a100"
+
+
+def queued_rayservice(name: str, queue: str) -> dict[str, Any]:
+    """A KubeRay RayService as its user writes it: the queue label, no gate anywhere."""
+    service = rayservice_support.manifest()
+    service["metadata"] = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}}
+    return service
+
+
+def test_replacing_a_queued_rayservice_with_the_manifest_as_written_keeps_the_gate(
+    webhook_operator: None, kube: Kube, quota: Quota
+) -> None:
+    """``kubectl replace -f`` (a PUT of the whole object) of the manifest the user wrote, which
+    never named the gate the webhook set: the gate is carried over; clearing it is refused."""
+    quota.a100_team_queue(4)
+    service = queued_rayservice("replaced", "team")
+    kube.kubectl("create", "-f", "-", input=yaml.safe_dump(service))
+    stored = kube.get("rayservice", "replaced")
+    assert stored is not None and stored["spec"]["rayClusterConfig"]["suspend"] is True
+    service["spec"]["serveConfigV2"] = rayservice_support.serve_config("v2")  # the user's change
+    replaced = kube.kubectl("replace", "-f", "-", input=yaml.safe_dump(service), check=False)
+    assert replaced.returncode == 0, replaced.stderr
+    after = kube.get("rayservice", "replaced")
+    assert after is not None and after["spec"]["rayClusterConfig"]["suspend"] is True
+    assert "message: v2" in after["spec"]["serveConfigV2"]
+    service["spec"]["rayClusterConfig"]["suspend"] = False  # an explicit attempt to clear it
+    cleared = kube.kubectl("replace", "-f", "-", input=yaml.safe_dump(service), check=False)
+    assert cleared.returncode != 0
+    assert "spec.rayClusterConfig.suspend is the queue's gate and stays set" in cleared.stderr
+
+
+def test_a_typo_in_the_queue_label_is_said_at_apply_time_and_as_a_warning_event(
+    webhook_operator: None, kube: Kube, quota: Quota
+) -> None:
+    quota.a100_team_queue(4)
+    job = gpu_rayjob("typo", "does-not-exist", workers=1, gpus_per_worker=1)
+    created = kube.kubectl("create", "-f", "-", input=yaml.safe_dump(job))
+    assert f"LocalQueue {kube.ns}/does-not-exist does not exist" in created.stderr, created.stderr
+    fine = kube.kubectl("create", "-f", "-", input=yaml.safe_dump(gpu_rayjob("fine", "team", 1, 1)))
+    assert "does not exist" not in fine.stderr, fine.stderr
+
+    def warned() -> bool:
+        return any(
+            e["type"] == "Warning" and "LocalQueue" in e["message"] and "does not exist" in e["message"]
+            for e in kube.events("typo")
+        )
+
+    wait_for("a Warning event naming the missing LocalQueue", warned, timeout_s=120)
+
+
+def test_a_quota_that_is_not_a_quantity_is_refused_in_words(webhook_operator: None, quota: Quota) -> None:
+    body = {
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8 GPUs"}]}
+                    ],
+                }
+            ]
+        }
+    }
+    with pytest.raises(ClusterError) as refused:
+        quota.apply("ClusterQueue", "words", body)
+    message = str(refused.value)
+    assert "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota" in message, message
+    assert "not a Kubernetes quantity" in message, message
+    assert "should match" not in message, message  # the CRD schema's regular expression

@@ -146,3 +146,47 @@ def test_cohorts_page_tree_and_bars() -> None:
     assert b["stopPolicy"] == "Hold"
     research = page["cohorts"][0]
     assert research["name"] == "research" and research["flavors"][0]["resources"][0]["usage"]["text"] == "6"
+
+
+def test_the_dashboard_says_a_reason_in_the_words_the_cli_and_the_events_use() -> None:
+    cache = new_cache()
+    feed(cache.flavors, flavor())
+    feed(cache.cluster_queues, cluster_queue("gpu", 16))
+    feed(cache.local_queues, local_queue("ns", "q", "gpu"))
+    holder = workload("ns", "holder", "q", 8, created=T0, admitted_to="gpu")
+    alpha = workload("ns", "alpha", "q", 6, created=T0)
+    alpha["spec"]["podSets"].append({"name": "spare", "count": 1, "requests": {"nvidia.com/gpu": "6"}})
+    alpha["metadata"]["annotations"] = {
+        "rayquota.io/pod-set-names": '{"gpu":"worker group `gpu` of RayJob `alpha`",'
+        '"spare":"worker group `spare` of RayJob `alpha`"}'
+    }
+    feed(cache.workloads, holder, alpha, workload("ns", "huge", "q", 17, created="2026-01-01T00:01:00Z"))
+    snapshot = QueueModel(cache).snapshot()
+    page = queue_order_page(snapshot, QueueScope("gpu"), None, Page())
+    rows = {r["name"]: r for r in page["pending"]["items"]}
+    words = "worker group `spare` of RayJob `alpha`: needs 6 nvidia.com/gpu"
+    assert rows["alpha"]["reason"].startswith(words)
+    assert "pod set" not in rows["alpha"]["reason"]
+    assert snapshot.reason_of("ns/alpha") == rows["alpha"]["reason"]
+    # Beyond the queue's maximum capacity: marked, not shown as waiting for its turn.
+    assert rows["huge"]["neverFits"] is True and rows["alpha"]["neverFits"] is False
+    assert "request > maximum capacity (17 > 16)" in rows["huge"]["reason"]
+
+
+def test_the_cohorts_page_shows_the_operators_inactive_condition() -> None:
+    cache = new_cache()
+    queue = cluster_queue("gpu", 8)  # its flavor a100 was never created
+    queue["status"] = {
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "False",
+                "reason": "FlavorNotFound",
+                "message": "Can't admit new workloads: ResourceFlavor a100 not found",
+            }
+        ]
+    }
+    feed(cache.cluster_queues, queue)
+    page = cohorts_page(QueueModel(cache).snapshot(), cache.cluster_queues.store.list())
+    [entry] = page["clusterQueues"]
+    assert entry["inactive"] == "FlavorNotFound: Can't admit new workloads: ResourceFlavor a100 not found"

@@ -190,3 +190,35 @@ def test_explain_says_how_much_room_each_rack_has() -> None:
     text = cli_views.explain(state, "rayjob", "big", "ns")
     assert "room per rack in flavor a100 (nvidia.com/gpu free/allocatable): r1 4/6, r2 4/4" in text
     assert "needs 8 nvidia.com/gpu (2 pods) in one rack; the rack with the most room" in text
+
+
+def test_a_queue_naming_a_missing_flavor_shows_inactive_and_explain_offers_no_quota_of_it() -> None:
+    queue_state = state()
+    queue_state.flavors = []  # the queue's a100 does not exist
+    queue_state.cluster_queues[0]["status"]["conditions"] = [
+        {
+            "type": "Active",
+            "status": "False",
+            "reason": "FlavorNotFound",
+            "message": "Can't admit new workloads: ResourceFlavor a100 not found",
+        }
+    ]
+    assert "False (FlavorNotFound)" in cli_views.queues_table(queue_state)
+    text = cli_views.explain(queue_state, "rayjob", "third", "ns")
+    assert "the ClusterQueue is inactive (FlavorNotFound): " in text
+    assert "free now: a100 (no such ResourceFlavor)" in text
+    assert "a100/nvidia.com/gpu" not in text.split("free now:")[1].splitlines()[0]
+
+
+def test_a_workload_beyond_the_maximum_capacity_is_inadmissible() -> None:
+    queue_state = state()
+    queue_state.workloads = [job_workload("huge", 16, "2026-01-01T00:03:00Z", admitted=False)]
+    text = cli_views.explain(queue_state, "rayjob", "huge", "ns")
+    assert "can never be admitted: insufficient quota for nvidia.com/gpu in flavor a100" in text
+    assert "request > maximum capacity (16 > 8)" in text
+    queue_state.workloads[0]["status"]["pendingReason"] = (
+        "can never be admitted: insufficient quota for nvidia.com/gpu in flavor a100, ..."
+    )
+    [row] = [line for line in cli_views.workloads_table(queue_state).splitlines() if "rayjob/huge" in line]
+    assert "Inadmissible" in row
+    assert "Inadmissible" in cli_views.explain(queue_state, "rayjob", "huge", "ns").splitlines()[0]

@@ -269,3 +269,35 @@ def test_a_local_queue_turning_busy_or_idle_is_written_whatever_the_budget() -> 
     routine_change_everywhere()
     asyncio.run(writer.write_all())
     assert written == ["lq-1"]  # turned idle
+
+
+def test_a_queue_naming_a_missing_flavor_turns_inactive_with_a_warning_event_once() -> None:
+    engine = Engine()
+    group = ResourceGroup(("cpu",), (FlavorQuotas("a10g", {"cpu": ResourceQuota.of(1)}),))
+    engine.upsert_cluster_queue(ClusterQueue("a", (group,)))
+    posted: list[tuple[str, str, str]] = []
+
+    class Status:
+        async def write(self, resource: Any, obj: Any, status: Any) -> None:
+            obj["status"] = status
+
+    class Recorder:
+        def post(self, obj: Any, type_: str, reason: str, message: str) -> None:
+            posted.append((type_, reason, message))
+
+    manager = type("Manager", (), {"status": Status(), "recorder": Recorder()})()
+    queues = Store([{"metadata": {"name": "a"}}])
+    writer = QueueStatusWriter(manager, engine, queues, Store([]), Store([]))  # type: ignore[arg-type]
+    asyncio.run(writer.write_all())
+    [stored] = queues.list()
+    active = next(c for c in stored["status"]["conditions"] if c["type"] == "Active")
+    assert (active["status"], active["reason"]) == ("False", "FlavorNotFound")
+    message = "Can't admit new workloads: ResourceFlavor a10g not found"
+    assert active["message"] == message
+    assert posted == [("Warning", "FlavorNotFound", message)]
+    asyncio.run(writer.write_all())
+    assert len(posted) == 1  # said once, when it turned inactive
+    engine.upsert_flavor(ResourceFlavor("a10g"))
+    asyncio.run(writer.write_all())
+    active = next(c for c in queues.list()[0]["status"]["conditions"] if c["type"] == "Active")
+    assert (active["status"], active["reason"]) == ("True", "Ready") and len(posted) == 1

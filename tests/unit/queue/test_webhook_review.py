@@ -100,8 +100,14 @@ def test_configurations_never_block_a_down_operator_and_select_queued_objects() 
     )
     hooks = [*mutating["webhooks"], *validating["webhooks"]]
     assert all(h["failurePolicy"] == "Ignore" for h in hooks)
-    selected = [h["objectSelector"]["matchExpressions"][0]["key"] for h in mutating["webhooks"]]
+    selected = [h["objectSelector"]["matchExpressions"][0]["key"] for h in mutating["webhooks"][:2]]
     assert selected == [naming.QUEUE_LABEL, naming.KUEUE_QUEUE_LABEL]
+    assert {op for h in mutating["webhooks"][:2] for r in h["rules"] for op in r["operations"]} == {
+        "CREATE",
+        "UPDATE",
+    }
+    # ClusterQueues also go to a mutating webhook: it answers before the CRD schema does.
+    assert mutating["webhooks"][2]["clientConfig"]["url"].endswith("/mutate-clusterqueue")
 
 
 def test_unreadable_topology_annotations_are_refused_naming_field_and_value() -> None:
@@ -143,3 +149,33 @@ def test_a_queued_object_whose_quantities_cannot_be_counted_is_refused_naming_fi
     assert not review.validate_gate("RayJob", job, old, store, QueueGate(store)).allowed
     job["metadata"]["labels"] = {}  # not queued: the queue does not count it
     assert review.mutate("RayJob", job, objects()).allowed
+
+
+def test_an_update_that_leaves_the_gate_out_keeps_it_and_an_explicit_false_is_judged() -> None:
+    old = bodies.rayservice()
+    old["metadata"]["labels"] = {naming.QUEUE_LABEL: "q"}
+    old["spec"]["rayClusterConfig"]["suspend"] = True
+    replaced = copy.deepcopy(old)
+    del replaced["spec"]["rayClusterConfig"]["suspend"]  # the manifest as the user wrote it
+    verdict = review.carry_gate_over("RayService", replaced, old, objects())
+    assert verdict.allowed
+    assert verdict.patch == ({"op": "add", "path": "/spec/rayClusterConfig/suspend", "value": True},)
+    cleared = copy.deepcopy(old)
+    cleared["spec"]["rayClusterConfig"]["suspend"] = False  # an explicit attempt: not mutated
+    assert review.carry_gate_over("RayService", cleared, old, objects()).patch == ()
+    store = objects()
+    assert not review.validate_gate("RayService", cleared, old, store, QueueGate(store)).allowed
+    # An admitted RayJob (gate lifted on the old object) is left as the update says.
+    job = bodies.rayjob()
+    job["spec"]["suspend"] = False
+    assert review.carry_gate_over("RayJob", copy.deepcopy(job), job, objects()).patch == ()
+
+
+def test_a_queue_label_naming_no_local_queue_is_warned_about_at_creation() -> None:
+    job = bodies.rayjob()
+    job["spec"]["suspend"] = False
+    verdict = review.mutate("RayJob", job, objects(), queue_exists=False)
+    assert verdict.allowed and verdict.patch
+    assert verdict.warning is not None
+    assert "LocalQueue team-a/team-a does not exist" in verdict.warning
+    assert review.mutate("RayJob", job, objects()).warning == "suspended until its queue admits it"

@@ -65,3 +65,12 @@ def test_finished_is_set_and_cleared() -> None:
     assert conds(done)["Finished"][0] == "True"
     again = desired_status(done, admission=None, eviction=None, pending_reason="x", finished=False, now="t2")
     assert "Finished" not in conds(again)
+
+
+def test_a_request_beyond_the_maximum_capacity_has_kueues_reason() -> None:
+    reason = "can never be admitted: insufficient quota for nvidia.com/gpu in flavor a100, ..."
+    status = desired_status(
+        None, admission=None, eviction=None, pending_reason=reason, finished=False, now="t1"
+    )
+    assert conds(status)["QuotaReserved"] == ("False", "ExceedsMaxQuota")
+    assert status["pendingReason"] == reason

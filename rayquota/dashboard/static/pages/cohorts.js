@@ -1,5 +1,5 @@
 // Cohorts and ClusterQueues: the tree, then per queue its bars, counts, policy and conditions.
-import { h, link, pager, table } from "../dom.js";
+import { h, link, pager, prose, table } from "../dom.js";
 import { quotaBar } from "../charts.js";
 
 function tree(nodes) {
@@ -25,7 +25,7 @@ function flavorBars(flavors) {
 
 function conditionList(conditions) {
   if (!conditions.length) return h("p", { class: "muted" }, "no conditions yet");
-  return h("ul", { class: "conditions" }, conditions.map((c) => h("li", {}, `${c.type}=${c.status}`, c.reason ? ` (${c.reason})` : "", c.message ? `: ${c.message}` : "")));
+  return h("ul", { class: "conditions" }, conditions.map((c) => h("li", {}, `${c.type}=${c.status}`, c.reason ? ` (${c.reason})` : "", c.message ? [": ", prose(c.message)] : "")));
 }
 
 function nameFilter(ctx) {

@@ -1,5 +1,5 @@
 // Queue order: pending workloads in the order the engine judges them, with its sentence.
-import { age, h, link, pager, table } from "../dom.js";
+import { age, h, link, pager, prose, table } from "../dom.js";
 
 export function renderQueueIndex(page) {
   return h(
@@ -7,7 +7,7 @@ export function renderQueueIndex(page) {
     {},
     h("h1", {}, "Queue order"),
     h("p", {}, "Choose a ClusterQueue:"),
-    h("ul", {}, page.clusterQueues.map((cq) => h("li", {}, link(`/queues/${cq.name}`, cq.name), ` · pending ${cq.pending.active + cq.pending.inadmissible}, admitted ${cq.admitted}`))),
+    h("ul", {}, page.clusterQueues.map((cq) => h("li", {}, link(`/queues/${cq.name}`, cq.name), ` · pending ${cq.pending.active + cq.pending.inadmissible}, admitted ${cq.admitted}`, cq.inactive ? h("span", { class: "error" }, ` · inactive: ${cq.inactive}`) : null))),
   );
 }
 
@@ -15,7 +15,8 @@ function pendingRow(row) {
   if (row.hidden) {
     return h("tr", { class: "hidden-row" }, h("td", {}, row.position), h("td", { colspan: 6 }, row.name), h("td", {}, row.priority), h("td", {}, age(row.ageSeconds)));
   }
-  const state = row.fitsNow ? "fits now" : row.inadmissible ? "inadmissible" : "active";
+  // "never fits": beyond the queue's maximum capacity, whatever is freed (Kueue's ExceedsMaxQuota).
+  const state = row.fitsNow ? "fits now" : row.neverFits ? "inadmissible: never fits" : row.inadmissible ? "inadmissible" : "active";
   return h(
     "tr",
     { "data-workload": `${row.namespace}/${row.name}` },
@@ -24,7 +25,7 @@ function pendingRow(row) {
     h("td", {}, row.owner ? `${row.owner.kind}/${row.owner.name}` : "-"),
     h("td", {}, row.localQueue),
     h("td", {}, row.needs),
-    h("td", { class: "reason" }, row.reason || "waiting for the next admission cycle"),
+    h("td", { class: "reason" }, row.reason ? prose(row.reason) : "waiting for the next admission cycle"),
     h("td", {}, state),
     h("td", {}, row.priority),
     h("td", {}, age(row.ageSeconds)),

@@ -1,5 +1,5 @@
 // Ray objects: every RayCluster, RayJob and RayService with gate, queue, status and Workload.
-import { h, link, pager, table } from "../dom.js";
+import { h, link, pager, prose, table } from "../dom.js";
 
 export function renderRay(page, ctx) {
   const current = new URLSearchParams(location.search).get("kind") || "";
@@ -19,7 +19,7 @@ export function renderRay(page, ctx) {
       h("td", {}, o.queue || "-"),
       h("td", {}, o.gate),
       h("td", {}, o.state),
-      h("td", {}, o.quota ? `${o.quota.status === "True" ? "reserved" : "waiting"}${o.quota.message ? `: ${o.quota.message}` : ""}` : "-"),
+      h("td", {}, o.quota ? [o.quota.status === "True" ? "reserved" : "waiting", o.quota.message ? [": ", prose(o.quota.message)] : ""] : "-"),
       h("td", {}, o.workload ? link(`/workloads/${o.workload.namespace}/${o.workload.name}`, o.workload.name) : "-"),
     ),
   );

@@ -1,5 +1,5 @@
 // A workload: pod sets and flavors, slices per cluster, timeline, Ray object, pods, events.
-import { h, link, table } from "../dom.js";
+import { h, link, prose, table } from "../dom.js";
 
 function slices(items) {
   if (!items.length) return h("p", { class: "muted" }, "No Ray object in view: demand per cluster unknown.");
@@ -34,7 +34,7 @@ export function renderWorkload(page) {
       ` · priority ${page.priority}`,
       page.position ? ` · position ${page.position}` : "",
     ),
-    page.pendingReason ? h("p", { class: "reason", id: "pending-reason" }, page.pendingReason) : null,
+    page.pendingReason ? h("p", { class: "reason", id: "pending-reason" }, prose(page.pendingReason)) : null,
     h("h2", {}, "Slices"),
     slices(page.slices),
     table(
@@ -54,13 +54,13 @@ export function renderWorkload(page) {
     table(
       "Timeline",
       ["Time", "What", "Reason", "Message"],
-      page.timeline.map((e) => h("tr", {}, h("td", {}, e.time), h("td", {}, e.what), h("td", {}, e.reason), h("td", {}, e.message))),
+      page.timeline.map((e) => h("tr", {}, h("td", {}, e.time), h("td", {}, e.what), h("td", {}, e.reason), h("td", { class: "message" }, prose(e.message)))),
     ),
     table("Pods", ["Pod", "Cluster", "Group", "Phase", "Node"], page.pods.map((p) => h("tr", {}, h("td", {}, p.name), h("td", {}, p.cluster), h("td", {}, p.group), h("td", {}, p.phase), h("td", {}, p.node || "-")))),
     table(
       "Events",
       ["Time", "Type", "Reason", "Object", "Message", "Count"],
-      page.events.map((e) => h("tr", {}, h("td", {}, e.time), h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.object), h("td", {}, e.message), h("td", {}, e.count))),
+      page.events.map((e) => h("tr", {}, h("td", {}, e.time), h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.object), h("td", { class: "message" }, prose(e.message)), h("td", {}, e.count))),
     ),
   );
 }

@@ -39,7 +39,7 @@ from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps, ClusterCaps, Uncapped
 from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
-from rayquota.operator.ray.raycluster.status import cluster_status, status_changed
+from rayquota.operator.ray.raycluster.status import cluster_status, status_changed, workers_caught_up
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,11 @@ class RayClusterReconciler:
         previous = cluster.get("status") or {}
         if not status_changed(previous, status):
             return 0.0
-        if status.get("state") == previous.get("state") and not failures:
+        # Written at once: a new state, a failure, the available workers reaching the desired.
+        transition = (
+            status.get("state") != previous.get("state") or failures or workers_caught_up(previous, status)
+        )
+        if not transition:
             if pods_in_motion:
                 return 0.0
             deferred = self.manager.status.deferral(cluster, status, STATUS_COALESCE_S)

@@ -274,3 +274,12 @@ def status_changed(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -
         if previous.get(key) != new.get(key):
             return True
     return False
+
+
+def workers_caught_up(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """The available workers just reached the desired count (a scale-up done, every worker
+    running): what a user watching ``AVAILABLE WORKERS`` waits for, so it is written at once
+    rather than coalesced with the progress before it."""
+    available = int(new.get("availableWorkerReplicas") or 0)
+    was = int((previous or {}).get("availableWorkerReplicas") or 0)
+    return available != was and available == int(new.get("desiredWorkerReplicas") or 0)
