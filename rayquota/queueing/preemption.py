@@ -94,7 +94,7 @@ def _shift(wl: WorkloadState, cq: ClusterQueueState, sign: int) -> None:
 
 
 def _overlaps(wl: WorkloadState, need: Mapping[FlavorResource, int]) -> bool:
-    return any(fr in need for fr in wl.usage)
+    return not need.keys().isdisjoint(wl.usage)
 
 
 def same_queue_eligible(
@@ -139,7 +139,7 @@ def find_victims(
     same = [
         v
         for v in cq.admitted.values()
-        if eligible(v) and same_queue_eligible(preemptor, v, policy.within_cluster_queue)
+        if same_queue_eligible(preemptor, v, policy.within_cluster_queue) and eligible(v)
     ]
     reclaim: list[WorkloadState] = []
     borrow: list[WorkloadState] = []
