@@ -158,7 +158,7 @@ class _Search:
             and victim.admitted_cycle != self.cycle  # never undo an admission of this same cycle
             and victim.key != self.preemptor.key
             and victim.key != self.preemptor.spec.replaces
-            and any(fr in self.short for fr in victim.usage)
+            and not victim.usage.keys().isdisjoint(self.short)
         )
 
     def own_queue(self) -> list[Candidate]:
@@ -166,7 +166,7 @@ class _Search:
         return [
             Candidate(v, self.cq, Variant.WITHIN_QUEUE, None)
             for v in self.cq.admitted.values()
-            if self.eligible(v) and same_queue_eligible(self.preemptor, v, policy)
+            if same_queue_eligible(self.preemptor, v, policy) and self.eligible(v)  # the cheap rule first
         ]
 
     def classify(self, victim: WorkloadState, advantage: bool) -> Variant | None:
