@@ -9,10 +9,12 @@ then KubeRay runs it. One over quota never gets a pod.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,8 +24,19 @@ from rayquota.localcluster.cluster import LocalCluster
 from rayquota.ports import free_port
 from tests.e2e.chart import CHART, helm, service_account_kubeconfig
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
+from tests.gate_sampler import GateSampler
+from tests.integration.queue.conftest import Quota as IntegrationQuota
+from tests.integration.queue.conftest import pool_placement
 from tests.polling import wait_for
-from tests.quota import Quota, admitted_workload, cluster_pods, get_json, pending_workload, sample_cluster
+from tests.quota import (
+    REPO,
+    Quota,
+    admitted_workload,
+    cluster_pods,
+    get_json,
+    pending_workload,
+    sample_cluster,
+)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +169,183 @@ def test_admission_only_rayquota_gates_kuberays_own_operator(
         helm("uninstall", "rq", "-n", namespace, "--wait", cluster=cluster)
     assert operator.proc.returncode == 0, out[-4000:]
     assert_only_declared_requests(operator, declared_grants(reconcilers=False, self_issued_cert=False), out)
+
+
+# --- the gate beside KubeRay, with rayquota's own loopback webhooks (as `rayquota run` starts) --
+
+POOL = "a100"
+
+
+@pytest.fixture(scope="module")
+def rayquota_crds(kuberay_cluster: LocalCluster) -> None:
+    """Only rayquota.io's CRDs: the ray.io ones stay KubeRay's."""
+    crds = sorted(str(p) for p in (REPO / "crds").glob("rayquota.io_*.yaml"))
+    args = [arg for path in crds for arg in ("-f", path)]
+    kuberay_cluster.kubectl("apply", "--server-side", "--force-conflicts", *args)
+
+
+@pytest.fixture
+def admission_only(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, rayquota_crds: None, tmp_path: Path
+) -> Iterator[LocalOperator]:
+    """`rayquota run --no-reconcilers` as a new user starts it beside KubeRay: the local control
+    plane's admin kubeconfig, loopback webhooks registered by the operator itself."""
+    operator = LocalOperator(kuberay_cluster.kubeconfig, kuberay_namespace, tmp_path, "--no-reconcilers")
+    try:
+        wait_for("rayquota's webhooks", lambda: "admission webhooks on" in operator.log(), 90)
+        yield operator
+    finally:
+        out = operator.stop()
+        assert operator.proc.returncode == 0, out[-4000:]
+
+
+def gpu_service(namespace: str, name: str, workers: int, gpus_per_worker: int) -> dict[str, Any]:
+    """A queued NewCluster RayService, written as for KubeRay (no suspend: the webhook sets it).
+    Old clusters linger 10 minutes after an upgrade (KubeRay's deletion delay), so the test says
+    when quota is freed."""
+
+    def container(name: str, gpus: int) -> dict[str, Any]:
+        limits = {"cpu": "1", "memory": "2Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+        return {
+            "name": name,
+            "image": "rayproject/ray:2.41.0",
+            "resources": {"limits": limits, "requests": limits},
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": {
+            "rayClusterDeletionDelaySeconds": 600,
+            "upgradeStrategy": {"type": "NewCluster"},
+            "rayClusterConfig": {
+                "headGroupSpec": {
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-head", 0)]}},
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": workers,
+                        "minReplicas": 0,
+                        "maxReplicas": 4,
+                        "rayStartParams": {},
+                        "template": {"spec": {"containers": [container("ray-worker", gpus_per_worker)]}},
+                    }
+                ],
+            },
+        },
+    }
+
+
+def _service_clusters(sampler: GateSampler, service: str) -> dict[str, Mapping[str, Any]]:
+    return {
+        name: c
+        for name, c in sampler.current("RayCluster").items()
+        if (c["metadata"].get("labels") or {}).get("ray.io/originated-from-cr-name") == service
+    }
+
+
+def _pods_of(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
+    return [
+        p
+        for p in sampler.current("Pod").values()
+        if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _running_on_pool(pods: list[Mapping[str, Any]], count: int) -> bool:
+    return len(pods) == count and all(
+        (p.get("status") or {}).get("phase") == "Running"
+        and (p["spec"].get("nodeSelector") or {}).get("rayquota.io/gpu-pool") == POOL
+        for p in pods
+    )
+
+
+def _held(pod: Mapping[str, Any]) -> bool:
+    gates = {g.get("name") for g in pod["spec"].get("schedulingGates") or ()}
+    return "rayquota.io/admission" in gates and not pod["spec"].get("nodeName")
+
+
+@pytest.mark.usefixtures("kuberay_operator")
+def test_a_rayservice_upgraded_before_its_first_cluster_serves_waits_for_quota_then_runs_without_a_fight(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, admission_only: LocalOperator
+) -> None:
+    """Issue 36's scenario. What KubeRay reaches without a real Ray head (none runs here): its
+    pending cluster's pods Running on the admitted flavor; the RayService stays pending (no head
+    answers its Serve calls), so the upgrade is judged by the clusters and pods, not by serving."""
+    cluster, namespace = kuberay_cluster, kuberay_namespace
+    quota = IntegrationQuota(cluster, namespace)
+    flavor = quota.flavor("a100", POOL)
+    cluster_queue = quota.cluster_queue("team", {flavor: 5})
+    quota.local_queue("team", cluster_queue)
+    sampler = GateSampler(str(cluster.kubeconfig), namespace, cluster_queue, pool_placement(POOL)).start()
+    try:
+        service = gpu_service(namespace, "up", workers=2, gpus_per_worker=2)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(service))
+        first = wait_for(
+            "KubeRay's first cluster", lambda: next(iter(_service_clusters(sampler, "up")), None), 90
+        )
+        wait_for(
+            "the first cluster's 3 pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, first), 3),
+            150,
+        )
+        # Upgraded while the first cluster is still pending (it never serves here).
+        patch = {
+            "spec": {
+                "rayClusterConfig": {
+                    "workerGroupSpecs": [
+                        {
+                            **service["spec"]["rayClusterConfig"]["workerGroupSpecs"][0],
+                            "template": gpu_service(namespace, "up", 2, 1)["spec"]["rayClusterConfig"][
+                                "workerGroupSpecs"
+                            ][0]["template"],
+                        }
+                    ]
+                }
+            }
+        }
+        cluster.kubectl("patch", "rayservice", "up", "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+        second = wait_for(
+            "KubeRay's new pending cluster",
+            lambda: next((n for n in _service_clusters(sampler, "up") if n != first), None),
+            90,
+        )
+        wait_for(
+            "its 3 pods, created and held at their gate", lambda: len(_pods_of(sampler, second)) == 3, 90
+        )
+        workload = wait_for(
+            "the scale-up slice waiting, with a reason",
+            lambda: next(
+                (
+                    w
+                    for w in sampler.current("Workload").values()
+                    if (w.get("status") or {}).get("admission")
+                    and (w.get("status") or {}).get("pendingReason")
+                ),
+                None,
+            ),
+            90,
+        )
+        assert "scale-up waiting" in workload["status"]["pendingReason"], workload["status"]
+        assert all(_held(p) for p in _pods_of(sampler, second)), _pods_of(sampler, second)
+        assert _running_on_pool(_pods_of(sampler, first), 3)
+        # Quota raised: the new cluster's pods go through, on the flavor.
+        quota.cluster_queue("team", {flavor: 6})
+        wait_for(
+            "the new cluster's pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, second), 3),
+            150,
+        )
+        status = sampler.current("RayService")["up"].get("status") or {}
+        assert (status.get("pendingServiceStatus") or {}).get("rayClusterName") == second, status
+        sampler.assert_holds()
+        # One spec change by the test (the upgrade); everything else is the two operators'.
+        sampler.assert_no_write_fight({"RayService/up": 1})
+    finally:
+        sampler.close()
+        cluster.kubectl("delete", "rayservice", "up", "-n", namespace, "--wait=false", check=False)
+        quota.delete_all()

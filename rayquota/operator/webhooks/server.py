@@ -20,7 +20,7 @@ from aiohttp import web
 from rayquota.operator.core import Manager
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.webhooks import review
+from rayquota.operator.webhooks import pod_review, review
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate
 from rayquota.operator.webhooks.configurations import LoopbackRegistration
 
@@ -65,6 +65,7 @@ class WebhookServer:
         self.app.add_routes(
             [
                 web.post("/mutate-ray", self._mutate),
+                web.post("/mutate-pod", self._mutate_pod),
                 web.post("/validate-ray", self._validate_ray),
                 web.post("/validate-clusterqueue", self._validate_cluster_queue),
             ]
@@ -84,6 +85,14 @@ class WebhookServer:
         if not self._ours(req):
             return web.json_response(_response(req["uid"], review.ALLOW))
         verdict = review.mutate(req["kind"]["kind"], req["object"], self.objects, self.dispatched)
+        return web.json_response(_response(req["uid"], verdict))
+
+    async def _mutate_pod(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        req = body["request"]
+        if not self._ours(req) or not self.objects.holds_pods:
+            return web.json_response(_response(req["uid"], review.ALLOW))
+        verdict = pod_review.hold_pod(req["object"], str(req.get("namespace") or ""), self.objects)
         return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_ray(self, request: web.Request) -> web.Response:
