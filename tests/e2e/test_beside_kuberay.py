@@ -349,3 +349,99 @@ def test_a_rayservice_upgraded_before_its_first_cluster_serves_waits_for_quota_t
         sampler.close()
         cluster.kubectl("delete", "rayservice", "up", "-n", namespace, "--wait=false", check=False)
         quota.delete_all()
+
+
+def _cluster_spec(gpus_per_worker: int, workers: int) -> dict[str, Any]:
+    return dict(gpu_service("", "", workers, gpus_per_worker)["spec"]["rayClusterConfig"])
+
+
+def _queued(kind: str, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": spec,
+    }
+
+
+@pytest.mark.usefixtures("kuberay_operator")
+def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_once_admitted(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, admission_only: LocalOperator
+) -> None:
+    """Top-level gates beside KubeRay, with the webhooks on: a RayCluster created suspended and
+    one created without suspend, a RayJob (K8sJobMode) and a RayService created without it, and
+    a RayJob over quota. What KubeRay reaches without a real Ray head: the admitted objects' pods
+    Running on the flavor, and the RayJob's submitter Job created; the one over quota gets no
+    cluster at all. (The Ray job itself and the Serve application need a head: not judged.)"""
+    cluster, namespace = kuberay_cluster, kuberay_namespace
+    quota = IntegrationQuota(cluster, namespace)
+    flavor = quota.flavor("a100", POOL)
+    cluster_queue = quota.cluster_queue("team", {flavor: 4})
+    quota.local_queue("team", cluster_queue)
+    sampler = GateSampler(str(cluster.kubeconfig), namespace, cluster_queue, pool_placement(POOL)).start()
+    job_spec = {
+        "entrypoint": "python -c 'print(1)'",
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": _cluster_spec(1, 1),
+    }
+    manifests = [
+        _queued("RayCluster", namespace, "rc-suspended", {**_cluster_spec(1, 1), "suspend": True}),
+        _queued("RayCluster", namespace, "rc-plain", _cluster_spec(1, 1)),
+        _queued("RayJob", namespace, "job", job_spec),
+        _queued("RayService", namespace, "svc", {"rayClusterConfig": _cluster_spec(1, 1)}),
+        _queued("RayJob", namespace, "too-big", {**job_spec, "rayClusterSpec": _cluster_spec(2, 4)}),
+    ]
+    try:
+        for manifest in manifests:
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        # 4 GPUs, 1 each: the first four fit, whatever order they are admitted in.
+        wait_for(
+            "the RayClusters' pods Running on the flavor",
+            lambda: all(_running_on_pool(_pods_of(sampler, n), 2) for n in ("rc-suspended", "rc-plain")),
+            180,
+        )
+        job_cluster = wait_for(
+            "the RayJob's cluster",
+            lambda: (sampler.current("RayJob")["job"].get("status") or {}).get("rayClusterName"),
+            120,
+        )
+        wait_for(
+            "its pods Running on the flavor", lambda: _running_on_pool(_pods_of(sampler, job_cluster), 2), 150
+        )
+        service_cluster = wait_for(
+            "the RayService's cluster", lambda: next(iter(_service_clusters(sampler, "svc")), None), 90
+        )
+        wait_for(
+            "the RayService's pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, service_cluster), 2),
+            150,
+        )
+        wait_for(
+            "the RayJob's submitter Job",
+            lambda: any(
+                ref.get("name") == "job"
+                for j in sampler.current("Job").values()
+                for ref in j["metadata"].get("ownerReferences") or ()
+            ),
+            150,
+        )
+        too_big = sampler.current("RayJob")["too-big"]
+        assert too_big["spec"]["suspend"] is True
+        assert not (too_big.get("status") or {}).get("rayClusterName")
+        assert not [n for n, c in sampler.current("RayCluster").items() if "too-big" in n]
+        sampler.assert_holds()
+        sampler.assert_no_write_fight()
+    finally:
+        sampler.close()
+        for manifest in manifests:
+            cluster.kubectl(
+                "delete",
+                manifest["kind"].lower(),
+                manifest["metadata"]["name"],
+                "-n",
+                namespace,
+                "--wait=false",
+                check=False,
+            )
+        quota.delete_all()

@@ -30,7 +30,7 @@ def service_with_child(suspended: bool) -> tuple[dict[str, Any], dict[str, Any]]
 
 def whole_admission(service: dict[str, Any], children: list[dict[str, Any]]) -> AdmittedSlice:
     demand = BESIDE["RayService"].pod_sets(service, children)
-    return AdmittedSlice("cq", [PodSetAssignment(ps.name, ps.count, {}, {}) for ps in demand.pod_sets], {})
+    return AdmittedSlice("cq", tuple(PodSetAssignment(ps.name, ps.count, {}, {}) for ps in demand.pod_sets), {})
 
 
 def test_the_mode_picks_its_records() -> None:
