@@ -138,7 +138,8 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     assert pod_gate["failurePolicy"] == "Fail"
     assert pod_gate["clientConfig"]["service"]["path"] == "/mutate-pod"
     assert pod_gate["rules"][0]["resources"] == ["pods"] and pod_gate["rules"][0]["operations"] == ["CREATE"]
-    assert pod_gate["objectSelector"] == {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}
+    ray_pods = {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}
+    assert pod_gate["objectSelector"] == ray_pods
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
     assert pod_verbs == {"list", "watch", "patch"}

@@ -30,7 +30,8 @@ def service_with_child(suspended: bool) -> tuple[dict[str, Any], dict[str, Any]]
 
 def whole_admission(service: dict[str, Any], children: list[dict[str, Any]]) -> AdmittedSlice:
     demand = BESIDE["RayService"].pod_sets(service, children)
-    return AdmittedSlice("cq", tuple(PodSetAssignment(ps.name, ps.count, {}, {}) for ps in demand.pod_sets), {})
+    assignments = tuple(PodSetAssignment(ps.name, ps.count, {}, {}) for ps in demand.pod_sets)
+    return AdmittedSlice("cq", assignments, {})
 
 
 def test_the_mode_picks_its_records() -> None:
