@@ -34,6 +34,15 @@ def gated(pod: Pod) -> bool:
     return any(g.get("name") == SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
 
 
+def without_gate(pod: Pod) -> Pod:
+    """The pod as it is once let through (for a cache that does not show it yet)."""
+    spec = dict(pod.get("spec") or {})
+    spec["schedulingGates"] = [
+        g for g in spec.get("schedulingGates") or () if g.get("name") != SCHEDULING_GATE
+    ]
+    return {**pod, "spec": spec}
+
+
 def gate_patch(pod: Pod) -> list[dict[str, Any]]:
     """The JSON patch that adds the gate to a pod being created (nothing if it has it)."""
     if gated(pod):

@@ -34,6 +34,9 @@ class PodUngater:
         self.gate = gate
         # cluster -> the words last posted, so a cluster that keeps waiting says it once.
         self._said: dict[ObjectKey, tuple[str, ...]] = {}
+        # uids of pods this process let through that the cache may still show held: they count
+        # as let through, so a reconcile ahead of the cache never lets a second pod take a place.
+        self._released: set[str] = set()
 
     def register(self) -> None:
         controller = self.manager.controller("pod-ungater", self.reconcile)
@@ -48,7 +51,7 @@ class PodUngater:
         return [ObjectKey.of(c) for c in self.objects.children(queued.kind, queued.obj)]
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
-        pods = self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)
+        pods = [self._as_released(p) for p in self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)]
         if not any(pod_gate.gated(p) for p in pods):
             self._said.pop(key, None)
             return None
@@ -67,10 +70,20 @@ class PodUngater:
                 # Changed meanwhile (the gate test failed) or refused: look again from the cache.
                 log.info("pod %s/%s not let through yet: %s", meta["namespace"], meta["name"], exc)
                 return Result(requeue_after_s=RETRY_AFTER_FAILED_PATCH_S)
+            self._released.add(str(meta.get("uid")))
         if holding.waiting and self._said.get(key) != holding.waiting:
             self._said[key] = holding.waiting
             self.manager.recorder.post(cluster, "Normal", PODS_HELD, "; ".join(holding.waiting))
         return None
+
+    def _as_released(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
+        uid = str(pod["metadata"].get("uid"))
+        if uid not in self._released:
+            return pod
+        if not pod_gate.gated(pod):
+            self._released.discard(uid)  # the cache caught up
+            return pod
+        return pod_gate.without_gate(pod)
 
 
 def _cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
