@@ -5,8 +5,10 @@ Beside KubeRay's operator (admission-only mode), a RayService's children are not
 instead: the pod webhook adds :data:`SCHEDULING_GATE` to each at creation, so the scheduler
 leaves them alone, and the pod ungater removes it, in the same write that adds the flavor's
 nodeSelector and tolerations (Kubernetes lets a gated pod gain both), only for the pods the
-recorded admission covers: per group at most the admitted count, and never beyond the
-cluster's admitted budget. A gated pod is not scheduled, so it holds nothing.
+recorded admission covers: per group at most the admitted count, never beyond the cluster's
+admitted budget, and, where the admission assigned topology domains, each pod pinned to a
+domain with room (as Kueue's topology ungater does). A gated pod is not scheduled, so it holds
+nothing.
 
 Pure functions: which pods to let through, and the JSON patches that do it.
 """
@@ -23,6 +25,7 @@ from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.caps import Budget
+from rayquota.operator.ray.topology_pins import Domains, pins_for_new_pods
 
 SCHEDULING_GATE = "rayquota.io/admission"
 
@@ -126,6 +129,23 @@ class Holding:
     waiting: tuple[str, ...]  # why the others stay gated, in words
 
 
+def _domains(caps: AdmittedCaps, group: str | None) -> Domains | None:
+    return caps.head_domains if group is None else caps.worker_domains.get(group)
+
+
+def _pinned(
+    placement: Placement, domains: Domains | None, through: list[Mapping[str, Any]]
+) -> Placement | None:
+    """The placement with a topology domain that has room (None: all full), for a group with
+    an assignment; the placement as it is for one without."""
+    if not domains:
+        return placement
+    pins = pins_for_new_pods(domains, through, 1)
+    if not pins:
+        return None
+    return Placement({**placement.node_selector, **pins[0]}, placement.tolerations)
+
+
 def _caps_by_label(caps: AdmittedCaps) -> dict[str, str]:
     """worker group label value -> group name (pods carry the label form)."""
     return {labels.label_value(group): group for group in caps.workers}
@@ -147,9 +167,9 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
     if caps is None:
         return Holding(tuple(Release(p, ANYWHERE) for p in gated_pods), ())
     through = [p for p in pods if not gated(p) and not pod_finished(p)]
-    count: dict[str | None, int] = {}
+    specs: dict[str | None, list[Mapping[str, Any]]] = {}  # group label -> specs let through
     for pod in through:
-        count[group_of(pod)] = count.get(group_of(pod), 0) + 1
+        specs.setdefault(group_of(pod), []).append(pod.get("spec") or {})
     budget = Budget.of(caps, through)
     names = _caps_by_label(caps)
     out: list[Release] = []
@@ -159,13 +179,17 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
         group = None if label is None else names.get(label, label)
         cap = (1 if caps.head else 0) if group is None else caps.worker_cap(group)
         what = "the head" if group is None else f"a pod of worker group {group!r}"
-        if count.get(label, 0) >= cap:
+        placed = specs.setdefault(label, [])
+        if len(placed) >= cap:
             waiting.append(f"{what} waits: the admitted quota covers {cap} of its pods")
             continue
-        placement = caps.placement_of(group)
+        placement = _pinned(caps.placement_of(group), _domains(caps, group), placed)
+        if placement is None:
+            waiting.append(f"{what} waits: its assigned topology domains are full")
+            continue
         conflicts = placement_conflicts(pod, placement)
         if conflicts:
-            waiting.append(f"{what} cannot run on the admitted flavor: it sets {', '.join(conflicts)}")
+            waiting.append(f"{what} cannot run where it was admitted: it sets {', '.join(conflicts)}")
             continue
         requests = pod_requests(pod.get("spec") or {})
         short = budget.short_of(requests)
@@ -173,6 +197,13 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
             waiting.append(f"{what} waits: its {', '.join(sorted(short))} would exceed the admitted quota")
             continue
         budget.take(requests)
-        count[label] = count.get(label, 0) + 1
+        placed.append(
+            {
+                "nodeSelector": {
+                    **((pod.get("spec") or {}).get("nodeSelector") or {}),
+                    **placement.node_selector,
+                }
+            }
+        )
         out.append(Release(pod, placement))
     return Holding(tuple(out), tuple(dict.fromkeys(waiting)))

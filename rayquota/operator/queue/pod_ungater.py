@@ -45,9 +45,13 @@ class PodUngater:
         controller.watch(self.objects.workloads, self._clusters_of_workload, primary=False)
 
     def _clusters_of_workload(self, workload: Mapping[str, Any]) -> list[ObjectKey]:
+        """The clusters whose held pods a change of the Workload may let through: the object's
+        children, or the object itself when it has none (a standalone RayCluster)."""
         queued = self.objects.owner_of_workload(ObjectKey.of(workload))
-        if queued is None or not queued.adapter.children_held_at_pods:
+        if queued is None:
             return []
+        if queued.adapter.child_kind is None:
+            return [ObjectKey.of(queued.obj)]
         return [ObjectKey.of(c) for c in self.objects.children(queued.kind, queued.obj)]
 
     async def reconcile(self, key: ObjectKey) -> Result | None:

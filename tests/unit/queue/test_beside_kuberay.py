@@ -155,3 +155,11 @@ def test_pods_of_unqueued_or_standalone_clusters_are_left_alone() -> None:
     objects = objects_with(bodies.rayservice(), [standalone], admitted=False)
     assert not pod_review.hold_pod(ray_pod(standalone, "solo"), "team-a", objects).patch
     assert not pod_review.hold_pod({"metadata": {"labels": {}}, "spec": {}}, "team-a", objects).patch
+
+
+def test_a_queued_clusters_pod_that_asks_for_a_topology_is_held_until_pinned() -> None:
+    standalone = bodies.raycluster("solo", **QUEUE)
+    objects = objects_with(bodies.rayservice(), [standalone], admitted=False)
+    asking = ray_pod(standalone, "solo")
+    asking["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": "rack"}
+    assert pod_review.hold_pod(asking, "team-a", objects).patch

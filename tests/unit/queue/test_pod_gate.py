@@ -148,3 +148,31 @@ def test_the_gate_patch_adds_the_gate_once() -> None:
     other = pod("w2", held=False, schedulingGates=[{"name": "other"}])
     both = apply_patch(other, pod_gate.gate_patch(other))
     assert [g["name"] for g in both["spec"]["schedulingGates"]] == ["other", pod_gate.SCHEDULING_GATE]
+
+
+def test_pods_of_a_group_with_assigned_domains_are_pinned_to_a_domain_with_room() -> None:
+    rack = "cloud.provider.com/topology-rack"
+    domains = (({rack: "r1"}, 1), ({rack: "r2"}, 2))
+    placed = AdmittedCaps(
+        head=True,
+        workers={"gpu": 3},
+        worker_placements={"gpu": A100},
+        worker_domains={"gpu": domains},
+    )
+    running = pod("w0", held=False, nodeSelector={"gpu": "a100", rack: "r1"})
+    holding = pod_gate.releases(placed, [running, pod("w1"), pod("w2"), pod("w3")])
+    assert [r.placement.node_selector[rack] for r in holding.releases] == ["r2", "r2"]
+    assert all(r.placement.node_selector["gpu"] == "a100" for r in holding.releases)
+    assert any("covers 3 of its pods" in w for w in holding.waiting)
+    # Full domains hold the pod even under the count.
+    full = pod_gate.releases(
+        placed,
+        [
+            running,
+            pod("x1", held=False, nodeSelector={rack: "r2"}),
+            pod("x2", held=False, nodeSelector={rack: "r2"}),
+        ],
+    )
+    assert full.releases == ()
+    tight = AdmittedCaps(head=True, workers={"gpu": 3}, worker_domains={"gpu": (({rack: "r1"}, 1),)})
+    assert "topology domains are full" in pod_gate.releases(tight, [running, pod("w1")]).waiting[0]
