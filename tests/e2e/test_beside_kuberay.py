@@ -384,6 +384,20 @@ def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "rayClusterSpec": _cluster_spec(1, 1),
+        # Written out (as for Kueue): rayquota puts the flavor's placement into it. (Beside KubeRay
+        # it never creates one: KubeRay would take it as the whole submitter pod.)
+        "submitterPodTemplate": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "ray-job-submitter",
+                        "image": "rayproject/ray:2.41.0",
+                        "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}},
+                    }
+                ],
+            }
+        },
     }
     manifests = [
         _queued("RayCluster", namespace, "rc-suspended", {**_cluster_spec(1, 1), "suspend": True}),

@@ -11,7 +11,7 @@ from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import pod_review, review
-from rayquota.queueing import PodSetAssignment
+from rayquota.queueing import PodSetAssignment, ResourceFlavor
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 from tests.unit.queue.test_gate import Informer
@@ -38,7 +38,7 @@ def test_the_mode_picks_its_records() -> None:
     assert registry(beside_kuberay=False) is ADAPTERS
     assert BESIDE["RayService"].children_held_at_pods
     assert not ADAPTERS["RayService"].children_held_at_pods
-    assert all(BESIDE[k] is ADAPTERS[k] for k in ADAPTERS if k != "RayService")
+    assert all(BESIDE[k] is ADAPTERS[k] for k in ADAPTERS if k not in ("RayService", "RayJob"))
 
 
 def test_admitted_beside_kuberay_the_service_gate_lifts_and_no_child_is_written() -> None:
@@ -163,3 +163,29 @@ def test_a_queued_clusters_pod_that_asks_for_a_topology_is_held_until_pinned() -
     asking = ray_pod(standalone, "solo")
     asking["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": "rack"}
     assert pod_review.hold_pod(asking, "team-a", objects).patch
+
+
+def test_beside_kuberay_a_rayjob_gets_no_submitter_template_it_did_not_have() -> None:
+    """KubeRay takes a present submitterPodTemplate as the whole pod: one carrying only the
+    flavor's placement (no containers) would break its submitter."""
+    job = bodies.rayjob()
+    flavor = ResourceFlavor("a100", node_labels={"pool": "a100"})
+    demand = ADAPTERS["RayJob"].pod_sets(job, [])
+    admission = AdmittedSlice(
+        "cq",
+        tuple(PodSetAssignment(ps.name, ps.count, {"nvidia.com/gpu": "a100"}, {}) for ps in demand.pod_sets),
+        {},
+    )
+    own = ADAPTERS["RayJob"].run_with(job, [], admission, {"a100": flavor})
+    assert "submitterPodTemplate" in own[-1].body["spec"]  # rayquota's own builder reads a partial one
+    [edit] = BESIDE["RayJob"].run_with(job, [], admission, {"a100": flavor})
+    assert "submitterPodTemplate" not in edit.body["spec"]
+    assert edit.body["spec"]["suspend"] is False
+    head = edit.body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"]["pool"] == "a100"
+    written = {
+        **job,
+        "spec": {**job["spec"], "submitterPodTemplate": {"spec": {"containers": [{"name": "s"}]}}},
+    }
+    [edit] = BESIDE["RayJob"].run_with(written, [], admission, {"a100": flavor})
+    assert edit.body["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"]["pool"] == "a100"

@@ -6,6 +6,7 @@ from rayquota.operator.queue.adapters.job import JobAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
+from rayquota.operator.queue.adapters.rayjob_beside import BesideKubeRayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
 from rayquota.operator.queue.adapters.rayservice_beside import BesideKubeRayServiceAdapter
 
@@ -20,7 +21,11 @@ ADAPTERS: dict[str, KindAdapter] = {
 }
 
 # Admission-only mode beside KubeRay's operator: the records whose gate differs there.
-BESIDE_KUBERAY: dict[str, KindAdapter] = {**ADAPTERS, "RayService": BesideKubeRayServiceAdapter()}
+BESIDE_KUBERAY: dict[str, KindAdapter] = {
+    **ADAPTERS,
+    "RayJob": BesideKubeRayJobAdapter(),
+    "RayService": BesideKubeRayServiceAdapter(),
+}
 
 
 def registry(beside_kuberay: bool) -> dict[str, KindAdapter]:
