@@ -5,6 +5,10 @@ operator reconciling the ray.io objects. The chart goes in with `reconcilers.ena
 (bringing only the rayquota.io CRDs), and rayquota runs with the chart's ServiceAccount token.
 A queued RayCluster stays suspended, so KubeRay creates no pod, until its quota is admitted;
 then KubeRay runs it. One over quota never gets a pod.
+
+The later tests run `rayquota run --no-reconcilers` as a new user starts it (its own loopback
+webhooks, the pod gate among them) and sample the gate's invariants and every object's
+generation throughout: the two operators never write one field back and forth.
 """
 
 from __future__ import annotations
