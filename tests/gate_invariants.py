@@ -4,7 +4,8 @@ A state is every watched object as the API server held it right after one write 
 tests/gate_sampler.py, which replays the writes in order). At each state:
 
 - every pod carries the admitted flavor's nodeSelector and tolerations, and a bound pod sits
-  on a node with the flavor's labels;
+  on a node with the flavor's labels (a pod held at a scheduling gate, never bound, holds
+  nothing and is judged once it is let through);
 - the requests of the pods that hold resources (not Succeeded or Failed; terminating ones
   included) never exceed, for every covered resource, what the namespace's Workloads are
   admitted (``status.admission``), nor the ClusterQueue's nominal quota; and the admissions
@@ -91,7 +92,14 @@ def is_true(obj: Mapping[str, Any], condition: str) -> bool:
 
 
 def holds(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in FINISHED
+    """Does the pod hold (or may it take) its node's resources? Not once finished; not while a
+    scheduling gate keeps it from being scheduled (it is bound to no node and the scheduler does
+    not look at it), so such a pod is neither counted against the admission nor judged for its
+    placement; the moment its gates are gone it counts, and must carry its flavor."""
+    if (pod.get("status") or {}).get("phase") in FINISHED:
+        return False
+    spec = pod.get("spec") or {}
+    return bool(spec.get("nodeName")) or not spec.get("schedulingGates")
 
 
 def _queued(obj: Mapping[str, Any]) -> bool:

@@ -193,6 +193,31 @@ class GateSampler:
         with self._lock:
             versions = sorted(feed.versions, key=lambda v: v.revision)
         return next((v.obj for v in versions if not v.deleted and predicate(v.obj)), None)
+    def generation_growth(self, kinds: tuple[str, ...] = ("RayService", "RayCluster")) -> dict[str, int]:
+        """``kind/name`` -> how far its ``metadata.generation`` grew while watched (every spec
+        write bumps it: a controller writing a field back and forth shows here)."""
+        seen: dict[str, tuple[int, int]] = {}
+        with self._lock:
+            versions = [v for f in self.feeds if f.kind in kinds for v in f.versions]
+        for version in versions:
+            meta = version.obj["metadata"]
+            key = f"{version.kind}/{meta['name']}/{meta.get('uid')}"
+            generation = int(meta.get("generation") or 0)
+            low, high = seen.get(key, (generation, generation))
+            seen[key] = (min(low, generation), max(high, generation))
+        return {key.rsplit("/", 1)[0]: high - low for key, (low, high) in seen.items()}
+
+    def assert_no_write_fight(self, user_changes: Mapping[str, int] | None = None, handful: int = 4) -> None:
+        """No object's generation grew by more than ``handful`` writes beyond the spec changes
+        the test made itself (``user_changes``: ``kind/name`` -> how many)."""
+        self.sync()
+        changes = user_changes or {}
+        grown = {
+            key: growth
+            for key, growth in self.generation_growth().items()
+            if growth > handful + changes.get(key, 0)
+        }
+        assert not grown, f"generations grew without a user's change (a write fight?): {grown}"
 
     # --- judging -----------------------------------------------------------------------------
 

@@ -129,6 +129,9 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.ADMISSION_CHECKS, "update", "status")
         # The gate and the flavor's placement, written on the queued objects themselves.
         | _grants_of_queued_kinds()
+        # Admission-only mode: the pod ungater lifts its scheduling gate and adds the flavor's
+        # placement in one patch (queue/pod_ungater.py); with the reconcilers on, theirs too.
+        | _grant(resources.PODS, "patch")
     ),
     # Serves; the chart owns the webhook configurations. A self-issued certificate adds the
     # SELF_ISSUED_CERT_* permissions below. (A loopback server for a local control plane

@@ -5,14 +5,19 @@ operator reconciling the ray.io objects. The chart goes in with `reconcilers.ena
 (bringing only the rayquota.io CRDs), and rayquota runs with the chart's ServiceAccount token.
 A queued RayCluster stays suspended, so KubeRay creates no pod, until its quota is admitted;
 then KubeRay runs it. One over quota never gets a pod.
+
+The later tests run `rayquota run --no-reconcilers` as a new user starts it (its own loopback
+webhooks, the pod gate among them) and sample the gate's invariants and every object's
+generation throughout: the two operators never write one field back and forth.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,8 +27,19 @@ from rayquota.localcluster.cluster import LocalCluster
 from rayquota.ports import free_port
 from tests.e2e.chart import CHART, helm, service_account_kubeconfig
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
+from tests.gate_sampler import GateSampler
+from tests.integration.queue.conftest import Quota as IntegrationQuota
+from tests.integration.queue.conftest import pool_placement
 from tests.polling import wait_for
-from tests.quota import Quota, admitted_workload, cluster_pods, get_json, pending_workload, sample_cluster
+from tests.quota import (
+    REPO,
+    Quota,
+    admitted_workload,
+    cluster_pods,
+    get_json,
+    pending_workload,
+    sample_cluster,
+)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +172,275 @@ def test_admission_only_rayquota_gates_kuberays_own_operator(
         helm("uninstall", "rq", "-n", namespace, "--wait", cluster=cluster)
     assert operator.proc.returncode == 0, out[-4000:]
     assert_only_declared_requests(operator, declared_grants(reconcilers=False, self_issued_cert=False), out)
+
+
+# --- the gate beside KubeRay, with rayquota's own loopback webhooks (as `rayquota run` starts) --
+
+POOL = "a100"
+
+
+@pytest.fixture(scope="module")
+def rayquota_crds(kuberay_cluster: LocalCluster) -> None:
+    """Only rayquota.io's CRDs: the ray.io ones stay KubeRay's."""
+    crds = sorted(str(p) for p in (REPO / "crds").glob("rayquota.io_*.yaml"))
+    args = [arg for path in crds for arg in ("-f", path)]
+    kuberay_cluster.kubectl("apply", "--server-side", "--force-conflicts", *args)
+
+
+@pytest.fixture
+def admission_only(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, rayquota_crds: None, tmp_path: Path
+) -> Iterator[LocalOperator]:
+    """`rayquota run --no-reconcilers` as a new user starts it beside KubeRay: the local control
+    plane's admin kubeconfig, loopback webhooks registered by the operator itself."""
+    operator = LocalOperator(kuberay_cluster.kubeconfig, kuberay_namespace, tmp_path, "--no-reconcilers")
+    try:
+        wait_for("rayquota's webhooks", lambda: "admission webhooks on" in operator.log(), 90)
+        yield operator
+    finally:
+        out = operator.stop()
+        assert operator.proc.returncode == 0, out[-4000:]
+
+
+def gpu_service(namespace: str, name: str, workers: int, gpus_per_worker: int) -> dict[str, Any]:
+    """A queued NewCluster RayService, written as for KubeRay (no suspend: the webhook sets it).
+    Old clusters linger 10 minutes after an upgrade (KubeRay's deletion delay), so the test says
+    when quota is freed."""
+
+    def container(name: str, gpus: int) -> dict[str, Any]:
+        limits = {"cpu": "1", "memory": "2Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+        return {
+            "name": name,
+            "image": "rayproject/ray:2.41.0",
+            "resources": {"limits": limits, "requests": limits},
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": {
+            "rayClusterDeletionDelaySeconds": 600,
+            "upgradeStrategy": {"type": "NewCluster"},
+            "rayClusterConfig": {
+                "headGroupSpec": {
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-head", 0)]}},
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": workers,
+                        "minReplicas": 0,
+                        "maxReplicas": 4,
+                        "rayStartParams": {},
+                        "template": {"spec": {"containers": [container("ray-worker", gpus_per_worker)]}},
+                    }
+                ],
+            },
+        },
+    }
+
+
+def _service_clusters(sampler: GateSampler, service: str) -> dict[str, Mapping[str, Any]]:
+    return {
+        name: c
+        for name, c in sampler.current("RayCluster").items()
+        if (c["metadata"].get("labels") or {}).get("ray.io/originated-from-cr-name") == service
+    }
+
+
+def _pods_of(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
+    return [
+        p
+        for p in sampler.current("Pod").values()
+        if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _running_on_pool(pods: list[Mapping[str, Any]], count: int) -> bool:
+    return len(pods) == count and all(
+        (p.get("status") or {}).get("phase") == "Running"
+        and (p["spec"].get("nodeSelector") or {}).get("rayquota.io/gpu-pool") == POOL
+        for p in pods
+    )
+
+
+def _held(pod: Mapping[str, Any]) -> bool:
+    gates = {g.get("name") for g in pod["spec"].get("schedulingGates") or ()}
+    return "rayquota.io/admission" in gates and not pod["spec"].get("nodeName")
+
+
+@pytest.mark.usefixtures("kuberay_operator")
+def test_a_rayservice_under_a_tight_quota_waits_with_a_reason_then_runs_without_a_fight(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, admission_only: LocalOperator
+) -> None:
+    """Issue 36's first cluster: RayServices created without suspend under a 5-GPU queue. The
+    first (4 GPUs) runs: KubeRay's pods are held at their scheduling gate and let through on the
+    flavor. The second (2 GPUs) waits with the engine's reason, its cluster suspended and
+    without pods, and runs once the quota is raised to 6. (An upgrade before the first cluster
+    serves needs a Ray head answering KubeRay's Serve calls: KubeRay prepares no new cluster on
+    kwok, so that path is not reached here.)"""
+    cluster, namespace = kuberay_cluster, kuberay_namespace
+    quota = IntegrationQuota(cluster, namespace)
+    flavor = quota.flavor("a100", POOL)
+    cluster_queue = quota.cluster_queue("team", {flavor: 5})
+    quota.local_queue("team", cluster_queue)
+    sampler = GateSampler(str(cluster.kubeconfig), namespace, cluster_queue, pool_placement(POOL)).start()
+    try:
+        first = gpu_service(namespace, "up", workers=2, gpus_per_worker=2)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(first))
+        up = wait_for(
+            "KubeRay's first cluster", lambda: next(iter(_service_clusters(sampler, "up")), None), 90
+        )
+        wait_for(
+            "its 3 pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, up), 3),
+            150,
+        )
+        second = gpu_service(namespace, "next", workers=2, gpus_per_worker=1)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(second))
+        wait_for(
+            "the second RayService's Workload waiting, with a reason",
+            lambda: next(
+                (
+                    w
+                    for w in sampler.current("Workload").values()
+                    if w["metadata"]["name"].startswith("rayservice-next")
+                    and not (w.get("status") or {}).get("admission")
+                    and (w.get("status") or {}).get("pendingReason")
+                ),
+                None,
+            ),
+            90,
+        )
+        nxt = wait_for(
+            "KubeRay's cluster for it", lambda: next(iter(_service_clusters(sampler, "next")), None), 90
+        )
+        assert sampler.current("RayCluster")[nxt]["spec"].get("suspend") is True
+        assert not _pods_of(sampler, nxt)
+        quota.cluster_queue("team", {flavor: 6})
+        wait_for(
+            "the second RayService's pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, nxt), 3),
+            150,
+        )
+        assert _running_on_pool(_pods_of(sampler, up), 3)
+        sampler.assert_holds()
+        sampler.assert_no_write_fight()
+    finally:
+        sampler.close()
+        for name in ("up", "next"):
+            cluster.kubectl("delete", "rayservice", name, "-n", namespace, "--wait=false", check=False)
+        quota.delete_all()
+
+
+def _cluster_spec(gpus_per_worker: int, workers: int) -> dict[str, Any]:
+    return dict(gpu_service("", "", workers, gpus_per_worker)["spec"]["rayClusterConfig"])
+
+
+def _queued(kind: str, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": spec,
+    }
+
+
+@pytest.mark.usefixtures("kuberay_operator")
+def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_once_admitted(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, admission_only: LocalOperator
+) -> None:
+    """Top-level gates beside KubeRay, with the webhooks on: a RayCluster created suspended and
+    one created without suspend, a RayJob (K8sJobMode) and a RayService created without it, and
+    a RayJob over quota. What KubeRay reaches without a real Ray head: the admitted objects' pods
+    Running on the flavor, and the RayJob's submitter Job created; the one over quota gets no
+    cluster at all. (The Ray job itself and the Serve application need a head: not judged.)"""
+    cluster, namespace = kuberay_cluster, kuberay_namespace
+    quota = IntegrationQuota(cluster, namespace)
+    flavor = quota.flavor("a100", POOL)
+    cluster_queue = quota.cluster_queue("team", {flavor: 4})
+    quota.local_queue("team", cluster_queue)
+    sampler = GateSampler(str(cluster.kubeconfig), namespace, cluster_queue, pool_placement(POOL)).start()
+    job_spec = {
+        "entrypoint": "python -c 'print(1)'",
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": _cluster_spec(1, 1),
+        # Written out (as for Kueue): rayquota puts the flavor's placement into it. (Beside KubeRay
+        # it never creates one: KubeRay would take it as the whole submitter pod.)
+        "submitterPodTemplate": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "ray-job-submitter",
+                        "image": "rayproject/ray:2.41.0",
+                        "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}},
+                    }
+                ],
+            }
+        },
+    }
+    manifests = [
+        _queued("RayCluster", namespace, "rc-suspended", {**_cluster_spec(1, 1), "suspend": True}),
+        _queued("RayCluster", namespace, "rc-plain", _cluster_spec(1, 1)),
+        _queued("RayJob", namespace, "job", job_spec),
+        _queued("RayService", namespace, "svc", {"rayClusterConfig": _cluster_spec(1, 1)}),
+        _queued("RayJob", namespace, "too-big", {**job_spec, "rayClusterSpec": _cluster_spec(2, 4)}),
+    ]
+    try:
+        for manifest in manifests:
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        # 4 GPUs, 1 each: the first four fit, whatever order they are admitted in.
+        wait_for(
+            "the RayClusters' pods Running on the flavor",
+            lambda: all(_running_on_pool(_pods_of(sampler, n), 2) for n in ("rc-suspended", "rc-plain")),
+            180,
+        )
+        job_cluster = wait_for(
+            "the RayJob's cluster",
+            lambda: (sampler.current("RayJob")["job"].get("status") or {}).get("rayClusterName"),
+            120,
+        )
+        wait_for(
+            "its pods Running on the flavor", lambda: _running_on_pool(_pods_of(sampler, job_cluster), 2), 150
+        )
+        service_cluster = wait_for(
+            "the RayService's cluster", lambda: next(iter(_service_clusters(sampler, "svc")), None), 90
+        )
+        wait_for(
+            "the RayService's pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, service_cluster), 2),
+            150,
+        )
+        wait_for(
+            "the RayJob's submitter Job",
+            lambda: any(
+                ref.get("name") == "job"
+                for j in sampler.current("Job").values()
+                for ref in j["metadata"].get("ownerReferences") or ()
+            ),
+            150,
+        )
+        too_big = sampler.current("RayJob")["too-big"]
+        assert too_big["spec"]["suspend"] is True
+        assert not (too_big.get("status") or {}).get("rayClusterName")
+        assert not [n for n, c in sampler.current("RayCluster").items() if "too-big" in n]
+        sampler.assert_holds()
+        sampler.assert_no_write_fight()
+    finally:
+        sampler.close()
+        for manifest in manifests:
+            cluster.kubectl(
+                "delete",
+                manifest["kind"].lower(),
+                manifest["metadata"]["name"],
+                "-n",
+                namespace,
+                "--wait=false",
+                check=False,
+            )
+        quota.delete_all()

@@ -88,7 +88,8 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
     [mutating] = find(objects, "MutatingWebhookConfiguration")
     [validating] = find(objects, "ValidatingWebhookConfiguration")
     ray_hooks = [*mutating["webhooks"][:2], *validating["webhooks"][:2]]
-    assert len(mutating["webhooks"]) == 3  # one per honoured queue label, and the ClusterQueues'
+    # one per honoured queue label, and the ClusterQueues' (no pod gate: our reconcilers')
+    assert len(mutating["webhooks"]) == 3
     for hook, key in zip(ray_hooks, ["rayquota.io/queue-name", "kueue.x-k8s.io/queue-name"] * 2, strict=True):
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -138,9 +139,16 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     # The webhooks still gate KubeRay's objects.
     [mutating] = find(objects, "MutatingWebhookConfiguration")
     assert kinds_of(mutating["webhooks"][0]) == QUEUED_KINDS
+    # And hold the pods of a queued RayService's clusters at a scheduling gate (lifted by a patch).
+    [pod_gate] = [h for h in mutating["webhooks"] if h["name"].startswith("pod-gate")]
+    assert pod_gate["failurePolicy"] == "Fail"
+    assert pod_gate["clientConfig"]["service"]["path"] == "/mutate-pod"
+    assert pod_gate["rules"][0]["resources"] == ["pods"] and pod_gate["rules"][0]["operations"] == ["CREATE"]
+    ray_pods = {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}
+    assert pod_gate["objectSelector"] == ray_pods
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
-    assert pod_verbs == {"list", "watch"}
+    assert pod_verbs == {"list", "watch", "patch"}
 
 
 def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:

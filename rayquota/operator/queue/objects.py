@@ -87,10 +87,17 @@ class QueueObjects:
     # namespace -> creationTimestamp of its LocalQueue "default" (manageJobsWithoutQueueName)
     default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
+    # The integration records of the mode it runs in (`adapters.registry`): beside KubeRay's
+    # operator a RayService's children are held at their pods.
+    adapters: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
 
     @classmethod
     def register(
-        cls, manager: Manager, settings: naming.QueueSettings, api: QueueApi = RAYQUOTA
+        cls,
+        manager: Manager,
+        settings: naming.QueueSettings,
+        api: QueueApi = RAYQUOTA,
+        adapters: Mapping[str, KindAdapter] = ADAPTERS,
     ) -> QueueObjects:
         informers = {
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
@@ -116,10 +123,16 @@ class QueueObjects:
             ),
             pod_informers,
             api=api,
+            adapters=adapters,
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
         return objects
+
+    @property
+    def holds_pods(self) -> bool:
+        """Does a record of this mode hold its children at their pods (the pod webhook's gate)?"""
+        return any(adapter.children_held_at_pods for adapter in self.adapters.values())
 
     def _workload_index(self, kind: str) -> Any:
         def index(obj: Mapping[str, Any]) -> list[str]:
@@ -143,14 +156,14 @@ class QueueObjects:
     def queued(self, kind: str, obj: Obj) -> Queued | None:
         if self.queue_name(kind, obj) is None:
             return None
-        return Queued(kind, obj, ADAPTERS[kind], workload_key(kind, obj))
+        return Queued(kind, obj, self.adapters[kind], workload_key(kind, obj))
 
     def owner_of_workload(self, key: ObjectKey) -> Queued | None:
         """The queued object a Workload stands for (found through the index, not the Workload,
         so a Workload still to be created is found too)."""
         for kind, informer in self.informers.items():
             for obj in informer.store.by_index(WORKLOAD_INDEX, str(key)):
-                return Queued(kind, obj, ADAPTERS[kind], key)
+                return Queued(kind, obj, self.adapters[kind], key)
         return None
 
     def queued_owner(self, kind: str, obj: Mapping[str, Any]) -> Queued | None:

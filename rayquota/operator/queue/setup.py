@@ -14,7 +14,7 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
-from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches
+from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
 from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
@@ -22,6 +22,7 @@ from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.manual_check import ManualChecks
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.pod_ungater import PodUngater
 from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import (
     enqueue_first_when_freeing,
@@ -48,7 +49,9 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
     """Its settings come from its own environment variables (`naming`, `api_group`)."""
     settings = naming.QueueSettings.from_env(os.environ)
     api = QueueApi.from_env(os.environ)
-    objects = QueueObjects.register(manager, settings, api)
+    # Admission-only mode (no Ray reconcilers here): KubeRay's operator builds the clusters and
+    # pods, and the records of that mode say which it holds at their pods.
+    objects = QueueObjects.register(manager, settings, api, registry(beside_kuberay=ray is None))
     loop = AdmissionLoop(fair_sharing=fair_sharing_from_env(os.environ))
     reconciler = WorkloadReconciler(manager, objects, loop, WaitForPodsReady.from_env(os.environ))
     controller = manager.controller("workload", reconciler.reconcile)
@@ -150,7 +153,9 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
-    if ray is not None:
+    if ray is None:
+        PodUngater(manager, objects, gate).register()
+    else:
         ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
         # And the queue's: pods the planner created or deleted that the cache does not show yet.
         reconciler.pods_in_flight = ray.clusters.pods_in_flight

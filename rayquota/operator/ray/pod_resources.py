@@ -34,8 +34,9 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
 
 def holds_resources(pod: Mapping[str, Any]) -> bool:
     """A pod holds its node's resources until it has finished or is gone: a terminating pod
-    still does."""
-    return not pod_finished(pod)
+    still does. One held at a scheduling gate and never bound holds nothing yet."""
+    spec = pod.get("spec") or {}
+    return not pod_finished(pod) and (bool(spec.get("nodeName")) or not spec.get("schedulingGates"))
 
 
 def held_by(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:

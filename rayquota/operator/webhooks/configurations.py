@@ -55,11 +55,28 @@ def queued_kind_rules(operations: list[str]) -> list[dict[str, Any]]:
     return [_rule(group, tuple(plurals), operations) for group, plurals in by_group.items()]
 
 
+def pod_gate_hook(url: str, ca_bundle: str) -> dict[str, Any]:
+    """Admission-only mode: the pods of Ray clusters (KubeRay's label), each created behind the
+    scheduling gate when its cluster's pods are held. ``Fail``: a pod the webhook could not see
+    would start without its quota; the registration goes when the operator stops."""
+    return {
+        "name": "pod-gate.queue.rayquota.io",
+        "clientConfig": {"url": f"{url}/mutate-pod", "caBundle": ca_bundle},
+        "rules": [_rule("", ("pods",), ["CREATE"])],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 10,
+        "objectSelector": {"matchExpressions": [{"key": labels.RAY_CLUSTER, "operator": "Exists"}]},
+    }
+
+
 def webhook_configurations(
-    url: str, ca_bundle: str, queue_label_keys: tuple[str, ...]
+    url: str, ca_bundle: str, queue_label_keys: tuple[str, ...], hold_pods: bool = False
 ) -> tuple[dict[str, Any], ...]:
     """One webhook per queue label key (a selector cannot OR two keys), plus one for the
-    children of RayJobs and RayServices, which may not carry the label."""
+    children of RayJobs and RayServices, which may not carry the label; with ``hold_pods``
+    (admission-only mode) the pod gate's too."""
 
     def hook(
         name: str, path: str, rules: list[dict[str, Any]], selector: Mapping[str, Any] | None
@@ -103,6 +120,7 @@ def webhook_configurations(
             ),
             # Refusals in words before the CRD schema's (mutating webhooks are called first).
             hook("clusterqueue-words.queue.rayquota.io", "/mutate-clusterqueue", cluster_queue_rules, None),
+            *([pod_gate_hook(url, ca_bundle)] if hold_pods else []),
         ],
     }
     gate_hooks = [
@@ -127,14 +145,17 @@ def webhook_configurations(
 class LoopbackRegistration:
     """Registers the configurations for this process's server; removes exactly those again."""
 
-    def __init__(self, client: KubeClient, queue_label_keys: tuple[str, ...], ca_bundle: str) -> None:
+    def __init__(
+        self, client: KubeClient, queue_label_keys: tuple[str, ...], ca_bundle: str, hold_pods: bool = False
+    ) -> None:
         self.client = client
         self.queue_label_keys = queue_label_keys
         self.ca_bundle = ca_bundle
+        self.hold_pods = hold_pods
         self._written: dict[Resource, str] = {}  # resourceVersion of what this process wrote
 
     async def register(self, url: str) -> None:
-        configurations = webhook_configurations(url, self.ca_bundle, self.queue_label_keys)
+        configurations = webhook_configurations(url, self.ca_bundle, self.queue_label_keys, self.hold_pods)
         for config, resource in zip(configurations, (MUTATING, VALIDATING), strict=True):
             existing = await self.client.get(resource.path(name=CONFIG_NAME))
             if existing is None:

@@ -90,7 +90,7 @@ def mutate(
     refused = _topology_refusal(kind, obj)
     if refused is not None:
         return refused
-    record = ADAPTERS[kind]
+    record = objects.adapters[kind]
     refusal = record.creation_refusal(obj, queue)
     if refusal is not None:
         return Verdict(False, refusal)
@@ -157,11 +157,13 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
         refused = _type_refusal(kind, obj) or _security_refusal(kind, obj) or _topology_refusal(kind, obj)
         if refused is not None:
             return refused
-    suspend = ADAPTERS[kind].gate
+    suspend = objects.adapters[kind].gate
     if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
     if kind == "RayCluster" and is_child(obj):
+        if _held_at_pods(obj, objects):
+            return ALLOW  # its parent's operator writes its suspend; its pods are held instead
         caps = gate.caps_for(obj)
         if caps is not None and not caps.head:
             return Verdict(
@@ -183,6 +185,11 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
             f"(see: rayquota explain {kind.lower()}/{obj['metadata']['name']})",
         )
     return ALLOW
+
+
+def _held_at_pods(cluster: Body, objects: QueueObjects) -> bool:
+    owner = objects.queued_owner_of_cluster(cluster)
+    return owner is not None and owner.adapter.children_held_at_pods
 
 
 def cluster_queue_errors(obj: Body) -> list[str]:

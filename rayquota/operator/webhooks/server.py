@@ -21,7 +21,7 @@ from rayquota.operator.core import Informer, Manager
 from rayquota.operator.kube import UNREACHABLE, ApiError
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.webhooks import review
+from rayquota.operator.webhooks import pod_review, review
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate
 from rayquota.operator.webhooks.configurations import LoopbackRegistration
 
@@ -68,6 +68,7 @@ class WebhookServer:
         self.app.add_routes(
             [
                 web.post("/mutate-ray", self._mutate),
+                web.post("/mutate-pod", self._mutate_pod),
                 web.post("/validate-ray", self._validate_ray),
                 web.post("/validate-clusterqueue", self._validate_cluster_queue),
                 # Also called as a mutating webhook: those answer before the CRD schema, so a
@@ -114,6 +115,13 @@ class WebhookServer:
             return True
         except UNREACHABLE:
             return True
+    async def _mutate_pod(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        req = body["request"]
+        if not self._ours(req) or not self.objects.holds_pods:
+            return web.json_response(_response(req["uid"], review.ALLOW))
+        verdict = pod_review.hold_pod(req["object"], str(req.get("namespace") or ""), self.objects)
+        return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_ray(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -63,7 +63,10 @@ def _certificate(
         case CertificateSource.GENERATED:
             generated = GeneratedCertificate.for_loopback()
             label_keys = tuple(queue.objects.settings.queue_label_keys)
-            return generated.serving, LoopbackRegistration(manager.client, label_keys, generated.ca_bundle)
+            registration = LoopbackRegistration(
+                manager.client, label_keys, generated.ca_bundle, hold_pods=queue.objects.holds_pods
+            )
+            return generated.serving, registration
         case CertificateSource.SECRET:
             assert keeper is not None, "settings with a Secret carry the keeper's settings"
             return keeper.serving, None

@@ -102,3 +102,25 @@ def test_a_queued_job_unsuspended_before_its_admission_is_caught() -> None:
     assert judged(("Workload", finished), ("Job", job)) == []
     pending = workload(None, ownerReferences=own)
     assert any("queued Job train is unsuspended" in p for p in judged(("Workload", pending), ("Job", job)))
+
+
+def held_at_gate(name: str, gpus: int) -> dict[str, Any]:
+    held = pod(name, gpus, placed=False)
+    held["spec"]["schedulingGates"] = [{"name": "rayquota.io/admission"}]
+    return held
+
+
+def test_a_pod_held_at_its_scheduling_gate_holds_nothing_and_is_judged_once_let_through() -> None:
+    """Beside KubeRay, a cluster's pods exist before their slice is admitted, held at a gate."""
+    assert (
+        judged(("Workload", workload(2)), ("Pod", held_at_gate("p", 2)), ("Pod", held_at_gate("q", 4))) == []
+    )
+    # Let through without the placement, or beyond the admission: caught like any other pod.
+    through = pod("q", 4, placed=False)
+    problems = judged(("Workload", workload(2)), ("Pod", held_at_gate("q", 4)), ("Pod", through))
+    assert any("lacks the flavor's nodeSelector" in p for p in problems)
+    assert any("nvidia.com/gpu 4 > admitted 2" in p for p in problems)
+    # A bound pod holds its node whatever gates it lists.
+    bound = held_at_gate("b", 4)
+    bound["spec"]["nodeName"] = "a100-0"
+    assert any("> admitted 2" in p for p in judged(("Workload", workload(2)), ("Pod", bound)))

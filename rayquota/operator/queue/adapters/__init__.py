@@ -6,7 +6,9 @@ from rayquota.operator.queue.adapters.job import JobAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
+from rayquota.operator.queue.adapters.rayjob_beside import BesideKubeRayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
+from rayquota.operator.queue.adapters.rayservice_beside import BesideKubeRayServiceAdapter
 
 ADAPTERS: dict[str, KindAdapter] = {
     adapter.kind: adapter
@@ -18,6 +20,18 @@ ADAPTERS: dict[str, KindAdapter] = {
     )
 }
 
+# Admission-only mode beside KubeRay's operator: the records whose gate differs there.
+BESIDE_KUBERAY: dict[str, KindAdapter] = {
+    **ADAPTERS,
+    "RayJob": BesideKubeRayJobAdapter(),
+    "RayService": BesideKubeRayServiceAdapter(),
+}
+
+
+def registry(beside_kuberay: bool) -> dict[str, KindAdapter]:
+    """The records of the mode the operator runs in."""
+    return BESIDE_KUBERAY if beside_kuberay else ADAPTERS
+
 
 def pod_watches() -> tuple[PodWatch, ...]:
     """Every pod watch the registered kinds declare, once each."""
@@ -26,4 +40,4 @@ def pod_watches() -> tuple[PodWatch, ...]:
     )
 
 
-__all__ = ["ADAPTERS", "Edit", "KindAdapter", "PodWatch", "pod_watches"]
+__all__ = ["ADAPTERS", "BESIDE_KUBERAY", "Edit", "KindAdapter", "PodWatch", "pod_watches", "registry"]

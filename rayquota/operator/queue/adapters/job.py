@@ -152,6 +152,7 @@ class JobAdapter(SpecSuspendKind):
     accounted_through = ("RayJob",)
     child_kind = None
     pod_watches = (JOB_PODS,)
+    children_held_at_pods = False
     change_filter = staticmethod(job_changed)
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
     multicluster = MultiClusterPart(status=mirrored_status, clean_spec=clean_copy)

@@ -161,6 +161,12 @@ class KindAdapter(Protocol):
     def gate(self) -> SuspendGate: ...
 
     @property
+    def children_held_at_pods(self) -> bool:
+        """Are its children's pods held by a scheduling gate (beside KubeRay's operator) rather
+        than its children by their ``spec.suspend``?"""
+        ...
+
+    @property
     def pod_watches(self) -> tuple[PodWatch, ...]: ...
 
     @property
@@ -329,6 +335,7 @@ class RayKind:
     accounted_through: tuple[str, ...] = ()
     child_kind: str | None = "RayCluster"
     pod_watches: tuple[PodWatch, ...] = (RAY_CLUSTER_PODS,)
+    children_held_at_pods = False
 
     def creation_refusal(self, obj: Body, queue: str) -> str | None:
         return None

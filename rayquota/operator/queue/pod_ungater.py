@@ -1,0 +1,95 @@
+"""The pod ungater: lifts rayquota's scheduling gate from the pods the recorded admission covers
+(`pod_gate.py` decides which), keyed by their RayCluster.
+
+It runs in admission-only mode, where KubeRay's operator builds the pods: a cluster looks again
+when one of its pods, the cluster itself, or the Workload it runs on changes. It reads what the
+queue's gate reads (the cached Workloads' recorded admission), so after a crash no pod is let
+through that a stored admission does not cover.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.operator.core import Manager, ObjectKey, Result, resources
+from rayquota.operator.kube import ApiError, NotFound
+from rayquota.operator.queue import pod_gate
+from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.ray import labels
+
+log = logging.getLogger(__name__)
+
+PODS_HELD = "PodsHeldByQuota"
+RETRY_AFTER_FAILED_PATCH_S = 1.0
+
+
+class PodUngater:
+    def __init__(self, manager: Manager, objects: QueueObjects, gate: QueueGate) -> None:
+        self.manager = manager
+        self.objects = objects
+        self.gate = gate
+        # cluster -> the words last posted, so a cluster that keeps waiting says it once.
+        self._said: dict[ObjectKey, tuple[str, ...]] = {}
+        # uids of pods this process let through that the cache may still show held: they count
+        # as let through, so a reconcile ahead of the cache never lets a second pod take a place.
+        self._released: set[str] = set()
+
+    def register(self) -> None:
+        controller = self.manager.controller("pod-ungater", self.reconcile)
+        controller.watch(self.objects.informers["RayCluster"])
+        controller.watch(self.objects.pod_informers[RAY_CLUSTER_PODS.name], _cluster_of_pod, primary=False)
+        controller.watch(self.objects.workloads, self._clusters_of_workload, primary=False)
+
+    def _clusters_of_workload(self, workload: Mapping[str, Any]) -> list[ObjectKey]:
+        """The clusters whose held pods a change of the Workload may let through: the object's
+        children, or the object itself when it has none (a standalone RayCluster)."""
+        queued = self.objects.owner_of_workload(ObjectKey.of(workload))
+        if queued is None:
+            return []
+        if queued.adapter.child_kind is None:
+            return [ObjectKey.of(queued.obj)]
+        return [ObjectKey.of(c) for c in self.objects.children(queued.kind, queued.obj)]
+
+    async def reconcile(self, key: ObjectKey) -> Result | None:
+        pods = [self._as_released(p) for p in self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)]
+        if not any(pod_gate.gated(p) for p in pods):
+            self._said.pop(key, None)
+            return None
+        cluster = self.objects.informers["RayCluster"].store.get(key.namespace, key.name)
+        if cluster is None:
+            return None  # not cached yet (its event brings us back) or gone with its pods
+        holding = pod_gate.releases(self.gate.caps_for(cluster), pods)
+        for release in holding.releases:
+            meta = release.pod["metadata"]
+            path = resources.PODS.path(str(meta["namespace"]), str(meta["name"]))
+            try:
+                await self.manager.client.json_patch(path, release.patch())
+            except NotFound:
+                continue
+            except ApiError as exc:
+                # Changed meanwhile (the gate test failed) or refused: look again from the cache.
+                log.info("pod %s/%s not let through yet: %s", meta["namespace"], meta["name"], exc)
+                return Result(requeue_after_s=RETRY_AFTER_FAILED_PATCH_S)
+            self._released.add(str(meta.get("uid")))
+        if holding.waiting and self._said.get(key) != holding.waiting:
+            self._said[key] = holding.waiting
+            self.manager.recorder.post(cluster, "Normal", PODS_HELD, "; ".join(holding.waiting))
+        return None
+
+    def _as_released(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
+        uid = str(pod["metadata"].get("uid"))
+        if uid not in self._released:
+            return pod
+        if not pod_gate.gated(pod):
+            self._released.discard(uid)  # the cache caught up
+            return pod
+        return pod_gate.without_gate(pod)
+
+
+def _cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
+    cluster = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
+    return [ObjectKey(str(pod["metadata"]["namespace"]), str(cluster))] if cluster else []
