@@ -132,7 +132,7 @@ class LocalCluster:
         if not self.state_dir.exists():
             # Never started, or purged (`cluster down --purge`): no directory to name.
             hint = "`rayquota cluster up` starts it"
-            return [f"cluster {self.name!r}: no state (not set up, or purged); {hint}"]
+            return [f"cluster {self.name!r}: not started (no state: never set up, or purged); {hint}"]
         alive = self._owned_alive()
         recorded = self.processes()
         lines = [f"cluster {self.name!r} state in {self.state_dir}"]

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.test_rayjob import job_state, rayjob
+from tests.loopback_server import ThreadedLoopbackServer
 
 pytestmark = pytest.mark.ray
 
@@ -36,7 +37,7 @@ def slow_rayjob_reconciles() -> float:
     return count - (fast or 0.0)
 
 
-class SlowDashboard:
+class SlowDashboard(ThreadedLoopbackServer):
     """A loopback Ray dashboard that answers every job request after `answer_after_s`: a job is
     unknown (404) until submitted, then SUCCEEDED."""
 
@@ -79,18 +80,7 @@ class SlowDashboard:
             def log_message(self, *_args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> SlowDashboard:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=10)
+        super().__init__(Handler)
 
 
 def route_namespace(map_file: Path, namespace: str, url: str | None) -> None:

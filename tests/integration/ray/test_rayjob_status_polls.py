@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.test_rayjob import rayjob
+from tests.loopback_server import ThreadedLoopbackServer
 
 pytestmark = pytest.mark.ray
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.ray
 SAME_POLL_S = 1.0
 
 
-class FailingDashboard:
+class FailingDashboard(ThreadedLoopbackServer):
     """A loopback HTTP server that answers 503 to everything and records when job status was asked."""
 
     def __init__(self) -> None:
@@ -50,18 +51,7 @@ class FailingDashboard:
             def log_message(self, *_args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FailingDashboard:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=10)
+        super().__init__(Handler)
 
     def polls(self) -> list[list[float]]:
         """The status requests grouped by poll (requests closer than SAME_POLL_S together)."""
