@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.dashboard.support import Served, chromium, get
 from tests.integration.dashboard.test_browser_routes import open_and_reload
+from tests.integration.dashboard.test_http_access import team_a_token, team_b, workload  # noqa: F401
 from tests.integration.queue.conftest import Quota, admitted_workload, gpu_rayjob
 from tests.integration.ray.kubehelpers import Kube
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("dashboard_operator")
 GPU = "nvidia.com/gpu"
@@ -96,3 +99,47 @@ def test_usage_page_renders_and_exports_csv_and_json(
     lines = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [r["localqueue"] for r in lines] == [f"{namespace}/team"]
     assert float(lines[0][f"{GPU} (hours)"]) > 0
+
+
+def usage_rows(dashboard: Served, token: str, by: str) -> dict[str, dict[str, Any]]:
+    status, _, body = get(f"{dashboard.url}/api/usage?by={by}&since=1h", token)
+    assert status == 200, body
+    return {row["key"]: row for row in body["rows"]}
+
+
+def test_a_viewer_of_one_namespace_counts_only_its_own_workloads(
+    dashboard: Served,
+    quota: Quota,
+    control_plane: Any,
+    namespace: str,
+    team_b: str,  # noqa: F811
+    team_a_token: str,  # noqa: F811
+    admin_token: str,
+) -> None:
+    cq = quota.cluster_queue("shared", {quota.flavor("a100", "a100"): 4})
+    quota.local_queue("lq", cq)
+    documents = [
+        {
+            "apiVersion": "rayquota.io/v1alpha1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": team_b},
+            "spec": {"clusterQueue": cq},
+        },
+        workload(team_b, "wl-b", "lq", "b"),
+        workload(namespace, "wl-a", "lq", "a"),
+    ]
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
+    both = wait_for(
+        "both namespaces' GPU-hours on the admin's Usage page",
+        lambda: (
+            (rows := usage_rows(dashboard, admin_token, "namespace"))
+            and all(rows.get(ns, {}).get("hours", {}).get(GPU, 0) > 0 for ns in (namespace, team_b))
+            and rows
+        ),
+    )
+    assert both[namespace]["workloads"] == both[team_b]["workloads"] == 1
+    assert usage_rows(dashboard, admin_token, "clusterqueue")[cq]["workloads"] == 2
+
+    assert set(usage_rows(dashboard, team_a_token, "namespace")) == {namespace}
+    assert usage_rows(dashboard, team_a_token, "clusterqueue")[cq]["workloads"] == 1
+    assert set(usage_rows(dashboard, team_a_token, "localqueue")) == {f"{namespace}/lq"}
