@@ -316,7 +316,7 @@ def report_table(report: Mapping[str, Any]) -> str:
         [
             row["key"] + (" *" if row["estimated"] else ""),
             *(f"{row['hours'][r]:.2f}" for r in resources),
-            str(row["workloads"]),
+            "-" if row["workloads"] is None else str(row["workloads"]),
         ]
         for row in report["rows"]
     ]

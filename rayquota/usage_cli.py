@@ -20,6 +20,12 @@ def add_parser(sub: Any) -> None:
     usage.add_argument("--by", choices=showback.GROUPINGS, default="clusterqueue")
     usage.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
     usage.add_argument("-n", "--namespace", default=None, help="only this namespace's Workloads")
+    usage.add_argument(
+        "--prometheus-url",
+        default=None,
+        help="per ClusterQueue from this Prometheus (it scrapes the operator's /metrics): counts deleted "
+        "Workloads too, as far as Prometheus keeps samples",
+    )
     usage.set_defaults(func=main)
 
 
@@ -49,9 +55,28 @@ def render(report: dict[str, Any], output: str) -> str:
 def main(args: argparse.Namespace) -> int:
     try:
         since, until = showback.window(args.since, args.until, time.time())
+        if args.prometheus_url:
+            report = from_prometheus(args, since, until)
+        else:
+            workloads, local_queues = asyncio.run(fetch(args.namespace))
+            report = showback.usage_report(workloads, local_queues, since, until, args.by)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    workloads, local_queues = asyncio.run(fetch(args.namespace))
-    print(render(showback.usage_report(workloads, local_queues, since, until, args.by), args.output))
+    print(render(report, args.output))
     return 0
+
+
+def from_prometheus(args: argparse.Namespace, since: float, until: float) -> dict[str, Any]:
+    from rayquota import showback_prometheus
+    from rayquota.dashboard.settings import checked_prometheus_url
+
+    if args.by != "clusterqueue" or args.namespace:
+        raise ValueError(
+            f"--prometheus-url counts per ClusterQueue only: not with --by={args.by}"
+            + (f" or --namespace={args.namespace}" if args.namespace else "")
+        )
+    url = checked_prometheus_url(args.prometheus_url, "--prometheus-url")
+    if url is None:
+        raise ValueError(f"--prometheus-url={args.prometheus_url!r}: expected a URL")
+    return showback_prometheus.fetch_report(url, since, until)

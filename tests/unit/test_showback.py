@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rayquota import showback
+from rayquota import showback, showback_prometheus
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
 HOUR = 3600.0
@@ -192,3 +192,43 @@ def test_window_durations_and_times() -> None:
     assert showback.window("24h", None, T0) == (T0 - 24 * HOUR, T0)
     assert showback.window("90m", "30m", T0) == (T0 - 1.5 * HOUR, T0 - 0.5 * HOUR)
     assert showback.window("2026-01-01T00:00:00Z", "now", T0 + 10) == (T0, T0 + 10)
+
+
+def test_prometheus_integral_query_and_answer() -> None:
+    query = showback_prometheus.integral_query(86400, 15)
+    assert query == (
+        "sum by (cluster_queue, resource) (sum_over_time((max by (cluster_queue, flavor, resource) "
+        "(rayquota_cluster_queue_resource_usage))[86400s:15s])) * 15 / 3600"
+    )
+    assert showback_prometheus.step_for(3600, 15) == 15
+    assert showback_prometheus.step_for(5, 15) == 5  # a window shorter than the step: one sample
+    assert showback_prometheus.step_for(30 * 86400, 15) == 236  # at most 11,000 steps
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"cluster_queue": "a", "resource": "nvidia.com/gpu"}, "value": [1, "2.5"]},
+                {"metric": {"cluster_queue": "b", "resource": "nvidia.com/gpu"}, "value": [1, "7"]},
+                {"metric": {"cluster_queue": "b", "resource": "memory"}, "value": [1, str(3 * 2**30)]},
+            ],
+        },
+    }
+    hours = showback_prometheus.parse_vector(answer)
+    assert hours == {"a": {"nvidia.com/gpu": 2.5}, "b": {"nvidia.com/gpu": 7.0, "memory": 3.0}}
+    result = showback_prometheus.report_from(hours, 0, 1)
+    assert [r["key"] for r in result["rows"]] == ["b", "a"]
+    assert result["rows"][1]["hours"] == {"nvidia.com/gpu": 2.5, "memory": 0.0}
+    assert "-" in showback.report_table(result).splitlines()[1]
+    with pytest.raises(ValueError, match="bad_data: parse error"):
+        showback_prometheus.parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"})
+
+
+def test_cli_refuses_prometheus_with_another_grouping(capsys: pytest.CaptureFixture[str]) -> None:
+    from rayquota import cli
+
+    code = cli.main(["usage", "--by", "namespace", "--prometheus-url", "http://127.0.0.1:9"])
+    assert code == 2
+    assert "--prometheus-url counts per ClusterQueue only: not with --by=namespace" in capsys.readouterr().err
+    assert cli.main(["usage", "--since", "yesterday"]) == 2
+    assert "--since='yesterday'" in capsys.readouterr().err
