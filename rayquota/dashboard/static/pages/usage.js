@@ -22,6 +22,7 @@ export function renderUsage(page, ctx) {
     h("button", { type: "button", id: "export-csv", onclick: () => download(ctx, "csv") }, "Download CSV"),
     " ",
     h("button", { type: "button", id: "export-json", onclick: () => download(ctx, "json") }, "Download JSON"),
+    h("span", { id: "export-error", class: "error", role: "alert" }),
   );
   const headers = [label(page.by), ...page.resources.map((r) => `${r} (${page.units[r]})`), "workloads"];
   const rows = page.rows.map((row) =>
@@ -97,7 +98,11 @@ async function download(ctx, format) {
   query.set("format", format);
   query.delete("resource");
   const response = await fetch(`/api/usage?${query}`, { headers: { Authorization: `Bearer ${ctx.token()}` }, cache: "no-store" });
-  if (!response.ok) return;
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    document.getElementById("export-error").textContent = `Download failed: ${body.error || `error ${response.status}`}`;
+    return;
+  }
   const text = format === "csv" ? await response.text() : JSON.stringify(await response.json(), null, 2);
   const type = format === "csv" ? "text/csv" : "application/json";
   const url = URL.createObjectURL(new Blob([text], { type }));
