@@ -345,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--url", help="print a sign-in link to this dashboard URL instead of the bare token")
     dashboard.set_defaults(func=_dashboard)
 
+    from rayquota import usage_cli
+
+    usage_cli.add_parser(sub)
+
     install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")
     install.add_argument("--samples", action="store_true", help="also apply samples/queues")
     install.set_defaults(func=_install)

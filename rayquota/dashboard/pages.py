@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota import showback
 from rayquota.dashboard.access import Visibility
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.dashboard.history import HistoryRing
@@ -98,6 +99,14 @@ class Pages:
                     api.local_queues: self._namespaces_of(api.local_queues),
                 },
                 self._history,
+            ),
+            Route(
+                re.compile(r"/api/usage"),
+                lambda r: {
+                    api.workloads: self._namespaces_of(api.workloads),
+                    api.local_queues: self._namespaces_of(api.local_queues),
+                },
+                self._usage,
             ),
         ]
 
@@ -248,3 +257,25 @@ class Pages:
         if self.prometheus is None:
             return {**view, "source": {"kind": "dashboard"}}
         return {**view, "source": {"kind": "prometheus", "error": self.prometheus.error}}
+
+    def _usage(self, request: Request, visibility: Visibility) -> dict[str, Any]:
+        """Showback (:mod:`rayquota.showback`) over the Workloads the user may list; with
+        ``format=csv`` the answer also carries the CSV text the server sends instead."""
+        query = request.query
+        since, until = showback.window(
+            query.get("since") or "24h", query.get("until") or None, time.time(), ""
+        )
+        by = query.get("by") or "clusterqueue"
+        if by not in showback.GROUPINGS:
+            raise PageError(400, f"by={by!r}: expected one of {', '.join(showback.GROUPINGS)}")
+        allowed = visibility.namespaces(self.cache.api.workloads)
+        workloads = [
+            w
+            for w in self.cache.workloads.store.list()
+            if allowed is None or w["metadata"].get("namespace") in allowed
+        ]
+        report = showback.usage_report(workloads, self.cache.local_queues.store.list(), since, until, by)
+        fmt = query.get("format") or "json"
+        if fmt not in ("json", "csv"):
+            raise PageError(400, f"format={fmt!r}: expected json or csv")
+        return {**report, "csv": showback.report_csv(report)} if fmt == "csv" else report

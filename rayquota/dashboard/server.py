@@ -50,6 +50,7 @@ SPA_PATHS = (
     "/workloads/{tail:.*}",
     "/ray",
     "/history",
+    "/usage",
 )
 """Every path the app routes (static/app.js ``ROUTES``) answers with the app, so a reload, a new
 tab or a bookmark of any page opens it; a test checks each route both ways."""
@@ -213,6 +214,13 @@ class Dashboard:
 
     async def _api(self, request: web.Request) -> web.Response:
         status, body = await self.answer(request[USER_KEY], request.path, dict(request.query))
+        if status == 200 and request.query.get("format") == "csv" and isinstance(body.get("csv"), str):
+            name = f"rayquota-usage-by-{body.get('by')}.csv"
+            return web.Response(
+                text=body["csv"],
+                content_type="text/csv",
+                headers={"Content-Disposition": f'attachment; filename="{name}"'},
+            )
         return web.json_response(body, status=status)
 
     async def _live(self, request: web.Request) -> web.StreamResponse:

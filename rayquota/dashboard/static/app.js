@@ -6,6 +6,7 @@ import { renderQueue, renderQueueIndex } from "./pages/queue.js";
 import { renderWorkload } from "./pages/workload.js";
 import { renderRay } from "./pages/ray.js";
 import { renderHistory } from "./pages/history.js";
+import { renderUsage } from "./pages/usage.js";
 
 const TOKEN_KEY = "rayquota-dashboard-token";
 const main = document.getElementById("main");
@@ -52,6 +53,7 @@ const ROUTES = [
   [/^\/workloads\/([^/]+)\/([^/]+)$/, (m) => [`/api/workloads/${m[1]}/${m[2]}`, renderWorkload, "queues"]],
   [/^\/ray$/, () => ["/api/ray", renderRay, "ray"]],
   [/^\/history$/, () => ["/api/history", renderHistory, "history"]],
+  [/^\/usage$/, () => ["/api/usage", renderUsage, "usage"]],
 ];
 
 export function navigate(href) {
@@ -61,7 +63,7 @@ export function navigate(href) {
 
 document.addEventListener("click", (event) => {
   const anchor = event.target.closest("a");
-  if (!anchor || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  if (!anchor || anchor.hasAttribute("download") || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
   const url = new URL(anchor.href, location.href);
   if (url.origin !== location.origin || url.pathname.startsWith("/static/")) return;
   event.preventDefault();
@@ -94,7 +96,7 @@ function open(view, render) {
   stream = controller;
   main.dataset.view = view;
   main.setAttribute("aria-busy", "true");
-  const ctx = { view, setQuery, navigate };
+  const ctx = { view, setQuery, navigate, token };
   listen(view, controller.signal, (message) => {
     main.removeAttribute("aria-busy");
     if (message.status !== 200) {

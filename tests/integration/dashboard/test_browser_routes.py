@@ -53,6 +53,8 @@ def test_every_route_opens_by_its_address_and_on_reload(
         f"/workloads/{namespace}/{second['metadata']['name']}",
         "/ray",
         "/history",
+        "/usage",
+        "/usage?by=namespace&since=7d",
     ]
     with chromium() as browser:
         page = browser.new_page()
