@@ -20,4 +20,6 @@ def test_status_after_a_purge_names_no_state_directory(
     assert not cluster.state_dir.exists()
     [line] = cluster.status_lines()
     assert str(cluster.state_dir) not in line
-    assert line == "cluster 'purged': not started (no state: never set up, or purged); `rayquota cluster up` starts it"
+    assert line == (
+        "cluster 'purged': not started (no state: never set up, or purged); `rayquota cluster up` starts it"
+    )
