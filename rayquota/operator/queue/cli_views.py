@@ -65,8 +65,11 @@ class QueueState:
     clusters: list[Obj] = field(default_factory=list)
 
 
-async def fetch_state(namespace: str | None = None) -> QueueState:
-    client = KubeClient.from_environment()
+async def fetch_state(
+    namespace: str | None = None, connect: Callable[[], KubeClient] = KubeClient.from_environment
+) -> QueueState:
+    """``connect`` opens the client (default: in-cluster credentials or $KUBECONFIG)."""
+    client = connect()
     try:
         lists = await asyncio.gather(
             *(
@@ -93,7 +96,7 @@ async def fetch_state(namespace: str | None = None) -> QueueState:
         list(priority_classes),
     )
     if any((f.get("spec") or {}).get("topologyName") for f in state.flavors):
-        await cli_topology.fetch(state)
+        await cli_topology.fetch(state, connect)
     return state
 
 
