@@ -28,6 +28,23 @@ from rayquota.operator.queue.api_group import MODES, QUEUE_API_ENV, QueueApi, of
 
 OUTPUTS = ("json", "yaml", "wide", "name")
 Obj = Mapping[str, Any]
+# Answers of 429 (too many requests; a new CRD's storage still initialising) asked again, as kubectl does.
+TOO_MANY_REQUESTS, ASKS = 429, 10
+
+
+class PatientClient(KubeClient):
+    """A client that waits out a 429 for as long as the server's Retry-After says (at most 5 s
+    a time) and asks again: the server did nothing with the request, so asking again is safe."""
+
+    async def request(self, method: str, path: str, **options: Any) -> Any:
+        for ask in range(1, ASKS + 1):
+            try:
+                return await super().request(method, path, **options)
+            except ApiError as exc:
+                if exc.status != TOO_MANY_REQUESTS or ask == ASKS:
+                    raise
+                await asyncio.sleep(min(exc.retry_after_s or 1.0, 5.0))
+        raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -51,7 +68,7 @@ class Target:
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=self.kubeconfig, context=self.context, client_configuration=configuration
         )
-        return KubeClient(configuration)
+        return PatientClient(configuration)
 
 
 def add_global_flags(parser: argparse.ArgumentParser) -> None:

@@ -371,3 +371,33 @@ def test_cluster_env_puts_the_plugin_on_path_when_installed(tmp_path: Path) -> N
     assert str(tmp_path) not in path_additions(tmp_path)
     (tmp_path / "kubectl-rayquota").write_text("#!/bin/sh\n")
     assert path_additions(tmp_path)[-1] == str(tmp_path)
+
+
+def test_a_429_is_asked_again_after_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import kubernetes
+
+    from rayquota.kubectl_plugin import PatientClient
+    from rayquota.operator.kube import ApiError, KubeClient
+
+    answers: list[object] = [
+        ApiError("GET", "/x", 429, '{"message": "storage is (re)initializing"}', retry_after_s=0.01),
+        ApiError("GET", "/x", 429, "{}", retry_after_s=0.01),
+        {"kind": "Answer"},
+    ]
+
+    async def answer(self: KubeClient, method: str, path: str, **options: object) -> object:
+        got = answers.pop(0)
+        if isinstance(got, ApiError):
+            raise got
+        return got
+
+    monkeypatch.setattr(KubeClient, "request", answer)
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:1"
+    assert asyncio.run(PatientClient(configuration).request("GET", "/x")) == {"kind": "Answer"}
+    assert answers == []
+    answers.append(ApiError("GET", "/x", 403, "{}"))
+    with pytest.raises(ApiError):
+        asyncio.run(PatientClient(configuration).request("GET", "/x"))
