@@ -159,7 +159,7 @@ def print_objects(items: Sequence[Obj], output: str | None, table: str) -> None:
 async def _queues(target: Target, args: argparse.Namespace) -> int:
     from rayquota.operator.queue import cli_views
 
-    state = await cli_views.fetch_state(connect=target.connect)
+    state = await cli_views.fetch_state(connect=target.connect, api=target.api)
     print_objects(state.cluster_queues, target.output, cli_views.queues_table(state))
     return 0
 
@@ -167,7 +167,7 @@ async def _queues(target: Target, args: argparse.Namespace) -> int:
 async def _workloads(target: Target, args: argparse.Namespace) -> int:
     from rayquota.operator.queue import cli_views
 
-    state = await cli_views.fetch_state(target.list_namespace, connect=target.connect)
+    state = await cli_views.fetch_state(target.list_namespace, connect=target.connect, api=target.api)
     print_objects(state.workloads, target.output, cli_views.workloads_table(state))
     return 0
 
@@ -180,7 +180,7 @@ async def _explain(target: Target, args: argparse.Namespace) -> int:
         kinds = ", ".join(sorted(cli_views.KIND_ALIASES))
         raise FlagError(f"explain {args.target!r}: expected KIND/NAME, KIND one of {kinds}")
     kind = cli_views.KIND_ALIASES[kind.lower()]
-    state = await cli_views.fetch_state(connect=target.connect)
+    state = await cli_views.fetch_state(connect=target.connect, api=target.api)
     text = cli_views.explain(state, kind, name, target.namespace)
     if target.output in ("json", "yaml"):
         workload = cli_views.find_workload(state, kind, name, target.namespace)

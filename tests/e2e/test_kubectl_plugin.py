@@ -154,3 +154,42 @@ def test_stop_resume_and_delete_a_workload_with_its_owner(
         timeout_s=120,
         interval_s=1,
     )
+
+
+def test_kueue_api_mode_creates_kueue_queues(
+    control_plane: LocalCluster, namespace: str, kubectl_rayquota: object
+) -> None:
+    """With --queue-api kueue the same verbs write kueue.x-k8s.io/v1beta2 objects, which Kueue's
+    own CRD schemas accept (cohortName, not cohort)."""
+    from rayquota.localcluster import kueue_crds
+
+    kueue_crds.install(control_plane)
+    run = kubectl_rayquota
+    cq = f"kcq-{namespace}"
+    created = run(  # type: ignore[operator]
+        "create", "cq", cq, "--queue-api", "kueue", "--cohort", "research",
+        "--nominal-quota", "gpu-a:cpu=8;nvidia.com/gpu=4", "--lending-limit", "gpu-a:cpu=1;nvidia.com/gpu=1",
+    )  # fmt: skip
+    try:
+        assert f"clusterqueue.kueue.x-k8s.io/{cq} created" in created.stdout
+        got = json.loads(
+            control_plane.kubectl("get", "clusterqueues.kueue.x-k8s.io", cq, "-o", "json").stdout
+        )
+        assert got["spec"]["cohortName"] == "research"
+        assert got["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1] == {
+            "name": "nvidia.com/gpu",
+            "nominalQuota": "4",
+            "lendingLimit": "1",
+        }
+        run("create", "lq", "team", "-c", cq, "-n", namespace, "--queue-api", "kueue")  # type: ignore[operator]
+        lq = control_plane.kubectl("get", "localqueues.kueue.x-k8s.io", "team", "-n", namespace, "-o", "json")
+        assert json.loads(lq.stdout)["spec"]["clusterQueue"] == cq
+        run("stop", "cq", cq, "--queue-api", "kueue", "--keep-already-running")  # type: ignore[operator]
+        got = json.loads(
+            control_plane.kubectl("get", "clusterqueues.kueue.x-k8s.io", cq, "-o", "json").stdout
+        )
+        assert got["spec"]["stopPolicy"] == "Hold"
+        queues = run("queues", "--queue-api", "kueue", "-o", "name").stdout  # type: ignore[operator]
+        assert f"clusterqueue.kueue.x-k8s.io/{cq}" in queues.splitlines()
+    finally:
+        control_plane.kubectl("delete", "clusterqueues.kueue.x-k8s.io", cq, "--wait=false", check=False)
