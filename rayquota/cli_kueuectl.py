@@ -49,6 +49,14 @@ def _dry_run_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``create``, ``list``, ``stop``, ``resume`` and ``delete``, each with its kinds."""
+    _add_create(sub)
+    _add_list(sub)
+    _add_stop_and_resume(sub)
+    _add_delete(sub)
+
+
+def _add_create(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     create = sub.add_parser("create", help="create a ClusterQueue or LocalQueue").add_subparsers(
         dest="kind", required=True
     )
@@ -81,6 +89,8 @@ def add_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for parser in made.values():
         _dry_run_flag(parser)
 
+
+def _add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing = sub.add_parser("list", help="list ClusterQueues, LocalQueues or Workloads").add_subparsers(
         dest="kind", required=True
     )
@@ -101,6 +111,8 @@ def add_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     wl.set_defaults(run=_list_workloads)
 
+
+def _add_stop_and_resume(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, keep in (("stop", True), ("resume", False)):
         verb = sub.add_parser(name, help=f"{name} a ClusterQueue, LocalQueue or Workload").add_subparsers(
             dest="kind", required=True
@@ -116,6 +128,8 @@ def add_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                 )
             parser.set_defaults(run=_stop if name == "stop" else _resume)
 
+
+def _add_delete(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     delete = sub.add_parser("delete", help="delete Workloads and the jobs that own them").add_subparsers(
         dest="kind", required=True
     )
