@@ -199,7 +199,8 @@ async def _explain(target: Target, args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from rayquota import cli_kueuectl
 
-    parser = argparse.ArgumentParser(prog="kubectl rayquota", description=__doc__.split("\n\n")[0].replace("``", ""))
+    summary = __doc__.split("\n\n")[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog="kubectl rayquota", description=summary)
     add_global_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")

@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,10 +18,12 @@ from rayquota.localcluster.cluster import LocalCluster
 from tests.polling import wait_for
 
 SCRIPTS = Path(sys.executable).parent
+# `kubectl rayquota ARGS...`, with what it reads on stdin and the exit code it must end with.
+Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def kubectl_rayquota(control_plane: LocalCluster) -> object:
+def kubectl_rayquota(control_plane: LocalCluster) -> Run:
     if not (SCRIPTS / "kubectl-rayquota").exists():
         pytest.fail(f"kubectl-rayquota is not installed in {SCRIPTS}: run `make venv`")
     env = dict(
@@ -38,17 +42,17 @@ def kubectl_rayquota(control_plane: LocalCluster) -> object:
     return run
 
 
-def _cluster_queue(cluster: LocalCluster, name: str) -> dict[str, object]:
+def _cluster_queue(cluster: LocalCluster, name: str) -> dict[str, Any]:
     got = cluster.kubectl("get", "clusterqueues.rayquota.io", name, "-o", "json")
     return dict(json.loads(got.stdout))
 
 
 def test_create_list_stop_and_resume_queues(
-    control_plane: LocalCluster, namespace: str, kubectl_rayquota: object
+    control_plane: LocalCluster, namespace: str, kubectl_rayquota: Run
 ) -> None:
     run = kubectl_rayquota
     cq = f"cq-{namespace}"
-    created = run(  # type: ignore[operator]
+    created = run(
         "create", "clusterqueue", cq, "--cohort", "research",
         "--nominal-quota", "gpu-a:cpu=8;nvidia.com/gpu=4",
         "--borrowing-limit", "gpu-a:cpu=2;nvidia.com/gpu=1",
@@ -56,34 +60,33 @@ def test_create_list_stop_and_resume_queues(
     try:
         assert f"clusterqueue.rayquota.io/{cq} created" in created.stdout
         spec = _cluster_queue(control_plane, cq)["spec"]
-        assert isinstance(spec, dict)
         assert spec["cohort"] == "research"
         assert spec["resourceGroups"][0]["flavors"][0]["resources"] == [
             {"name": "cpu", "nominalQuota": "8", "borrowingLimit": "2"},
             {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "1"},
         ]
 
-        lq = run("create", "localqueue", "team", "-c", cq, "-n", namespace)  # type: ignore[operator]
+        lq = run("create", "localqueue", "team", "-c", cq, "-n", namespace)
         assert "localqueue.rayquota.io/team created" in lq.stdout
         got = control_plane.kubectl("get", "localqueues.rayquota.io", "team", "-n", namespace, "-o", "json")
         assert json.loads(got.stdout)["spec"]["clusterQueue"] == cq
 
-        listed = json.loads(run("list", "clusterqueue", "-o", "json").stdout)  # type: ignore[operator]
+        listed = json.loads(run("list", "clusterqueue", "-o", "json").stdout)
         assert listed["kind"] == "List"
         mine = [i for i in listed["items"] if i["metadata"]["name"] == cq]
         assert len(mine) == 1 and mine[0]["spec"]["cohort"] == "research"
-        table = run("list", "localqueue", "--namespace", namespace).stdout  # type: ignore[operator]
+        table = run("list", "localqueue", "--namespace", namespace).stdout
         assert table.splitlines()[0].split()[:2] == ["NAME", "CLUSTERQUEUE"]
         assert table.splitlines()[1].split()[:2] == ["team", cq]
 
-        run("stop", "clusterqueue", cq)  # type: ignore[operator]
-        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "HoldAndDrain"  # type: ignore[index]
-        run("stop", "cq", cq, "--keep-already-running")  # type: ignore[operator]
-        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "Hold"  # type: ignore[index]
-        run("resume", "clusterqueue", cq)  # type: ignore[operator]
-        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "None"  # type: ignore[index]
+        run("stop", "clusterqueue", cq)
+        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "HoldAndDrain"
+        run("stop", "cq", cq, "--keep-already-running")
+        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "Hold"
+        run("resume", "clusterqueue", cq)
+        assert _cluster_queue(control_plane, cq)["spec"]["stopPolicy"] == "None"
 
-        run("stop", "localqueue", "team", "-n", namespace)  # type: ignore[operator]
+        run("stop", "localqueue", "team", "-n", namespace)
         got = control_plane.kubectl("get", "localqueues.rayquota.io", "team", "-n", namespace, "-o", "json")
         assert json.loads(got.stdout)["spec"]["stopPolicy"] == "HoldAndDrain"
     finally:
@@ -91,7 +94,7 @@ def test_create_list_stop_and_resume_queues(
 
 
 def test_stop_resume_and_delete_a_workload_with_its_owner(
-    control_plane: LocalCluster, namespace: str, kubectl_rayquota: object
+    control_plane: LocalCluster, namespace: str, kubectl_rayquota: Run
 ) -> None:
     run = kubectl_rayquota
     control_plane.kubectl("create", "configmap", "job-owner", "-n", namespace)
@@ -114,31 +117,31 @@ def test_stop_resume_and_delete_a_workload_with_its_owner(
         got = control_plane.kubectl("get", "workloads.rayquota.io", "wl", "-n", namespace, "-o", "json")
         return json.loads(got.stdout)["spec"]["active"]
 
-    run("stop", "workload", "wl", "-n", namespace)  # type: ignore[operator]
+    run("stop", "workload", "wl", "-n", namespace)
     assert active() is False
-    run("resume", "wl", "wl", "-n", namespace)  # type: ignore[operator]
+    run("resume", "wl", "wl", "-n", namespace)
     assert active() is True
 
-    listed = run("list", "workload", "-n", namespace, "--status", "pending").stdout  # type: ignore[operator]
+    listed = run("list", "workload", "-n", namespace, "--status", "pending").stdout
     assert listed.splitlines()[1].split()[:4] == ["wl", "configmap", "job-owner", "team"]
 
-    views = json.loads(run("workloads", "--namespace", namespace, "-o", "json").stdout)  # type: ignore[operator]
+    views = json.loads(run("workloads", "--namespace", namespace, "-o", "json").stdout)
     assert [i["metadata"]["name"] for i in views["items"]] == ["wl"]
-    explained = run("explain", "workload/wl", "-n", namespace, "-o", "yaml").stdout  # type: ignore[operator]
+    explained = run("explain", "workload/wl", "-n", namespace, "-o", "yaml").stdout
     assert "target: workload/wl" in explained and f"namespace: {namespace}" in explained
     context = control_plane.kubectl("config", "current-context").stdout.strip()
-    assert "wl" in run("workloads", "-n", namespace, "--context", context).stdout  # type: ignore[operator]
-    unknown = run("workloads", "--context", "no-such-context", code=2)  # type: ignore[operator]
+    assert "wl" in run("workloads", "-n", namespace, "--context", context).stdout
+    unknown = run("workloads", "--context", "no-such-context", code=2)
     assert "--context 'no-such-context'" in unknown.stderr
 
-    refused = run("delete", "workload", "wl", "-n", namespace, stdin="n\n")  # type: ignore[operator]
+    refused = run("delete", "workload", "wl", "-n", namespace, stdin="n\n")
     assert "configmap/job-owner associated with the" in refused.stdout
     assert "Deletion is canceled" in refused.stdout
     assert (
         control_plane.kubectl("get", "configmap", "job-owner", "-n", namespace, check=False).returncode == 0
     )
 
-    deleted = run("delete", "workload", "wl", "-n", namespace, "--yes")  # type: ignore[operator]
+    deleted = run("delete", "workload", "wl", "-n", namespace, "--yes")
     assert "configmap/job-owner deleted" in deleted.stdout
     assert (
         control_plane.kubectl("get", "configmap", "job-owner", "-n", namespace, check=False).returncode != 0
@@ -157,7 +160,7 @@ def test_stop_resume_and_delete_a_workload_with_its_owner(
 
 
 def test_kueue_api_mode_creates_kueue_queues(
-    control_plane: LocalCluster, namespace: str, kubectl_rayquota: object
+    control_plane: LocalCluster, namespace: str, kubectl_rayquota: Run
 ) -> None:
     """With --queue-api kueue the same verbs write kueue.x-k8s.io/v1beta2 objects, which Kueue's
     own CRD schemas accept (cohortName, not cohort)."""
@@ -166,7 +169,7 @@ def test_kueue_api_mode_creates_kueue_queues(
     kueue_crds.install(control_plane)
     run = kubectl_rayquota
     cq = f"kcq-{namespace}"
-    created = run(  # type: ignore[operator]
+    created = run(
         "create", "cq", cq, "--queue-api", "kueue", "--cohort", "research",
         "--nominal-quota", "gpu-a:cpu=8;nvidia.com/gpu=4", "--lending-limit", "gpu-a:cpu=1;nvidia.com/gpu=1",
     )  # fmt: skip
@@ -181,15 +184,15 @@ def test_kueue_api_mode_creates_kueue_queues(
             "nominalQuota": "4",
             "lendingLimit": "1",
         }
-        run("create", "lq", "team", "-c", cq, "-n", namespace, "--queue-api", "kueue")  # type: ignore[operator]
+        run("create", "lq", "team", "-c", cq, "-n", namespace, "--queue-api", "kueue")
         lq = control_plane.kubectl("get", "localqueues.kueue.x-k8s.io", "team", "-n", namespace, "-o", "json")
         assert json.loads(lq.stdout)["spec"]["clusterQueue"] == cq
-        run("stop", "cq", cq, "--queue-api", "kueue", "--keep-already-running")  # type: ignore[operator]
+        run("stop", "cq", cq, "--queue-api", "kueue", "--keep-already-running")
         got = json.loads(
             control_plane.kubectl("get", "clusterqueues.kueue.x-k8s.io", cq, "-o", "json").stdout
         )
         assert got["spec"]["stopPolicy"] == "Hold"
-        queues = run("queues", "--queue-api", "kueue", "-o", "name").stdout  # type: ignore[operator]
+        queues = run("queues", "--queue-api", "kueue", "-o", "name").stdout
         assert f"clusterqueue.kueue.x-k8s.io/{cq}" in queues.splitlines()
     finally:
         control_plane.kubectl("delete", "clusterqueues.kueue.x-k8s.io", cq, "--wait=false", check=False)

@@ -11,7 +11,7 @@ import yaml
 
 from rayquota import kueuectl_bodies as bodies
 from rayquota.api.queueing_v1alpha1 import ClusterQueue, LocalQueue
-from rayquota.kubectl_plugin import build_parser, context_namespace, name_of, target_of
+from rayquota.kubectl_plugin import Target, build_parser, context_namespace, name_of, target_of
 from rayquota.kueuectl_bodies import ClusterQueueFlags, FlagError
 from rayquota.localcluster.cli import path_additions
 from rayquota.operator.queue.api_group import KUEUE, RAYQUOTA
@@ -301,22 +301,22 @@ def kubeconfig(tmp_path: Path) -> str:
 
 def _target(
     argv: list[str], kubeconfig: str, env: dict[str, str] | None = None
-) -> tuple[argparse.Namespace, object]:
+) -> tuple[argparse.Namespace, Target]:
     args = build_parser().parse_args(argv)
     return args, target_of(args, {"KUBECONFIG": kubeconfig, **(env or {})})
 
 
 def test_global_flags_are_taken_before_and_after_the_verb(kubeconfig: str) -> None:
     args, target = _target(["-n", "before", "list", "lq", "-o", "wide"], kubeconfig)
-    assert (target.namespace, target.output, args.kind) == ("before", "wide", "lq")  # type: ignore[attr-defined]
+    assert (target.namespace, target.output, args.kind) == ("before", "wide", "lq")
     _, target = _target(["list", "workload", "-A", "--context", "two"], kubeconfig)
-    assert target.all_namespaces and target.list_namespace is None  # type: ignore[attr-defined]
-    assert target.namespace == "default"  # type: ignore[attr-defined]
+    assert target.all_namespaces and target.list_namespace is None
+    assert target.namespace == "default"
 
 
 def test_namespace_defaults_to_the_contexts(kubeconfig: str) -> None:
     _, target = _target(["workloads"], kubeconfig)
-    assert target.namespace == "team-one"  # type: ignore[attr-defined]
+    assert target.namespace == "team-one"
     assert context_namespace(kubeconfig, "two") == "default"
     with pytest.raises(FlagError, match="--context 'three'"):
         context_namespace(kubeconfig, "three")
@@ -324,11 +324,11 @@ def test_namespace_defaults_to_the_contexts(kubeconfig: str) -> None:
 
 def test_queue_api_picks_the_group(kubeconfig: str) -> None:
     _, target = _target(["queues"], kubeconfig)
-    assert target.api is RAYQUOTA  # type: ignore[attr-defined]
+    assert target.api is RAYQUOTA
     _, target = _target(["queues"], kubeconfig, {"RAYQUOTA_QUEUE_API": "kueue"})
-    assert target.api is KUEUE  # type: ignore[attr-defined]
+    assert target.api is KUEUE
     _, target = _target(["queues", "--queue-api", "kueue"], kubeconfig)
-    assert target.api is KUEUE  # type: ignore[attr-defined]
+    assert target.api is KUEUE
 
 
 @pytest.mark.parametrize(
@@ -401,3 +401,17 @@ def test_a_429_is_asked_again_after_retry_after(monkeypatch: pytest.MonkeyPatch)
     answers.append(ApiError("GET", "/x", 403, "{}"))
     with pytest.raises(ApiError):
         asyncio.run(PatientClient(configuration).request("GET", "/x"))
+
+
+def test_all_namespaces_lists_lead_with_the_namespace(kubeconfig: str) -> None:
+    from rayquota.cli_kueuectl import _with_namespace
+
+    items = [{"metadata": {"name": "a", "namespace": "one"}}, {"metadata": {"name": "b", "namespace": "two"}}]
+    rows = [["a", "cq"], ["b", "cq"]]
+    _, everywhere = _target(["list", "lq", "-A"], kubeconfig)
+    assert _with_namespace(everywhere, ["NAME", "CLUSTERQUEUE"], items, rows) == (
+        ["NAMESPACE", "NAME", "CLUSTERQUEUE"],
+        [["one", "a", "cq"], ["two", "b", "cq"]],
+    )
+    _, here = _target(["list", "lq"], kubeconfig)
+    assert _with_namespace(here, ["NAME", "CLUSTERQUEUE"], items, rows)[0] == ["NAME", "CLUSTERQUEUE"]
