@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rayquota import kueuectl_bodies as bodies
+from rayquota import kueuectl_flavors as flavors
 from rayquota.kueuectl_bodies import FlagError
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import KubeClient, NotFound
@@ -21,7 +22,12 @@ if TYPE_CHECKING:
 Obj = Mapping[str, Any]
 Verb = Callable[["Target", argparse.Namespace], Awaitable[int]]
 DRY_RUNS = ("none", "client", "server")
-ALIASES = {"clusterqueue": ["cq"], "localqueue": ["lq"], "workload": ["wl", "workloads"]}
+ALIASES = {
+    "clusterqueue": ["cq"],
+    "localqueue": ["lq"],
+    "workload": ["wl", "workloads"],
+    "resourceflavor": ["rf"],
+}
 
 
 def _kind_parsers(
@@ -60,7 +66,13 @@ def _add_create(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     create = sub.add_parser("create", help="create a ClusterQueue or LocalQueue").add_subparsers(
         dest="kind", required=True
     )
-    made = _kind_parsers(create, ["clusterqueue", "localqueue"], "create")
+    made = _kind_parsers(create, ["clusterqueue", "localqueue", "resourceflavor"], "create")
+    rf = made["resourceflavor"]
+    rf.add_argument("name")
+    rf.add_argument("--node-labels", help="LABEL=VALUE,... of the flavor's nodes")
+    rf.add_argument("--node-taints", help="KEY[=VALUE]:EFFECT,... of the flavor's nodes")
+    rf.add_argument("--tolerations", help="[KEY[=VALUE]][:EFFECT],... added to admitted pods")
+    rf.set_defaults(run=_create_resource_flavor)
     cq = made["clusterqueue"]
     cq.add_argument("name")
     cq.add_argument("--cohort", help="the cohort the ClusterQueue belongs to")
@@ -94,7 +106,8 @@ def _add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing = sub.add_parser("list", help="list ClusterQueues, LocalQueues or Workloads").add_subparsers(
         dest="kind", required=True
     )
-    lists = _kind_parsers(listing, ["clusterqueue", "localqueue", "workload"], "list")
+    lists = _kind_parsers(listing, ["clusterqueue", "localqueue", "workload", "resourceflavor"], "list")
+    lists["resourceflavor"].set_defaults(run=_list_resource_flavors)
     for parser in lists.values():
         parser.add_argument("-l", "--selector", help="label selector")
     lists["clusterqueue"].add_argument(
@@ -203,6 +216,13 @@ async def _create_cluster_queue(target: Target, args: argparse.Namespace) -> int
     return await _create(target, args, target.api.cluster_queues, body)
 
 
+async def _create_resource_flavor(target: Target, args: argparse.Namespace) -> int:
+    body = flavors.resource_flavor_body(
+        target.api, args.name, args.node_labels, args.node_taints, args.tolerations
+    )
+    return await _create(target, args, target.api.resource_flavors, body)
+
+
 async def _create_local_queue(target: Target, args: argparse.Namespace) -> int:
     body = bodies.local_queue_body(target.api, args.name, target.namespace, args.clusterqueue)
     if not args.ignore_unknown_cq and args.dry_run != "client":
@@ -249,6 +269,13 @@ def _with_namespace(
     return ["NAMESPACE", *header], [
         [str(o["metadata"].get("namespace") or ""), *r] for o, r in zip(items, rows, strict=True)
     ]
+
+
+async def _list_resource_flavors(target: Target, args: argparse.Namespace) -> int:
+    items = await _list(target, target.api.resource_flavors, args.selector)
+    now = bodies.utc_now()
+    rows = [flavors.resource_flavor_row(f, now) for f in items]
+    return _show(target, items, flavors.RESOURCE_FLAVOR_HEADER, rows)
 
 
 async def _list_cluster_queues(target: Target, args: argparse.Namespace) -> int:

@@ -66,6 +66,19 @@ def test_create_list_stop_and_resume_queues(
             {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "1"},
         ]
 
+        rf = f"rf-{namespace}"
+        run("create", "resourceflavor", rf, "--node-labels", "pool=gpu", "--node-taints", "spot:NoSchedule")
+        flavor = json.loads(
+            control_plane.kubectl("get", "resourceflavors.rayquota.io", rf, "-o", "json").stdout
+        )
+        listed_flavors = run("list", "rf").stdout.splitlines()
+        assert [line.split()[:2] for line in listed_flavors if line.startswith(rf + " ")] == [
+            [rf, "pool=gpu"]
+        ]
+        control_plane.kubectl("delete", "resourceflavors.rayquota.io", rf, "--wait=false")
+        assert flavor["spec"]["nodeLabels"] == {"pool": "gpu"}
+        assert flavor["spec"]["nodeTaints"] == [{"key": "spot", "effect": "NoSchedule"}]
+
         lq = run("create", "localqueue", "team", "-c", cq, "-n", namespace)
         assert "localqueue.rayquota.io/team created" in lq.stdout
         got = control_plane.kubectl("get", "localqueues.rayquota.io", "team", "-n", namespace, "-o", "json")
