@@ -110,6 +110,9 @@ def _add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lists["resourceflavor"].set_defaults(run=_list_resource_flavors)
     for parser in lists.values():
         parser.add_argument("-l", "--selector", help="label selector")
+        parser.add_argument(
+            "--field-selector", help="field selector (metadata.name=..., metadata.namespace=...)"
+        )
     lists["clusterqueue"].add_argument(
         "--active", choices=("true", "false"), help="only active (or inactive) ones"
     )
@@ -119,6 +122,9 @@ def _add_list(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wl = lists["workload"]
     wl.add_argument("-c", "--clusterqueue", help="only those of this ClusterQueue")
     wl.add_argument("-q", "--localqueue", help="only those of this LocalQueue")
+    wl.add_argument(
+        "--for", dest="owner", help="only the Workload of this job: TYPE[.GROUP]/NAME (rayjob/train)"
+    )
     wl.add_argument(
         "--status", action="append", default=[], help="all, pending, quotareserved, admitted, finished"
     )
@@ -241,11 +247,15 @@ async def _create_local_queue(target: Target, args: argparse.Namespace) -> int:
 # --- list -----------------------------------------------------------------------------------
 
 
-async def _list(target: Target, resource: Resource, selector: str | None) -> list[dict[str, Any]]:
+async def _list(target: Target, resource: Resource, args: argparse.Namespace | None) -> list[dict[str, Any]]:
+    """The objects (of the namespace, or all with -A), as ``-l`` and ``--field-selector`` select."""
     namespace = target.list_namespace if resource.namespaced else None
+    selectors = {"labelSelector": args.selector, "fieldSelector": args.field_selector} if args else {}
     client = target.connect()
     try:
-        return await client.list_items(resource.path(namespace), label_selector=selector)
+        params = {k: v for k, v in selectors.items() if v}
+        result = await client.request("GET", resource.path(namespace), params=params)
+        return list(result.get("items") or [])
     finally:
         await client.close()
 
@@ -272,14 +282,14 @@ def _with_namespace(
 
 
 async def _list_resource_flavors(target: Target, args: argparse.Namespace) -> int:
-    items = await _list(target, target.api.resource_flavors, args.selector)
+    items = await _list(target, target.api.resource_flavors, args)
     now = bodies.utc_now()
     rows = [flavors.resource_flavor_row(f, now) for f in items]
     return _show(target, items, flavors.RESOURCE_FLAVOR_HEADER, rows)
 
 
 async def _list_cluster_queues(target: Target, args: argparse.Namespace) -> int:
-    items = await _list(target, target.api.cluster_queues, args.selector)
+    items = await _list(target, target.api.cluster_queues, args)
     if args.active is not None:
         items = [cq for cq in items if bodies.is_active(cq) == (args.active == "true")]
     now, wide = bodies.utc_now(), target.output == "wide"
@@ -288,7 +298,7 @@ async def _list_cluster_queues(target: Target, args: argparse.Namespace) -> int:
 
 
 async def _list_local_queues(target: Target, args: argparse.Namespace) -> int:
-    items = await _list(target, target.api.local_queues, args.selector)
+    items = await _list(target, target.api.local_queues, args)
     if args.clusterqueue:
         items = [lq for lq in items if (lq.get("spec") or {}).get("clusterQueue") == args.clusterqueue]
     now, wide = bodies.utc_now(), target.output == "wide"
@@ -301,7 +311,9 @@ async def _list_workloads(target: Target, args: argparse.Namespace) -> int:
     from rayquota.operator.queue.cli_views import workload_phase
 
     phases = bodies.status_filter(args.status)
-    items = await _list(target, target.api.workloads, args.selector)
+    if args.owner:
+        bodies.owned_by({"metadata": {}}, args.owner)  # a malformed --for is refused before any request
+    items = await _list(target, target.api.workloads, args)
     local_queues = {
         (str(lq["metadata"].get("namespace") or ""), str(lq["metadata"]["name"])): lq
         for lq in await _list(target, target.api.local_queues, None)
@@ -312,6 +324,7 @@ async def _list_workloads(target: Target, args: argparse.Namespace) -> int:
         if (phases is None or workload_phase(wl) in phases)
         and (not args.localqueue or (wl.get("spec") or {}).get("queueName") == args.localqueue)
         and (not args.clusterqueue or bodies.workload_cluster_queue(wl, local_queues) == args.clusterqueue)
+        and (not args.owner or bodies.owned_by(wl, args.owner))
     ]
     now = bodies.utc_now()
     rows = [bodies.workload_row(wl, local_queues, now) for wl in kept]

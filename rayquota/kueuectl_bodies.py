@@ -366,6 +366,20 @@ def _owner_types(wl: Obj) -> tuple[str, str]:
     return ", ".join(types), ", ".join(names)
 
 
+def owned_by(wl: Obj, owner: str) -> bool:
+    """``--for TYPE[.GROUP]/NAME``: the Workload has that owner (TYPE its kind, any case)."""
+    kind_group, slash, name = owner.partition("/")
+    kind, _, group = kind_group.partition(".")
+    if not slash or not kind or not name:
+        raise FlagError(f"--for {owner!r}: expected TYPE[.GROUP]/NAME, e.g. rayjob/train")
+    return any(
+        str(ref.get("kind", "")).lower() == kind.lower()
+        and ref.get("name") == name
+        and (not group or _group(ref) == group)
+        for ref in wl["metadata"].get("ownerReferences") or ()
+    )
+
+
 def workload_row(wl: Obj, local_queues: Mapping[tuple[str, str], Obj], now: datetime) -> list[str]:
     job_type, job_name = _owner_types(wl)
     return [

@@ -138,6 +138,10 @@ def test_stop_resume_and_delete_a_workload_with_its_owner(
     listed = run("list", "workload", "-n", namespace, "--status", "pending").stdout
     assert listed.splitlines()[1].split()[:4] == ["wl", "configmap", "job-owner", "team"]
 
+    owned = run("list", "wl", "-n", namespace, "--for", "configmap/job-owner", "-o", "name").stdout
+    assert owned.split() == ["workload.rayquota.io/wl"]
+    nothing = run("list", "wl", "-n", namespace, "--field-selector", "metadata.name=other")
+    assert nothing.stdout == "" and "No resources found" in nothing.stderr
     views = json.loads(run("workloads", "--namespace", namespace, "-o", "json").stdout)
     assert [i["metadata"]["name"] for i in views["items"]] == ["wl"]
     explained = run("explain", "workload/wl", "-n", namespace, "-o", "yaml").stdout

@@ -415,3 +415,21 @@ def test_all_namespaces_lists_lead_with_the_namespace(kubeconfig: str) -> None:
     )
     _, here = _target(["list", "lq"], kubeconfig)
     assert _with_namespace(here, ["NAME", "CLUSTERQUEUE"], items, rows)[0] == ["NAME", "CLUSTERQUEUE"]
+
+
+def test_for_selects_the_workload_of_a_job() -> None:
+    wl = {"metadata": {"ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "train"}]}}
+    assert bodies.owned_by(wl, "rayjob/train")
+    assert bodies.owned_by(wl, "RayJob.ray.io/train")
+    assert not bodies.owned_by(wl, "rayjob.batch/train")
+    assert not bodies.owned_by(wl, "rayjob/other")
+    assert not bodies.owned_by(wl, "raycluster/train")
+    with pytest.raises(FlagError, match="--for 'train'"):
+        bodies.owned_by(wl, "train")
+
+
+def test_list_workload_takes_for_and_field_selector(kubeconfig: str) -> None:
+    args, _ = _target(
+        ["list", "wl", "--for", "rayjob/train", "--field-selector", "metadata.name=w"], kubeconfig
+    )
+    assert (args.owner, args.field_selector) == ("rayjob/train", "metadata.name=w")
