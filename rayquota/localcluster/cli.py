@@ -10,6 +10,16 @@ from pathlib import Path
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
 
+PLUGIN = "kubectl-rayquota"
+
+
+def path_additions(scripts_dir: Path | None = None) -> list[str]:
+    """What `cluster env` puts on PATH: kubectl and helm, and the directory of this
+    installation's scripts when it holds the kubectl plugin (so `kubectl rayquota` works)."""
+    scripts = scripts_dir or Path(sys.executable).parent
+    dirs = [str(binaries.KUBERNETES.cache_dir), str(binaries.HELM.cache_dir)]
+    return dirs + ([str(scripts)] if (scripts / PLUGIN).exists() else [])
+
 
 def main(args: argparse.Namespace) -> int:
     nodes = os.environ.get("RAYQUOTA_NODES_FILE")
@@ -29,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
                 return 0 if cluster.healthy() else 3
             case "env":
                 print(f"export KUBECONFIG={cluster.kubeconfig}")
-                print(f"export PATH={binaries.KUBERNETES.cache_dir}:{binaries.HELM.cache_dir}:$PATH")
+                print(f"export PATH={':'.join(path_additions())}:$PATH")
             case "kubeconfig":
                 print(cluster.kubeconfig)
     except (ClusterError, binaries.BuildError) as exc:

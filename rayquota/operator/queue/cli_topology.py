@@ -9,8 +9,8 @@ the operator counts it; any other pod takes room of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rayquota.operator.queue import converter
 from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, cluster_node, pod_key
@@ -18,6 +18,9 @@ from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import Engine, TopologyMode, Workload, format_quantity
 from rayquota.queueing.topology_fit import level_name
+
+if TYPE_CHECKING:
+    from rayquota.operator.kube import KubeClient
 
 Obj = Mapping[str, Any]
 _NOT_MAIN = ("cpu", "memory", "pods", "ephemeral-storage")
@@ -42,13 +45,14 @@ def _owner(pod: Obj, clusters: Mapping[tuple[str, str], Obj]) -> tuple[str, str]
     return None
 
 
-async def fetch(state: Any) -> None:
-    """Into a ``cli_views.QueueState``: the Topologies, Nodes, bound pods and RayClusters."""
+async def fetch(state: Any, connect: Callable[[], KubeClient] | None = None) -> None:
+    """Into a ``cli_views.QueueState``: the Topologies, Nodes, bound pods and RayClusters
+    (``connect`` opens the client; default: in-cluster credentials or $KUBECONFIG)."""
     from rayquota.operator.core import resources
     from rayquota.operator.kube import KubeClient
     from rayquota.operator.queue.api_group import QueueApi
 
-    client = KubeClient.from_environment()
+    client = (connect or KubeClient.from_environment)()
     try:
         state.topologies = await client.list_items(QueueApi.from_env().topologies.path())
         state.nodes = await client.list_items(resources.NODES.path())

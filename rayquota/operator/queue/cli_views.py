@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.core import resources
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue import check_states, cli_topology, converter
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
 from rayquota.operator.queue.pod_set_words import reason_in_words
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
@@ -65,19 +65,25 @@ class QueueState:
     clusters: list[Obj] = field(default_factory=list)
 
 
-async def fetch_state(namespace: str | None = None) -> QueueState:
-    client = KubeClient.from_environment()
+async def fetch_state(
+    namespace: str | None = None,
+    connect: Callable[[], KubeClient] = KubeClient.from_environment,
+    api: QueueApi = RAYQUOTA,
+) -> QueueState:
+    """``connect`` opens the client (default: in-cluster credentials or $KUBECONFIG); ``api``
+    names the group the quota objects are read from (default: rayquota.io)."""
+    client = connect()
     try:
         lists = await asyncio.gather(
             *(
                 client.list_items(resource.path(namespace if resource.namespaced else None))
                 for resource in (
-                    resources.RESOURCE_FLAVORS,
-                    resources.COHORTS,
-                    resources.CLUSTER_QUEUES,
-                    resources.LOCAL_QUEUES,
-                    resources.WORKLOADS,
-                    resources.WORKLOAD_PRIORITY_CLASSES,
+                    api.resource_flavors,
+                    api.cohorts,
+                    api.cluster_queues,
+                    api.local_queues,
+                    api.workloads,
+                    api.workload_priority_classes,
                 )
             )
         )
@@ -93,7 +99,7 @@ async def fetch_state(namespace: str | None = None) -> QueueState:
         list(priority_classes),
     )
     if any((f.get("spec") or {}).get("topologyName") for f in state.flavors):
-        await cli_topology.fetch(state)
+        await cli_topology.fetch(state, connect)
     return state
 
 
@@ -129,7 +135,7 @@ def queues_table(state: QueueState) -> str:
         rows.append(
             [
                 str(cq["metadata"]["name"]),
-                str(spec.get("cohort") or "-"),
+                str(spec.get("cohort") or spec.get("cohortName") or "-"),
                 "; ".join(cells) or "-",
                 str(status.get("pendingWorkloads", 0)),
                 str(status.get("admittedWorkloads", 0)),
