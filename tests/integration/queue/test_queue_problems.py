@@ -54,7 +54,14 @@ def test_a_queue_naming_a_missing_flavor_is_inactive_and_admits_nothing_until_it
 
     quota.flavor("a10g", "a100")  # the missing flavor created: the queue turns active and admits
     admitted_workload(kube, "RayJob", "waits", timeout_s=60)
-    assert (condition(kube.get("clusterqueues.rayquota.io", cq), "Active") or {}).get("status") == "True"
+    # The status writer says so on its own pace: the admission may be written first.
+    wait_for(
+        "the ClusterQueue active again",
+        lambda: (
+            (condition(kube.get("clusterqueues.rayquota.io", cq), "Active") or {}).get("status") == "True"
+        ),
+        timeout_s=60,
+    )
 
 
 def _cluster_events(control_plane: Any, name: str) -> list[dict[str, Any]]:
