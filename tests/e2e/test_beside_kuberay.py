@@ -8,13 +8,18 @@ then KubeRay runs it. One over quota never gets a pod.
 
 The later tests run `rayquota run --no-reconcilers` as a new user starts it (its own loopback
 webhooks, the pod gate among them) and sample the gate's invariants and every object's
-generation throughout: the two operators never write one field back and forth.
+generation throughout: the two operators never write one field back and forth. For RayService
+upgrades KubeRay's operator must reach each cluster's Ray dashboard by its head Service's name:
+there it runs with a hosts file of the test's that sends those names to fake dashboards on
+loopback (tests/e2e/kuberay_heads.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -67,7 +72,9 @@ def kuberay_cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def kuberay_namespace(kuberay_cluster: LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = f"kr-{request.node.name[:30].lower().replace('_', '-').strip('-')}"
+    # Unique per test (parametrized ones share their first characters).
+    digest = hashlib.sha1(request.node.name.encode()).hexdigest()[:6]
+    name = f"kr-{request.node.name[:24].lower().replace('_', '-').strip('-')}-{digest}"
     kuberay_cluster.kubectl("create", "namespace", name)
     wait_for(
         "the default service account",
@@ -290,9 +297,8 @@ def test_a_rayservice_under_a_tight_quota_waits_with_a_reason_then_runs_without_
     """Issue 36's first cluster: RayServices created without suspend under a 5-GPU queue. The
     first (4 GPUs) runs: KubeRay's pods are held at their scheduling gate and let through on the
     flavor. The second (2 GPUs) waits with the engine's reason, its cluster suspended and
-    without pods, and runs once the quota is raised to 6. (An upgrade before the first cluster
-    serves needs a Ray head answering KubeRay's Serve calls: KubeRay prepares no new cluster on
-    kwok, so that path is not reached here.)"""
+    without pods, and runs once the quota is raised to 6. (Upgrades need KubeRay to reach the
+    heads' dashboards: the upgrade test below.)"""
     cluster, namespace = kuberay_cluster, kuberay_namespace
     quota = IntegrationQuota(cluster, namespace)
     flavor = quota.flavor("a100", POOL)
@@ -461,8 +467,8 @@ def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_
 
 SERVE_CONFIG = "applications:\n  - name: greeter\n    import_path: greeter:app\n    route_prefix: /\n"
 # Long enough for the test to see the upgrade wait while the replaced cluster still holds its
-# GPUs; short enough to see KubeRay delete it.
-DELETION_DELAY_S = 60
+# GPUs (once it is gone the new shape fits the 5 GPUs); short enough to see KubeRay delete it.
+DELETION_DELAY_S = 90
 
 
 @pytest.fixture
@@ -513,12 +519,17 @@ def _role(sampler: GateSampler, service: str, role: str) -> str | None:
 
 
 def _waiting_workload(sampler: GateSampler, service: str) -> Mapping[str, Any] | None:
+    """The service's Workload, while its reason names the GPUs it needs. (Which cluster the
+    reason names depends on timing: until the engine looks again after KubeRay created the new
+    cluster, the words are about the first one's group.)"""
     return next(
         (
             w
             for w in sampler.current("Workload").values()
             if w["metadata"]["name"].startswith(f"rayservice-{service}")
-            and "nvidia.com/gpu" in str((w.get("status") or {}).get("pendingReason") or "")
+            and re.search(
+                r"needs \d+ more nvidia\.com/gpu", str((w.get("status") or {}).get("pendingReason"))
+            )
         ),
         None,
     )
@@ -586,9 +597,12 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
         waiting = wait_for(
             "the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90
         )
-        assert not [p for p in _pods_of(sampler, new) if not _held(p)], (
-            "a pod of the new cluster runs ungated"
+        wait_for(
+            "KubeRay's 3 pods for the new cluster, all held at the gate",
+            lambda: len(pods := _pods_of(sampler, new)) == 3 and all(_held(p) for p in pods),
+            90,
         )
+        assert _waiting_workload(sampler, "up")
         assert _running_on_pool(_pods_of(sampler, first), 3)
         quota.cluster_queue("team", {flavor: 6})
         wait_for(
