@@ -8,14 +8,21 @@ then KubeRay runs it. One over quota never gets a pod.
 
 The later tests run `rayquota run --no-reconcilers` as a new user starts it (its own loopback
 webhooks, the pod gate among them) and sample the gate's invariants and every object's
-generation throughout: the two operators never write one field back and forth.
+generation throughout: the two operators never write one field back and forth. For RayService
+upgrades KubeRay's operator must reach each cluster's Ray dashboard by its head Service's name:
+there it runs with a hosts file of the test's that sends those names to fake dashboards on
+loopback (tests/e2e/kuberay_heads.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +33,7 @@ from rayquota.localcluster import peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.ports import free_port
 from tests.e2e.chart import CHART, helm, service_account_kubeconfig
+from tests.e2e.kuberay_heads import FakeHeads, HostsFile, with_hosts_file
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
 from tests.gate_sampler import GateSampler
 from tests.integration.queue.conftest import Quota as IntegrationQuota
@@ -64,7 +72,9 @@ def kuberay_cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def kuberay_namespace(kuberay_cluster: LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = f"kr-{request.node.name[:30].lower().replace('_', '-').strip('-')}"
+    # Unique per test (parametrized ones share their first characters).
+    digest = hashlib.sha1(request.node.name.encode()).hexdigest()[:6]
+    name = f"kr-{request.node.name[:24].lower().replace('_', '-').strip('-')}-{digest}"
     kuberay_cluster.kubectl("create", "namespace", name)
     wait_for(
         "the default service account",
@@ -76,16 +86,18 @@ def kuberay_namespace(kuberay_cluster: LocalCluster, request: pytest.FixtureRequ
         kuberay_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
-def kuberay_operator(kuberay_cluster: LocalCluster, kuberay_namespace: str, tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "kuberay.log"
-    command = peers.kuberay_command(
-        metrics_port=free_port(), health_port=free_port(), namespaces=[kuberay_namespace]
-    )
+@contextmanager
+def _kuberay_running(
+    cluster: LocalCluster, namespace: str, log: Path, wrap: Callable[[list[str]], list[str]] = list
+) -> Iterator[Path]:
+    """KubeRay's operator watching ``namespace``, its output in ``log``; ``wrap`` may run the
+    command inside something (a mount namespace)."""
+    command = peers.kuberay_command(metrics_port=free_port(), health_port=free_port(), namespaces=[namespace])
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            command,
-            env=dict(os.environ, KUBECONFIG=str(kuberay_cluster.kubeconfig)),
+            wrap(command),
+            env=dict(env, KUBECONFIG=str(cluster.kubeconfig)),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -98,6 +110,12 @@ def kuberay_operator(kuberay_cluster: LocalCluster, kuberay_namespace: str, tmp_
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def kuberay_operator(kuberay_cluster: LocalCluster, kuberay_namespace: str, tmp_path: Path) -> Iterator[Path]:
+    with _kuberay_running(kuberay_cluster, kuberay_namespace, tmp_path / "kuberay.log") as log:
+        yield log
 
 
 @pytest.mark.usefixtures("kuberay_operator")
@@ -279,9 +297,8 @@ def test_a_rayservice_under_a_tight_quota_waits_with_a_reason_then_runs_without_
     """Issue 36's first cluster: RayServices created without suspend under a 5-GPU queue. The
     first (4 GPUs) runs: KubeRay's pods are held at their scheduling gate and let through on the
     flavor. The second (2 GPUs) waits with the engine's reason, its cluster suspended and
-    without pods, and runs once the quota is raised to 6. (An upgrade before the first cluster
-    serves needs a Ray head answering KubeRay's Serve calls: KubeRay prepares no new cluster on
-    kwok, so that path is not reached here.)"""
+    without pods, and runs once the quota is raised to 6. (Upgrades need KubeRay to reach the
+    heads' dashboards: the upgrade test below.)"""
     cluster, namespace = kuberay_cluster, kuberay_namespace
     quota = IntegrationQuota(cluster, namespace)
     flavor = quota.flavor("a100", POOL)
@@ -443,4 +460,171 @@ def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_
                 "--wait=false",
                 check=False,
             )
+        quota.delete_all()
+
+
+# --- RayService upgrades: KubeRay's operator reaching fake Ray heads by their Service names ---
+
+SERVE_CONFIG = "applications:\n  - name: greeter\n    import_path: greeter:app\n    route_prefix: /\n"
+# Long enough for the test to see the upgrade wait while the replaced cluster still holds its
+# GPUs (once it is gone the new shape fits the 5 GPUs); short enough to see KubeRay delete it.
+DELETION_DELAY_S = 90
+
+
+@pytest.fixture
+def fake_heads(kuberay_namespace: str, tmp_path: Path) -> Iterator[FakeHeads]:
+    first = 0x4D0000 + (os.getpid() % 200) * 256 + 1  # 127.77.x.1 on: apart from other runs
+    heads = FakeHeads(HostsFile(tmp_path / "hosts"), kuberay_namespace, free_port(), first)
+    heads.start()
+    try:
+        yield heads
+    finally:
+        heads.stop()
+
+
+@pytest.fixture
+def kuberay_reaching_heads(
+    kuberay_cluster: LocalCluster, kuberay_namespace: str, fake_heads: FakeHeads, tmp_path: Path
+) -> Iterator[Path]:
+    """KubeRay's operator with the fake heads' hosts file as its /etc/hosts."""
+    log = tmp_path / "kuberay.log"
+    with _kuberay_running(
+        kuberay_cluster, kuberay_namespace, log, lambda command: with_hosts_file(command, fake_heads.hosts)
+    ):
+        yield log
+
+
+def served_service(namespace: str, name: str, dashboard_port: int) -> dict[str, Any]:
+    """`gpu_service` with a Serve config, its head's dashboard on the fake heads' port, and no
+    proxy health checks of the head pod (kwok's pod addresses lead nowhere)."""
+    body = gpu_service(namespace, name, workers=2, gpus_per_worker=2)
+    spec = body["spec"]
+    spec.update(
+        serveConfigV2=SERVE_CONFIG,
+        excludeHeadPodFromServeSvc=True,
+        rayClusterDeletionDelaySeconds=DELETION_DELAY_S,
+    )
+    head = spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    # Ports written out replace KubeRay's defaults: it wants Serve's too (for the serve Service).
+    head["ports"] = [
+        {"name": "dashboard", "containerPort": dashboard_port},
+        {"name": "serve", "containerPort": 8000},
+    ]
+    return body
+
+
+def _role(sampler: GateSampler, service: str, role: str) -> str | None:
+    status = sampler.current("RayService")[service].get("status") or {}
+    return (status.get(f"{role}ServiceStatus") or {}).get("rayClusterName") or None
+
+
+def _waiting_workload(sampler: GateSampler, service: str) -> Mapping[str, Any] | None:
+    """The service's Workload, while its reason names the GPUs it needs. (Which cluster the
+    reason names depends on timing: until the engine looks again after KubeRay created the new
+    cluster, the words are about the first one's group.)"""
+    return next(
+        (
+            w
+            for w in sampler.current("Workload").values()
+            if w["metadata"]["name"].startswith(f"rayservice-{service}")
+            and re.search(
+                r"needs \d+ more nvidia\.com/gpu", str((w.get("status") or {}).get("pendingReason"))
+            )
+        ),
+        None,
+    )
+
+
+def _one_gpu_workers(kubectl: Callable[..., Any], namespace: str, service: str) -> None:
+    """The user's edit: each worker asks for 1 GPU instead of 2 (a new shape: a new cluster)."""
+    limits = {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
+    path = "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/resources"
+    patch = [{"op": "replace", "path": path, "value": {"limits": limits, "requests": limits}}]
+    kubectl("patch", "rayservice", service, "-n", namespace, "--type", "json", "-p", json.dumps(patch))
+
+
+@pytest.mark.parametrize("first_serves", [False, True], ids=["before-first-serves", "after-first-serves"])
+@pytest.mark.usefixtures("kuberay_reaching_heads")
+def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_completes_without_a_fight(
+    kuberay_cluster: LocalCluster,
+    kuberay_namespace: str,
+    admission_only: LocalOperator,
+    fake_heads: FakeHeads,
+    first_serves: bool,
+) -> None:
+    """Issue 36's upgrade: RayService `up` (NewCluster; 2 workers x 2 GPUs) under a 5-GPU queue,
+    its workers changed to 1 GPU each, before or after its first cluster serves. KubeRay
+    prepares a new cluster beside the first (which holds its 4 GPUs until KubeRay deletes it):
+    the Workload waits with a reason naming the GPUs and none of the new cluster's pods runs;
+    once the quota is raised to 6, they run on the flavor, the new cluster serves and becomes
+    the active one, and KubeRay deletes the first. The two operators never write one field back
+    and forth."""
+    cluster, namespace = kuberay_cluster, kuberay_namespace
+    quota = IntegrationQuota(cluster, namespace)
+    flavor = quota.flavor("a100", POOL)
+    cluster_queue = quota.cluster_queue("team", {flavor: 5})
+    quota.local_queue("team", cluster_queue)
+    sampler = GateSampler(str(cluster.kubeconfig), namespace, cluster_queue, pool_placement(POOL)).start()
+    try:
+        body = served_service(namespace, "up", fake_heads.dashboard_port)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        first = wait_for(
+            "KubeRay's first cluster", lambda: next(iter(_service_clusters(sampler, "up")), None), 90
+        )
+        fake_heads.add(first, serving=first_serves)
+        wait_for(
+            "its 3 pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, first), 3),
+            150,
+        )
+        if first_serves:
+            wait_for(
+                "the first cluster serving, active", lambda: _role(sampler, "up", "active") == first, 120
+            )
+        else:
+            # KubeRay reached the head and gave it the Serve config; its applications deploy.
+            wait_for(
+                "KubeRay's Serve config on the first head", lambda: fake_heads.serve_puts(first) >= 1, 120
+            )
+            assert _role(sampler, "up", "active") is None
+        _one_gpu_workers(cluster.kubectl, namespace, "up")
+        new = wait_for(
+            "KubeRay's cluster for the new shape",
+            lambda: next((n for n in _service_clusters(sampler, "up") if n != first), None),
+            120,
+        )
+        fake_heads.add(new, serving=True)
+        waiting = wait_for(
+            "the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90
+        )
+        wait_for(
+            "KubeRay's 3 pods for the new cluster, all held at the gate",
+            lambda: len(pods := _pods_of(sampler, new)) == 3 and all(_held(p) for p in pods),
+            90,
+        )
+        assert _waiting_workload(sampler, "up")
+        assert _running_on_pool(_pods_of(sampler, first), 3)
+        quota.cluster_queue("team", {flavor: 6})
+        wait_for(
+            "the new cluster's pods let through, Running on the flavor",
+            lambda: _running_on_pool(_pods_of(sampler, new), 3),
+            150,
+        )
+        wait_for(
+            "KubeRay making the new cluster the active one",
+            lambda: _role(sampler, "up", "active") == new,
+            120,
+        )
+        wait_for(
+            "KubeRay deleting the first cluster",
+            lambda: first not in sampler.current("RayCluster") and not _pods_of(sampler, first),
+            DELETION_DELAY_S + 120,
+        )
+        assert _role(sampler, "up", "pending") is None
+        sampler.assert_holds()
+        sampler.assert_no_write_fight({"RayService/up": 1})
+        print("waited with:", (waiting.get("status") or {}).get("pendingReason"))
+    finally:
+        sampler.close()
+        cluster.kubectl("delete", "rayservice", "up", "-n", namespace, "--wait=false", check=False)
         quota.delete_all()
