@@ -91,8 +91,14 @@ def _stop_shared_ray_head(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     yield  # the test's own fixtures (and a module's, at its last test) are torn down first
-    if SHARED_RAY_HEAD in item.config.stash and not _ray_head_needed_after(item):
+    if SHARED_RAY_HEAD not in item.config.stash:
+        return
+    if not _ray_head_needed_after(item):
         _stop_shared_ray_head(item.config)
+    elif "ray_head" in getattr(item, "fixturenames", ()):
+        # Shared, so cleaned: the next test sees no Serve application of this one (as on a fresh
+        # head), and no replica of it keeps a core busy.
+        item.config.stash[SHARED_RAY_HEAD].remove_serve_applications()
 
 
 def _ray_head_needed_after(item: pytest.Item) -> bool:

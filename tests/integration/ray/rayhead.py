@@ -5,9 +5,12 @@ asks for it (the suite's budget is a test too)."""
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
 from typing import ClassVar
 
-from rayquota.operator.ray.localhead import LocalRayHead
+from rayquota.operator.ray.localhead import LOOPBACK, LocalRayHead
 from rayquota.ports import free_port
 
 __all__ = ["MAX_ALIVE", "RayHead", "free_port"]
@@ -44,3 +47,27 @@ class RayHead(LocalRayHead):
             super().stop()
         finally:
             RayHead.alive.discard(id(self))
+
+    def remove_serve_applications(self, timeout_s: float = 60.0) -> None:
+        """Delete every Serve application (a declarative deploy of none, with the head's own HTTP
+        options, so Serve keeps running on its port) and wait until the head lists none: the
+        next test on a shared head starts as on a fresh one."""
+        body = {"http_options": {"host": LOOPBACK, "port": self.serve_port}, "applications": []}
+        url = f"{self.dashboard_url}/api/serve/applications/"
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), method="PUT", headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            pass
+
+        def applications() -> dict[str, object]:
+            with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+                return dict(json.loads(answer.read()).get("applications") or {})
+
+        deadline = time.monotonic() + timeout_s
+        while applications():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"Serve applications still listed after {timeout_s}s: {sorted(applications())}"
+                )
+            time.sleep(0.5)
