@@ -430,39 +430,6 @@ def test_k8s_job_mode_submitter_failure_fails_the_rayjob(kube: Kube) -> None:
     assert status["failed"] == 1
 
 
-def test_leaving_validation_failed_never_runs_two_clusters(kube: Kube, local_dashboard: str) -> None:
-    """A running RayJob made invalid and then fixed starts over on a new cluster, but only once
-    the first one is gone: two clusters of one RayJob never run side by side."""
-    kube.apply(rayjob("flaky", "python -c 'import time; time.sleep(600)'", submissionMode="HTTPMode"))
-    first = wait_for("running", lambda: (s := job_state(kube, "flaky")).get("jobStatus") == "RUNNING" and s)
-    # suspend without shutdownAfterJobFinishes is refused by validation (as KubeRay does).
-    kube.patch("rayjob", "flaky", {"spec": {"suspend": True}})
-    wait_deployment(kube, "flaky", {"ValidationFailed"})
-    kube.patch("rayjob", "flaky", {"spec": {"suspend": False}})
-
-    def live_clusters() -> list[str]:
-        return [
-            c["metadata"]["name"]
-            for c in kube.list("rayclusters")
-            if not c["metadata"].get("deletionTimestamp")
-        ]
-
-    def restarted() -> str | None:
-        names = live_clusters()
-        assert len(names) <= 1, f"two clusters of one RayJob: {names}"
-        status = job_state(kube, "flaky")
-        name = status.get("rayClusterName")
-        return name if name and name != first["rayClusterName"] and names == [name] else None
-
-    second = wait_for("a fresh cluster", restarted, timeout_s=90)
-    assert (
-        kube.get("raycluster", first["rayClusterName"]) is None
-        or first["rayClusterName"] not in live_clusters()
-    )
-    assert second != first["rayClusterName"]
-    ray(local_dashboard, lambda c: c.stop_job(first["jobId"]))
-
-
 @pytest.mark.parametrize(
     ("deletion", "field", "message"),
     [
