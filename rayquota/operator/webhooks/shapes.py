@@ -2,8 +2,9 @@
 
 A mutating webhook is called before the API server checks a custom object against its schema,
 so any field may hold any type there. These checks walk the kind's structural schema (the one
-the CRD is generated from) and name each field whose type is wrong, with the type it holds, in
-the API server's words; the webhooks refuse such a document instead of failing on it."""
+the CRD is generated from) and name each field whose type is wrong, with the type it holds, and
+each required field that is missing, in the API server's words; the webhooks refuse such a
+document instead of failing on it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ def _errors(schema: Schema, value: Any, path: str, out: list[str]) -> None:
         out.append(f'{path}: Invalid value: "{json_type(value)}": {path} must be of type {wanted}')
         return
     if isinstance(value, dict):
+        # A mutating webhook answers before the schema, so it names a missing required field as
+        # the API server would have (a null is a removal to the server).
+        for key in schema.get("required") or ():
+            if value.get(key) is None:
+                out.append(f"{path}.{key}: Required value" if path else f"{key}: Required value")
         properties = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():

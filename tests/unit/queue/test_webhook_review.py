@@ -179,3 +179,27 @@ def test_a_queue_label_naming_no_local_queue_is_warned_about_at_creation() -> No
     assert verdict.warning is not None
     assert "LocalQueue team-a/team-a does not exist" in verdict.warning
     assert review.mutate("RayJob", job, objects()).warning == "suspended until its queue admits it"
+
+
+def test_a_missing_required_field_is_named_by_its_path_as_the_schema_would() -> None:
+    """The ClusterQueue check also runs as a mutating webhook, which answers before the CRD schema:
+    a flavor without its name (a clean-clone fuzz run's case) must be refused naming
+    spec.resourceGroups[0].flavors[1].name, as the schema's "Required value" did."""
+    cq = {
+        "metadata": {"name": "q"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]},
+                        {"resources": [{"name": "cpu"}]},
+                    ],
+                }
+            ]
+        },
+    }
+    verdict = review.validate_cluster_queue(cq)
+    assert not verdict.allowed
+    assert "spec.resourceGroups[0].flavors[1].name: Required value" in verdict.message
+    assert "spec.resourceGroups[0].flavors[1].resources[0].nominalQuota: Required value" in verdict.message
