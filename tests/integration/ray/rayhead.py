@@ -58,7 +58,9 @@ class RayHead(LocalRayHead):
         deadline = time.monotonic() + timeout_s
         while True:
             headers = {"Content-Type": "application/json"}
-            request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT", headers=headers)
+            request = urllib.request.Request(
+                url, data=json.dumps(body).encode(), method="PUT", headers=headers
+            )
             with urllib.request.urlopen(request, timeout=timeout_s):
                 pass
             settle = time.monotonic() + 10.0
