@@ -46,7 +46,7 @@ def _fits(schema: Schema, value: Any) -> bool:
     return json_type(value) == str(wanted)
 
 
-def _errors(schema: Schema, value: Any, path: str, out: list[str]) -> None:
+def _errors(schema: Schema, value: Any, path: str, out: list[str], required: bool = True) -> None:
     if value is None:
         return  # a null where no null is declared is dropped by the server before validation
     if not _fits(schema, value):
@@ -56,7 +56,7 @@ def _errors(schema: Schema, value: Any, path: str, out: list[str]) -> None:
     if isinstance(value, dict):
         # A mutating webhook answers before the schema, so it names a missing required field as
         # the API server would have (a null is a removal to the server).
-        for key in schema.get("required") or ():
+        for key in (schema.get("required") or ()) if required else ():
             if value.get(key) is None:
                 out.append(f"{path}.{key}: Required value" if path else f"{key}: Required value")
         properties = schema.get("properties") or {}
@@ -64,7 +64,7 @@ def _errors(schema: Schema, value: Any, path: str, out: list[str]) -> None:
         for key, item in value.items():
             child = properties.get(key, extra if isinstance(extra, Mapping) else None)
             if child is not None:
-                _errors(child, item, f"{path}.{key}" if path else str(key), out)
+                _errors(child, item, f"{path}.{key}" if path else str(key), out, required)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         for index, item in enumerate(value):
             where = f"{path}[{index}]"
@@ -72,7 +72,7 @@ def _errors(schema: Schema, value: Any, path: str, out: list[str]) -> None:
                 wanted = schema["items"].get("type")
                 out.append(f'{where}: Invalid value: "null": {where} must be of type {wanted}')
             else:
-                _errors(schema["items"], item, where, out)
+                _errors(schema["items"], item, where, out, required)
 
 
 def type_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
@@ -85,5 +85,7 @@ def type_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
     properties = schema.get("properties") or {}
     for key, value in obj.items():
         if key != "metadata" and key in properties:
-            _errors(properties[key], value, key, out)
+            # A status is written by controllers (KubeRay's too, beside it), not by the user: only
+            # its types are checked, never what our schema would require of it.
+            _errors(properties[key], value, key, out, required=key != "status")
     return out
