@@ -279,6 +279,9 @@ class PodSet:
     topology_request: TopologyRequest | None = None
     """``None``: no annotation. On a flavor with a topology such a pod set is placed
     unconstrained (Kueue's implied request), so every pod on those nodes is accounted."""
+    min_count: int | None = None
+    """Kueue's ``minCount`` (partial admission): when the whole workload does not fit, it may be
+    admitted with as few as this many pods of the set (see :mod:`.partial_admission`)."""
 
     @classmethod
     def of(
@@ -289,6 +292,7 @@ class PodSet:
         node_selector: Mapping[str, str] | None = None,
         tolerations: tuple[Toleration, ...] = (),
         topology_request: TopologyRequest | None = None,
+        min_count: int | None = None,
     ) -> PodSet:
         """Build from Kubernetes quantities per pod."""
         return cls(
@@ -298,6 +302,7 @@ class PodSet:
             dict(node_selector or {}),
             tolerations,
             topology_request,
+            min_count,
         )
 
     def totals(self) -> dict[str, int]:

@@ -25,7 +25,8 @@ from .cycle_line import STATIC_VERDICT, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
 from .flavors import FitMode, FlavorAssignment, assign_flavors
-from .model import FlavorResource
+from .model import FlavorResource, PodSet
+from .partial_admission import allows_partial, largest_fitting
 from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Phase, Shape, WorkloadState
@@ -96,6 +97,11 @@ class Scheduler(EngineEvents):
         assignment = assign_flavors(
             cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal, oracle
         )
+        pod_sets = spec.pod_sets
+        if not spec.replaces and allows_partial(pod_sets) and not _can_be_had(assignment, oracle):
+            partial = self._partial_assignment(cq, pod_sets, oracle)
+            if partial is not None:
+                pod_sets, assignment = partial
         refused = self._borrowing_refusal(wl, cq, out, assignment, victims_key, may_borrow=may_borrow)
         if refused is not None:
             return refused
@@ -108,13 +114,27 @@ class Scheduler(EngineEvents):
         kept = {}
         if predecessor is not None and same_queue:
             kept = {ps.name: ps.topology for ps in predecessor.pod_sets if ps.topology is not None}
-        asks = self._placement.asks(spec.pod_sets, assignment.pod_sets, kept)
+        asks = self._placement.asks(pod_sets, assignment.pod_sets, kept)
         if assignment.mode >= FitMode.BORROW and self._admission_hold is not None:
             self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
             return self._not_admitted(wl, cq, out, self._admission_hold)
         if assignment.mode >= FitMode.BORROW:
             return self._admit_placed(wl, cq, out, assignment, asks, predecessor)
         return self._preempt_for_quota(wl, cq, out, assignment, oracle, asks, (victims_key, newer_matters))
+
+    def _partial_assignment(
+        self, cq: ClusterQueueState, pod_sets: tuple[PodSet, ...], oracle: VictimOracle
+    ) -> tuple[tuple[PodSet, ...], FlavorAssignment] | None:
+        """Kueue's partial admission: the largest counts down to the pod sets' ``minCount`` that
+        fit, or that preemption can make room for (see :mod:`.partial_admission`)."""
+
+        def fits(counts: tuple[PodSet, ...]) -> tuple[tuple[PodSet, ...], FlavorAssignment] | None:
+            assignment = assign_flavors(
+                cq, counts, self._accounting.flavors, {}, {}, self._placement.refusal, oracle
+            )
+            return (counts, assignment) if _can_be_had(assignment, oracle) else None
+
+        return largest_fitting(pod_sets, fits)
 
     def _refusal_before_fit(
         self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision]
@@ -349,6 +369,14 @@ class Scheduler(EngineEvents):
         if predecessor is not None:
             # The slice takes over: the predecessor's pods now count as the slice's.
             self._forget(predecessor)
+
+
+def _can_be_had(assignment: FlavorAssignment, oracle: VictimOracle) -> bool:
+    """It fits (borrowing or not), or preemption finds victims for it (Kueue's test of a whole
+    assignment before it tries partial admission)."""
+    if assignment.mode >= FitMode.BORROW:
+        return True
+    return assignment.mode is FitMode.PREEMPT and oracle.victims(assignment.need) is not None
 
 
 def borrowing_level_of(cq: ClusterQueueState, need: dict[FlavorResource, int]) -> int:

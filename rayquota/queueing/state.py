@@ -145,6 +145,7 @@ def _shape_of(spec: Workload) -> Shape:
             tuple(sorted(ps.node_selector.items())),
             ps.tolerations,
             ps.topology_request,
+            ps.min_count,
         )
         for ps in spec.pod_sets
     )

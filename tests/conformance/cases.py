@@ -62,6 +62,8 @@ class Expectation:
     """The ClusterQueue of each admission, where a case checks it."""
     reasons: dict[str, str] | None = None
     """The preemption reason of each victim (Kueue's ``InClusterQueue``, ``InCohortReclamation``...)."""
+    counts: dict[str, dict[str, int]] | None = None
+    """The pod count admitted per pod set (partial admission admits fewer than asked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ _CASE_KEYS = {
     "note",
     "assignment",
 }
-_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in", "reasons"}
+_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in", "reasons", "counts"}
 
 
 def _setup(raw: Raw, where: str) -> Setup:
@@ -146,6 +148,9 @@ def _expectation(raw: Raw, where: str) -> Expectation:
         None if raw.get("pending") is None else [str(k) for k in raw["pending"]],
         None if raw.get("admitted_in") is None else {str(k): str(v) for k, v in raw["admitted_in"].items()},
         None if raw.get("reasons") is None else {str(k): str(v) for k, v in raw["reasons"].items()},
+        None
+        if raw.get("counts") is None
+        else {str(k): {str(ps): int(n) for ps, n in v.items()} for k, v in raw["counts"].items()},
     )
 
 

@@ -58,6 +58,8 @@ class Outcome:
     admitted: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """workload -> pod set -> resource -> flavor, for admissions the run made"""
     admitted_in: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """workload -> pod set -> admitted pod count (fewer than asked under partial admission)"""
     preempted: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
@@ -187,6 +189,7 @@ def _pod_sets(raw: Raw) -> tuple[PodSet, ...]:
             {str(r): str(q) for r, q in (ps.get("requests") or {}).items()},
             node_selector=dict(ps.get("node_selector") or {}),
             tolerations=tuple(_toleration(t) for t in ps.get("tolerations") or ()),
+            min_count=None if ps.get("min_count") is None else int(ps["min_count"]),
         )
         for ps in specs
     )
@@ -271,6 +274,7 @@ def run(case: Case) -> Outcome:
             if isinstance(decision, Admit):
                 outcome.admitted[decision.workload] = {ps.name: dict(ps.flavors) for ps in decision.pod_sets}
                 outcome.admitted_in[decision.workload] = decision.cluster_queue
+                outcome.counts[decision.workload] = {ps.name: ps.count for ps in decision.pod_sets}
             elif isinstance(decision, Preempt):
                 victims.extend(decision.victims)
                 outcome.preemption_reasons.update({k: v.value for k, v in decision.victim_kinds.items()})
@@ -313,6 +317,10 @@ def differences(case: Case, outcome: Outcome) -> list[str]:
         for key, cq in sorted(want.admitted_in.items()):
             if outcome.admitted_in.get(key) != cq:
                 out.append(f"{key} admitted in {outcome.admitted_in.get(key)}, upstream in {cq}")
+    if want.counts is not None:
+        for key, counts in sorted(want.counts.items()):
+            if outcome.counts.get(key) != counts:
+                out.append(f"{key} admitted with counts {outcome.counts.get(key)}, upstream {counts}")
     if want.preempted is not None and set(want.preempted) != outcome.preempted:
         out.append(f"preempted {sorted(outcome.preempted)}, upstream {sorted(want.preempted)}")
     if want.reasons is not None and want.reasons != outcome.preemption_reasons:
