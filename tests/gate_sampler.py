@@ -51,8 +51,12 @@ class GateSampler:
         cluster_queue: str,
         placement: FlavorPlacement | None,
         covered: tuple[str, ...] = COVERED,
+        queue_api: tuple[str, str] = (GROUP, VERSION),
     ) -> None:
+        """``queue_api``: the group and version of the Workloads and ClusterQueue watched
+        (``("kueue.x-k8s.io", "v1beta2")`` in Kueue-API mode)."""
         self.namespace, self.cluster_queue = namespace, cluster_queue
+        group, version = queue_api
         self.api = config.new_client_from_config(config_file=kubeconfig)
         core, custom, batch = (
             client.CoreV1Api(self.api),
@@ -62,10 +66,10 @@ class GateSampler:
         ns = namespace
         self.feeds = [
             _Feed("Pod", core.list_namespaced_pod, (ns,)),
-            _Feed("Workload", custom.list_namespaced_custom_object, (GROUP, VERSION, ns, "workloads")),
+            _Feed("Workload", custom.list_namespaced_custom_object, (group, version, ns, "workloads")),
             _Feed("RayCluster", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayclusters")),
             _Feed("Job", batch.list_namespaced_job, (ns,)),
-            _Feed("ClusterQueue", custom.list_cluster_custom_object, (GROUP, VERSION, "clusterqueues")),
+            _Feed("ClusterQueue", custom.list_cluster_custom_object, (group, version, "clusterqueues")),
             # Not judged: watched so that tests can wait on them without asking the API server.
             _Feed("RayJob", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayjobs")),
             _Feed("RayService", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayservices")),

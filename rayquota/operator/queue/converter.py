@@ -278,6 +278,7 @@ def engine_pod_set(demand: PodSetDemand) -> PodSet:
         dict(demand.node_selector),
         tuple(toleration(t) for t in demand.tolerations),
         demand.topology_request,
+        demand.min_count,
     )
 
 
@@ -289,6 +290,8 @@ def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
         "count": demand.count,
         "requests": {r: format_quantity(q, r) for r, q in sorted(demand.requests.items())},
     }
+    if demand.min_count is not None:
+        out["minCount"] = demand.min_count
     if demand.node_selector or demand.tolerations:
         out["template"] = {
             "spec": {
@@ -329,6 +332,7 @@ def _convert_pod_set(raw: Mapping[str, Any], where: str) -> PodSet:
         {str(k): str(v) for k, v in (template_spec.get("nodeSelector") or {}).items()},
         tuple(toleration(t) for t in template_spec.get("tolerations") or ()),
         topology_request.from_api(raw.get("topologyRequest")),
+        None if raw.get("minCount") is None else int(raw["minCount"]),
     )
 
 

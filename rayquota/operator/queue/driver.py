@@ -117,6 +117,20 @@ def _with_key(spec: Workload, engine_key: str, replaces: str | None = None) -> W
     return replace(spec, namespace=namespace, name=name, replaces=replaces)
 
 
+def _within_partial_admission(admission: AdmittedSlice, spec: Workload) -> Workload:
+    """A pod set admitted with fewer pods than it asks, and at least its ``minCount`` (Kueue's
+    partial admission), asks for what it got while that admission lasts: as in Kueue, a partial
+    admission is not grown later. Once evicted it asks for its whole count again."""
+    admitted = admission.counts()
+    pod_sets = tuple(
+        replace(ps, count=admitted[ps.name])
+        if ps.min_count is not None and ps.name in admitted and ps.min_count <= admitted[ps.name] < ps.count
+        else ps
+        for ps in spec.pod_sets
+    )
+    return spec if pod_sets == spec.pod_sets else replace(spec, pod_sets=pod_sets)
+
+
 def _covers(admission: AdmittedSlice, pod_sets: Iterable[PodSet]) -> bool:
     """Does the admitted slice cover this demand with no new pod set, resource or pod?"""
     admitted = {ps.name: ps for ps in admission.pod_sets}
@@ -185,9 +199,10 @@ class Driver:
             self.engine.update_workload(_with_key(spec, tracked.pending_key))
             return
         assert tracked.admitted_key is not None
-        if not spec.active or _covers(tracked.admission, spec.pod_sets):
+        held = _within_partial_admission(tracked.admission, spec)
+        if not held.active or _covers(tracked.admission, held.pod_sets):
             self._drop_pending_slice(tracked)
-            self._scale_down(tracked, spec)
+            self._scale_down(tracked, held)
             return
         if tracked.pending_key is None:
             tracked.pending_key = tracked.slice_key()

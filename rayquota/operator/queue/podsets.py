@@ -58,6 +58,8 @@ class PodSetDemand:
     topology_request: TopologyRequest | None = None
     """Kueue's topology annotations on the template (see :mod:`.topology_request`); one that
     could not be read is a request marked ``invalid``: the pod set waits with that reason."""
+    min_count: int | None = None
+    """Kueue's ``minCount`` (partial admission): as few pods as the object can run with."""
 
     def totals(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items() if q}

@@ -9,16 +9,19 @@ suspending a Job that ran also clears it (as Kueue does), and the template is ed
 it is cleared.
 
 A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone.
+Partial admission (``kueue.x-k8s.io/job-min-parallelism``): :mod:`.job_partial`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue.adapters import job_partial
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
 from rayquota.operator.queue.adapters.protocol import (
     JOB_NAME_LABEL,
@@ -89,27 +92,22 @@ def _name(obj: Body) -> str:
 
 
 def job_pod_count(job: Body) -> int:
-    """``parallelism`` (default 1), or ``completions`` when fewer are ever needed at once."""
-    spec = job.get("spec") or {}
-    parallelism = spec.get("parallelism")
-    count = 1 if parallelism is None else int(parallelism)
-    completions = spec.get("completions")
+    """``parallelism`` (default 1), or ``completions`` when fewer are ever needed at once (as
+    the Job asked for them: not lowered by a partial admission)."""
+    parallelism, completions = job_partial.asked_counts(job)
+    count = 1 if parallelism is None else parallelism
     if completions is not None:
-        count = min(count, int(completions))
+        count = min(count, completions)
     return max(count, 0)
 
 
 def job_demand(job: Body) -> Demand:
     template = (job.get("spec") or {}).get("template") or {}
-    return single_part(
-        _name(job),
-        [
-            (
-                JOB_GROUP,
-                pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template, where="the Job's pod template"),
-            )
-        ],
-    )
+    main = pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template, where="the Job's pod template")
+    min_count = job_partial.min_parallelism(job)
+    if min_count is not None and 0 < min_count < main.count:
+        main = replace(main, min_count=min_count)
+    return single_part(_name(job), [(JOB_GROUP, main)])
 
 
 # Labels the API server puts on a Job's pod template for the Job (its uid) they belong to.
@@ -175,7 +173,7 @@ class JobAdapter(SpecSuspendKind):
         return [TemplateAt("spec.template", (obj.get("spec") or {}).get("template") or {})]
 
     def creation_refusal(self, obj: Body, queue: str) -> str | None:
-        return None
+        return job_partial.min_parallelism_refusal(obj, job_pod_count(obj))
 
     def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
         return super().suspend(obj, children) + clear_start_time(obj)
@@ -201,7 +199,8 @@ class JobAdapter(SpecSuspendKind):
             # suspended it): its template cannot change while it runs, so it stops first (the
             # Job controller deletes its pods) and starts again placed.
             return self.suspend(obj, children)
-        if allocation[_name(obj)].runs:
+        partial = job_partial.run_partially(after, job_pod_count(obj), admission.counts().get(JOB_POD_SET))
+        if allocation[_name(obj)].runs or partial:
             after["spec"]["suspend"] = False
         return changed(self.kind, obj, after)
 
@@ -210,6 +209,7 @@ class JobAdapter(SpecSuspendKind):
             return clear_start_time(obj)  # the template may change once it is cleared
         after = edited(obj)
         placement.restore(after["spec"].setdefault("template", {}))
+        job_partial.restore_parallelism(after)
         return changed(self.kind, obj, after)
 
     def finished(self, obj: Body) -> bool:
