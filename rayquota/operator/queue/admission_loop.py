@@ -45,6 +45,8 @@ class EnqueueingWriter:
     enqueue_first: Callable[[ObjectKey], None] | None = None
     # The ClusterQueue an evicted workload was admitted to (Kueue's eviction metric names it).
     cluster_queue_of: Callable[[str], str | None] = lambda _key: None
+    # Its LocalQueue (namespace, name), for Kueue's per-LocalQueue eviction metric.
+    local_queue_of: Callable[[str], tuple[str, str] | None] = lambda _key: None
 
     def _enqueue_decision(self, key: ObjectKey) -> None:
         (self.enqueue_first or self.enqueue)(key)
@@ -58,7 +60,7 @@ class EnqueueingWriter:
 
     def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
         metrics.EVICTIONS.labels(kind).inc()
-        kueue_metrics.observe_eviction(self.cluster_queue_of(workload), kind)
+        kueue_metrics.observe_eviction(self.cluster_queue_of(workload), kind, self.local_queue_of(workload))
         self._enqueue_decision(object_key(workload))
 
 
@@ -79,7 +81,10 @@ class AdmissionLoop:
         """``decisions``: where the driver's decisions go instead of the Workload controller (a
         read-only copy of the engine, such as the dashboard's, passes one that ignores them).
         ``clock``: how long the cycles have waited for a freeing write (the warnings' pace)."""
-        self.writer = EnqueueingWriter(cluster_queue_of=lambda key: self.driver.cluster_queue_of(key))
+        self.writer = EnqueueingWriter(
+            cluster_queue_of=lambda key: self.driver.cluster_queue_of(key),
+            local_queue_of=lambda key: self.driver.local_queue_of(key),
+        )
         self.driver = Driver(
             Engine(fair_sharing=fair_sharing), self.writer if decisions is None else decisions
         )

@@ -345,6 +345,11 @@ class Driver:
         tracked = self._tracked.get(key)
         return None if tracked is None or tracked.admission is None else tracked.admission.cluster_queue
 
+    def local_queue_of(self, key: str) -> tuple[str, str] | None:
+        """The workload's LocalQueue as (namespace, name)."""
+        tracked = self._tracked.get(key)
+        return None if tracked is None else (tracked.spec.namespace, tracked.spec.queue_name)
+
     def is_evicting(self, key: str) -> bool:
         tracked = self._tracked.get(key)
         return tracked is not None and tracked.evicting

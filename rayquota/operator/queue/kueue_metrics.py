@@ -10,12 +10,13 @@ offered. Amounts are in Kueue's units: whole units of the resource (cores, bytes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from rayquota.operator.queue import kueue_shapes
-from rayquota.queueing import Admit, Decision, Engine, Preempt, PreemptionReason
+from rayquota.queueing import Admit, Decision, Engine, Preempt, PreemptionReason, parse_quantity
 
 REPLICA_ROLE = "leader"
 
@@ -24,8 +25,6 @@ def _exponential_buckets(count: int) -> tuple[float, ...]:
     """Kueue's ``generateExponentialBuckets``: 1, then 2.5 doubling ``count - 1`` times."""
     return (1.0, *(2.5 * 2**i for i in range(count - 1)))
 
-
-_CQ_RESOURCE = ["cohort", "cluster_queue", "flavor", "resource", "replica_role"]
 
 ADMISSION_ATTEMPTS = Counter(
     "kueue_admission_attempts_total",
@@ -58,28 +57,54 @@ CLUSTER_QUEUE_STATUS = Gauge(
     "1 for the ClusterQueue's status: 'pending' (inactive), 'active' or 'terminating'",
     ["cluster_queue", "status", "replica_role"],
 )
-QUOTA_RESERVED = Counter(
-    "kueue_quota_reserved_workloads_total",
-    "Quota reservations of workloads, per ClusterQueue",
-    ["cluster_queue", "priority_class", "replica_role"],
-)
-ADMITTED = Counter(
-    "kueue_admitted_workloads_total",
-    "Admissions of workloads, per ClusterQueue",
-    ["cluster_queue", "priority_class", "replica_role"],
-)
-QUOTA_RESERVED_WAIT = Histogram(
-    "kueue_quota_reserved_wait_time_seconds",
-    "From the Workload's creation to its quota reservation",
-    ["cluster_queue", "priority_class", "replica_role"],
-    buckets=_exponential_buckets(14),
-)
-ADMISSION_WAIT = Histogram(
-    "kueue_admission_wait_time_seconds",
-    "From the Workload's creation to its admission",
-    ["cluster_queue", "priority_class", "replica_role"],
-    buckets=_exponential_buckets(16),
-)
+
+
+@dataclass(frozen=True)
+class _AdmissionFamilies:
+    """Kueue's four admission families of one scope (per ClusterQueue, or per LocalQueue):
+    quota reservations and admissions counted, and the wait before each."""
+
+    reserved: Counter
+    admitted: Counter
+    reserved_wait: Histogram
+    admission_wait: Histogram
+
+    def observe(self, labels: Sequence[str], waited_s: float) -> None:
+        # Reservation and admission are one moment here: the gate opens when every check is Ready.
+        self.reserved.labels(*labels, REPLICA_ROLE).inc()
+        self.admitted.labels(*labels, REPLICA_ROLE).inc()
+        self.reserved_wait.labels(*labels, REPLICA_ROLE).observe(waited_s)
+        self.admission_wait.labels(*labels, REPLICA_ROLE).observe(waited_s)
+
+
+def _admission_families(
+    prefix: str, scope: str, labels: list[str], admission_buckets: int
+) -> _AdmissionFamilies:
+    """``prefix``: ``kueue_`` or ``kueue_local_queue_``; Kueue gives the ClusterQueue's admission
+    wait 16 buckets and every other wait 14."""
+    names = [*labels, "priority_class", "replica_role"]
+    return _AdmissionFamilies(
+        Counter(
+            f"{prefix}quota_reserved_workloads_total", f"Quota reservations of workloads, per {scope}", names
+        ),
+        Counter(f"{prefix}admitted_workloads_total", f"Admissions of workloads, per {scope}", names),
+        Histogram(
+            f"{prefix}quota_reserved_wait_time_seconds",
+            f"From the Workload's creation to its quota reservation, per {scope}",
+            names,
+            buckets=_exponential_buckets(14),
+        ),
+        Histogram(
+            f"{prefix}admission_wait_time_seconds",
+            f"From the Workload's creation to its admission, per {scope}",
+            names,
+            buckets=_exponential_buckets(admission_buckets),
+        ),
+    )
+
+
+CLUSTER_QUEUE_ADMISSIONS = _admission_families("kueue_", "ClusterQueue", ["cluster_queue"], 16)
+LOCAL_QUEUE_ADMISSIONS = _admission_families("kueue_local_queue_", "LocalQueue", ["name", "namespace"], 14)
 EVICTED = Counter(
     "kueue_evicted_workloads_total",
     "Evictions, per ClusterQueue and Kueue's reason (Preempted, PodsReadyTimeout, AdmissionCheck, "
@@ -97,16 +122,57 @@ REPLACED_SLICES = Counter(
     "Workload slices replaced by their successor's admission, per ClusterQueue",
     ["cluster_queue", "replica_role"],
 )
-RESOURCE_RESERVATION = Gauge(
-    "kueue_cluster_queue_resource_reservation", "Quota reserved by workloads", _CQ_RESOURCE
+
+
+def _per_resource(family: str, help_text: str, labels: list[str]) -> Gauge:
+    return Gauge(family, help_text, [*labels, "flavor", "resource", "replica_role"])
+
+
+_CQ = ["cohort", "cluster_queue"]
+RESOURCE_RESERVATION = _per_resource(
+    "kueue_cluster_queue_resource_reservation", "Quota reserved by workloads", _CQ
 )
-RESOURCE_USAGE = Gauge("kueue_cluster_queue_resource_usage", "Quota used by admitted workloads", _CQ_RESOURCE)
-NOMINAL_QUOTA = Gauge("kueue_cluster_queue_nominal_quota", "Nominal quota", _CQ_RESOURCE)
-BORROWING_LIMIT = Gauge(
-    "kueue_cluster_queue_borrowing_limit", "Borrowing limit (+Inf when unlimited)", _CQ_RESOURCE
+RESOURCE_USAGE = _per_resource("kueue_cluster_queue_resource_usage", "Quota used by admitted workloads", _CQ)
+NOMINAL_QUOTA = _per_resource("kueue_cluster_queue_nominal_quota", "Nominal quota", _CQ)
+BORROWING_LIMIT = _per_resource(
+    "kueue_cluster_queue_borrowing_limit", "Borrowing limit (+Inf when unlimited)", _CQ
 )
-LENDING_LIMIT = Gauge(
-    "kueue_cluster_queue_lending_limit", "Lending limit (+Inf when unlimited)", _CQ_RESOURCE
+LENDING_LIMIT = _per_resource("kueue_cluster_queue_lending_limit", "Lending limit (+Inf when unlimited)", _CQ)
+
+# Per LocalQueue (Kueue exports these behind its LocalQueueMetrics gate; its label ``name`` is the
+# LocalQueue's name).
+_LQ = ["name", "namespace"]
+LOCAL_QUEUE_PENDING = Gauge(
+    "kueue_local_queue_pending_workloads",
+    "Pending workloads per LocalQueue: 'active' (not judged by a cycle yet) or 'inadmissible' "
+    "(a cycle did not admit them; they carry a pending reason)",
+    [*_LQ, "status", "replica_role"],
+)
+LOCAL_QUEUE_RESERVING_ACTIVE = Gauge(
+    "kueue_local_queue_reserving_active_workloads",
+    "Workloads holding a quota reservation, per LocalQueue",
+    [*_LQ, "replica_role"],
+)
+LOCAL_QUEUE_ADMITTED_ACTIVE = Gauge(
+    "kueue_local_queue_admitted_active_workloads",
+    "Admitted workloads, per LocalQueue",
+    [*_LQ, "replica_role"],
+)
+LOCAL_QUEUE_STATUS = Gauge(
+    "kueue_local_queue_status",
+    "1 for the LocalQueue's Active condition status: 'True', 'False' or 'Unknown'",
+    [*_LQ, "active", "replica_role"],
+)
+LOCAL_QUEUE_EVICTED = Counter(
+    "kueue_local_queue_evicted_workloads_total",
+    "Evictions per LocalQueue and Kueue's reason (as kueue_evicted_workloads_total)",
+    [*_LQ, "reason", "underlying_cause", "priority_class", "replica_role"],
+)
+LOCAL_QUEUE_RESOURCE_RESERVATION = _per_resource(
+    "kueue_local_queue_resource_reservation", "Quota reserved by the LocalQueue's workloads", _LQ
+)
+LOCAL_QUEUE_RESOURCE_USAGE = _per_resource(
+    "kueue_local_queue_resource_usage", "Quota used by the LocalQueue's admitted workloads", _LQ
 )
 
 # The engine's eviction kinds in Kueue's ``reason`` and ``underlying_cause`` words.
@@ -164,20 +230,26 @@ def observe_cycle(
                         PREEMPTED.labels(preempting, str(kind), REPLICA_ROLE).inc()
 
 
-def observe_eviction(cluster_queue: str | None, kind: str) -> None:
+def observe_eviction(
+    cluster_queue: str | None, kind: str, local_queue: tuple[str, str] | None = None
+) -> None:
+    """An eviction, per ClusterQueue and (``local_queue``: namespace, name) per LocalQueue."""
     reason, cause = eviction_words(kind)
     # The priority class is not known where evictions are decided: Kueue's label is left empty.
     EVICTED.labels(cluster_queue or "", reason, cause, "", REPLICA_ROLE).inc()
+    if local_queue is not None:
+        namespace, name = local_queue
+        LOCAL_QUEUE_EVICTED.labels(name, namespace, reason, cause, "", REPLICA_ROLE).inc()
 
 
 def observe_admission(workload: Mapping[str, Any], cluster_queue: str, waited_s: float) -> None:
-    """A workload's admission, once written (reservation and admission are one moment here:
-    the gate opens when every admission check is Ready)."""
+    """A workload's admission, once written: its ClusterQueue's families and its LocalQueue's."""
     priority_class = priority_class_of(workload)
-    QUOTA_RESERVED.labels(cluster_queue, priority_class, REPLICA_ROLE).inc()
-    ADMITTED.labels(cluster_queue, priority_class, REPLICA_ROLE).inc()
-    QUOTA_RESERVED_WAIT.labels(cluster_queue, priority_class, REPLICA_ROLE).observe(waited_s)
-    ADMISSION_WAIT.labels(cluster_queue, priority_class, REPLICA_ROLE).observe(waited_s)
+    CLUSTER_QUEUE_ADMISSIONS.observe((cluster_queue, priority_class), waited_s)
+    queue = kueue_shapes.rayquota_spec(workload.get("spec") or {}).get("queueName")
+    if queue:
+        namespace = str(workload["metadata"].get("namespace") or "")
+        LOCAL_QUEUE_ADMISSIONS.observe((str(queue), namespace, priority_class), waited_s)
 
 
 def observe_cluster_queue_status(cluster_queue: str, active: bool, terminating: bool) -> None:
@@ -206,3 +278,45 @@ def observe_queues(engine: Engine) -> None:
             # Quota is held until the pods that used it are gone: what is reserved is in use.
             RESOURCE_RESERVATION.labels(*labels).set(used)
             RESOURCE_USAGE.labels(*labels).set(used)
+
+
+def observe_local_queue(
+    namespace: str, name: str, status: Mapping[str, Any], pending_inadmissible: int, active: bool
+) -> None:
+    """Gauges of one LocalQueue from the status just computed for it (rayquota.io's shape:
+    counts, and ``flavorsReservation[].resources[].total``) and how many of its pending
+    workloads a cycle already judged (:func:`judged_pending`)."""
+    pending = int(status.get("pendingWorkloads") or 0)
+    LOCAL_QUEUE_PENDING.labels(name, namespace, "active", REPLICA_ROLE).set(pending - pending_inadmissible)
+    LOCAL_QUEUE_PENDING.labels(name, namespace, "inadmissible", REPLICA_ROLE).set(pending_inadmissible)
+    LOCAL_QUEUE_RESERVING_ACTIVE.labels(name, namespace, REPLICA_ROLE).set(
+        int(status.get("reservingWorkloads") or 0)
+    )
+    LOCAL_QUEUE_ADMITTED_ACTIVE.labels(name, namespace, REPLICA_ROLE).set(
+        int(status.get("admittedWorkloads") or 0)
+    )
+    for value in ("True", "False", "Unknown"):
+        on = value == ("True" if active else "False")
+        LOCAL_QUEUE_STATUS.labels(name, namespace, value, REPLICA_ROLE).set(1 if on else 0)
+    for flavor in status.get("flavorsReservation") or []:
+        for resource in flavor.get("resources") or []:
+            labels = (name, namespace, str(flavor["name"]), str(resource["name"]), REPLICA_ROLE)
+            amount = parse_quantity(str(resource.get("total") or "0")) / 1000
+            # Quota is held until the pods that used it are gone: what is reserved is in use.
+            LOCAL_QUEUE_RESOURCE_RESERVATION.labels(*labels).set(amount)
+            LOCAL_QUEUE_RESOURCE_USAGE.labels(*labels).set(amount)
+
+
+def judged_pending(workloads: Sequence[Mapping[str, Any]], not_yet_evaluated: str) -> int:
+    """Of the pending (unadmitted, unfinished) workloads, those whose QuotaReserved condition
+    carries a cycle's pending reason (Kueue's 'inadmissible': a failed admission attempt)."""
+    count = 0
+    for wl in workloads:
+        status = wl.get("status") or {}
+        conds = {c.get("type"): c for c in status.get("conditions") or []}
+        if status.get("admission") or (conds.get("Finished") or {}).get("status") == "True":
+            continue
+        reserved = conds.get("QuotaReserved") or {}
+        if reserved.get("status") == "False" and reserved.get("message") not in (None, "", not_yet_evaluated):
+            count += 1
+    return count

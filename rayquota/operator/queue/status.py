@@ -20,7 +20,7 @@ from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.namespace_selection import unset_selector_warning
-from rayquota.operator.queue.workload_status import is_finished
+from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, is_finished
 from rayquota.operator.ray import conditions
 from rayquota.queueing import ClusterQueueStatus, Engine, StopPolicy, format_quantity
 
@@ -305,6 +305,8 @@ class QueueStatusWriter:
             status = local_queue_status(
                 lq.get("status"), namespace, name, workloads, now, self.admissions, active
             )
+            judged = kueue_metrics.judged_pending(workloads, NOT_YET_EVALUATED)
+            kueue_metrics.observe_local_queue(namespace, name, status, judged, active[0])
             self._note(changed, self.api.local_queues, lq, self.api.local_queue_status(status))
         urgent = [c for c in changed if c.urgent]
         routine = sorted((c for c in changed if not c.urgent), key=lambda c: self._written_at.get(c.key, 0.0))

@@ -15,6 +15,8 @@ from rayquota.queueing import Admit, Engine, Preempt
 from tests.unit.queue.fakes import gpu_workload, two_teams
 
 CQ_RESOURCE = {"cohort", "cluster_queue", "flavor", "resource", "replica_role"}
+LQ_RESOURCE = {"name", "namespace", "flavor", "resource", "replica_role"}
+LQ_PRIORITY = {"name", "namespace", "priority_class", "replica_role"}
 # Kueue's label names per family (without its optional custom labels).
 KUEUE_LABELS = {
     "kueue_admission_attempts_total": {"result", "replica_role"},
@@ -41,13 +43,32 @@ KUEUE_LABELS = {
     "kueue_cluster_queue_nominal_quota": CQ_RESOURCE,
     "kueue_cluster_queue_borrowing_limit": CQ_RESOURCE,
     "kueue_cluster_queue_lending_limit": CQ_RESOURCE,
+    # Per LocalQueue (Kueue's label ``name`` is the LocalQueue's).
+    "kueue_local_queue_pending_workloads": {"name", "namespace", "status", "replica_role"},
+    "kueue_local_queue_reserving_active_workloads": {"name", "namespace", "replica_role"},
+    "kueue_local_queue_admitted_active_workloads": {"name", "namespace", "replica_role"},
+    "kueue_local_queue_status": {"name", "namespace", "active", "replica_role"},
+    "kueue_local_queue_quota_reserved_workloads_total": LQ_PRIORITY,
+    "kueue_local_queue_admitted_workloads_total": LQ_PRIORITY,
+    "kueue_local_queue_quota_reserved_wait_time_seconds": LQ_PRIORITY,
+    "kueue_local_queue_admission_wait_time_seconds": LQ_PRIORITY,
+    "kueue_local_queue_evicted_workloads_total": {
+        "name",
+        "namespace",
+        "reason",
+        "underlying_cause",
+        "priority_class",
+        "replica_role",
+    },
+    "kueue_local_queue_resource_reservation": LQ_RESOURCE,
+    "kueue_local_queue_resource_usage": LQ_RESOURCE,
 }
 # Histograms add ``le`` to their buckets' samples.
 BUCKET_LABEL = "le"
 
 
-def sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, {**labels, "replica_role": "leader"}) or 0.0
+def sample(family: str, /, **labels: str) -> float:
+    return REGISTRY.get_sample_value(family, {**labels, "replica_role": "leader"}) or 0.0
 
 
 def _driver() -> Driver:
@@ -145,6 +166,60 @@ def test_admission_and_status_families() -> None:
     assert sample("kueue_cluster_queue_status", cluster_queue="a", status="active") == 0
 
 
+def test_local_queue_families() -> None:
+    lq = {"name": "team", "namespace": "ns-lq"}
+    workload = {
+        "metadata": {"name": "w", "namespace": "ns-lq"},
+        "spec": {"queueName": "team", "priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "hi"}},
+    }
+    before = sample("kueue_local_queue_admitted_workloads_total", **lq, priority_class="hi")
+    kueue_metrics.observe_admission(workload, "a", 3.0)
+    assert sample("kueue_local_queue_admitted_workloads_total", **lq, priority_class="hi") == before + 1
+    assert sample("kueue_local_queue_quota_reserved_workloads_total", **lq, priority_class="hi") >= 1
+    # Kueue gives the LocalQueue's admission wait 14 buckets (the ClusterQueue's has 16).
+    wait = "kueue_local_queue_admission_wait_time_seconds_bucket"
+    assert sample(wait, **lq, priority_class="hi", le="2.5") == 0
+    assert sample(wait, **lq, priority_class="hi", le="5.0") >= 1
+    assert sample(wait, **lq, priority_class="hi", le="10240.0") >= 1
+    assert (
+        REGISTRY.get_sample_value(
+            wait, {**lq, "priority_class": "hi", "le": "20480.0", "replica_role": "leader"}
+        )
+        is None
+    )
+
+    evicted = {**lq, "reason": "Preempted", "underlying_cause": "", "priority_class": ""}
+    before = sample("kueue_local_queue_evicted_workloads_total", **evicted)
+    kueue_metrics.observe_eviction("a", "InClusterQueue", ("ns-lq", "team"))
+    assert sample("kueue_local_queue_evicted_workloads_total", **evicted) == before + 1
+
+    pending = {
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": "needs 8 gpu"}]}
+    }
+    fresh = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": "waiting"}]}}
+    running = {"status": {"admission": {"clusterQueue": "a"}}}
+    assert kueue_metrics.judged_pending([pending, fresh, running], "waiting") == 1
+    status = {
+        "pendingWorkloads": 2,
+        "reservingWorkloads": 1,
+        "admittedWorkloads": 1,
+        "flavorsReservation": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "total": "4"}]}],
+    }
+    kueue_metrics.observe_local_queue("ns-lq", "team", status, 1, active=True)
+    assert sample("kueue_local_queue_pending_workloads", **lq, status="active") == 1
+    assert sample("kueue_local_queue_pending_workloads", **lq, status="inadmissible") == 1
+    assert sample("kueue_local_queue_reserving_active_workloads", **lq) == 1
+    assert sample("kueue_local_queue_admitted_active_workloads", **lq) == 1
+    assert sample("kueue_local_queue_status", **lq, active="True") == 1
+    assert sample("kueue_local_queue_status", **lq, active="False") == 0
+    usage = {**lq, "flavor": "f", "resource": "nvidia.com/gpu"}
+    assert sample("kueue_local_queue_resource_reservation", **usage) == 4
+    assert sample("kueue_local_queue_resource_usage", **usage) == 4
+    kueue_metrics.observe_local_queue("ns-lq", "team", status, 1, active=False)
+    assert sample("kueue_local_queue_status", **lq, active="False") == 1
+    assert sample("kueue_local_queue_status", **lq, active="True") == 0
+
+
 def test_eviction_words_are_kueues() -> None:
     assert kueue_metrics.eviction_words("InClusterQueue") == ("Preempted", "")
     assert kueue_metrics.eviction_words("InCohortFairSharing") == ("Preempted", "")
@@ -157,6 +232,7 @@ def test_eviction_words_are_kueues() -> None:
 def test_a_scrape_shows_kueues_names_and_label_names() -> None:
     test_kueue_families_follow_admissions_preemptions_and_quota()
     test_admission_and_status_families()
+    test_local_queue_families()
     kueue_metrics.observe_cycle(0.2, [Admit("ns/w", "a", (), {}, replaces="ns/w#1")], lambda _: "a")
     families = {
         family.name: family for family in text_string_to_metric_families(generate_latest(REGISTRY).decode())
