@@ -86,6 +86,8 @@ def _kueue_pod_set(pod_set: Mapping[str, Any]) -> dict[str, Any]:
     template_spec.setdefault("containers", [])
     template["spec"] = {k: v for k, v in template_spec.items() if v or k == "containers"}
     out = {"name": pod_set["name"], "count": pod_set.get("count", 1), "template": template}
+    if pod_set.get("minCount") is not None:
+        out["minCount"] = pod_set["minCount"]
     if pod_set.get("topologyRequest"):
         out["topologyRequest"] = pod_set["topologyRequest"]
     return out

@@ -128,3 +128,14 @@ def test_queue_api_modes() -> None:
     assert not kueue.cluster_queues.namespaced and kueue.workload_status_manager == "kueue-admission"
     with pytest.raises(ValueError, match="RAYQUOTA_QUEUE_API"):
         api_group.of_mode("volcano")
+
+
+def test_min_count_is_written_in_both_shapes_and_reaches_the_engine() -> None:
+    demand = PodSetDemand("main", Role.MAIN, 20, {"cpu": 1000}, min_count=5)
+    api = converter.api_pod_set(demand)
+    assert api["minCount"] == 5
+    kueue_spec = kueue_shapes.workload_spec_to_kueue({"queueName": "lq", "podSets": [api]})
+    assert kueue_spec["podSets"][0]["minCount"] == 5
+    for spec in ({"queueName": "lq", "podSets": [api]}, kueue_spec):
+        back = converter.workload({"metadata": {"name": "w", "namespace": "n"}, "spec": spec})
+        assert back.pod_sets[0].count == 20 and back.pod_sets[0].min_count == 5
