@@ -113,6 +113,9 @@ def test_kueues_partial_admission_job_runs_with_the_parallelism_that_fits(
     sampler = kueue_sampler(cq)
     job = yaml.safe_load(KUEUE_PARTIAL_ADMISSION_JOB)
     job["metadata"]["namespace"] = namespace
+    # This package's operator runs without the webhooks that create a queued Job suspended (as
+    # Kueue's do): written suspended, as Kueue's docs say to without them.
+    job["spec"]["suspend"] = True
     name = job["metadata"]["name"]
     kube.apply(job)
 
