@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue import pod_gate, topology_request
+from rayquota.operator.queue.gate import recorded_admission
 from rayquota.operator.queue.job_pod_ungater import JOB_KIND
-from rayquota.operator.queue.objects import QueueObjects, controller_owner
+from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
 from rayquota.operator.ray import labels
 from rayquota.operator.webhooks.review import ALLOW, Verdict
 
@@ -80,9 +81,16 @@ def hold_pod(pod: Mapping[str, Any], namespace: str, objects: QueueObjects) -> V
         owner = objects.queued_owner_of_cluster(cluster)
         if owner is None:
             return ALLOW
-        # A pod asking for a topology (Kueue's annotations, copied from its template) is held
-        # until pinned to its assigned domain, whichever kind it belongs to.
-        placed = topology_request.has_topology_annotations(pod)
+        # A pod asking for a topology (Kueue's annotations, copied from its template), or of an
+        # object admitted with topology domains (a topology flavor implies them), is held until
+        # pinned to its assigned domain, whichever kind it belongs to.
+        placed = topology_request.has_topology_annotations(pod) or _assigned_domains(owner, objects)
         if not owner.adapter.children_held_at_pods and not placed:
             return ALLOW
     return _gated(pod)
+
+
+def _assigned_domains(owner: Queued, objects: QueueObjects) -> bool:
+    """Does the owner's recorded admission place any of its pod sets in topology domains?"""
+    admission = recorded_admission(objects.workload(owner.workload))
+    return admission is not None and any(ps.topology is not None for ps in admission.pod_sets)

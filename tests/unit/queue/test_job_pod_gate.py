@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.gate import Placement
-from rayquota.operator.queue import naming, pod_gate
+from rayquota.operator.queue import converter, naming, pod_gate
 from rayquota.operator.queue.adapters import ADAPTERS, BESIDE_KUBERAY
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.job_pod_ungater import job_pod_set, room_of
@@ -236,3 +236,37 @@ def test_the_workload_key_of_a_submitters_rayjob_is_the_one_the_ungater_reads() 
     objects = store([submitter_of(rayjob)], [rayjob])
     owner = objects.queued_owner("Job", submitter_of(rayjob))
     assert owner is not None and owner.workload == workload_key("RayJob", rayjob)
+
+
+def test_a_queued_clusters_pod_is_held_when_its_admission_assigned_domains_without_annotations() -> None:
+    """A topology flavor implies an assignment: KubeRay's pods are held to it too."""
+    cluster = bodies.raycluster("solo", **{naming.KUEUE_QUEUE_LABEL: "team-a"})
+    demand = BESIDE_KUBERAY["RayCluster"].pod_sets(cluster, [])
+
+    def objects(topology: bool) -> QueueObjects:
+        assignments = [
+            PodSetAssignment(
+                ps.name, ps.count, {"cpu": "racks"}, {}, racks(r0=ps.count) if topology else None
+            )
+            for ps in demand.pod_sets
+        ]
+        workload = {
+            "metadata": {"name": workload_key("RayCluster", cluster).name, "namespace": "team-a"},
+            "status": {"admission": converter.admission_to_api("cq", assignments)},
+        }
+        kinds: dict[str, Any] = {k: FakeInformer() for k in ADAPTERS}
+        kinds["RayCluster"] = FakeInformer([cluster])
+        return QueueObjects(
+            naming.QueueSettings(),
+            kinds,
+            FakeInformer([workload]),  # type: ignore[arg-type]
+            fake_pod_informers(),
+            adapters=BESIDE_KUBERAY,
+        )
+
+    pod = {
+        "metadata": {"name": "solo-head", "labels": {"ray.io/cluster": "solo", "ray.io/node-type": "head"}},
+        "spec": {"containers": [{"name": "ray"}]},
+    }
+    assert pod_review.hold_pod(pod, "team-a", objects(topology=True)).patch
+    assert not pod_review.hold_pod(pod, "team-a", objects(topology=False)).patch
