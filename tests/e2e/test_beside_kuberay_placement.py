@@ -262,7 +262,10 @@ def test_kuberay_made_pods_count_for_waitforpodsready_ready_marked_stuck_evicted
             90,
         )
         fine_now = _workload(sampler, "raycluster-fine-")
-        assert not sampler.ever("Workload", lambda w: _is(w, "raycluster-fine-") and _evicted_for_readiness(w))
+        fine_evicted = sampler.ever(
+            "Workload", lambda w: _is(w, "raycluster-fine-") and _evicted_for_readiness(w)
+        )
+        assert not fine_evicted
         assert _admitted(fine_now)
         sampler.assert_holds()
         sampler.assert_no_write_fight({"RayCluster/stuck": 8})
