@@ -130,7 +130,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         # The gate and the flavor's placement, written on the queued objects themselves.
         | _grants_of_queued_kinds()
         # Admission-only mode: the pod ungater lifts its scheduling gate and adds the flavor's
-        # placement in one patch (queue/pod_ungater.py); with the reconcilers on, theirs too.
+        # placement in one patch (queue/pod_ungater.py); with the reconcilers on, theirs too;
+        # in both modes the Job pod ungater the same on Jobs' pods (queue/job_pod_ungater.py).
         | _grant(resources.PODS, "patch")
     ),
     # Serves; the chart owns the webhook configurations. A self-issued certificate adds the

@@ -146,6 +146,14 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     assert pod_gate["rules"][0]["resources"] == ["pods"] and pod_gate["rules"][0]["operations"] == ["CREATE"]
     ray_pods = {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}
     assert pod_gate["objectSelector"] == ray_pods
+    # And the pods of Jobs (a queued RayJob's submitter, whose template KubeRay writes), only
+    # those: every other pod is never sent; the system namespaces' never either.
+    [job_pod_gate] = [h for h in mutating["webhooks"] if h["name"].startswith("job-pod-gate")]
+    assert job_pod_gate["failurePolicy"] == "Fail"
+    assert job_pod_gate["clientConfig"]["service"]["path"] == "/mutate-pod"
+    job_pods = {"matchExpressions": [{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]}
+    assert job_pod_gate["objectSelector"] == job_pods
+    assert "kube-system" in job_pod_gate["namespaceSelector"]["matchExpressions"][0]["values"]
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
     assert pod_verbs == {"list", "watch", "patch"}

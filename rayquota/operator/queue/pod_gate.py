@@ -10,12 +10,18 @@ admitted budget, and, where the admission assigned topology domains, each pod pi
 domain with room (as Kueue's topology ungater does). A gated pod is not scheduled, so it holds
 nothing.
 
+The pods of a batch/v1 Job are held the same way (:func:`pod_set_releases`): a queued Job
+whose admission assigned topology domains gets the gate in its pod template (:func:`gate_template`,
+written with the admission, while the Job is still suspended), and a RayJob's submitter Job,
+whose template KubeRay's operator writes, gets it from the pod webhook. The ungater lets each
+pod through pinned to a domain with room, at most as many per domain as assigned.
+
 Pure functions: which pods to let through, and the JSON patches that do it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +59,25 @@ def gate_patch(pod: Pod) -> list[dict[str, Any]]:
     if (pod.get("spec") or {}).get("schedulingGates"):
         return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}}]
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]}]
+
+
+def gate_template(template: MutableMapping[str, Any]) -> None:
+    """Put the gate into a pod template (the pods a controller creates from it are born held)."""
+    spec = template.setdefault("spec", {})
+    if not any(g.get("name") == SCHEDULING_GATE for g in spec.get("schedulingGates") or ()):
+        spec["schedulingGates"] = [*(spec.get("schedulingGates") or ()), {"name": SCHEDULING_GATE}]
+
+
+def ungate_template(template: MutableMapping[str, Any]) -> None:
+    """Take the gate out of a pod template again (other gates stay)."""
+    spec = template.get("spec")
+    if not spec or "schedulingGates" not in spec:
+        return
+    spec["schedulingGates"] = [g for g in spec["schedulingGates"] or () if g.get("name") != SCHEDULING_GATE]
+    if not spec["schedulingGates"]:
+        del spec["schedulingGates"]
+    if not spec:
+        del template["spec"]
 
 
 def _pointer(key: str) -> str:
@@ -205,5 +230,57 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
                 }
             }
         )
+        out.append(Release(pod, placement))
+    return Holding(tuple(out), tuple(dict.fromkeys(waiting)))
+
+
+@dataclass(frozen=True)
+class PodSetRoom:
+    """What a recorded admission gives the pods of one pod set that a controller other than
+    rayquota's creates (a Job's, a submitter Job's): how many may run, where, and, with a
+    topology assignment, in which domains how many."""
+
+    count: int
+    placement: Placement
+    domains: Domains | None = None
+    why_none: str = ""  # why nothing may run (count 0), in words
+
+
+def _live(pod: Pod) -> bool:
+    return not pod_finished(pod) and not pod["metadata"].get("deletionTimestamp")
+
+
+def pod_set_releases(room: PodSetRoom | None, pods: Sequence[Pod]) -> Holding:
+    """Which gated pods of one pod set the admission lets through now (``room`` None: they are
+    under no quota, all of them, as they are). Pods already through count first (terminating
+    ones too: they hold their node until gone), then the gated ones, oldest first, each pinned
+    to an assigned domain with room."""
+    gated_pods = sorted(
+        (p for p in pods if gated(p) and _live(p)),
+        key=lambda p: (str(p["metadata"].get("creationTimestamp", "")), p["metadata"]["name"]),
+    )
+    if room is None:
+        return Holding(tuple(Release(p, ANYWHERE) for p in gated_pods), ())
+    if room.count <= 0:
+        return Holding((), (f"its pods wait: {room.why_none or 'not admitted'}",) if gated_pods else ())
+    placed: list[Mapping[str, Any]] = [
+        p.get("spec") or {} for p in pods if not gated(p) and not pod_finished(p)
+    ]
+    out: list[Release] = []
+    waiting: list[str] = []
+    for pod in gated_pods:
+        if len(placed) >= room.count:
+            waiting.append(f"a pod waits: the admitted quota covers {room.count} of its pods")
+            break
+        placement = _pinned(room.placement, room.domains, placed)
+        if placement is None:
+            waiting.append("a pod waits: its assigned topology domains are full")
+            break
+        conflicts = placement_conflicts(pod, placement)
+        if conflicts:
+            waiting.append(f"a pod cannot run where it was admitted: it sets {', '.join(conflicts)}")
+            continue
+        selector = {**((pod.get("spec") or {}).get("nodeSelector") or {}), **placement.node_selector}
+        placed.append({"nodeSelector": selector})
         out.append(Release(pod, placement))
     return Holding(tuple(out), tuple(dict.fromkeys(waiting)))

@@ -19,6 +19,7 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_f
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.job_pod_ungater import JobPodUngater
 from rayquota.operator.queue.manual_check import ManualChecks
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
@@ -153,6 +154,8 @@ def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate
+    # A Job's pods (a queued Job's, a RayJob's submitter's) held for their topology domains.
+    JobPodUngater(manager, objects, gate).register()
     if ray is None:
         PodUngater(manager, objects, gate).register()
     else:

@@ -16,6 +16,7 @@ from typing import Any
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError, Conflict, KubeClient, NotFound
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters.protocol import JOB_NAME_LABEL
 from rayquota.operator.ray import labels
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ VALIDATING = Resource(
     namespaced=False,
 )
 CONFIG_NAME = "rayquota-queue"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def _rule(group: str, plurals: tuple[str, ...], operations: list[str]) -> dict[str, Any]:
@@ -71,12 +73,34 @@ def pod_gate_hook(url: str, ca_bundle: str) -> dict[str, Any]:
     }
 
 
+# Namespaces whose Job pods are never a queued object's (the control plane's own).
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+
+def job_pod_gate_hook(url: str, ca_bundle: str) -> dict[str, Any]:
+    """Admission-only mode: the pods of batch/v1 Jobs (the Job controller's label), a queued
+    RayJob's submitter pod created behind the scheduling gate (KubeRay's operator writes its
+    template, so the gate cannot be put there). Only pods of Jobs are sent, none of the system
+    namespaces'; the webhook lets every other Job's pods through untouched. ``Fail``, as the Ray
+    pods' hook: a submitter the webhook could not see would run off its domain."""
+    return {
+        **pod_gate_hook(url, ca_bundle),
+        "name": "job-pod-gate.queue.rayquota.io",
+        "objectSelector": {"matchExpressions": [{"key": JOB_NAME_LABEL, "operator": "Exists"}]},
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)}
+            ]
+        },
+    }
+
+
 def webhook_configurations(
     url: str, ca_bundle: str, queue_label_keys: tuple[str, ...], hold_pods: bool = False
 ) -> tuple[dict[str, Any], ...]:
     """One webhook per queue label key (a selector cannot OR two keys), plus one for the
     children of RayJobs and RayServices, which may not carry the label; with ``hold_pods``
-    (admission-only mode) the pod gate's too."""
+    (admission-only mode) the pod gates' too (Ray clusters' pods, Jobs' pods)."""
 
     def hook(
         name: str, path: str, rules: list[dict[str, Any]], selector: Mapping[str, Any] | None
@@ -120,7 +144,7 @@ def webhook_configurations(
             ),
             # Refusals in words before the CRD schema's (mutating webhooks are called first).
             hook("clusterqueue-words.queue.rayquota.io", "/mutate-clusterqueue", cluster_queue_rules, None),
-            *([pod_gate_hook(url, ca_bundle)] if hold_pods else []),
+            *([pod_gate_hook(url, ca_bundle), job_pod_gate_hook(url, ca_bundle)] if hold_pods else []),
         ],
     }
     gate_hooks = [

@@ -4,7 +4,12 @@ asks for a topology, is created behind rayquota's scheduling gate (`queue/pod_ga
 pod ungater lets it through once admitted (pinned to its domain).
 
 It fails closed: a pod whose RayCluster, or whose cluster's parent, the cache does not show yet
-is gated too (the ungater lets an unqueued cluster's pods through as soon as it sees them)."""
+is gated too (the ungater lets an unqueued cluster's pods through as soon as it sees them).
+
+A pod of a batch/v1 Job is gated when its Job is a queued object's child (a RayJob's submitter,
+whose template KubeRay's operator writes) or the cache does not show the Job yet; the Job pod
+ungater lets it through once admitted, with its flavor's placement and pinned to its domain. A
+queued Job's own pods need no webhook: the admission puts the gate in its template."""
 
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue import pod_gate, topology_request
-from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.gate import recorded_admission
+from rayquota.operator.queue.job_pod_ungater import JOB_KIND
+from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
 from rayquota.operator.ray import labels
 from rayquota.operator.webhooks.review import ALLOW, Verdict
 
@@ -27,20 +34,63 @@ def _cluster_name(pod: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def _job_name(pod: Mapping[str, Any]) -> str | None:
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == JOB_KIND:
+            return str(ref["name"])
+    return None
+
+
+def _gated(pod: Mapping[str, Any]) -> Verdict:
+    patch = pod_gate.gate_patch(pod)
+    return Verdict(True, patch=tuple(patch)) if patch else ALLOW
+
+
+def hold_job_pod(pod: Mapping[str, Any], namespace: str, job_name: str, objects: QueueObjects) -> Verdict:
+    """CREATE of a Job's pod: gate it when the Job runs on its owner's quota (or may)."""
+    job = objects.informers[JOB_KIND].store.get(namespace, job_name)
+    if job is None:
+        return _gated(pod)  # fail closed; the ungater lets it through once it sees the Job
+    if _owner_unknown(job, objects):
+        return _gated(pod)  # it may run on a queued RayJob's quota: held until the cache shows it
+    owner = objects.queued_owner(JOB_KIND, job)
+    if owner is None or owner.kind == JOB_KIND:
+        return ALLOW
+    return _gated(pod)
+
+
+def _owner_unknown(job: Mapping[str, Any], objects: QueueObjects) -> bool:
+    """Is the Job accounted through an owner (a RayJob) the cache does not show?"""
+    owner = controller_owner(job)
+    if owner is None or owner.get("kind") not in objects.adapters[JOB_KIND].accounted_through:
+        return False
+    parent = objects.informers[str(owner["kind"])].store.get(
+        str(job["metadata"]["namespace"]), str(owner["name"])
+    )
+    return parent is None or parent["metadata"].get("uid") != owner.get("uid")
+
+
 def hold_pod(pod: Mapping[str, Any], namespace: str, objects: QueueObjects) -> Verdict:
     """CREATE of a pod: gate it when its cluster's pods are held (or may be)."""
     name = _cluster_name(pod)
     if name is None:
-        return ALLOW
+        job_name = _job_name(pod)
+        return ALLOW if job_name is None else hold_job_pod(pod, namespace, job_name, objects)
     cluster = objects.informers["RayCluster"].store.get(namespace, name)
     if cluster is not None and not objects.parent_unknown(cluster):
         owner = objects.queued_owner_of_cluster(cluster)
         if owner is None:
             return ALLOW
-        # A pod asking for a topology (Kueue's annotations, copied from its template) is held
-        # until pinned to its assigned domain, whichever kind it belongs to.
-        placed = topology_request.has_topology_annotations(pod)
+        # A pod asking for a topology (Kueue's annotations, copied from its template), or of an
+        # object admitted with topology domains (a topology flavor implies them), is held until
+        # pinned to its assigned domain, whichever kind it belongs to.
+        placed = topology_request.has_topology_annotations(pod) or _assigned_domains(owner, objects)
         if not owner.adapter.children_held_at_pods and not placed:
             return ALLOW
-    patch = pod_gate.gate_patch(pod)
-    return Verdict(True, patch=tuple(patch)) if patch else ALLOW
+    return _gated(pod)
+
+
+def _assigned_domains(owner: Queued, objects: QueueObjects) -> bool:
+    """Does the owner's recorded admission place any of its pod sets in topology domains?"""
+    admission = recorded_admission(objects.workload(owner.workload))
+    return admission is not None and any(ps.topology is not None for ps in admission.pod_sets)

@@ -8,6 +8,11 @@ Kubernetes lets the pod template's scheduling fields change only while the Job i
 suspending a Job that ran also clears it (as Kueue does), and the template is edited only once
 it is cleared.
 
+With a topology assignment, the template also gets rayquota's scheduling gate (as Kueue's
+topology gate): the Job controller creates the pods held, and the pod ungater lets each through
+pinned to an assigned domain with room (`queue/pod_gate.py`). This needs no webhook: the gate is
+in the template before the Job may create a pod.
+
 A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone.
 Partial admission (``kueue.x-k8s.io/job-min-parallelism``): :mod:`.job_partial`.
 """
@@ -20,7 +25,7 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters import job_partial
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
 from rayquota.operator.queue.adapters.protocol import (
@@ -140,6 +145,11 @@ def _finished(job: Body) -> bool:
     return any(status == "True" for _, status in _finished_conditions(job))
 
 
+def topology_assigned(admission: AdmittedSlice, pod_set: str) -> bool:
+    """Does the admission place the pod set's pods in topology domains?"""
+    return any(ps.name == pod_set and ps.topology is not None for ps in admission.pod_sets)
+
+
 def job_is_suspended(job: Body) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
 
@@ -190,8 +200,11 @@ class JobAdapter(SpecSuspendKind):
         _, allocation = allocation_of(self, obj, children, admission)
         after = edited(obj)
         wanted = placements(admission, flavors).get(JOB_POD_SET)
+        template = after["spec"].setdefault("template", {})
         if wanted is not None:
-            placement.inject(after["spec"].setdefault("template", {}), wanted)
+            placement.inject(template, wanted)
+        if topology_assigned(admission, JOB_POD_SET):
+            pod_gate.gate_template(template)
         if not self.is_suspended(obj) and after["spec"].get("template") != (obj.get("spec") or {}).get(
             "template"
         ):
@@ -208,7 +221,9 @@ class JobAdapter(SpecSuspendKind):
         if _started(obj):
             return clear_start_time(obj)  # the template may change once it is cleared
         after = edited(obj)
-        placement.restore(after["spec"].setdefault("template", {}))
+        template = after["spec"].setdefault("template", {})
+        placement.restore(template)
+        pod_gate.ungate_template(template)
         job_partial.restore_parallelism(after)
         return changed(self.kind, obj, after)
 

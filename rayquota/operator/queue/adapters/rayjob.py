@@ -10,7 +10,8 @@ from typing import Any
 from rayquota.api.ray_v1 import JobDeploymentStatus
 from rayquota.operator.core import resources
 from rayquota.operator.core.memo import BoundedMemo
-from rayquota.operator.queue import event_filters, placement
+from rayquota.operator.queue import event_filters, placement, pod_gate
+from rayquota.operator.queue.adapters.job import topology_assigned
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.adapters.protocol import (
     JOB_NAME_LABEL,
@@ -205,9 +206,13 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         for part in demand.parts:
             if spec.get("rayClusterSpec"):
                 inject_cluster(spec["rayClusterSpec"], demand.pod_set_of[part], by_pod_set)
-            wanted = by_pod_set.get(demand.pod_set_of[part].get((Role.SUBMITTER, ""), ""))
+            submitter_set = demand.pod_set_of[part].get((Role.SUBMITTER, ""), "")
+            wanted = by_pod_set.get(submitter_set)
             if wanted and (wanted["nodeSelector"] or wanted["tolerations"]):
                 placement.inject(spec.setdefault("submitterPodTemplate", {}), wanted)
+            if submitter_set and topology_assigned(admission, submitter_set):
+                # Its pod is born held; the pod ungater pins it to its assigned domain.
+                pod_gate.gate_template(spec.setdefault("submitterPodTemplate", {}))
         if all(a.runs for a in allocation.values()):
             spec["suspend"] = False
         return edits + changed(self.kind, obj, after)
@@ -219,6 +224,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
             restore_cluster(spec["rayClusterSpec"])
         if "submitterPodTemplate" in spec:
             placement.restore(spec["submitterPodTemplate"])
+            pod_gate.ungate_template(spec["submitterPodTemplate"])
             if not spec["submitterPodTemplate"].get("spec") and len(spec["submitterPodTemplate"]) <= 1:
                 del spec["submitterPodTemplate"]  # we created it only to carry the placement
         return changed(self.kind, obj, after)
