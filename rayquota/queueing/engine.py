@@ -34,7 +34,7 @@ from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, CycleLine, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
-from .fairsharing import dominant_share
+from .fairsharing import FairSharing, dominant_share
 from .flavors import FitMode, assign_flavors
 from .model import FlavorResource
 from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
@@ -69,7 +69,7 @@ class Engine(EngineEvents):
     next :meth:`run_cycle` together with that cycle's admissions.
     """
 
-    def __init__(self, *, fair_sharing: bool = False) -> None:
+    def __init__(self, *, fair_sharing: bool | FairSharing = False) -> None:
         super().__init__()
         self.fair_sharing = fair_sharing
         self._reclaiming: set[QuotaNode] = set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from .fairsharing import FairSharing
 from .flavors import Possibility
 from .model import FlavorResource
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
@@ -26,7 +27,7 @@ class VictimOracle:
         members: Sequence[ClusterQueueState],
         queue_of: Callable[[str], ClusterQueueState],
         cycle: int,
-        fair_sharing: bool,
+        fair_sharing: bool | FairSharing | None,
     ) -> None:
         self._wl = wl
         self._cq = cq
