@@ -42,6 +42,8 @@ class QuotaNode:
     guaranteed: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     disabled_reason: str | None = None
+    weight: float = 1.0
+    """Its ``fairSharing.weight`` (a share is divided by it; 0: any borrowing is an infinite share)."""
 
     def root(self) -> QuotaNode:
         node = self
@@ -200,6 +202,7 @@ class QuotaTree:
         for name in sorted(str(n) for n in graph.nodes):
             spec = cohorts.get(name)
             node = QuotaNode(name, False, quotas_of(spec.resource_groups) if spec else {})
+            node.weight = spec.fair_sharing_weight if spec else 1.0
             node.disabled_reason = broken.get(name)
             self.cohorts[name] = node
         for name, node in self.cohorts.items():
@@ -212,6 +215,7 @@ class QuotaTree:
         for name in sorted(cluster_queues):
             cq_spec = cluster_queues[name]
             node = QuotaNode(name, True, quotas_of(cq_spec.resource_groups))
+            node.weight = cq_spec.fair_sharing_weight
             node.usage = old_usage.get(name, {})
             if cq_spec.cohort:
                 cohort_node = self.cohorts[cq_spec.cohort]
@@ -268,6 +272,7 @@ class QuotaTree:
         else:
             old = contribution(node)
         node.quota = quotas_of(spec.resource_groups)
+        node.weight = spec.fair_sharing_weight
         node.subtree = {fr: q.nominal for fr, q in node.quota.items()}
         set_guaranteed(node)
         carry_up(node.parent, old, contribution(node))

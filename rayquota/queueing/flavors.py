@@ -94,15 +94,22 @@ def _flavor_refusal(
     return None
 
 
-def _may_preempt_for(cq: ClusterQueueState, fr: FlavorResource, need: int, nominal: int) -> bool:
+def _may_preempt_for(
+    cq: ClusterQueueState, fr: FlavorResource, need: int, nominal: int, oracle: PreemptionOracle | None
+) -> bool:
     """Kueue considers preemption for a flavor only when the request fits the queue's nominal
     quota, or a subtree below the root covers it (the queue's branch may reclaim quota it owns
     from elsewhere in the tree: Kueue's mayReclaimInHierarchy), or the queue may preempt while
-    borrowing."""
+    borrowing (``borrowWithinCohort``, or fair sharing with ``reclaimWithinCohort``: the oracle
+    says)."""
     if need <= nominal or may_reclaim_in_hierarchy(cq.node, fr, need):
         return True
     borrow_policy = cq.spec.preemption.borrow_within_cohort.policy
-    return cq.node.parent is not None and borrow_policy is not BorrowWithinCohortPolicy.NEVER
+    if cq.node.parent is None:
+        return False
+    return borrow_policy is not BorrowWithinCohortPolicy.NEVER or bool(
+        getattr(oracle, "preempts_while_borrowing", False)
+    )
 
 
 def _shortage_text(cq: ClusterQueueState, fr: FlavorResource, amount: int, credited: bool) -> str:
@@ -206,7 +213,7 @@ def _fit_flavor(
             return _FlavorFit(0, shortage=_beyond_capacity_text(cq, fr, total, ceiling), never=True)
         credited = fr in credit
         fit.shortage = _shortage_text(cq, fr, need if credited else amount, credited)
-        if need > ceiling or not _may_preempt_for(cq, fr, need, quota.nominal):
+        if need > ceiling or not _may_preempt_for(cq, fr, need, quota.nominal, oracle):
             fit.rank = 0
             return fit
         possibility = Possibility.PREEMPT if oracle is None else oracle(fr, need)

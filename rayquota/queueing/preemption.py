@@ -26,6 +26,9 @@ back if the workload still fits without its removal. First tried while borrowing
 without (or the reverse when only a plain reclaim below nominal can help). Removals are simulated
 on the live usage and always undone: quota is released only when the operator says the victims'
 pods are gone.
+
+With fair sharing on, Kueue (and so rayquota) chooses victims differently: see
+:mod:`.fair_preemption`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from enum import Enum
 
 from .cohorts import QuotaNode, add_usage, available
 from .decisions import PreemptionReason
-from .fairsharing import dominant_share
+from .fair_preemption import FairCandidate, fair_victims
+from .fairsharing import FairSharing, fair_sharing_of
 from .model import FlavorResource
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .state import ClusterQueueState, Phase, WorkloadState
@@ -151,6 +155,7 @@ class _Search:
     short: tuple[FlavorResource, ...]
     queue_of: Callable[[str], ClusterQueueState]
     cycle: int
+    members: Iterable[ClusterQueueState] = ()
 
     def eligible(self, victim: WorkloadState) -> bool:
         return (
@@ -211,6 +216,24 @@ class _Search:
             previous = subtree
         return found
 
+    def fair_candidates(self) -> list[FairCandidate]:
+        """Fair sharing's candidates: the own queue's by policy, and those of every queue of the
+        tree that borrows (beyond its nominal quota) in a resource needing preemption."""
+        found = [FairCandidate(c.workload, self.cq) for c in self.own_queue()]
+        policy = self.cq.spec.preemption.reclaim_within_cohort
+        node = self.cq.node
+        if node.parent is None or policy is ReclaimWithinCohortPolicy.NEVER:
+            return found
+        for owner in self.members:
+            if owner is self.cq or not _borrows_in(owner.node, self.short):
+                continue
+            found.extend(
+                FairCandidate(v, owner)
+                for v in owner.admitted.values()
+                if _reclaim_eligible(self.preemptor, v, policy) and self.eligible(v)
+            )
+        return found
+
     def still_valid(self, candidate: Candidate, allow_borrowing: bool) -> bool:
         """Removals for this preemptor may have brought the candidate's branch back within its quota."""
         if candidate.owner is self.cq:
@@ -251,6 +274,14 @@ def _in_order(
     return evicting + rest
 
 
+def _borrows_in(node: QuotaNode, short: Iterable[FlavorResource]) -> bool:
+    for fr in short:
+        quota = node.quota.get(fr)
+        if node.usage.get(fr, 0) > (quota.nominal if quota else 0):
+            return True
+    return False
+
+
 def short_of(cq: ClusterQueueState, need: Mapping[FlavorResource, int]) -> tuple[FlavorResource, ...]:
     """The flavor-resources the workload cannot get without preemption."""
     return tuple(fr for fr, amount in need.items() if amount > available(cq.node, fr))
@@ -263,21 +294,35 @@ def find_victims(
     tree_members: Iterable[ClusterQueueState],
     queue_of: Callable[[str], ClusterQueueState],
     cycle: int,
-    fair_sharing: bool,
+    fair_sharing: bool | FairSharing | None,
     short: Set[FlavorResource] | None = None,
 ) -> Victims | None:
     """Return a minimal victim set that lets ``preemptor`` fit, or ``None``.
 
     ``short``: the flavor-resources that need preemption (by default those where ``need``
-    exceeds what is available now). ``tree_members`` (the queues of the cohort tree) is not
-    read: the tree is walked from the queue's own node; the parameter stays while other
-    callers are written against it.
+    exceeds what is available now). ``tree_members``: the queues of the cohort tree (read by
+    fair sharing; the classical search walks the tree from the queue's own node).
+    ``fair_sharing``: its settings (``True``: Kueue's defaults), or off.
     """
     search = _Search(
-        preemptor, cq, need, tuple(short) if short is not None else short_of(cq, need), queue_of, cycle
+        preemptor,
+        cq,
+        need,
+        tuple(short) if short is not None else short_of(cq, need),
+        queue_of,
+        cycle,
+        tree_members,
     )
     if not search.short:
         return None
+    settings = fair_sharing_of(fair_sharing)
+    if settings is not None:
+        fair = fair_victims(
+            cq, need, search.short, search.fair_candidates(), lambda: search.fits(True), settings
+        )
+        if fair is None:
+            return None
+        return Victims([c.workload for c in fair], {c.workload.key: c.reason for c in fair})
     own = search.own_queue()
     others = search.other_queues()
     hierarchical = [c for c in others if c.variant is Variant.HIERARCHICAL_RECLAIM]
@@ -292,17 +337,10 @@ def find_victims(
         attempts = [False, True]
     else:
         attempts = [True, False]
-    my_share = dominant_share(cq, need) if fair_sharing else 0
     for allow_borrowing in attempts:
-        chosen = _greedy(search, candidates, allow_borrowing, fair_sharing, my_share)
+        chosen = _greedy(search, candidates, allow_borrowing)
         if chosen is not None:
-            kinds = {
-                c.workload.key: PreemptionReason.FAIR_SHARING
-                if fair_sharing and c.owner is not cq
-                else c.variant.reason
-                for c in chosen
-            }
-            return Victims([c.workload for c in chosen], kinds)
+            return Victims([c.workload for c in chosen], {c.workload.key: c.variant.reason for c in chosen})
     return None
 
 
@@ -322,19 +360,11 @@ def _move(candidate: Candidate, sign: int) -> None:
         add_usage(candidate.owner.node, fr, sign * amount)
 
 
-def _greedy(
-    search: _Search,
-    candidates: list[Candidate],
-    allow_borrowing: bool,
-    fair_sharing: bool,
-    my_share: int,
-) -> list[Candidate] | None:
+def _greedy(search: _Search, candidates: list[Candidate], allow_borrowing: bool) -> list[Candidate] | None:
     removed: list[Candidate] = []
     fitted = False
     for candidate in candidates:
         if not search.still_valid(candidate, allow_borrowing):
-            continue
-        if fair_sharing and candidate.owner is not search.cq and dominant_share(candidate.owner) <= my_share:
             continue
         _move(candidate, -1)
         removed.append(candidate)

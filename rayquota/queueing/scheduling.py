@@ -24,6 +24,7 @@ from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, Verdict, VerdictBasis
 from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
 from .engine_events import EngineEvents
+from .fairsharing import FairSharing
 from .flavors import FitMode, FlavorAssignment, assign_flavors
 from .model import FlavorResource, PodSet
 from .partial_admission import allows_partial, largest_fitting
@@ -53,7 +54,7 @@ class Outcome(Enum):
 class Scheduler(EngineEvents):
     """Decides for one workload at a time; see the module's steps."""
 
-    def __init__(self, *, fair_sharing: bool = False) -> None:
+    def __init__(self, *, fair_sharing: bool | FairSharing = False) -> None:
         super().__init__()
         self.fair_sharing = fair_sharing
         self._reclaiming: set[QuotaNode] = set()

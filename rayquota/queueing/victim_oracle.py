@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from .fairsharing import FairSharing, fair_sharing_of
 from .flavors import Possibility
 from .model import FlavorResource
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
@@ -26,7 +27,7 @@ class VictimOracle:
         members: Sequence[ClusterQueueState],
         queue_of: Callable[[str], ClusterQueueState],
         cycle: int,
-        fair_sharing: bool,
+        fair_sharing: bool | FairSharing | None,
     ) -> None:
         self._wl = wl
         self._cq = cq
@@ -41,6 +42,11 @@ class VictimOracle:
             or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
         )
         self._found: dict[tuple[FlavorResource, int], Victims | None] = {}
+        self.preempts_while_borrowing = (
+            fair_sharing_of(fair_sharing) is not None
+            and policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
+        )
+        """Fair sharing lets the queue reclaim while it borrows (Kueue's canPreemptWhileBorrowing)."""
 
     def __call__(self, fr: FlavorResource, amount: int) -> Possibility:
         if not self._may_preempt:

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from rayquota.queueing.fairsharing import FairSharing
+
 CASES_DIR = Path(__file__).resolve().parent / "kueue"
 
 Raw = Mapping[str, Any]
@@ -77,7 +79,8 @@ class Case:
     pending: list[Raw]
     cycles: int
     expect: Expectation
-    fair_sharing: bool = False
+    fair_sharing: bool | FairSharing = False
+    """On with Kueue's default settings (``true``), or with ``{preemptionStrategies: [...]}``."""
     unsupported: str | None = None
     deliberate: str | None = None
     open_difference: str | None = None
@@ -154,6 +157,17 @@ def _expectation(raw: Raw, where: str) -> Expectation:
     )
 
 
+def _fair_sharing(raw: Any, where: str) -> bool | FairSharing:
+    if isinstance(raw, bool):
+        return raw
+    if not isinstance(raw, dict) or set(raw) - {"preemptionStrategies"}:
+        raise CaseFormatError(f"{where}: fair_sharing must be true/false or {{preemptionStrategies: [...]}}")
+    try:
+        return FairSharing.parse(raw.get("preemptionStrategies"))
+    except ValueError as error:
+        raise CaseFormatError(f"{where}: {error}") from error
+
+
 def load_file(path: Path) -> CaseFile:
     document = yaml.safe_load(path.read_text())
     if not isinstance(document, dict) or "cases" not in document:
@@ -194,7 +208,7 @@ def load_file(path: Path) -> CaseFile:
                 pending=list(raw.get("pending") or []),
                 cycles=int(raw.get("cycles", 1)),
                 expect=_expectation(raw.get("expect") or {}, where),
-                fair_sharing=bool(raw.get("fair_sharing", False)),
+                fair_sharing=_fair_sharing(raw.get("fair_sharing", False), where),
                 unsupported=raw.get("unsupported"),
                 deliberate=raw.get("deliberate"),
                 open_difference=raw.get("open_difference"),

@@ -23,6 +23,7 @@ from rayquota.operator.queue.freeing_writes import FreeingWrites
 from rayquota.operator.queue.priorities import PriorityClasses
 from rayquota.operator.queue.workload_status import is_evicted, is_finished, recorded_eviction
 from rayquota.queueing import Engine
+from rayquota.queueing.fairsharing import FairSharing, fair_sharing_of
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,29 @@ class EnqueueingWriter:
 
 
 FAIR_SHARING_ENV = "RAYQUOTA_FAIR_SHARING"
+FAIR_SHARING_STRATEGIES_ENV = "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES"
 
 
-def fair_sharing_from_env(env: Mapping[str, str]) -> bool:
-    return env.get(FAIR_SHARING_ENV, "") in ("1", "true")
+def fair_sharing_from_env(env: Mapping[str, str]) -> FairSharing | None:
+    """Kueue's Configuration ``fairSharing``: on with ``RAYQUOTA_FAIR_SHARING=true`` or when
+    ``RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES`` (Kueue's names, comma-separated) is set.
+    A bad value names its variable and stops the operator at start."""
+    enabled = env.get(FAIR_SHARING_ENV, "").strip().lower()
+    if enabled not in ("", "0", "1", "true", "false"):
+        raise ValueError(f"{FAIR_SHARING_ENV}={enabled!r}: expected true or false")
+    raw = env.get(FAIR_SHARING_STRATEGIES_ENV, "").strip()
+    if not raw:
+        return FairSharing() if enabled in ("1", "true") else None
+    try:
+        return FairSharing.parse([s.strip() for s in raw.split(",")])
+    except ValueError as error:
+        raise ValueError(f"{FAIR_SHARING_STRATEGIES_ENV}={raw!r}: {error}") from error
 
 
 class AdmissionLoop:
     def __init__(
         self,
-        fair_sharing: bool = False,
+        fair_sharing: bool | FairSharing | None = False,
         decisions: Writer | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -85,9 +99,8 @@ class AdmissionLoop:
             cluster_queue_of=lambda key: self.driver.cluster_queue_of(key),
             local_queue_of=lambda key: self.driver.local_queue_of(key),
         )
-        self.driver = Driver(
-            Engine(fair_sharing=fair_sharing), self.writer if decisions is None else decisions
-        )
+        engine = Engine(fair_sharing=fair_sharing_of(fair_sharing) or False)
+        self.driver = Driver(engine, self.writer if decisions is None else decisions)
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
         self.priority_classes = PriorityClasses()

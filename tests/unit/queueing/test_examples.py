@@ -465,7 +465,8 @@ def test_fair_sharing_preempts_the_queue_with_the_larger_share() -> None:
     # frees enough on its own.
     assert p.victims == ("greedy/g2",)
     assert p.preemptor == "owner/mine"
-    assert p.victim_kinds == {"greedy/g2": PreemptionReason.FAIR_SHARING}
+    # owner stays within its nominal quota (3 of 6): as in Kueue, that is reclamation.
+    assert p.victim_kinds == {"greedy/g2": PreemptionReason.RECLAIM_WITHIN_COHORT}
 
 
 def test_local_queue_stop_and_namespace_selector() -> None:
