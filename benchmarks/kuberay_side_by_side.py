@@ -369,6 +369,10 @@ waiting for the GCS are on KubeRay's master branch).
   keep working; set `RAYQUOTA_CREATED_BY_LABEL` to change it. Unlike KubeRay, a pod template cannot
   override it, because it is how the operator finds its own pods.
 - **Finalizers, requeue timing, Events** are the operator core's business (issue 7), not compared.
+- **RayCluster status writes while pods move**: progress (pods coming up one by one) is written at
+  most every 5 s per cluster, where KubeRay writes each step; a new state, a failure and the status
+  that ends a change (the head and every desired worker ready and running) are written at once, so
+  a cluster settles as fast as under KubeRay (tests/integration/ray/test_raycluster_settle.py).
 
 {crd_schemas}## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
 
