@@ -13,7 +13,6 @@ from rayquota.localcluster import gateway_api
 from rayquota.localcluster.cluster import LocalCluster, run_kubectl
 from rayquota.localcluster.paths import repo_root
 
-
 CRD_APPLY_TIMEOUT_S = 300.0
 
 
