@@ -369,8 +369,12 @@ waiting for the GCS are on KubeRay's master branch).
   keep working; set `RAYQUOTA_CREATED_BY_LABEL` to change it. Unlike KubeRay, a pod template cannot
   override it, because it is how the operator finds its own pods.
 - **Finalizers, requeue timing, Events** are the operator core's business (issue 7), not compared.
+- **RayCluster status writes while pods move**: progress (pods coming up one by one) is written at
+  most every 5 s per cluster, where KubeRay writes each step; a new state, a failure and the status
+  that ends a change (the head and every desired worker ready and running) are written at once, so
+  a cluster settles as fast as under KubeRay (tests/integration/ray/test_raycluster_settle.py).
 
-## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
+{crd_schemas}## RayCronJob (KubeRay v1.6+; checked against v1.7.0's source by reading)
 
 In the side-by-side run as an object only: samples/ray-cronjob.yaml runs nightly, so neither
 operator creates a RayJob during the run (KubeRay's with its RayCronJob gate on). Its runs are
@@ -426,9 +430,24 @@ def git_commit() -> str:
     return git("rev-parse", "--short=12", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
 
 
+DOC = Path(__file__).resolve().parents[1] / "docs" / "kuberay-compatibility.md"
+CRD_SECTION = ("## The CRD schemas against KubeRay's", "<!-- crd-allow-list:end -->\n\n")
+
+
+def crd_schemas_section() -> str:
+    """The doc's section on the CRD schemas, kept as it is: the allow-list of
+    tests/unit/api/test_crds_against_kuberay.py lives there, not in this run's output."""
+    text = DOC.read_text(encoding="utf-8")
+    start, end = CRD_SECTION
+    if start not in text:
+        return ""
+    section = text[text.index(start) :]
+    return section[: section.index(end) + len(end)]
+
+
 def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]], info: RunInfo) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
-    lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names)]
+    lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names, crd_schemas=crd_schemas_section())]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
         f"## Result of the last run\n\n"

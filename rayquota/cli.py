@@ -29,8 +29,11 @@ def _peers(args: argparse.Namespace) -> int:
 
 
 def _crds(args: argparse.Namespace) -> int:
-    from rayquota.api import crdgen
+    from rayquota.api import crdgen, k8s_openapi
 
+    if args.k8s_openapi is not None:
+        source = Path(args.k8s_openapi) if args.k8s_openapi else None
+        print(f"wrote {k8s_openapi.regenerate(source)}")
     chart = Path(args.chart) if args.chart else None
     return crdgen.main(out_dir=Path(args.out), check=args.check, chart_dir=chart)
 
@@ -235,6 +238,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--chart",
         default="helm/rayquota",
         help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
+    )
+    crds.add_argument(
+        "--k8s-openapi",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="first regenerate rayquota/api/k8s_schemas.json (the Kubernetes schemas the ray.io "
+        "CRDs embed) from Kubernetes' OpenAPI v3 documents in DIR (default: api/openapi-spec/v3 "
+        "of the k8s.io/kubernetes module, fetched into Go's module cache)",
     )
     crds.set_defaults(func=_crds)
 

@@ -115,7 +115,9 @@ def crd_for(kind: type[KubeObject]) -> dict[str, Any]:
 
 
 def render(kind: type[KubeObject]) -> str:
-    body = yaml.safe_dump(crd_for(kind), sort_keys=True, default_flow_style=False, width=100)
+    # The C emitter when PyYAML has it (the ray.io CRDs are megabytes): the same text, faster.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    body = yaml.dump(crd_for(kind), Dumper=dumper, sort_keys=True, default_flow_style=False, width=100)
     return HEADER + "---\n" + body
 
 

@@ -1,8 +1,10 @@
 """A reading view of core/v1 pod templates.
 
-The CRD schemas keep pod templates free-form (the API server validates real pods when they are
-created), but the operator reads a few things from them: containers and their resources, node
+The operator reads a few things from pod templates: containers and their resources, node
 selectors, tolerations, labels. Those are typed here; every other key is kept untouched as an extra.
+In the ``ray.io`` CRDs a pod template carries Kubernetes' full schema, as KubeRay's do
+(:data:`KubePodTemplateSpec`); the Workload keeps it free-form but for what the queue reads
+(:data:`PodTemplateSpec`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, WithJsonSchema
 
 from rayquota.api.common import NON_NEGATIVE_QUANTITY_PATTERN, K8sModel, Quantity
+from rayquota.api.k8s_openapi import k8s_type
 
 
 class ResourceRequirements(K8sModel):
@@ -113,4 +116,31 @@ PodTemplateSpec = Annotated[
             ),
         )
     ),
+]
+
+
+# rayquota's own rule over Kubernetes' schema: the quantities the queue counts are not negative
+# (Kubernetes' Quantity allows a sign). A negative request is refused by name when the object is
+# written, before the queue would sum it into an admission.
+_NON_NEGATIVE = {"additionalProperties": {"pattern": NON_NEGATIVE_QUANTITY_PATTERN, "minimum": 0}}
+_COUNTED_RESOURCES = {
+    "items": {
+        "properties": {"resources": {"properties": {"requests": _NON_NEGATIVE, "limits": _NON_NEGATIVE}}}
+    }
+}
+POD_TEMPLATE_OVERLAY = {
+    "properties": {
+        "spec": {
+            "properties": {
+                "containers": _COUNTED_RESOURCES,
+                "initContainers": _COUNTED_RESOURCES,
+                "overhead": _NON_NEGATIVE,
+            }
+        }
+    }
+}
+
+# A pod template with Kubernetes' full schema (as KubeRay's CRDs declare it), typed for reading.
+KubePodTemplateSpec = Annotated[
+    PodTemplateSpecModel, k8s_type("core.v1.PodTemplateSpec", POD_TEMPLATE_OVERLAY)
 ]

@@ -13,13 +13,17 @@ int-or-string / preserve-unknown-fields node), no references, no ``null`` branch
 - enums / Literal              -> ``type: string`` with ``enum``
 - field defaults               -> ``default`` for scalars outside ``status`` (the server applies them)
 - ``x-kubernetes-*`` keys      -> passed through (CEL rules, list types, int-or-string)
+- a Kubernetes type            -> Kubernetes' own schema (``k8s_openapi``), with an optional overlay
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel
+
+from rayquota.api import k8s_openapi
 
 # Keys copied verbatim from a pydantic node into the structural node.
 _PASSTHROUGH = (
@@ -86,6 +90,7 @@ def _strip_defaults(node: dict[str, Any]) -> dict[str, Any]:
 class _Converter:
     def __init__(self, defs: dict[str, Any]) -> None:
         self._defs = defs
+        self._k8s: dict[str, Any] | None = None
 
     def _resolve(self, ref: str) -> dict[str, Any]:
         prefix = "#/$defs/"
@@ -123,6 +128,9 @@ class _Converter:
         description = node.get("description")
         if description:
             out["description"] = description
+        if k8s_openapi.MARKER in node:
+            out.update(self._kubernetes_type(node))
+            return out
 
         if node.get("x-kubernetes-int-or-string"):
             out.update({k: v for k, v in node.items() if k not in ("title", "description", "default")})
@@ -161,6 +169,12 @@ class _Converter:
                 out[key] = value
         return out
 
+    def _kubernetes_type(self, node: dict[str, Any]) -> dict[str, Any]:
+        if self._k8s is None:
+            self._k8s = k8s_openapi.load()
+        schema = k8s_openapi.resolve(node[k8s_openapi.MARKER], self._k8s)
+        return _overlay(schema, node.get(k8s_openapi.OVERLAY, {}))
+
     def _convert_object(self, node: dict[str, Any], out: dict[str, Any], path: str) -> None:
         properties = node.get("properties")
         additional = node.get("additionalProperties")
@@ -180,3 +194,15 @@ class _Converter:
 
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, str | int | float | bool)
+
+
+def _overlay(schema: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with ``overlay``'s keys laid over it, recursively (rayquota's own rules on top of
+    a Kubernetes type's schema)."""
+    out = dict(schema)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

@@ -13,6 +13,8 @@ from rayquota.localcluster import gateway_api
 from rayquota.localcluster.cluster import LocalCluster, run_kubectl
 from rayquota.localcluster.paths import repo_root
 
+CRD_APPLY_TIMEOUT_S = 300.0
+
 
 class Kubectl(Protocol):
     def kubectl(
@@ -38,9 +40,11 @@ def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
     if not sorted(dirs[0].glob("*.yaml")):
         raise FileNotFoundError(f"no CRDs in {dirs[0]}: run `rayquota crds`")
     files = [arg for path in dirs for arg in ("-f", str(path))]
-    target.kubectl("apply", "--server-side", "--force-conflicts", *files)
+    # The ray.io CRDs carry Kubernetes' pod schemas (as KubeRay's do): the API server compiles
+    # megabytes of schema, which takes well over a minute on a loaded machine.
+    target.kubectl("apply", "--server-side", "--force-conflicts", *files, timeout=CRD_APPLY_TIMEOUT_S)
     names = [line.split("/", 1)[-1] for line in target.kubectl("get", *files, "-o", "name").stdout.split()]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + CRD_APPLY_TIMEOUT_S
     for name in names:
         while True:
             out = target.kubectl(
@@ -54,7 +58,7 @@ def install_crds(target: Kubectl, crd_dir: Path | None = None) -> list[str]:
             if out == "True":
                 break
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not Established after 60s")
+                raise TimeoutError(f"CRD {name} not Established after {CRD_APPLY_TIMEOUT_S:.0f}s")
             time.sleep(0.1)
     return names
 

@@ -140,6 +140,53 @@ def test_worker_group_without_name_is_rejected(
     assert "spec.rayClusterSpec.workerGroupSpecs[0].groupName" in err
 
 
+def test_a_pod_template_is_validated_with_kubernetes_schema(
+    control_plane: Any, crds_installed: None, namespace: str
+) -> None:
+    """Inside a pod template the API server checks Kubernetes' own schema, as under KubeRay's
+    CRDs: a wrong type or a missing required field is refused naming its full path."""
+    doc = _sample("ray-cluster.complete.yaml", namespace)
+    doc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "six"
+    err = _rejection(control_plane, doc)
+    assert "spec.headGroupSpec.template.spec.containers[0].ports[0].containerPort" in err
+    assert "must be of type integer" in err
+    job = _sample("ray-job.k8s-job-mode.yaml", namespace)
+    del job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["name"]
+    err = _rejection(control_plane, job)
+    assert "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].name" in err
+    assert "Required value" in err
+    service = _sample("ray-cluster.complete.yaml", namespace)
+    service["spec"]["headGroupSpec"]["headService"] = {"spec": {"ports": [{"port": "http"}]}}
+    err = _rejection(control_plane, service)
+    assert "spec.headGroupSpec.headService.spec.ports[0].port" in err
+
+
+def test_kuberays_defaults_are_applied_and_kubernetes_fields_kept(
+    control_plane: Any, crds_installed: None, namespace: str
+) -> None:
+    """KubeRay's defaults (a port's protocol, a worker group's priority) are written by the API
+    server, and fields of Kubernetes types that were pruned before (resource claims) are kept."""
+    doc = _sample("ray-cluster.complete.yaml", namespace)
+    claims = [{"name": "gpu-claim"}]
+    doc["spec"]["autoscalerOptions"]["resources"]["claims"] = claims
+    doc["spec"]["autoscalerOptions"]["securityContext"] = {"runAsNonRoot": True}
+    assert _create(control_plane, doc).returncode == 0
+    stored = json.loads(
+        control_plane.kubectl(
+            "get", "rayclusters.ray.io", doc["metadata"]["name"], "-n", namespace, "-o", "json"
+        ).stdout
+    )
+    ports = stored["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+    assert {port["protocol"] for port in ports} == {"TCP"}
+    assert all(group["priority"] == 0 for group in stored["spec"]["workerGroupSpecs"])
+    assert stored["spec"]["autoscalerOptions"]["resources"]["claims"] == claims
+    assert stored["spec"]["autoscalerOptions"]["securityContext"] == {"runAsNonRoot": True}
+    explained = control_plane.kubectl(
+        "explain", "rayclusters.ray.io.spec.headGroupSpec.template.spec.containers.securityContext"
+    ).stdout
+    assert "runAsNonRoot" in explained
+
+
 def test_min_replicas_above_max_is_rejected(control_plane: Any, crds_installed: None, namespace: str) -> None:
     doc = _sample("ray-cluster.complete.yaml", namespace)
     doc["spec"]["workerGroupSpecs"][0].update(minReplicas=5, maxReplicas=2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
@@ -11,8 +11,6 @@ from rayquota.api.common import (
     CONDITIONS_LIST,
     Condition,
     CrdInfo,
-    FreeForm,
-    FreeFormList,
     Int32,
     K8sModel,
     KubeObject,
@@ -20,7 +18,8 @@ from rayquota.api.common import (
     PrinterColumn,
     Quantity,
 )
-from rayquota.api.pod import PodTemplateSpec, ResourceRequirements
+from rayquota.api.k8s_openapi import k8s_list, k8s_type
+from rayquota.api.pod import KubePodTemplateSpec, ResourceRequirements
 from rayquota.api.ray_v1.enums import (
     GROUP,
     MAX_WORKER_GROUPS,
@@ -40,6 +39,11 @@ from rayquota.api.ray_v1.enums import (
 # ---------------------------------------------------------------------------------------------------
 # RayCluster
 
+# Fields of Kubernetes types, with Kubernetes' own schemas in the CRDs (rayquota.api.k8s_openapi).
+KubeResources = Annotated[ResourceRequirements, k8s_type("core.v1.ResourceRequirements")]
+EnvVars = Annotated[list[dict[str, Any]], k8s_list("core.v1.EnvVar")]
+KubeService = Annotated[dict[str, Any], k8s_type("core.v1.Service")]
+
 
 class ScaleStrategy(K8sModel):
     """Which worker pods to remove when scaling down (names of pods)."""
@@ -57,11 +61,11 @@ class AutoscalerOptions(K8sModel):
     idle_timeout_seconds: NonNegativeInt32 | None = None
     image: str | None = None
     image_pull_policy: str | None = None
-    resources: ResourceRequirements | None = None
-    env: FreeFormList | None = None
-    env_from: FreeFormList | None = None
-    volume_mounts: FreeFormList | None = None
-    security_context: FreeForm | None = None
+    resources: KubeResources | None = None
+    env: EnvVars | None = None
+    env_from: Annotated[list[dict[str, Any]], k8s_list("core.v1.EnvFromSource")] | None = None
+    volume_mounts: Annotated[list[dict[str, Any]], k8s_list("core.v1.VolumeMount")] | None = None
+    security_context: Annotated[dict[str, Any], k8s_type("core.v1.SecurityContext")] | None = None
     # Replace the sidecar's command/args; $KUBERAY_GEN_AUTOSCALER_START_CMD holds the default.
     command: list[str] | None = None
     args: list[str] | None = None
@@ -69,7 +73,7 @@ class AutoscalerOptions(K8sModel):
 
 class RedisCredential(K8sModel):
     value: str | None = None
-    value_from: FreeForm | None = None
+    value_from: Annotated[dict[str, Any], k8s_type("core.v1.EnvVarSource")] | None = None
 
 
 class GcsEmbeddedStorage(K8sModel):
@@ -151,8 +155,8 @@ class CollectorOptions(K8sModel):
 
     image: str | None = None
     image_pull_policy: str | None = None
-    resources: ResourceRequirements | None = None
-    env: FreeFormList | None = None
+    resources: KubeResources | None = None
+    env: EnvVars | None = None
 
 
 class HistoryServerOptions(K8sModel):
@@ -160,8 +164,12 @@ class HistoryServerOptions(K8sModel):
 
 
 class NetworkPolicyRules(K8sModel):
-    ingress_rules: FreeFormList | None = None
-    egress_rules: FreeFormList | None = None
+    ingress_rules: (
+        Annotated[list[dict[str, Any]], k8s_list("networking.v1.NetworkPolicyIngressRule")] | None
+    ) = None
+    egress_rules: (
+        Annotated[list[dict[str, Any]], k8s_list("networking.v1.NetworkPolicyEgressRule")] | None
+    ) = None
 
 
 class WorkerGroupNetworkPolicyRules(NetworkPolicyRules):
@@ -191,16 +199,16 @@ class IngressOptions(K8sModel):
     host: str | None = None
     path: str | None = None
     path_type: IngressPathType | None = None
-    tls: FreeFormList | None = None
+    tls: Annotated[list[dict[str, Any]], k8s_list("networking.v1.IngressTLS")] | None = None
 
 
 class HeadGroupSpec(K8sModel):
     """The head pod: its template, ``ray start`` parameters and head Service settings."""
 
-    template: PodTemplateSpec
+    template: KubePodTemplateSpec
     ray_start_params: dict[str, str] = Field(default_factory=dict)
     service_type: str | None = None
-    head_service: FreeForm | None = None
+    head_service: KubeService | None = None
     enable_ingress: bool | None = None
     ingress_options: IngressOptions | None = None
     # Ray's view of the node (override what the container's resources imply) and Ray node labels
@@ -226,14 +234,15 @@ class WorkerGroupSpec(K8sModel):
     )
 
     group_name: Annotated[str, Field(min_length=1, max_length=63)]
-    template: PodTemplateSpec
+    template: KubePodTemplateSpec
     replicas: NonNegativeInt32 = 0
     min_replicas: NonNegativeInt32 = 0
     max_replicas: NonNegativeInt32 = 2**31 - 1
     num_of_hosts: Annotated[int, Field(ge=1, le=2**31 - 1)] = 1
     idle_timeout_seconds: NonNegativeInt32 | None = None
     # Which group the autoscaler (v2, Ray >= 2.56) prefers when several fit a demand.
-    priority: Int32 | None = None
+    # KubeRay's CRD defaults it to 0 (v1.7.0); the model leaves it unset, as the object was written.
+    priority: Int32 | None = Field(default=None, json_schema_extra={"default": 0})
     resources: dict[str, str] | None = None
     labels: dict[str, str] | None = None
     ray_start_params: dict[str, str] = Field(default_factory=dict)

@@ -16,7 +16,7 @@ from rayquota.api.common import (
     NonNegativeInt32,
     PrinterColumn,
 )
-from rayquota.api.pod import PodTemplateSpec
+from rayquota.api.pod import KubePodTemplateSpec
 from rayquota.api.ray_v1.enums import (
     GROUP,
     VERSION,
@@ -86,7 +86,13 @@ class DeletionStrategy(K8sModel):
 
     on_success: DeletionPolicy | None = None
     on_failure: DeletionPolicy | None = None
-    deletion_rules: Annotated[list[DeletionRule], Field(min_length=1, max_length=16)] | None = None
+    deletion_rules: (
+        Annotated[
+            list[DeletionRule],
+            Field(min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "atomic"}),
+        ]
+        | None
+    ) = None
 
 
 # KubeRay's reasons, word for word, for refusing DeleteWorkers when the autoscaler is on (it would
@@ -139,7 +145,7 @@ class RayJobSpec(K8sModel):
     metadata: dict[str, str] | None = None
     ray_cluster_spec: RayClusterSpec | None = None
     cluster_selector: dict[str, str] | None = None
-    submitter_pod_template: PodTemplateSpec | None = None
+    submitter_pod_template: KubePodTemplateSpec | None = None
     submitter_config: SubmitterConfig | None = None
     shutdown_after_job_finishes: bool | None = None
     ttl_seconds_after_finished: NonNegativeInt32 = Field(default=0, alias="ttlSecondsAfterFinished")

@@ -11,7 +11,6 @@ from rayquota.api.common import (
     CONDITIONS_LIST,
     Condition,
     CrdInfo,
-    FreeForm,
     Int32,
     K8sModel,
     KubeObject,
@@ -19,7 +18,7 @@ from rayquota.api.common import (
     PrinterColumn,
 )
 from rayquota.api.ray_v1.enums import GROUP, VERSION, RayServiceUpgradeType, ServiceStatus
-from rayquota.api.ray_v1.raycluster import ManagedBy, RayClusterSpec, RayClusterStatus
+from rayquota.api.ray_v1.raycluster import KubeService, ManagedBy, RayClusterSpec, RayClusterStatus
 
 # ---------------------------------------------------------------------------------------------------
 # RayService
@@ -72,7 +71,7 @@ class RayServiceSpec(K8sModel):
     ray_cluster_deletion_delay_seconds: NonNegativeInt32 | None = None
     service_unhealthy_second_threshold: Int32 | None = None
     deployment_unhealthy_second_threshold: Int32 | None = None
-    serve_service: FreeForm | None = None
+    serve_service: KubeService | None = None
     exclude_head_pod_from_serve_svc: bool | None = None
     suspend: bool | None = None
     managed_by: ManagedBy | None = None

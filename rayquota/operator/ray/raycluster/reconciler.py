@@ -39,7 +39,12 @@ from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps, ClusterCaps, Uncapped
 from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
-from rayquota.operator.ray.raycluster.status import cluster_status, status_changed, workers_caught_up
+from rayquota.operator.ray.raycluster.status import (
+    cluster_status,
+    status_changed,
+    status_settled,
+    workers_caught_up,
+)
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +215,13 @@ class RayClusterReconciler:
         previous = cluster.get("status") or {}
         if not status_changed(previous, status):
             return 0.0
-        # Written at once: a new state, a failure, the available workers reaching the desired.
+        # Written at once: a new state, a failure, the available workers reaching the desired, and
+        # a status with nothing left in motion (the end of a change).
         transition = (
-            status.get("state") != previous.get("state") or failures or workers_caught_up(previous, status)
+            status.get("state") != previous.get("state")
+            or failures
+            or workers_caught_up(previous, status)
+            or status_settled(status)
         )
         if not transition:
             if pods_in_motion:

@@ -283,3 +283,15 @@ def workers_caught_up(previous: Mapping[str, Any] | None, new: Mapping[str, Any]
     available = int(new.get("availableWorkerReplicas") or 0)
     was = int((previous or {}).get("availableWorkerReplicas") or 0)
     return available != was and available == int(new.get("desiredWorkerReplicas") or 0)
+
+
+def status_settled(new: Mapping[str, Any]) -> bool:
+    """Nothing in this status is still on its way: the cluster is ready, its head pod is ready
+    and every desired worker is ready and running. The last status of a change (a head pod
+    replaced, workers deleted, a scale clamped) is such a status; it is written at once, as
+    KubeRay writes it, instead of waiting out the coalescing window that an earlier write of the
+    same change opened (that wait was the ~6 s settle time)."""
+    desired = int(new.get("desiredWorkerReplicas") or 0)
+    counts = (int(new.get("readyWorkerReplicas") or 0), int(new.get("availableWorkerReplicas") or 0))
+    head_ready = conditions.is_true(list(new.get("conditions") or []), HEAD_POD_READY)
+    return new.get("state") == "ready" and head_ready and counts == (desired, desired)
