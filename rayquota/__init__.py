@@ -1,3 +1,3 @@
 """rayquota: Ray on Kubernetes under GPU quotas."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

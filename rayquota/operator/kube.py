@@ -26,7 +26,7 @@ from rayquota.operator.reachability import Reachability
 log = logging.getLogger(__name__)
 
 # How the API server's audit log and its per-client views name our requests (client-go sends
-# `<program>/<version>` the same way): `rayquota/0.1.0`, not aiohttp's generic default.
+# `<program>/<version>` the same way): `rayquota/0.2.0`, not aiohttp's generic default.
 USER_AGENT = f"rayquota/{__version__}"
 
 MERGE_PATCH = "application/merge-patch+json"
