@@ -24,11 +24,11 @@ log = logging.getLogger("rayquota.dashboard")
 
 
 def attach(
-    manager: Manager, settings: DashboardSettings, ready: Callable[[int], None] | None = None
+    manager: Manager, settings: DashboardSettings, api: QueueApi, ready: Callable[[int], None] | None = None
 ) -> Dashboard:
     """Register the dashboard's informers on a manager (shared with its controllers, if any) and
-    serve it once the caches are synced."""
-    cache = DashboardCache.register(manager, QueueApi.from_env())
+    serve it once the caches are synced. `api`: the quota objects the operator acts on."""
+    cache = DashboardCache.register(manager, api)
     dashboard = Dashboard(cache, AccessReviewer(manager.client, ttl_s=settings.review_ttl_s), settings)
     manager.add_runnable("dashboard", lambda: dashboard.serve(ready))
     return dashboard
@@ -74,7 +74,7 @@ async def _serve(
 ) -> int:
     client = KubeClient.from_environment()
     manager = Manager(client, NamespaceScope.of(namespaces))
-    attach(manager, settings, ready)
+    attach(manager, settings, QueueApi.from_env(os.environ), ready)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if threading.current_thread() is threading.main_thread():
