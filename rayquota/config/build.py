@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 
+from rayquota.config import overrides
 from rayquota.config.loader import ConfigError, Loaded
 from rayquota.config.model import Configuration
 from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
@@ -19,6 +20,12 @@ from rayquota.operator.queue.pods_ready import RequeuingTimestamp, WaitForPodsRe
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
 
 DEFAULT_NAMESPACE = "default"
+
+
+def named(key: str) -> str:
+    """A key, with the environment variable that overrides it: an error names both."""
+    override = overrides.BY_KEY.get(key)
+    return f"{key} ({override.variable})" if override else key
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ def _cert_keeper(config: Configuration) -> CertSettings | None:
     if section is None or not section.enable or not section.webhookSecretName:
         return None
     if not section.hosts:
-        raise ConfigError(["internalCertManagement.hosts: no host for the webhook serving certificate"])
+        raise ConfigError([f"{named('internalCertManagement.hosts')}: no host for the webhook serving certificate"])
     return CertSettings(
         namespace=config.namespace or DEFAULT_NAMESPACE,
         secret=section.webhookSecretName,
@@ -97,8 +104,8 @@ def webhooks(config: Configuration) -> WebhookSettings | None:
     keeper, hook = _cert_keeper(config), config.webhook
     if hook.port is not None and hook.loopbackPort is not None:
         raise ConfigError([
-            "webhook.port (the chart's webhooks) and webhook.loopbackPort (loopback webhooks for a "
-            "local control plane) are both set: set one"
+            f"{named('webhook.port')} (the chart's webhooks) and {named('webhook.loopbackPort')} "
+            "(loopback webhooks for a local control plane) are both set: set one"
         ])
     bind = hook.host or config.bindAddress
     if hook.port is not None:
@@ -106,8 +113,9 @@ def webhooks(config: Configuration) -> WebhookSettings | None:
             return WebhookSettings(CertificateSource.SECRET, hook.port, bind, keeper=keeper)
         if not hook.certDir:
             raise ConfigError([
-                "webhook.port needs a certificate: internalCertManagement.webhookSecretName (issued "
-                "by the operator) or webhook.certDir (cert-manager's files)"
+                f"{named('webhook.port')} needs a certificate: "
+                f"{named('internalCertManagement.webhookSecretName')} (issued by the operator) or "
+                f"{named('webhook.certDir')} (cert-manager's files)"
             ])
         return WebhookSettings(CertificateSource.FILES, hook.port, bind, cert_dir=hook.certDir)
     if hook.loopbackPort is not None:
@@ -121,7 +129,7 @@ def _feature_gates(raw: str) -> FeatureGates:
     try:
         return FeatureGates.parse(raw)
     except ValueError as exc:
-        raise ConfigError([f"kuberay.featureGates: {exc}"]) from None
+        raise ConfigError([f"{named('kuberay.featureGates')}: {exc}"]) from None
 
 
 def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = None) -> OperatorConfig:
@@ -178,7 +186,7 @@ def lease(config: Configuration) -> LeaseSettings | None:
             retry_period_s=section.retryPeriod or duration * 2 / 15,
         )
     except ValueError as exc:
-        raise ConfigError([f"leaderElection: {exc}"]) from None
+        raise ConfigError([f"leaderElection (RAYQUOTA_LEASE_*): {exc}"]) from None
 
 
 def dashboard(config: Configuration) -> DashboardSettings | None:
@@ -186,7 +194,7 @@ def dashboard(config: Configuration) -> DashboardSettings | None:
     if section.port is None:
         return None
     try:
-        prometheus = checked_prometheus_url(section.prometheusUrl, "dashboard.prometheusUrl")
+        prometheus = checked_prometheus_url(section.prometheusUrl, named("dashboard.prometheusUrl"))
     except ValueError as exc:
         raise ConfigError([str(exc)]) from None
     return DashboardSettings(

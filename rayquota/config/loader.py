@@ -104,7 +104,9 @@ def _apply_overrides(
 
 def _problem(error: Mapping[str, Any], sources: Mapping[str, str]) -> str:
     key = ".".join(str(part) for part in error["loc"] if not str(part).startswith(("function-", "literal[")))
-    where = sources.get(key)
+    where = sources.get(key, "")
+    if where.startswith("env "):
+        return f"{key} ({where.removeprefix('env ')}={error['input']!r}): {error['msg']}"
     got = f"; got {error['input']!r}" if error["type"] not in ("extra_forbidden", "missing") else ""
     origin = f" (from {where})" if where else ""
     message = "unknown key (refused)" if error["type"] == "extra_forbidden" else error["msg"]
