@@ -90,7 +90,8 @@ def _cert_keeper(config: Configuration) -> CertSettings | None:
     if section is None or not section.enable or not section.webhookSecretName:
         return None
     if not section.hosts:
-        raise ConfigError([f"{named('internalCertManagement.hosts')}: no host for the webhook serving certificate"])
+        key = named("internalCertManagement.hosts")
+        raise ConfigError([f"{key}: no host for the webhook serving certificate"])
     return CertSettings(
         namespace=config.namespace or DEFAULT_NAMESPACE,
         secret=section.webhookSecretName,
