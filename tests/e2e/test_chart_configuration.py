@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+import pytest
 
-from rayquota.config import build, load
-from tests.e2e.chart import find, render
+from rayquota.config import ConfigError, build, load
+from tests.e2e.chart import configuration_of, find, render
 
 
 def test_the_configuration_is_rendered_mounted_and_passed(tmp_path: Path) -> None:
@@ -39,9 +39,29 @@ def test_a_changed_configuration_rolls_the_pods() -> None:
     assert checksum() != checksum("operatorConfiguration.rayDashboard.timeout=10s")
 
 
-def test_the_default_configuration_is_the_header_alone() -> None:
-    [config_map] = [c for c in find(render(), "ConfigMap") if c["metadata"]["name"].endswith("-config")]
-    assert yaml.safe_load(config_map["data"]["config.yaml"]) == {
-        "apiVersion": "config.rayquota.io/v1alpha1",
-        "kind": "Configuration",
-    }
+def test_the_charts_values_are_configuration_keys_and_operator_configuration_wins() -> None:
+    objects = render(
+        "waitForPodsReady.enabled=true",
+        "waitForPodsReady.timeout=20",
+        "waitForPodsReady.requeuingStrategy.backoffLimitCount=2",
+        "multikueue.enabled=true",
+        "multikueue.dispatcher=MostFreeQuota",
+        "kueueApi.enabled=true",
+        "operatorConfiguration.waitForPodsReady.blockAdmission=true",
+        "operatorConfiguration.queue.api=rayquota",
+    )
+    loaded = configuration_of(objects)
+    assert not loaded.warnings
+    operator = build.settings(loaded).operator
+    ready = operator.queue.wait_for_pods_ready
+    assert ready is not None and (ready.timeout_s, ready.backoff_limit_count) == (20, 2)
+    assert ready.block_admission  # operatorConfiguration, merged key by key over the values
+    assert operator.queue.api_mode == "rayquota"  # operatorConfiguration wins over kueueApi.enabled
+    assert operator.multikueue is not None and operator.multikueue.dispatcher == "MostFreeQuota"
+    assert operator.multikueue.namespace == "rayquota-system"
+
+
+def test_an_unknown_key_in_operator_configuration_is_refused_by_the_operator(tmp_path: Path) -> None:
+    objects = render("operatorConfiguration.waitForPodReady.timeout=5m")
+    with pytest.raises(ConfigError, match=r"waitForPodReady: unknown key \(refused\)"):
+        configuration_of(objects, tmp_path)
