@@ -180,3 +180,23 @@ def test_every_override_names_a_key_of_the_model() -> None:
     keys = set(leaf_keys(every_section.model_dump()))
     assert [o.key for o in ENV_OVERRIDES if o.key not in keys] == []
     assert len({o.variable for o in ENV_OVERRIDES}) == len(ENV_OVERRIDES)
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+
+
+def test_the_docs_list_every_key_and_every_override() -> None:
+    text = DOCS.read_text()
+    every_section = Configuration.model_validate(
+        {"waitForPodsReady": {}, "fairSharing": {}, "multiKueue": {}, "internalCertManagement": {}}
+    )
+    missing = [key for key in leaf_keys(every_section.model_dump()) if f"| `{key}` |" not in text]
+    missing += [o.variable for o in ENV_OVERRIDES if f"`{o.variable}`" not in text]
+    assert missing == []
+
+
+def test_the_docs_example_file_loads(tmp_path: Path) -> None:
+    example = DOCS.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    loaded = load(write(tmp_path, example))
+    assert build.settings(loaded).operator.queue.wait_for_pods_ready is not None
+    assert loaded.warnings == []
