@@ -63,7 +63,10 @@ def build(
     labels.set_created_by(config.created_by)
     redis_cleanup.set_cleanup_enabled(config.gcs_ft_redis_cleanup)
     components = setup_components(manager, config, clock=clock)
-    web = dashboard_main.attach(manager, dashboard, of_mode(config.queue.api_mode)) if dashboard else None
+    web = None
+    if dashboard is not None:
+        api = of_mode(config.queue.api_mode)
+        web = dashboard_main.attach(manager, dashboard, api, fair_sharing=config.queue.fair_sharing)
     return Application(components, web)
 
 
