@@ -88,7 +88,14 @@ ENV_OVERRIDES: tuple[Override, ...] = tuple(
 
 # RAYQUOTA_* variables other parts of rayquota read (the local control plane, the test suite):
 # not the operator's settings, but not typos either.
-OTHER_KNOWN = ("RAYQUOTA_CACHE_DIR", "RAYQUOTA_NODES_FILE", "RAYQUOTA_STATE_DIR")
+OTHER_KNOWN = (
+    "RAYQUOTA_CACHE_DIR",
+    "RAYQUOTA_NODES_FILE",
+    "RAYQUOTA_STATE_DIR",
+    "RAYQUOTA_FAULTS_KEEP_LOGS",
+    "RAYQUOTA_FUZZ_EXAMPLES",
+    "RAYQUOTA_SCREENSHOTS_DIR",
+)
 OTHER_KNOWN_PREFIXES = ("RAYQUOTA_TEST_",)
 RETIRED = {
     "RAYQUOTA_CLUSTER_DOMAIN": "RAYQUOTA_CLUSTER_DOMAIN is now KubeRay's CLUSTER_DOMAIN: set that instead"
