@@ -198,51 +198,8 @@ def _install(args: argparse.Namespace) -> int:
     return install.main(samples=args.samples)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    cluster = sub.add_parser("cluster", help="the local Kubernetes control plane with fake GPU nodes")
-    csub = cluster.add_subparsers(dest="cluster_command", required=True)
-    for name, text in (
-        ("build", "build (or reuse) the control-plane binaries"),
-        ("up", "start the control plane (idempotent)"),
-        ("down", "stop every process of the control plane"),
-        ("status", "say what runs"),
-        ("env", "print the export KUBECONFIG=... line"),
-        ("kubeconfig", "print the admin kubeconfig path"),
-    ):
-        p = csub.add_parser(name, help=text)
-        p.add_argument("--name", default="default", help="cluster name (state lives per name)")
-        if name == "down":
-            p.add_argument("--purge", action="store_true", help="also delete the state directory")
-    cluster.set_defaults(func=_cluster)
-
-    from rayquota.localcluster import multicluster_cli
-
-    multicluster_cli.add_parser(sub)
-
-    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
-    psub = peers.add_subparsers(dest="peers_command", required=True)
-    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
-    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
-    peers.set_defaults(func=_peers)
-
-    crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
-    crds.add_argument("--out", default="crds", help="output directory (default: crds)")
-    crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
-    crds.add_argument(
-        "--chart",
-        default="helm/rayquota",
-        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
-    )
-    crds.set_defaults(func=_crds)
-
-    sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
-    sim.add_argument("scenario")
-    sim.add_argument("--out", default=None, help="report directory (JSON and PNG)")
-    sim.set_defaults(func=_simulate)
-
+def _add_run_command(sub: Any) -> None:
+    """`rayquota run`: its flags are overrides of configuration keys (RUN_FLAGS)."""
     run = sub.add_parser("run", help="run the operator against the cluster KUBECONFIG names")
     run.add_argument("--namespace", "-n", action="append", help="watch only these namespaces")
     run.add_argument(
@@ -314,6 +271,54 @@ def build_parser() -> argparse.ArgumentParser:
         ):  # fmt: skip
             run.add_argument(flag, type=float, help=f"seconds or a count (default: {key})")
     run.set_defaults(func=_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cluster = sub.add_parser("cluster", help="the local Kubernetes control plane with fake GPU nodes")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True)
+    for name, text in (
+        ("build", "build (or reuse) the control-plane binaries"),
+        ("up", "start the control plane (idempotent)"),
+        ("down", "stop every process of the control plane"),
+        ("status", "say what runs"),
+        ("env", "print the export KUBECONFIG=... line"),
+        ("kubeconfig", "print the admin kubeconfig path"),
+    ):
+        p = csub.add_parser(name, help=text)
+        p.add_argument("--name", default="default", help="cluster name (state lives per name)")
+        if name == "down":
+            p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    cluster.set_defaults(func=_cluster)
+
+    from rayquota.localcluster import multicluster_cli
+
+    multicluster_cli.add_parser(sub)
+
+    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
+    psub = peers.add_subparsers(dest="peers_command", required=True)
+    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
+    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
+    peers.set_defaults(func=_peers)
+
+    crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
+    crds.add_argument("--out", default="crds", help="output directory (default: crds)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
+    crds.add_argument(
+        "--chart",
+        default="helm/rayquota",
+        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
+    )
+    crds.set_defaults(func=_crds)
+
+    sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
+    sim.add_argument("scenario")
+    sim.add_argument("--out", default=None, help="report directory (JSON and PNG)")
+    sim.set_defaults(func=_simulate)
+
+    _add_run_command(sub)
 
     queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")
     queues.set_defaults(func=_queues)
