@@ -421,16 +421,15 @@ def weigh(manager: Any, components: Any, runner: Runner, started: float) -> Samp
 
 
 async def run(scale: str, fraction: float, sample_s: float, workers: int) -> Result:
-    os.environ["RAYQUOTA_QUEUE_API"] = "kueue"
-    os.environ.setdefault("RAYQUOTA_WORKERS", str(workers))
-    from rayquota.operator.config import OperatorConfig
+    from rayquota.config import build, load
+    from rayquota.operator.components import setup_components
     from rayquota.operator.core import Manager, NamespaceScope
     from rayquota.operator.kube import KubeClient
-    from rayquota.operator.main import setup_components
 
     load_start = os.getloadavg()
     server = FakeApiServer()
-    config = OperatorConfig.from_env()
+    overrides = {"RAYQUOTA_WORKERS": str(workers), **os.environ, "RAYQUOTA_QUEUE_API": "kueue"}
+    config = build.operator_config(load(env=overrides).configuration)
     manager = Manager(cast(KubeClient, server.client("rayquota")), NamespaceScope(), workers=config.workers)
     components = setup_components(manager, config)
     runner = Runner(server, GENERATORS[scale], fraction)

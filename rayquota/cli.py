@@ -8,11 +8,10 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rayquota.operator.config import OperatorConfig
-    from rayquota.operator.leader import LeaseSettings
     from rayquota.operator.webhook_settings import WebhookSettings
 
 
@@ -44,61 +43,76 @@ def _simulate(args: argparse.Namespace) -> int:
     return runner.main(Path(args.scenario), Path(args.out) if args.out else None)
 
 
-PODS_READY_FLAGS = (
-    ("--wait-for-pods-ready", "RAYQUOTA_WAIT_FOR_PODS_READY"),
-    ("--pods-ready-block-admission", "RAYQUOTA_PODS_READY_BLOCK_ADMISSION"),
-    ("--requeuing-timestamp", "RAYQUOTA_REQUEUING_TIMESTAMP"),
-    ("--pods-ready-timeout", "RAYQUOTA_PODS_READY_TIMEOUT"),
-    ("--pods-ready-recovery-timeout", "RAYQUOTA_PODS_READY_RECOVERY_TIMEOUT"),
-    ("--requeuing-backoff-limit-count", "RAYQUOTA_REQUEUING_BACKOFF_LIMIT_COUNT"),
-    ("--requeuing-backoff-base-seconds", "RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS"),
-    ("--requeuing-backoff-max-seconds", "RAYQUOTA_REQUEUING_BACKOFF_MAX_SECONDS"),
+RUN_FLAGS = (
+    ("--queue-api", "queue.api"),
+    ("--reconcilers", "kuberay.reconcilersEnabled"),
+    ("--dashboard-port", "dashboard.port"),
+    ("--wait-for-pods-ready", "waitForPodsReady.enable"),
+    ("--pods-ready-block-admission", "waitForPodsReady.blockAdmission"),
+    ("--requeuing-timestamp", "waitForPodsReady.requeuingStrategy.timestamp"),
+    ("--pods-ready-timeout", "waitForPodsReady.timeout"),
+    ("--pods-ready-recovery-timeout", "waitForPodsReady.recoveryTimeout"),
+    ("--requeuing-backoff-limit-count", "waitForPodsReady.requeuingStrategy.backoffLimitCount"),
+    ("--requeuing-backoff-base-seconds", "waitForPodsReady.requeuingStrategy.backoffBaseSeconds"),
+    ("--requeuing-backoff-max-seconds", "waitForPodsReady.requeuingStrategy.backoffMaxSeconds"),
+    ("--leader-elect", "leaderElection.leaderElect"),
+    ("--lease-namespace", "leaderElection.resourceNamespace"),
+    ("--lease-duration", "leaderElection.leaseDuration"),
+    ("--lease-renew-period", "leaderElection.renewPeriod"),
+    ("--lease-retry-period", "leaderElection.retryPeriod"),
+    ("--metrics-port", "metrics.bindAddress"),
+    ("--health-port", "health.healthProbeBindAddress"),
 )
-"""``rayquota run`` flags for waitForPodsReady, each setting the environment variable the
-queue integration reads (the Helm chart sets the same variables from its values)."""
+"""``rayquota run`` flags, each an override of one configuration key (they win over the file and
+the environment)."""
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    given: dict[str, tuple[str, Any]] = {}
+    for flag, key in RUN_FLAGS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is None:
+            continue
+        if key.endswith("bindAddress") or key.endswith("healthProbeBindAddress"):
+            value = f":{value}" if value > 0 else "0"
+        given[key] = (flag, value)
+    return given
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rayquota.operator import main as operator_main
-    from rayquota.operator.config import OperatorConfig
+    from rayquota import config as configuration
+    from rayquota.app import main as app_main
+    from rayquota.operator.ray.raycronjob.schedule import time_zone
 
-    if args.queue_api:
-        os.environ["RAYQUOTA_QUEUE_API"] = args.queue_api
-    for flag, env in PODS_READY_FLAGS:
-        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
-        if value is not None:
-            os.environ[env] = str(value).lower() if isinstance(value, bool) else str(value)
     try:
-        from rayquota.operator.queue.pods_ready import WaitForPodsReady
-
-        WaitForPodsReady.from_env(os.environ)  # a bad setting is refused here, by name
+        loaded = configuration.load(
+            Path(args.config) if args.config else None, os.environ, _flag_overrides(args)
+        )
+        settings = configuration.settings(loaded, local_time_zone=time_zone(None, os.environ))
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
-    if os.environ.get("RAYQUOTA_QUEUE_API") == "kueue" and (refused := _kueue_refusal()):
+    if args.print_config:
+        print(configuration.render(loaded), end="")
+        return 0
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if loaded.configuration.queue.api == "kueue" and (refused := _kueue_refusal()):
         print(f"error: {refused}", file=sys.stderr)
         return 2
-    try:
-        config = OperatorConfig.from_env()
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from exc
-    if args.reconcilers is not None:
-        config = dataclasses.replace(config, reconcilers_enabled=args.reconcilers)
-    config = dataclasses.replace(config, webhooks=_webhooks(args.webhooks, config))
-    if args.dashboard_port is not None:
-        from rayquota.dashboard.settings import DashboardSettings
-
-        web = config.web_dashboard or DashboardSettings()
-        config = dataclasses.replace(config, web_dashboard=dataclasses.replace(web, port=args.dashboard_port))
-    code = operator_main.run(
+    config = dataclasses.replace(settings.operator, webhooks=_webhooks(args.webhooks, settings.operator))
+    code = app_main.run(
         config=config,
         namespaces=args.namespace or None,
-        metrics_port=args.metrics_port,
-        health_port=args.health_port,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
         verbose=args.verbose,
-        leader_elect=args.leader_elect,
-        lease=_lease_settings(args) if args.leader_elect else None,
+        bind=settings.bind_address,
+        leader_elect=settings.lease is not None,
+        lease=settings.lease,
+        dashboard=settings.dashboard,
+        log_format_name=settings.log_format,
     )
-    if code != 0 and args.leader_elect:
+    if code != 0 and settings.lease is not None:
         # Without the lease this process must not linger: a handler thread stuck in I/O would
         # keep a normal interpreter exit waiting on it. Flush the logs and leave at once.
         logging.shutdown()
@@ -107,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _webhooks(wanted: bool | None, config: OperatorConfig) -> WebhookSettings | None:
-    """--no-webhooks: none. Otherwise the environment's (the chart's, RAYQUOTA_WEBHOOK_PORT) or,
+    """--no-webhooks: none. Otherwise the configuration's (webhook.*, the chart's) or,
     against a local control plane (or with --webhooks), a loopback server of their own."""
     from rayquota.localcluster.paths import is_local_kubeconfig
     from rayquota.operator.webhook_settings import WebhookSettings
@@ -133,20 +147,6 @@ def _kueue_refusal() -> str | None:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     found = kueue_guard.kueue_controller_found(None)
     return kueue_guard.refusal(found) if found else None
-
-
-def _lease_settings(args: argparse.Namespace) -> LeaseSettings:
-    from rayquota.operator.leader import LeaseSettings
-
-    try:
-        return LeaseSettings.from_env(
-            namespace=args.lease_namespace,
-            duration_s=args.lease_duration,
-            renew_period_s=args.lease_renew_period,
-            retry_period_s=args.lease_retry_period,
-        )
-    except ValueError as exc:
-        raise SystemExit(f"error: leader election: {exc}") from exc
 
 
 def _queues(args: argparse.Namespace) -> int:
@@ -201,70 +201,25 @@ def _install(args: argparse.Namespace) -> int:
     return install.main(samples=args.samples)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    cluster = sub.add_parser("cluster", help="the local Kubernetes control plane with fake GPU nodes")
-    csub = cluster.add_subparsers(dest="cluster_command", required=True)
-    for name, text in (
-        ("build", "build (or reuse) the control-plane binaries"),
-        ("up", "start the control plane (idempotent)"),
-        ("down", "stop every process of the control plane"),
-        ("status", "say what runs"),
-        ("env", "print the export KUBECONFIG=... line"),
-        ("kubeconfig", "print the admin kubeconfig path"),
-    ):
-        p = csub.add_parser(name, help=text)
-        p.add_argument("--name", default="default", help="cluster name (state lives per name)")
-        if name == "down":
-            p.add_argument("--purge", action="store_true", help="also delete the state directory")
-    cluster.set_defaults(func=_cluster)
-
-    from rayquota.localcluster import multicluster_cli
-
-    multicluster_cli.add_parser(sub)
-
-    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
-    psub = peers.add_subparsers(dest="peers_command", required=True)
-    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
-    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
-    peers.set_defaults(func=_peers)
-
-    crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
-    crds.add_argument("--out", default="crds", help="output directory (default: crds)")
-    crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
-    crds.add_argument(
-        "--chart",
-        default="helm/rayquota",
-        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
-    )
-    crds.add_argument(
-        "--k8s-openapi",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="DIR",
-        help="first regenerate rayquota/api/k8s_schemas.json (the Kubernetes schemas the ray.io "
-        "CRDs embed) from Kubernetes' OpenAPI v3 documents in DIR (default: api/openapi-spec/v3 "
-        "of the k8s.io/kubernetes module, fetched into Go's module cache)",
-    )
-    crds.set_defaults(func=_crds)
-
-    sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
-    sim.add_argument("scenario")
-    sim.add_argument("--out", default=None, help="report directory (JSON and PNG)")
-    sim.set_defaults(func=_simulate)
-
+def _add_run_command(sub: Any) -> None:
+    """`rayquota run`: its flags are overrides of configuration keys (RUN_FLAGS)."""
     run = sub.add_parser("run", help="run the operator against the cluster KUBECONFIG names")
     run.add_argument("--namespace", "-n", action="append", help="watch only these namespaces")
-    run.add_argument("--metrics-port", type=int, default=8080)
-    run.add_argument("--health-port", type=int, default=8081)
+    run.add_argument(
+        "--config", help="the configuration file (docs/configuration.md); environment overrides and flags win"
+    )
+    run.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective configuration, each key with where its value came from, and exit",
+    )
+    run.add_argument("--metrics-port", type=int, help="default: metrics.bindAddress (:8080)")
+    run.add_argument("--health-port", type=int, help="default: health.healthProbeBindAddress (:8081)")
     run.add_argument("--verbose", "-v", action="store_true")
     run.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="reconcile only while holding the coordination.k8s.io Lease (default: on)",
     )
     run.add_argument(
@@ -311,16 +266,77 @@ def build_parser() -> argparse.ArgumentParser:
         help="admit nothing while an admitted workload's pods are not yet all ready",
     )
     run.add_argument("--requeuing-timestamp", choices=("Eviction", "Creation"))
-    for flag, env in PODS_READY_FLAGS[2:]:
-        if flag != "--requeuing-timestamp":
-            run.add_argument(flag, type=float, help=f"seconds or a count (default: ${env})")
-    for flag, env, default in (
-        ("--lease-duration", "RAYQUOTA_LEASE_DURATION", 15),
-        ("--lease-renew-period", "RAYQUOTA_LEASE_RENEW_PERIOD", 5),
-        ("--lease-retry-period", "RAYQUOTA_LEASE_RETRY_PERIOD", 2),
-    ):
-        run.add_argument(flag, type=float, help=f"seconds (default: ${env} or {default})")
+    for flag, key in RUN_FLAGS:
+        if flag in (
+            "--pods-ready-timeout", "--pods-ready-recovery-timeout", "--requeuing-backoff-limit-count",
+            "--requeuing-backoff-base-seconds", "--requeuing-backoff-max-seconds",
+            "--lease-duration", "--lease-renew-period", "--lease-retry-period",
+        ):  # fmt: skip
+            run.add_argument(flag, type=float, help=f"seconds or a count (default: {key})")
     run.set_defaults(func=_run)
+
+
+def _add_crds_command(sub: Any) -> None:
+    """`rayquota crds`: the generated CRDs, and the Kubernetes schemas they embed."""
+    crds = sub.add_parser("crds", help="generate crds/*.yaml from the API models")
+    crds.add_argument("--out", default="crds", help="output directory (default: crds)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk differ")
+    crds.add_argument(
+        "--chart",
+        default="helm/rayquota",
+        help="the Helm chart whose CRD copies are written (and checked) too; '' for none",
+    )
+    crds.add_argument(
+        "--k8s-openapi",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="first regenerate rayquota/api/k8s_schemas.json (the Kubernetes schemas the ray.io "
+        "CRDs embed) from Kubernetes' OpenAPI v3 documents in DIR (default: api/openapi-spec/v3 "
+        "of the k8s.io/kubernetes module, fetched into Go's module cache)",
+    )
+    crds.set_defaults(func=_crds)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cluster = sub.add_parser("cluster", help="the local Kubernetes control plane with fake GPU nodes")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True)
+    for name, text in (
+        ("build", "build (or reuse) the control-plane binaries"),
+        ("up", "start the control plane (idempotent)"),
+        ("down", "stop every process of the control plane"),
+        ("status", "say what runs"),
+        ("env", "print the export KUBECONFIG=... line"),
+        ("kubeconfig", "print the admin kubeconfig path"),
+    ):
+        p = csub.add_parser(name, help=text)
+        p.add_argument("--name", default="default", help="cluster name (state lives per name)")
+        if name == "down":
+            p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    cluster.set_defaults(func=_cluster)
+
+    from rayquota.localcluster import multicluster_cli
+
+    multicluster_cli.add_parser(sub)
+
+    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
+    psub = peers.add_subparsers(dest="peers_command", required=True)
+    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
+    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
+    peers.set_defaults(func=_peers)
+
+    _add_crds_command(sub)
+
+    sim = sub.add_parser("simulate", help="run a queueing scenario on a virtual clock")
+    sim.add_argument("scenario")
+    sim.add_argument("--out", default=None, help="report directory (JSON and PNG)")
+    sim.set_defaults(func=_simulate)
+
+    _add_run_command(sub)
 
     queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")
     queues.set_defaults(func=_queues)

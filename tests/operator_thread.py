@@ -1,4 +1,4 @@
-"""The operator (rayquota.operator.main.run) in a background thread, for integration tests."""
+"""The operator (rayquota.app.main.run) in a background thread, for integration tests."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def operator_thread(
     """Run the operator scoped to `namespace_patterns` until the block ends; fails if it does not
     get ready (caches synced) within 60 s or does not stop within 60 s. `clock`: the RayCronJob
     controller's (tests move it)."""
-    from rayquota.operator import main
+    from rayquota.app import main
 
     stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(

@@ -10,17 +10,17 @@ snapshot applies only what moved to that copy (:mod:`.queue_model`).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
 from rayquota.operator.core.store import Obj
-from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
+from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
 from rayquota.operator.ray import labels
+from rayquota.queueing.fairsharing import FairSharing
 
 OWNER_INDEX = "dashboard-owner"
 CLUSTER_INDEX = "dashboard-cluster"
@@ -105,7 +105,10 @@ class DashboardCache:
     took them (:meth:`take_changed_workloads`)."""
 
     @classmethod
-    def register(cls, manager: Manager, api: QueueApi) -> DashboardCache:
+    def register(
+        cls, manager: Manager, api: QueueApi, *, fair_sharing: bool | FairSharing | None = False
+    ) -> DashboardCache:
+        """`fair_sharing`: the operator's (its configuration's `fairSharing`), for the queue order."""
         ray = {
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
             for kind, resource in RESOURCE_OF_KIND.items()
@@ -132,7 +135,7 @@ class DashboardCache:
                 indexers={CLUSTER_INDEX: label_indexer(labels.RAY_CLUSTER), OWNER_INDEX: owner_uids},
             ),
             events=manager.informer(resources.EVENTS, indexers={INVOLVED_INDEX: involved_uid}),
-            config=AdmissionLoop(fair_sharing_from_env(os.environ), IgnoredDecisions()),
+            config=AdmissionLoop(fair_sharing, IgnoredDecisions()),
         )
         for kind, informer in (
             ("ResourceFlavor", cache.flavors),

@@ -18,17 +18,24 @@ from rayquota.dashboard.settings import DashboardSettings
 from rayquota.dashboard.viewer_rbac import ensure_viewer, request_token
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
+from rayquota.operator.queue.admission_loop import fair_sharing_from_env
 from rayquota.operator.queue.api_group import QueueApi
+from rayquota.queueing.fairsharing import FairSharing
 
 log = logging.getLogger("rayquota.dashboard")
 
 
 def attach(
-    manager: Manager, settings: DashboardSettings, ready: Callable[[int], None] | None = None
+    manager: Manager,
+    settings: DashboardSettings,
+    api: QueueApi,
+    ready: Callable[[int], None] | None = None,
+    *,
+    fair_sharing: bool | FairSharing | None = False,
 ) -> Dashboard:
     """Register the dashboard's informers on a manager (shared with its controllers, if any) and
-    serve it once the caches are synced."""
-    cache = DashboardCache.register(manager, QueueApi.from_env())
+    serve it once the caches are synced. `api` and `fair_sharing`: the operator's settings."""
+    cache = DashboardCache.register(manager, api, fair_sharing=fair_sharing)
     dashboard = Dashboard(cache, AccessReviewer(manager.client, ttl_s=settings.review_ttl_s), settings)
     manager.add_runnable("dashboard", lambda: dashboard.serve(ready))
     return dashboard
@@ -74,7 +81,13 @@ async def _serve(
 ) -> int:
     client = KubeClient.from_environment()
     manager = Manager(client, NamespaceScope.of(namespaces))
-    attach(manager, settings, ready)
+    attach(
+        manager,
+        settings,
+        QueueApi.from_env(os.environ),
+        ready,
+        fair_sharing=fair_sharing_from_env(os.environ),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if threading.current_thread() is threading.main_thread():

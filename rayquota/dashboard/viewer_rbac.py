@@ -4,6 +4,7 @@ admin kubeconfig carries a client certificate rather than a token (the local con
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rayquota.operator.core import resources
@@ -40,7 +41,7 @@ def viewer_rules(api: QueueApi) -> list[dict[str, Any]]:
 
 
 async def ensure_viewer(client: KubeClient, namespace: str, name: str, api: QueueApi | None = None) -> None:
-    api = api or QueueApi.from_env()
+    api = api or QueueApi.from_env(os.environ)
     await client.apply(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},

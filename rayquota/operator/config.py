@@ -1,18 +1,22 @@
-"""Operator settings, read once from environment variables."""
+"""The operator's settings, as its components take them: built once at start by
+`rayquota.config` from the configuration file and its overrides, and passed in."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+import datetime as dt
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from rayquota.dashboard.settings import DashboardSettings
-from rayquota.operator import kuberay_env
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
-from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN
+from rayquota.operator.queue.naming import QueueSettings
+from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
 from rayquota.operator.webhook_settings import WebhookSettings
+from rayquota.queueing.fairsharing import FairSharing
+
+if TYPE_CHECKING:
+    from rayquota.operator.queue.pods_ready import WaitForPodsReady
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
 
@@ -22,6 +26,17 @@ def _package_version() -> str:
         return metadata.version("rayquota")
     except metadata.PackageNotFoundError:
         return "0.0.0-dev"
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """The queue integration's settings."""
+
+    labels: QueueSettings = field(default_factory=QueueSettings)
+    api_mode: str = "rayquota"
+    """"rayquota" (rayquota.io/v1alpha1) or "kueue" (Kueue's kueue.x-k8s.io/v1beta2)."""
+    fair_sharing: bool | FairSharing = False
+    wait_for_pods_ready: WaitForPodsReady | None = None
 
 
 @dataclass(frozen=True)
@@ -58,62 +73,14 @@ class OperatorConfig:
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     # KubeRay's control-plane metrics (kuberay_*) beside ours; KubeRay's chart `metrics.enabled`.
     kuberay_metrics: bool = True
-    # The read-only web dashboard (rayquota.dashboard, not the Ray dashboard above) served by this
-    # process; None serves none (`rayquota dashboard` runs it on its own).
-    web_dashboard: DashboardSettings | None = None
     # The MultiKueue check controller (a manager cluster's dispatch to its workers); None: off.
     multikueue: MultiKueueSettings | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
-        env = os.environ if env is None else env
-        defaults = cls()
-        _refuse_unhonoured_settings(env)
-        return cls(
-            version=env.get("RAYQUOTA_OPERATOR_VERSION", defaults.version),
-            dashboard_resolver=env.get("RAYQUOTA_DASHBOARD_RESOLVER", defaults.dashboard_resolver),
-            dashboard_url=env.get("RAYQUOTA_DASHBOARD_URL") or None,
-            dashboard_map_file=env.get("RAYQUOTA_DASHBOARD_MAP_FILE") or None,
-            cluster_domain=kuberay_env.cluster_domain(env, defaults.cluster_domain),
-            submitter_image=env.get("RAYQUOTA_SUBMITTER_IMAGE", defaults.submitter_image),
-            resync_interval_s=float(env.get("RAYQUOTA_RESYNC_INTERVAL", defaults.resync_interval_s)),
-            dashboard_timeout_s=float(env.get("RAYQUOTA_DASHBOARD_TIMEOUT", defaults.dashboard_timeout_s)),
-            workers=int(env.get("RAYQUOTA_WORKERS", defaults.workers)),
-            rayjob_stop_timeout_s=float(
-                env.get("RAYQUOTA_RAYJOB_STOP_TIMEOUT", defaults.rayjob_stop_timeout_s)
-            ),
-            reconcilers_enabled=_flag(env, "RAYQUOTA_RECONCILERS_ENABLED", defaults.reconcilers_enabled),
-            queue_enabled=_flag(env, "RAYQUOTA_QUEUE_ENABLED", defaults.queue_enabled),
-            feature_gates=_feature_gates(env),
-            kuberay_metrics=_flag(env, "RAYQUOTA_KUBERAY_METRICS", defaults.kuberay_metrics),
-            webhooks=WebhookSettings.from_env(env),
-            web_dashboard=DashboardSettings.from_env(env),
-            multikueue=MultiKueueSettings.from_env(env),
-        )
-
-
-def _refuse_unhonoured_settings(env: Mapping[str, str]) -> None:
-    """KubeRay's operator settings rayquota cannot honour, by name (kuberay_env)."""
-    refused = kuberay_env.refusals(env)
-    if "RAYQUOTA_CLUSTER_DOMAIN" in env:
-        refused.append("RAYQUOTA_CLUSTER_DOMAIN is now KubeRay's CLUSTER_DOMAIN: set that instead")
-    if refused:
-        raise ValueError("KubeRay operator settings rayquota does not honour: " + "; ".join(refused))
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name}={env[name]!r}: expected true or false")
-
-
-def _feature_gates(env: Mapping[str, str]) -> FeatureGates:
-    try:
-        return FeatureGates.parse(env.get("RAYQUOTA_FEATURE_GATES", ""))
-    except ValueError as exc:
-        raise ValueError(f"RAYQUOTA_FEATURE_GATES: {exc}") from exc
+    queue: QueueConfig = field(default_factory=QueueConfig)
+    # The `app.kubernetes.io/created-by` value on the objects the Ray reconcilers create.
+    created_by: str = KUBERAY_CREATED_BY_VALUE
+    # KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP: False deletes a GCS fault-tolerant cluster without
+    # cleaning its Redis first.
+    gcs_ft_redis_cleanup: bool = True
+    # The zone of a RayCronJob schedule without timeZone (the process's $TZ, as Go reads it);
+    # None: /etc/localtime.
+    local_time_zone: dt.tzinfo | None = None

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 CLUSTER_DOMAIN = "CLUSTER_DOMAIN"
-# Honoured: CLUSTER_DOMAIN (OperatorConfig.cluster_domain) and ENABLE_GCS_FT_REDIS_CLEANUP
-# (redis_cleanup: "false" deletes a GCS fault-tolerant cluster without cleaning its Redis).
+# Honoured: CLUSTER_DOMAIN and ENABLE_GCS_FT_REDIS_CLEANUP, the overrides of the configuration's
+# kuberay.clusterDomain and kuberay.gcsFtRedisCleanup (rayquota.config.overrides).
 HONOURED = (CLUSTER_DOMAIN, "ENABLE_GCS_FT_REDIS_CLEANUP")
 
 
@@ -54,7 +54,7 @@ KUBERAY_ENV: Mapping[str, KubeRayEnvSetting] = {
     "RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV": KubeRayEnvSetting(
         lambda value: bool(value.strip()),
         "rayquota reconciles on watch events and looks at every object again every "
-        "RAYQUOTA_RESYNC_INTERVAL seconds",
+        "controller.resyncInterval (RAYQUOTA_RESYNC_INTERVAL)",
     ),
     "ENABLE_RANDOM_POD_DELETE": KubeRayEnvSetting(
         _is_true, "rayquota removes the surplus worker pods it chooses (pending and newest first)"
@@ -81,7 +81,7 @@ KUBERAY_ENV: Mapping[str, KubeRayEnvSetting] = {
     "ENABLE_WEBHOOKS": KubeRayEnvSetting(
         _is_true,
         "KubeRay's own RayCluster webhook does not exist in rayquota; its reconcilers validate every "
-        "object and its admission webhooks are configured with RAYQUOTA_WEBHOOK_*",
+        "object and its admission webhooks are configured by the configuration's webhook keys",
     ),
 }
 
@@ -94,7 +94,3 @@ def refusals(env: Mapping[str, str]) -> list[str]:
         if name in env and setting.refused_when(env[name])
     ]
 
-
-def cluster_domain(env: Mapping[str, str], default: str) -> str:
-    """KubeRay's `CLUSTER_DOMAIN` (the head's DNS names end in it); unset or empty: ``default``."""
-    return env.get(CLUSTER_DOMAIN, "").strip() or default

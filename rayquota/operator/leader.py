@@ -38,11 +38,6 @@ LEASE_NAME = "rayquota-operator"
 # --- settings ---------------------------------------------------------------------------------
 
 
-def _env_float(env: Mapping[str, str], key: str) -> float | None:
-    value = env.get(key)
-    return float(value) if value else None
-
-
 @dataclass(frozen=True)
 class LeaseSettings:
     name: str = LEASE_NAME
@@ -64,40 +59,6 @@ class LeaseSettings:
             )
         if not 0 < self.retry_period_s < self.renew_deadline_s:
             raise ValueError("the retry period must be positive and shorter than the renew deadline")
-
-    @classmethod
-    def from_env(
-        cls,
-        env: Mapping[str, str] | None = None,
-        *,
-        namespace: str | None = None,
-        duration_s: float | None = None,
-        renew_period_s: float | None = None,
-        renew_deadline_s: float | None = None,
-        retry_period_s: float | None = None,
-    ) -> LeaseSettings:
-        """Explicit arguments win over RAYQUOTA_LEASE_* variables, which win over the defaults.
-
-        A duration given without the other periods scales them (1/3 renew, 2/3 deadline, 2/15 retry),
-        so `RAYQUOTA_LEASE_DURATION=3` alone is a valid setting.
-        """
-        env = os.environ if env is None else env
-        duration = duration_s or _env_float(env, "RAYQUOTA_LEASE_DURATION") or cls.duration_s
-        return cls(
-            name=env.get("RAYQUOTA_LEASE_NAME") or LEASE_NAME,
-            namespace=namespace
-            or env.get("RAYQUOTA_LEASE_NAMESPACE")
-            or env.get("RAYQUOTA_OPERATOR_NAMESPACE")
-            or "default",
-            duration_s=duration,
-            renew_period_s=renew_period_s or _env_float(env, "RAYQUOTA_LEASE_RENEW_PERIOD") or duration / 3,
-            renew_deadline_s=renew_deadline_s
-            or _env_float(env, "RAYQUOTA_LEASE_RENEW_DEADLINE")
-            or duration * 2 / 3,
-            retry_period_s=retry_period_s
-            or _env_float(env, "RAYQUOTA_LEASE_RETRY_PERIOD")
-            or duration * 2 / 15,
-        )
 
 
 def new_identity() -> str:

@@ -31,7 +31,7 @@ class JsonFormatter(logging.Formatter):
 def configure(*, verbose: bool, log_format: str) -> None:
     """`log_format`: "text" or "json" (ValueError otherwise)."""
     if log_format not in FORMATS:
-        raise ValueError(f"RAYQUOTA_LOG_FORMAT={log_format!r}: expected one of {', '.join(FORMATS)}")
+        raise ValueError(f"logFormat={log_format!r}: expected one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])

@@ -220,8 +220,8 @@ def offline_manager(config: OperatorConfig) -> tuple[Manager, tuple[str, ...]]:
     informers and controllers, so what they need can be read off it), and their names."""
     import kubernetes.client
 
+    from rayquota.operator.components import setup_components
     from rayquota.operator.kube import KubeClient
-    from rayquota.operator.main import setup_components
 
     configuration = kubernetes.client.Configuration()
     configuration.host = "http://127.0.0.1:9"  # never contacted

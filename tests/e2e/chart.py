@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rayquota.config import Loaded, Settings, build, load
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
 
@@ -51,6 +53,20 @@ def template(
     sets = [arg for value in values for arg in ("--set", value)]
     args = [arg for path in files for arg in ("-f", str(path))]
     return helm("template", "rq", str(chart), "-n", namespace, "--include-crds", *args, *sets)
+
+
+def configuration_of(objects: list[dict[str, Any]], tmp: Path | None = None) -> Loaded:
+    """The configuration the chart renders into its ConfigMap, read by the operator's own loader."""
+    [config_map] = [c for c in find(objects, "ConfigMap") if c["metadata"]["name"].endswith("-config")]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(tmp or folder) / "config.yaml"
+        path.write_text(config_map["data"]["config.yaml"])
+        return load(path)
+
+
+def settings_of(objects: list[dict[str, Any]]) -> Settings:
+    """The runtime settings `rayquota run --config` starts with from the rendered ConfigMap."""
+    return build.settings(configuration_of(objects))
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> Iterator[dict[str, Any]]:

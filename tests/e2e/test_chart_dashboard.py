@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.chart import CHART, find, helm, render
-from tests.e2e.test_chart_template import env_of
+from tests.e2e.chart import CHART, find, helm, render, settings_of
 
 
 def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -23,18 +22,17 @@ def rules_of(objects: list[dict[str, Any]], kind: str, name: str) -> list[dict[s
 def test_off_by_default() -> None:
     objects = render()
     assert not [o for o in objects if "dashboard" in o["metadata"]["name"]]
-    [deployment] = find(objects, "Deployment")
-    assert not [name for name in env_of(deployment) if name.startswith("RAYQUOTA_DASHBOARD_")]
+    [_deployment] = find(objects, "Deployment")
+    assert settings_of(objects).dashboard is None
     assert "dashboard" not in {p["name"] for p in container(objects)["ports"]}
 
 
 def test_enabled_serves_it_from_the_operator_behind_a_service() -> None:
     objects = render("dashboard.enabled=true", "dashboard.port=9000", "dashboard.service.port=80")
     [deployment] = find(objects, "Deployment")
-    env = env_of(deployment)
-    assert env["RAYQUOTA_DASHBOARD_PORT"] == "9000"
-    assert env["RAYQUOTA_DASHBOARD_BIND_ADDRESS"] == "0.0.0.0"
-    assert "RAYQUOTA_DASHBOARD_ALLOWED_ORIGINS" not in env and "RAYQUOTA_DASHBOARD_PROMETHEUS_URL" not in env
+    dashboard = settings_of(objects).dashboard
+    assert dashboard is not None and (dashboard.port, dashboard.bind) == (9000, "0.0.0.0")
+    assert dashboard.allowed_origins == () and dashboard.prometheus_url is None
     assert {"name": "dashboard", "containerPort": 9000} in container(objects)["ports"]
     [service] = find(objects, "Service", "rq-rayquota-dashboard")
     assert service["spec"]["type"] == "ClusterIP"
@@ -91,10 +89,10 @@ def test_origins_and_prometheus_reach_the_operator() -> None:
         "dashboard.allowedOrigins={https://rq.example.com,http://127.0.0.1:18090}",
         "dashboard.prometheusUrl=http://prometheus.monitoring:9090",
     )
-    [deployment] = find(objects, "Deployment")
-    env = env_of(deployment)
-    assert env["RAYQUOTA_DASHBOARD_ALLOWED_ORIGINS"] == "https://rq.example.com,http://127.0.0.1:18090"
-    assert env["RAYQUOTA_DASHBOARD_PROMETHEUS_URL"] == "http://prometheus.monitoring:9090"
+    dashboard = settings_of(objects).dashboard
+    assert dashboard is not None
+    assert dashboard.allowed_origins == ("https://rq.example.com", "http://127.0.0.1:18090")
+    assert dashboard.prometheus_url == "http://prometheus.monitoring:9090"
 
 
 def test_bad_values_are_refused_by_name() -> None:

@@ -243,8 +243,9 @@ def test_admission_only_install_beside_kuberay(
     releases.append(release)
     deployment = get_json(control_plane, "deployment", release.fullname, "-n", namespace)
     assert deployment is not None and deployment["status"].get("readyReplicas") == 2
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert {"name": "RAYQUOTA_RECONCILERS_ENABLED", "value": "false"} in container["env"]
+    config_map = get_json(control_plane, "configmap", f"{release.fullname}-config", "-n", namespace)
+    assert config_map is not None
+    assert yaml.safe_load(config_map["data"]["config.yaml"])["kuberay"]["reconcilersEnabled"] is False
     kubeconfig = service_account_kubeconfig(control_plane, namespace, release.fullname)
     operator = LocalOperator(kubeconfig, namespace, tmp_path, RAYQUOTA_RECONCILERS_ENABLED="false")
     try:

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from rayquota.config import build, load
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.operator.config import OperatorConfig
-from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.permissions import offline_manager, required_permissions
 from rayquota.ports import free_port
 from tests.e2e.chart import CHART, KUBERAY_VALUES, REPO, helm, service_account_kubeconfig
@@ -69,23 +68,29 @@ def test_kuberays_values_file_installs_our_chart(
 
 
 class ChartOperator(LocalOperator):
-    """`rayquota run` with the Deployment's own arguments and environment, under `kubeconfig`,
-    recording its requests (tests/e2e/recording_operator.py). Only what cannot apply outside the
-    cluster changes: it binds to loopback, on free ports, and its namespace comes from the release."""
+    """`rayquota run` with the Deployment's own arguments, environment and configuration file (its
+    ConfigMap's, as installed), under `kubeconfig`, recording its requests
+    (tests/e2e/recording_operator.py). Only what cannot apply outside the cluster changes: it binds
+    to loopback (an override of the file's bindAddress) and on free ports."""
 
-    def __init__(self, deployment: dict[str, Any], kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self, deployment: dict[str, Any], config_map: dict[str, Any], kubeconfig: Path, log_dir: Path
+    ) -> None:
         [container] = deployment["spec"]["template"]["spec"]["containers"]
         self.metrics_port = free_port()
-        ports = {"--metrics-port": str(self.metrics_port), "--health-port": "0"}
+        self.config = log_dir / "config.yaml"
+        self.config.write_text(config_map["data"]["config.yaml"])
+        replaced = {
+            "--metrics-port": str(self.metrics_port),
+            "--health-port": "0",
+            "--config": str(self.config),
+        }
         args = [
-            f"{a.split('=')[0]}={ports[a.split('=')[0]]}" if a.split("=")[0] in ports else a
+            f"{a.split('=')[0]}={replaced[a.split('=')[0]]}" if a.split("=")[0] in replaced else a
             for a in container["args"]
         ]
-        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-        env.update(
-            RAYQUOTA_BIND_ADDRESS="127.0.0.1",
-            RAYQUOTA_OPERATOR_NAMESPACE=deployment["metadata"]["namespace"],
-        )
+        env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+        env.update(RAYQUOTA_BIND_ADDRESS="127.0.0.1")
         self.args, self.env = args, env
         self.requests = log_dir / "requests.log"
         self.output = log_dir / "operator.log"
@@ -127,8 +132,10 @@ def test_a_single_namespace_install_runs_without_any_cluster_scoped_grant(
             "auth", "can-i", "list", resource, "-A", f"--as={account}", check=False
         )
         assert allowed.stdout.strip() == "no", (resource, allowed.stdout)
+    config_map = get_json(control_plane, "configmap", f"{FULLNAME}-config", "-n", namespace)
+    assert config_map is not None
     operator = ChartOperator(
-        deployment, service_account_kubeconfig(control_plane, namespace, FULLNAME), tmp_path
+        deployment, config_map, service_account_kubeconfig(control_plane, namespace, FULLNAME), tmp_path
     )
     try:
         cluster = sample_cluster(
@@ -157,10 +164,8 @@ def test_a_single_namespace_install_runs_without_any_cluster_scoped_grant(
     # Every request stayed inside the managed namespace (and the release's, the same here)...
     assert all(f"/namespaces/{namespace}/" in path for path in operator.paths()), operator.paths()[:20]
     # ... and was declared for this configuration.
-    config = OperatorConfig(
-        queue_enabled=False,
-        feature_gates=FeatureGates.parse(operator.env["RAYQUOTA_FEATURE_GATES"]),
-    )
+    config = build.operator_config(load(operator.config).configuration)
+    assert not config.queue_enabled
     manager, components = offline_manager(config)
     needed = required_permissions(manager, components, self_issued_cert=False)
     declared = {(p.group, p.resource, p.verb) for p in needed.namespaced | needed.own_namespace}

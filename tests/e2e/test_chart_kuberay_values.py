@@ -12,7 +12,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.feature_gates import KUBERAY_GATES, FeatureGates, refusal
 from rayquota.operator.permissions import Permission, offline_manager, required_permissions
 from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES
-from tests.e2e.chart import KUBERAY_VALUES, find, render, template
+from tests.e2e.chart import KUBERAY_VALUES, configuration_of, find, render, settings_of, template
 from tests.e2e.test_chart_rbac import assert_same, granted, grants
 
 CLUSTER_SCOPED_KINDS = {
@@ -30,7 +30,7 @@ def container_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
 
 
 def kuberay_values() -> dict[str, Any]:
@@ -43,7 +43,7 @@ def test_kuberays_values_file_renders_our_chart_unchanged_with_each_value_mapped
     objects = render(files=(KUBERAY_VALUES,))
     [deployment] = find(objects, "Deployment")
     container = container_of(objects)
-    env = env_of(container)
+    settings = settings_of(objects)
     # fullnameOverride / serviceAccount.name / componentOverride
     assert deployment["metadata"]["name"] == "kuberay-operator"
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "kuberay-operator"
@@ -56,12 +56,12 @@ def test_kuberays_values_file_renders_our_chart_unchanged_with_each_value_mapped
     # replicas, leaderElectionEnabled, reconcileConcurrency, logging.stdoutEncoder, metrics.enabled
     assert deployment["spec"]["replicas"] == values["replicas"] == 1
     assert "--leader-elect" in container["args"]
-    assert env["RAYQUOTA_WORKERS"] == "1"
-    assert env["RAYQUOTA_LOG_FORMAT"] == "json"
-    assert env["RAYQUOTA_KUBERAY_METRICS"] == "true"
+    assert settings.operator.workers == 1
+    assert settings.log_format == "json"
+    assert settings.operator.kuberay_metrics
     # featureGates: passed on as KubeRay's --feature-gates string, which the operator accepts.
     gates = ",".join(f"{g['name']}={str(g['enabled']).lower()}" for g in values["featureGates"])
-    assert env["RAYQUOTA_FEATURE_GATES"] == gates
+    assert configuration_of(objects).configuration.kuberay.featureGates == gates
     assert not FeatureGates.parse(gates).enabled("RayCronJob")
     # securityContext, resources, probes: KubeRay's, and requests still fit under its limits.
     assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -77,9 +77,7 @@ def test_kuberays_values_file_renders_our_chart_unchanged_with_each_value_mapped
 
 def test_the_rbac_of_kuberays_values_is_exactly_what_the_code_uses() -> None:
     objects = render(files=(KUBERAY_VALUES,))
-    config = OperatorConfig(
-        feature_gates=FeatureGates.parse(env_of(container_of(objects))["RAYQUOTA_FEATURE_GATES"])
-    )
+    config = settings_of(objects).operator
     manager, components = offline_manager(config)
     assert "raycronjob" not in components  # KubeRay's file leaves RayCronJob off
     wanted = required_permissions(manager, components, self_issued_cert=True)
@@ -94,8 +92,9 @@ def test_each_feature_gate_is_refused_exactly_when_the_operator_refuses_it(name:
     reason = refusal(name, enabled)
     if reason is None:
         assert result.returncode == 0, result.stderr
-        env = env_of(container_of([d for d in yaml.safe_load_all(result.stdout) if d]))
-        assert env["RAYQUOTA_FEATURE_GATES"] == f"{name}={str(enabled).lower()}"
+        rendered = configuration_of([d for d in yaml.safe_load_all(result.stdout) if d])
+        assert rendered.configuration.kuberay.featureGates == f"{name}={str(enabled).lower()}"
+        settings_of([d for d in yaml.safe_load_all(result.stdout) if d])  # the operator accepts it
     else:
         assert result.returncode != 0
         assert f"featureGates: {name}={str(enabled).lower()} is refused" in result.stderr, result.stderr
@@ -155,9 +154,9 @@ def test_a_single_namespace_install_grants_nothing_cluster_scoped() -> None:
         "--namespace=team-a",
         "--namespace=team-b",
     ]
-    env = env_of(container)
-    assert env["RAYQUOTA_QUEUE_ENABLED"] == "false"
-    assert not any(name.startswith("RAYQUOTA_WEBHOOK") for name in env)
+    operator = settings_of(objects).operator
+    assert not operator.queue_enabled
+    assert operator.webhooks is None
 
 
 def test_a_single_namespace_install_manages_its_own_namespace_by_default() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.webhooks.configurations import queued_kind_rules
-from tests.e2e.chart import CHART, REPO, find, helm, render
+from tests.e2e.chart import CHART, REPO, configuration_of, find, helm, render, settings_of
 
 
 # The queued kinds' API groups and resources, as the integration records declare them.
@@ -22,7 +22,7 @@ QUEUED_KINDS = kinds_of({"rules": queued_kind_rules(["CREATE"])})
 
 def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
 
 
 def crd_names(objects: list[dict[str, Any]]) -> set[str]:
@@ -64,14 +64,20 @@ def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
     assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook"}
-    env = env_of(deployment)
-    assert env["RAYQUOTA_WEBHOOK_LISTEN_PORT"] == "9443"
-    assert env["RAYQUOTA_RECONCILERS_ENABLED"] == "true"
-    assert env["RAYQUOTA_QUEUE_LABELS"] == "rayquota.io/queue-name,kueue.x-k8s.io/queue-name"
-    assert env["RAYQUOTA_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
-    assert env["RAYQUOTA_WEBHOOK_CERT_SECRET"] == "rq-rayquota-webhook-cert"
-    assert env["RAYQUOTA_WEBHOOK_HOSTS"] == "rq-rayquota-webhook.rayquota-system.svc"
-    assert env["RAYQUOTA_WEBHOOK_CONFIGURATIONS"] == "rq-rayquota"
+    assert env_of(deployment) == {}  # every setting is in the configuration file
+    operator = settings_of(objects).operator
+    assert operator.webhooks is not None and operator.webhooks.port == 9443
+    assert operator.webhooks.bind == "0.0.0.0"
+    assert operator.reconcilers_enabled
+    assert tuple(operator.queue.labels.queue_label_keys) == (
+        "rayquota.io/queue-name",
+        "kueue.x-k8s.io/queue-name",
+    )
+    assert not operator.queue.labels.manage_jobs_without_queue_name
+    keeper = operator.webhooks.keeper
+    assert keeper is not None and keeper.secret == "rq-rayquota-webhook-cert"
+    assert keeper.hosts == ("rq-rayquota-webhook.rayquota-system.svc",)
+    assert keeper.configurations == ("rq-rayquota",) and keeper.namespace == "rayquota-system"
 
     services = {s["metadata"]["name"]: s for s in find(objects, "Service")}
     assert services["rq-rayquota-webhook"]["spec"]["ports"] == [
@@ -134,8 +140,8 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     # KubeRay's chart owns the ray.io CRDs there; ours are all that is installed.
     generated = {p.stem.split("_", 1)[1] + ".rayquota.io" for p in (REPO / "crds").glob("rayquota.io_*.yaml")}
     assert crd_names(objects) == generated
-    [deployment] = find(objects, "Deployment")
-    assert env_of(deployment)["RAYQUOTA_RECONCILERS_ENABLED"] == "false"
+    [_deployment] = find(objects, "Deployment")
+    assert not settings_of(objects).operator.reconcilers_enabled
     # The webhooks still gate KubeRay's objects.
     [mutating] = find(objects, "MutatingWebhookConfiguration")
     assert kinds_of(mutating["webhooks"][0]) == QUEUED_KINDS
@@ -173,7 +179,7 @@ def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
     assert "rq-rayquota-webhook" not in {s["metadata"]["name"] for s in find(objects, "Service")}
     # A given CA: the operator neither issues a certificate nor patches the configurations.
     assert not list(find(objects, "Secret"))
-    assert "RAYQUOTA_WEBHOOK_CERT_SECRET" not in env_of(next(find(objects, "Deployment")))
+    assert configuration_of(objects).configuration.internalCertManagement is None
 
 
 def test_manage_jobs_without_queue_name_sends_every_ray_object_to_the_webhooks() -> None:
@@ -206,9 +212,10 @@ def test_cert_manager_issues_the_certificate_and_injects_the_ca() -> None:
         assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
             "rayquota-system/rq-rayquota-webhook"
         )
-    [deployment] = find(objects, "Deployment")
-    assert env_of(deployment)["RAYQUOTA_WEBHOOK_CERT_DIR"] == "/etc/rayquota/webhook-cert"
-    assert "RAYQUOTA_WEBHOOK_CERT_SECRET" not in env_of(deployment)
+    [_deployment] = find(objects, "Deployment")
+    webhooks = settings_of(objects).operator.webhooks
+    assert webhooks is not None and webhooks.cert_dir == "/etc/rayquota/webhook-cert"
+    assert webhooks.keeper is None
     given = render(
         "webhooks.certManager.enabled=true",
         "webhooks.certManager.issuerRef.name=corp-ca",

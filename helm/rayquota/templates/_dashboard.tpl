@@ -1,23 +1,5 @@
-{{/* The dashboard served by the operator (dashboard.enabled): its container env and port,
-included by deployment.yaml. Only the leader serves it, like everything else. */}}
-{{- define "rayquota.dashboardEnv" -}}
-{{- if .Values.dashboard.enabled -}}
-- name: RAYQUOTA_DASHBOARD_PORT
-  value: {{ .Values.dashboard.port | quote }}
-# The Service reaches it on the pod's address; every request still needs a bearer token.
-- name: RAYQUOTA_DASHBOARD_BIND_ADDRESS
-  value: "0.0.0.0"
-{{- with .Values.dashboard.allowedOrigins }}
-- name: RAYQUOTA_DASHBOARD_ALLOWED_ORIGINS
-  value: {{ join "," . | quote }}
-{{- end }}
-{{- with .Values.dashboard.prometheusUrl }}
-- name: RAYQUOTA_DASHBOARD_PROMETHEUS_URL
-  value: {{ . | quote }}
-{{- end }}
-{{- end -}}
-{{- end -}}
-
+{{/* The dashboard served by the operator (dashboard.enabled): its port, included by
+deployment.yaml (its settings are in the configuration, configmap.yaml). Only the leader serves it, like everything else. */}}
 {{- define "rayquota.dashboardPorts" -}}
 {{- if .Values.dashboard.enabled -}}
 - {name: dashboard, containerPort: {{ .Values.dashboard.port }}}

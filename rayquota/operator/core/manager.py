@@ -1,6 +1,6 @@
 """The manager: one client, shared informers, the controllers, the event recorder.
 
-Components register in their `setup(manager, ...)` (wired in `rayquota.operator.main`); `run`
+Components register in their `setup(manager, ...)` (wired in `rayquota.operator.components`); `run`
 starts the informers, waits until each has listed once, then starts the controllers, and stops
 everything when told to.
 """

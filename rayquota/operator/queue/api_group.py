@@ -7,7 +7,6 @@ resources and translates the few bodies whose shape differs between the two grou
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,8 +56,10 @@ class QueueApi:
     resource_in_use_finalizer: str = naming.RESOURCE_IN_USE_FINALIZER
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> QueueApi:
-        mode = (os.environ if env is None else env).get(QUEUE_API_ENV) or RAYQUOTA_MODE
+    def from_env(cls, env: Mapping[str, str]) -> QueueApi:
+        """For the commands beside the operator (the dashboard, its RBAC); the operator's mode is
+        its configuration's `queue.api`."""
+        mode = env.get(QUEUE_API_ENV) or RAYQUOTA_MODE
         return of_mode(mode)
 
 

@@ -45,16 +45,17 @@ def _owner(pod: Obj, clusters: Mapping[tuple[str, str], Obj]) -> tuple[str, str]
     return None
 
 
-async def fetch(state: Any, connect: Callable[[], KubeClient] | None = None) -> None:
+async def fetch(state: Any, connect: Callable[[], KubeClient] | None = None, api: Any = None) -> None:
     """Into a ``cli_views.QueueState``: the Topologies, Nodes, bound pods and RayClusters
-    (``connect`` opens the client; default: in-cluster credentials or $KUBECONFIG)."""
+    (``connect`` opens the client; default: in-cluster credentials or $KUBECONFIG; ``api``: the
+    ``QueueApi`` the views read, rayquota.io by default)."""
     from rayquota.operator.core import resources
     from rayquota.operator.kube import KubeClient
-    from rayquota.operator.queue.api_group import QueueApi
+    from rayquota.operator.queue.api_group import RAYQUOTA
 
     client = (connect or KubeClient.from_environment)()
     try:
-        state.topologies = await client.list_items(QueueApi.from_env().topologies.path())
+        state.topologies = await client.list_items((api or RAYQUOTA).topologies.path())
         state.nodes = await client.list_items(resources.NODES.path())
         result = await client.request(
             "GET", resources.PODS.path(), params={"fieldSelector": BOUND_AND_RUNNING}

@@ -99,7 +99,7 @@ async def fetch_state(
         list(priority_classes),
     )
     if any((f.get("spec") or {}).get("topologyName") for f in state.flavors):
-        await cli_topology.fetch(state, connect)
+        await cli_topology.fetch(state, connect, api)
     return state
 
 

@@ -67,19 +67,6 @@ class QueueSettings:
     priority_label_keys: Sequence[str] = (PRIORITY_CLASS_LABEL, KUEUE_PRIORITY_CLASS_LABEL)
     manage_jobs_without_queue_name: bool = False
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> QueueSettings:
-        def keys(name: str, default: Sequence[str]) -> tuple[str, ...]:
-            raw = env.get(name)
-            return tuple(k.strip() for k in raw.split(",") if k.strip()) if raw else tuple(default)
-
-        return cls(
-            queue_label_keys=keys("RAYQUOTA_QUEUE_LABELS", cls.queue_label_keys),
-            priority_label_keys=keys("RAYQUOTA_PRIORITY_LABELS", cls.priority_label_keys),
-            manage_jobs_without_queue_name=env.get("RAYQUOTA_MANAGE_JOBS_WITHOUT_QUEUE_NAME", "")
-            in ("1", "true", "True"),
-        )
-
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}

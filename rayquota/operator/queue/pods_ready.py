@@ -49,44 +49,6 @@ class WaitForPodsReady:
     backoff_base_s: float = 60.0
     backoff_max_s: float = 3600.0
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WaitForPodsReady | None:
-        """None unless ``RAYQUOTA_WAIT_FOR_PODS_READY`` is true. A bad value names its variable."""
-        if env.get("RAYQUOTA_WAIT_FOR_PODS_READY", "").strip().lower() not in ("1", "true", "yes", "on"):
-            return None
-        defaults = cls()
-
-        def number(name: str, default: float | None) -> float | None:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r}: expected a number of seconds") from None
-            if value < 0:
-                raise ValueError(f"{name}={raw!r}: must not be negative")
-            return value
-
-        limit = number("RAYQUOTA_REQUEUING_BACKOFF_LIMIT_COUNT", None)
-        raw_stamp = env.get("RAYQUOTA_REQUEUING_TIMESTAMP", "").strip() or RequeuingTimestamp.EVICTION.value
-        try:
-            stamp = RequeuingTimestamp(raw_stamp)
-        except ValueError:
-            raise ValueError(
-                f"RAYQUOTA_REQUEUING_TIMESTAMP={raw_stamp!r}: expected Eviction or Creation"
-            ) from None
-        return cls(
-            timeout_s=number("RAYQUOTA_PODS_READY_TIMEOUT", defaults.timeout_s) or defaults.timeout_s,
-            recovery_timeout_s=number("RAYQUOTA_PODS_READY_RECOVERY_TIMEOUT", None),
-            block_admission=env.get("RAYQUOTA_PODS_READY_BLOCK_ADMISSION", "").strip().lower()
-            in ("1", "true", "yes", "on"),
-            requeuing_timestamp=stamp,
-            backoff_limit_count=None if limit is None else int(limit),
-            backoff_base_s=number("RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS", defaults.backoff_base_s) or 0.0,
-            backoff_max_s=number("RAYQUOTA_REQUEUING_BACKOFF_MAX_SECONDS", defaults.backoff_max_s) or 0.0,
-        )
-
     @property
     def recovery_s(self) -> float:
         return self.timeout_s if self.recovery_timeout_s is None else self.recovery_timeout_s

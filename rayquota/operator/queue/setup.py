@@ -6,17 +6,17 @@ reconciles the Ray objects): they look again when a Workload they depend on chan
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota.operator.config import QueueConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
-from rayquota.operator.queue.admission_loop import AdmissionLoop, fair_sharing_from_env
-from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.api_group import of_mode
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.job_pod_ungater import JobPodUngater
@@ -24,7 +24,6 @@ from rayquota.operator.queue.manual_check import ManualChecks
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pod_ungater import PodUngater
-from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.release_events import (
     enqueue_first_when_freeing,
     enqueue_first_when_pod_leaves,
@@ -46,15 +45,15 @@ class QueueComponent:
     """Which LocalQueues dispatch to worker clusters (MultiKueue): the webhook says so on objects."""
 
 
-def setup(manager: Manager, ray: RayControllers | None) -> QueueComponent:
-    """Its settings come from its own environment variables (`naming`, `api_group`)."""
-    settings = naming.QueueSettings.from_env(os.environ)
-    api = QueueApi.from_env(os.environ)
+def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> QueueComponent:
+    """`config`: the queue integration's settings, from the operator's configuration."""
+    settings = config.labels
+    api = of_mode(config.api_mode)
     # Admission-only mode (no Ray reconcilers here): KubeRay's operator builds the clusters and
     # pods, and the records of that mode say which it holds at their pods.
     objects = QueueObjects.register(manager, settings, api, registry(beside_kuberay=ray is None))
-    loop = AdmissionLoop(fair_sharing=fair_sharing_from_env(os.environ))
-    reconciler = WorkloadReconciler(manager, objects, loop, WaitForPodsReady.from_env(os.environ))
+    loop = AdmissionLoop(fair_sharing=config.fair_sharing)
+    reconciler = WorkloadReconciler(manager, objects, loop, config.wait_for_pods_ready)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
     loop.writer.enqueue_first = controller.enqueue_first

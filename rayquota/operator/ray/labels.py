@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import string
@@ -34,9 +33,18 @@ RAY_JOB_SUBMISSION_MODE = "ray.io/job-submission-mode"
 RAY_HEADLESS_WORKER_SERVICE = "ray.io/headless-worker-svc"
 
 # KubeRay's value by default, so monitoring, dashboards and network policies that select on it keep
-# working; RAYQUOTA_CREATED_BY_LABEL changes it (e.g. to run beside KubeRay in one namespace).
+# working; the configuration's kuberay.createdByLabel changes it (e.g. to run beside KubeRay in one
+# namespace): the composition root sets it once, before any component is built.
 KUBERAY_CREATED_BY_VALUE = "kuberay-operator"
-CREATED_BY_VALUE = os.environ.get("RAYQUOTA_CREATED_BY_LABEL") or KUBERAY_CREATED_BY_VALUE
+CREATED_BY_VALUE = KUBERAY_CREATED_BY_VALUE
+
+
+def set_created_by(value: str) -> None:
+    """Called once at start by `rayquota.app` with kuberay.createdByLabel."""
+    global CREATED_BY_VALUE
+    CREATED_BY_VALUE = value or KUBERAY_CREATED_BY_VALUE
+
+
 APP_NAME_VALUE = "kuberay"
 HEAD_NODE = "head"
 WORKER_NODE = "worker"

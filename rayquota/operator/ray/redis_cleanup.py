@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,8 +55,17 @@ def cleanup_requests() -> dict[str, int]:
     return pod_requests({"containers": [{"resources": RESOURCES}]})
 
 
+_ENABLED = [True]
+
+
+def set_cleanup_enabled(enabled: bool) -> None:
+    """Called once at start by `rayquota.app` with kuberay.gcsFtRedisCleanup (KubeRay's
+    ENABLE_GCS_FT_REDIS_CLEANUP)."""
+    _ENABLED[0] = enabled
+
+
 def cleanup_enabled() -> bool:
-    return os.environ.get(ENABLE_REDIS_CLEANUP_ENV, "").lower() != "false"
+    return _ENABLED[0]
 
 
 def wanted(cluster: Mapping[str, Any]) -> bool:

@@ -43,7 +43,10 @@ def setup(
     cronjobs = None
     if config.feature_gates.enabled("RayCronJob"):
         cronjobs = RayCronJobReconciler(
-            manager, clock=clock or SystemClock(), inherited_label_keys=inherited_label_keys
+            manager,
+            clock=clock or SystemClock(),
+            inherited_label_keys=inherited_label_keys,
+            local_zone=config.local_time_zone,
         )
     metrics = None
     if config.kuberay_metrics:

@@ -4,6 +4,7 @@ per-test quota objects: cluster-scoped ones are named after the test's namespace
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.webhook_settings import WebhookSettings
+from tests.config_env import operator_config_from_env
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
@@ -48,7 +49,9 @@ def running_operator(
     dashboard_map.write_text("{}")
     previous = {key: os.environ.get(key) for key in env or {}}
     os.environ.update(env or {})
-    config = OperatorConfig(
+    # The variables are the documented overrides of the configuration's keys, read once here.
+    config = dataclasses.replace(
+        operator_config_from_env(env or {}),
         version="test-1",
         dashboard_resolver="local",
         dashboard_map_file=str(dashboard_map),

@@ -35,7 +35,7 @@ def dashboard_map_file() -> Iterator[Path]:
 
 @pytest.fixture(scope="package")  # stopped when the folder ends: operators share ClusterQueues
 def ray_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[OperatorConfig]:
-    """The operator (rayquota.operator.main.run) in a background thread, watching the tests'
+    """The operator (rayquota.app.main.run) in a background thread, watching the tests'
     namespaces, with the local dashboard resolver."""
     config = OperatorConfig(
         version="test-1",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rayquota.dashboard.prometheus_history import PrometheusError, parse_matrix, usage_query
+from tests.config_env import dashboard_from_env
 
 
 def test_a_matrix_becomes_values_per_cluster_queue_and_step() -> None:
@@ -36,12 +37,12 @@ def test_the_resource_is_a_quoted_label_value() -> None:
 
 
 def test_the_url_is_checked_by_name() -> None:
-    from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
+    from rayquota.dashboard.settings import checked_prometheus_url
 
     assert checked_prometheus_url(" http://prom:9090/ ", "--prometheus-url") == "http://prom:9090"
     assert checked_prometheus_url("", "--prometheus-url") is None
     with pytest.raises(ValueError, match="--prometheus-url='prom:9090': expected the base URL"):
         checked_prometheus_url("prom:9090", "--prometheus-url")
     env = {"RAYQUOTA_DASHBOARD_PORT": "8090", "RAYQUOTA_DASHBOARD_PROMETHEUS_URL": "http://p:9090?x=1"}
-    with pytest.raises(ValueError, match="RAYQUOTA_DASHBOARD_PROMETHEUS_URL='http://p:9090\\?x=1'"):
-        DashboardSettings.from_env(env)
+    with pytest.raises(ValueError, match="prometheusUrl \\(RAYQUOTA_DASHBOARD_PROMETHEUS_URL\\)='http://p:9090\\?x=1'"):
+        dashboard_from_env(env)

@@ -12,8 +12,8 @@ import yaml
 
 from rayquota.operator.queue.multikueue.kubeconfig import InsecureWorkerConfig, client_of
 from rayquota.operator.queue.multikueue.kubeconfig_safety import UnsafeKubeconfig, allowed_path, refuse_unsafe
-from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.multikueue.worker import WorkerConfigError
+from tests.config_env import multikueue_from_env
 
 SAFE: dict[str, Any] = {
     "apiVersion": "v1",
@@ -120,6 +120,6 @@ def test_a_path_location_must_stay_under_the_allowed_folder(tmp_path: Path) -> N
 
 def test_the_allowed_folder_is_kueues_unless_set() -> None:
     on = {"RAYQUOTA_MULTIKUEUE": "true"}
-    assert MultiKueueSettings.from_env(on).kubeconfig_path_prefix == "/etc/multikueue/kubeconfigs"  # type: ignore[union-attr]
-    custom = MultiKueueSettings.from_env({**on, "RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX": "/srv/kc"})
+    assert multikueue_from_env(on).kubeconfig_path_prefix == "/etc/multikueue/kubeconfigs"  # type: ignore[union-attr]
+    custom = multikueue_from_env({**on, "RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX": "/srv/kc"})
     assert custom is not None and custom.kubeconfig_path_prefix == "/srv/kc"

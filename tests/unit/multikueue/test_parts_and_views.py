@@ -13,11 +13,12 @@ from rayquota.operator.queue import naming, placement
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.multikueue import free_quota
 from rayquota.operator.queue.multikueue.remote import ATTEMPT_ANNOTATION, workload_copy
-from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
+from rayquota.operator.queue.multikueue.settings import Dispatcher
 from rayquota.operator.queue.multikueue.views import attempt, local_view, worker_view
 from rayquota.operator.queue.objects import workload_key
 from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import CheckState
+from tests.config_env import multikueue_from_env
 
 GPU_PLACEMENT = {
     "nodeSelector": {"rayquota.io/gpu-pool": "a100"},
@@ -272,8 +273,8 @@ def test_room_counts_how_many_more_like_it_fit_by_the_scarcest_resource() -> Non
 
 
 def test_settings_are_off_by_default_and_read_by_name() -> None:
-    assert MultiKueueSettings.from_env({}) is None
-    read = MultiKueueSettings.from_env(
+    assert multikueue_from_env({}) is None
+    read = multikueue_from_env(
         {
             "RAYQUOTA_MULTIKUEUE": "true",
             "RAYQUOTA_MULTIKUEUE_WORKER_LOST_TIMEOUT": "30",
@@ -288,9 +289,9 @@ def test_settings_are_off_by_default_and_read_by_name() -> None:
         "ops",
     )
     with pytest.raises(ValueError, match="RAYQUOTA_MULTIKUEUE_DISPATCHER"):
-        MultiKueueSettings.from_env({"RAYQUOTA_MULTIKUEUE": "1", "RAYQUOTA_MULTIKUEUE_DISPATCHER": "Nope"})
+        multikueue_from_env({"RAYQUOTA_MULTIKUEUE": "1", "RAYQUOTA_MULTIKUEUE_DISPATCHER": "Nope"})
     with pytest.raises(ValueError, match="WORKER_LOST_TIMEOUT"):
-        MultiKueueSettings.from_env(
+        multikueue_from_env(
             {"RAYQUOTA_MULTIKUEUE": "1", "RAYQUOTA_MULTIKUEUE_WORKER_LOST_TIMEOUT": "-1"}
         )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rayquota.cli import build_parser
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.permissions import offline_manager
+from tests.config_env import operator_config_from_env
 
 
 def test_reconcilers_are_on_by_default() -> None:
-    config = OperatorConfig.from_env({})
+    config = operator_config_from_env({})
     assert config.reconcilers_enabled
     _, components = offline_manager(config)
     assert components == ("ray", "raycronjob", "queue")
@@ -18,7 +18,7 @@ def test_reconcilers_are_on_by_default() -> None:
 
 @pytest.mark.parametrize("raw", ["false", "False", "0", "no", "off"])
 def test_the_environment_turns_the_reconcilers_off(raw: str) -> None:
-    config = OperatorConfig.from_env({"RAYQUOTA_RECONCILERS_ENABLED": raw})
+    config = operator_config_from_env({"RAYQUOTA_RECONCILERS_ENABLED": raw})
     assert not config.reconcilers_enabled
     manager, components = offline_manager(config)
     # Everything else still runs: the queue integration, without the Ray controllers' watches.
@@ -28,7 +28,7 @@ def test_the_environment_turns_the_reconcilers_off(raw: str) -> None:
 
 def test_a_misspelt_flag_is_refused_with_its_name() -> None:
     with pytest.raises(ValueError, match="RAYQUOTA_RECONCILERS_ENABLED='flase'"):
-        OperatorConfig.from_env({"RAYQUOTA_RECONCILERS_ENABLED": "flase"})
+        operator_config_from_env({"RAYQUOTA_RECONCILERS_ENABLED": "flase"})
 
 
 def test_kueue_api_mode_setting() -> None:

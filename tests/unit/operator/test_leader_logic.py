@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rayquota.config import build, load
 from rayquota.operator.kube import Conflict
 from rayquota.operator.leader import (
     Action,
@@ -145,21 +146,28 @@ def test_release_clears_the_holder_and_keeps_transitions() -> None:
 # --- settings ----------------------------------------------------------------------------------
 
 
+def _lease(env: dict[str, str], **flags: object) -> LeaseSettings:
+    given = {f"leaderElection.{key}": (f"--{key}", value) for key, value in flags.items()}
+    settings = build.lease(load(env=env, flags=given).configuration)
+    assert settings is not None
+    return settings
+
+
 def test_settings_from_env_scale_with_the_duration() -> None:
-    settings = LeaseSettings.from_env({"RAYQUOTA_LEASE_DURATION": "3", "RAYQUOTA_OPERATOR_NAMESPACE": "ops"})
+    settings = _lease({"RAYQUOTA_LEASE_DURATION": "3", "RAYQUOTA_OPERATOR_NAMESPACE": "ops"})
     assert settings.namespace == "ops"
     assert settings.duration_s == 3
     assert settings.renew_period_s < settings.renew_deadline_s < settings.duration_s
 
 
 def test_settings_defaults_and_precedence() -> None:
-    assert LeaseSettings.from_env({}) == LeaseSettings()
-    settings = LeaseSettings.from_env(
-        {"RAYQUOTA_LEASE_NAMESPACE": "lease-ns", "RAYQUOTA_OPERATOR_NAMESPACE": "ops"}, duration_s=30
+    assert _lease({}) == LeaseSettings()
+    settings = _lease(
+        {"RAYQUOTA_LEASE_NAMESPACE": "lease-ns", "RAYQUOTA_OPERATOR_NAMESPACE": "ops"}, leaseDuration=30
     )
     assert settings.namespace == "lease-ns"
     assert settings.duration_s == 30
-    assert LeaseSettings.from_env({"RAYQUOTA_LEASE_NAMESPACE": "x"}, namespace="arg").namespace == "arg"
+    assert _lease({"RAYQUOTA_LEASE_NAMESPACE": "x"}, resourceNamespace="arg").namespace == "arg"
 
 
 def test_inconsistent_periods_are_refused() -> None:

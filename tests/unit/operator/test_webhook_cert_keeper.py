@@ -15,6 +15,7 @@ from cryptography import x509
 from rayquota.operator.kube import Conflict
 from rayquota.operator.webhook_settings import CertSettings
 from rayquota.operator.webhooks.cert_keeper import CertBundle, CertificateKeeper, issue, renewal_reason
+from tests.config_env import cert_settings_from_env
 
 NOW = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.UTC)
 HOSTS = ("rq-rayquota-webhook.ops.svc", "127.0.0.1")
@@ -26,8 +27,8 @@ def cert_of(pem: bytes) -> x509.Certificate:
 
 
 def test_settings_come_from_the_environment() -> None:
-    assert CertSettings.from_env({}) is None
-    settings = CertSettings.from_env(
+    assert cert_settings_from_env({}) is None
+    settings = cert_settings_from_env(
         {
             "RAYQUOTA_WEBHOOK_CERT_SECRET": "cert",
             "RAYQUOTA_WEBHOOK_HOSTS": "a.ops.svc, 127.0.0.1",
@@ -42,7 +43,7 @@ def test_settings_come_from_the_environment() -> None:
         ("rq",),
     )
     with pytest.raises(ValueError, match="RAYQUOTA_WEBHOOK_HOSTS"):
-        CertSettings.from_env({"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert"})
+        cert_settings_from_env({"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert"})
 
 
 def test_an_issued_certificate_covers_the_hosts_and_is_signed_by_the_ca() -> None:

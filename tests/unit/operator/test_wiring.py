@@ -8,12 +8,13 @@ import pytest
 
 from rayquota.cli import _webhooks, build_parser
 from rayquota.localcluster.paths import is_local_kubeconfig
+from rayquota.operator.components import setup_components
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.main import setup_components
 from rayquota.operator.webhook_settings import CertificateSource, WebhookSettings
+from tests.config_env import operator_config_from_env, webhooks_from_env
 
 
 def offline(config: OperatorConfig) -> tuple[Manager, str]:
@@ -44,34 +45,34 @@ def test_one_webhook_server_whatever_the_certificate() -> None:
 
 
 def test_no_webhook_settings_without_the_environment() -> None:
-    assert WebhookSettings.from_env({}) is None
-    assert OperatorConfig.from_env({}).webhooks is None
+    assert webhooks_from_env({}) is None
+    assert operator_config_from_env({}).webhooks is None
 
 
 def test_loopback_webhooks_from_the_development_switch() -> None:
-    settings = WebhookSettings.from_env({"RAYQUOTA_WEBHOOK_PORT": "0"})
+    settings = webhooks_from_env({"RAYQUOTA_WEBHOOK_PORT": "0"})
     assert settings == WebhookSettings(CertificateSource.GENERATED, 0)
     assert settings.registers_configurations
 
 
 def test_the_charts_webhooks_take_the_certificate_it_names() -> None:
     chart = {"RAYQUOTA_WEBHOOK_LISTEN_PORT": "9443", "RAYQUOTA_BIND_ADDRESS": "0.0.0.0"}
-    secret = WebhookSettings.from_env(
+    secret = webhooks_from_env(
         {**chart, "RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "svc.ns.svc"}
     )
     assert secret is not None and secret.certificate is CertificateSource.SECRET
     assert (secret.port, secret.bind, secret.keeper is not None) == (9443, "0.0.0.0", True)
     assert not secret.registers_configurations
-    files = WebhookSettings.from_env({**chart, "RAYQUOTA_WEBHOOK_CERT_DIR": "/etc/cert"})
+    files = webhooks_from_env({**chart, "RAYQUOTA_WEBHOOK_CERT_DIR": "/etc/cert"})
     assert (
         files is not None and files.certificate is CertificateSource.FILES and files.cert_dir == "/etc/cert"
     )
     with pytest.raises(ValueError, match=r"RAYQUOTA_WEBHOOK_CERT_SECRET.*RAYQUOTA_WEBHOOK_CERT_DIR"):
-        WebhookSettings.from_env(chart)
+        webhooks_from_env(chart)
 
 
 def test_a_keeper_without_a_port_keeps_the_secret_only() -> None:
-    settings = WebhookSettings.from_env(
+    settings = webhooks_from_env(
         {"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "h"}
     )
     assert settings is not None and settings.port is None and settings.keeper is not None
@@ -87,7 +88,7 @@ def test_a_keeper_without_a_port_keeps_the_secret_only() -> None:
 )
 def test_bad_webhook_settings_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        WebhookSettings.from_env(env)
+        webhooks_from_env(env)
 
 
 def test_only_a_local_control_planes_admin_kubeconfig_counts_as_local(

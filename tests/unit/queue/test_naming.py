@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 from rayquota.operator.queue import naming
+from tests.config_env import queue_settings_from_env
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -59,7 +60,7 @@ def test_default_queue_takes_only_objects_created_since_it_exists() -> None:
 
 
 def test_settings_from_env_select_label_keys() -> None:
-    settings = naming.QueueSettings.from_env({"RAYQUOTA_QUEUE_LABELS": "a/q, b/q"})
+    settings = queue_settings_from_env({"RAYQUOTA_QUEUE_LABELS": "a/q, b/q"})
     assert tuple(settings.queue_label_keys) == ("a/q", "b/q")
     obj = {"metadata": {"labels": {naming.KUEUE_QUEUE_LABEL: "x", "b/q": "y"}}}
     assert naming.queue_name_of(obj, settings) == "y"

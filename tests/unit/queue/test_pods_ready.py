@@ -22,16 +22,17 @@ from rayquota.operator.queue.pods_ready import (
 from rayquota.operator.queue.podsets import group_key_of_pod
 from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import Admit, ClusterQueue, Engine, LocalQueue, PodSetAssignment, ResourceFlavor
+from tests.config_env import pods_ready_from_env
 from tests.unit.queueing.builders import gpu_group, gpus
 
 
 def test_disabled_unless_asked() -> None:
-    assert WaitForPodsReady.from_env({}) is None
-    assert WaitForPodsReady.from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "false"}) is None
+    assert pods_ready_from_env({}) is None
+    assert pods_ready_from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "false"}) is None
 
 
 def test_settings_from_the_environment() -> None:
-    config = WaitForPodsReady.from_env(
+    config = pods_ready_from_env(
         {
             "RAYQUOTA_WAIT_FOR_PODS_READY": "true",
             "RAYQUOTA_PODS_READY_TIMEOUT": "30",
@@ -47,7 +48,7 @@ def test_settings_from_the_environment() -> None:
     assert config.recovery_s == 0
     assert [config.backoff_s(n) for n in (1, 2, 3, 4)] == [5, 10, 12, 12]  # base x 2^(n-1), capped
     assert not config.exceeded(2) and config.exceeded(3)
-    defaults = WaitForPodsReady.from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "1"})
+    defaults = pods_ready_from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "1"})
     assert defaults == WaitForPodsReady()
     assert [defaults.backoff_s(n) for n in (1, 2, 3)] == [60, 120, 240]
     assert defaults.recovery_s == 300 and not defaults.exceeded(1000)
@@ -56,14 +57,26 @@ def test_settings_from_the_environment() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("RAYQUOTA_PODS_READY_TIMEOUT", "soon", "RAYQUOTA_PODS_READY_TIMEOUT='soon': expected a number"),
-        ("RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS", "-1", "must not be negative"),
-        ("RAYQUOTA_REQUEUING_TIMESTAMP", "Later", "expected Eviction or Creation"),
+        (
+            "RAYQUOTA_PODS_READY_TIMEOUT",
+            "soon",
+            r"waitForPodsReady.timeout \(RAYQUOTA_PODS_READY_TIMEOUT='soon'\): .*expected a duration",
+        ),
+        (
+            "RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS",
+            "-1",
+            r"\(RAYQUOTA_REQUEUING_BACKOFF_BASE_SECONDS='-1'\): .*greater than or equal to 0",
+        ),
+        (
+            "RAYQUOTA_REQUEUING_TIMESTAMP",
+            "Later",
+            r"timestamp \(RAYQUOTA_REQUEUING_TIMESTAMP='Later'\): Input should be 'Eviction' or 'Creation'",
+        ),
     ],
 )
 def test_bad_settings_name_the_variable(name: str, value: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        WaitForPodsReady.from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "true", name: value})
+        pods_ready_from_env({"RAYQUOTA_WAIT_FOR_PODS_READY": "true", name: value})
 
 
 def pod(group: str | None, ready: bool, **meta: Any) -> dict[str, Any]:

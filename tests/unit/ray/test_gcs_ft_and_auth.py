@@ -12,6 +12,7 @@ from rayquota.api.ray_unimplemented import unimplemented_fields
 from rayquota.operator.ray import auth_token, redis_cleanup, submitter
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
 from rayquota.operator.ray.raycluster.plan import validate_cluster
+from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import cluster
 
 REDIS_PASSWORD_REF = {"secretKeyRef": {"name": "redis-password", "key": "password"}}
@@ -159,11 +160,17 @@ def test_long_cluster_names_are_cut_as_kuberay_cuts_them() -> None:
     assert auth_token.secret_name("c" * 60, {}) == "c" * 50
 
 
-def test_cleanup_is_wanted_for_redis_only_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cleanup_is_wanted_for_redis_only_and_can_be_switched_off() -> None:
     assert redis_cleanup.wanted(ft_cluster())
     assert not redis_cleanup.wanted(cluster())
-    monkeypatch.setenv("ENABLE_GCS_FT_REDIS_CLEANUP", "false")
-    assert not redis_cleanup.wanted(ft_cluster())
+    # KubeRay's variable is the override of kuberay.gcsFtRedisCleanup; the app sets it at start.
+    config = operator_config_from_env({"ENABLE_GCS_FT_REDIS_CLEANUP": "false"})
+    assert config.gcs_ft_redis_cleanup is False
+    redis_cleanup.set_cleanup_enabled(config.gcs_ft_redis_cleanup)
+    try:
+        assert not redis_cleanup.wanted(ft_cluster())
+    finally:
+        redis_cleanup.set_cleanup_enabled(True)
 
 
 def test_job_outcome_reads_the_job_conditions() -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.kuberay_env import KUBERAY_ENV, refusals
 from rayquota.operator.ray import ingress, labels
 from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
@@ -17,6 +16,7 @@ from rayquota.operator.ray.raycluster.status import cluster_status
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.rayservice.validation import validate_rayservice
 from rayquota.operator.ray.resolver import ServiceDNSResolver, resolver_from_settings
+from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import BASE_CLUSTER, cluster
 from tests.unit.ray.rayservice_fixtures import service
 
@@ -86,11 +86,11 @@ def test_the_ingress_backend_and_the_status_name_the_head_services_own_name() ->
 
 
 def test_the_operator_reads_kuberays_cluster_domain_setting() -> None:
-    assert OperatorConfig.from_env({}).cluster_domain == "cluster.local"
-    assert OperatorConfig.from_env({"CLUSTER_DOMAIN": DOMAIN}).cluster_domain == DOMAIN
-    assert OperatorConfig.from_env({"CLUSTER_DOMAIN": ""}).cluster_domain == "cluster.local"
+    assert operator_config_from_env({}).cluster_domain == "cluster.local"
+    assert operator_config_from_env({"CLUSTER_DOMAIN": DOMAIN}).cluster_domain == DOMAIN
+    assert operator_config_from_env({"CLUSTER_DOMAIN": ""}).cluster_domain == "cluster.local"
     with pytest.raises(ValueError, match="RAYQUOTA_CLUSTER_DOMAIN is now KubeRay's CLUSTER_DOMAIN"):
-        OperatorConfig.from_env({"RAYQUOTA_CLUSTER_DOMAIN": DOMAIN})
+        operator_config_from_env({"RAYQUOTA_CLUSTER_DOMAIN": DOMAIN})
 
 
 def test_a_rayservice_may_not_name_its_head_service() -> None:
@@ -128,7 +128,7 @@ def test_a_kuberay_setting_rayquota_cannot_honour_is_refused_at_start_up_by_name
     name: str, value: str
 ) -> None:
     with pytest.raises(ValueError) as refused:
-        OperatorConfig.from_env({name: value})
+        operator_config_from_env({name: value})
     assert f"{name}={value!r}" in str(refused.value)
 
 
@@ -147,7 +147,7 @@ def test_a_kuberay_setting_rayquota_cannot_honour_is_refused_at_start_up_by_name
 )
 def test_a_kuberay_setting_asking_for_what_rayquota_does_is_accepted(name: str, value: str) -> None:
     assert refusals({name: value}) == []
-    OperatorConfig.from_env({name: value})
+    operator_config_from_env({name: value})
 
 
 def test_every_kuberay_operator_setting_is_listed() -> None:

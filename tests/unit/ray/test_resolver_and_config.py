@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.ray.resolver import LocalResolver, ServiceDNSResolver, resolver_from_settings
+from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import cluster
 
 
@@ -40,7 +40,7 @@ def test_local_resolver_without_mapping_says_how_to_fix() -> None:
 
 
 def test_config_from_env() -> None:
-    config = OperatorConfig.from_env(
+    config = operator_config_from_env(
         {
             "RAYQUOTA_OPERATOR_VERSION": "9.9",
             "RAYQUOTA_DASHBOARD_RESOLVER": "local",

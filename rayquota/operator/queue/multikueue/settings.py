@@ -1,15 +1,12 @@
-"""The MultiKueue controller's settings (Kueue's ``multiKueue`` configuration), read from the
-operator's environment. The controller runs only where it is switched on (the manager)."""
+"""The MultiKueue controller's settings (Kueue's ``multiKueue`` configuration), built from the
+operator's configuration. The controller runs only where it is switched on (the manager)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from rayquota.operator.queue.multikueue.kubeconfig_safety import DEFAULT_PATH_PREFIX
-
-ENABLED_ENV = "RAYQUOTA_MULTIKUEUE"
 
 
 class Dispatcher(StrEnum):
@@ -38,49 +35,3 @@ class MultiKueueSettings:
     nomination_timeout_s: float = 60.0
     # Where ``locationType: Path`` kubeconfigs may be read from (Kueue's fixed folder).
     kubeconfig_path_prefix: str = DEFAULT_PATH_PREFIX
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> MultiKueueSettings | None:
-        """None when the controller is off (``RAYQUOTA_MULTIKUEUE`` unset or false)."""
-        switch = env.get(ENABLED_ENV, "").strip().lower()
-        if switch in ("", "0", "false", "no", "off"):
-            return None
-        if switch not in ("1", "true", "yes", "on"):
-            raise ValueError(f"{ENABLED_ENV}={env[ENABLED_ENV]!r}: expected true or false")
-        defaults = cls()
-
-        def seconds(name: str, default: float) -> float:
-            raw = env.get(name)
-            try:
-                value = float(raw) if raw else default
-            except ValueError as exc:
-                raise ValueError(f"{name}={raw!r}: expected seconds") from exc
-            if value <= 0:
-                raise ValueError(f"{name}={raw!r}: expected a positive number of seconds")
-            return value
-
-        dispatcher = env.get("RAYQUOTA_MULTIKUEUE_DISPATCHER") or defaults.dispatcher.value
-        try:
-            chosen = Dispatcher(dispatcher)
-        except ValueError as exc:
-            names = ", ".join(d.value for d in Dispatcher)
-            raise ValueError(
-                f"RAYQUOTA_MULTIKUEUE_DISPATCHER={dispatcher!r}: expected one of {names}"
-            ) from exc
-        return cls(
-            worker_lost_timeout_s=seconds(
-                "RAYQUOTA_MULTIKUEUE_WORKER_LOST_TIMEOUT", defaults.worker_lost_timeout_s
-            ),
-            gc_interval_s=seconds("RAYQUOTA_MULTIKUEUE_GC_INTERVAL", defaults.gc_interval_s),
-            origin=env.get("RAYQUOTA_MULTIKUEUE_ORIGIN") or defaults.origin,
-            dispatcher=chosen,
-            namespace=env.get("RAYQUOTA_MULTIKUEUE_NAMESPACE")
-            or env.get("RAYQUOTA_OPERATOR_NAMESPACE")
-            or defaults.namespace,
-            probe_interval_s=seconds("RAYQUOTA_MULTIKUEUE_PROBE_INTERVAL", defaults.probe_interval_s),
-            nomination_timeout_s=seconds(
-                "RAYQUOTA_MULTIKUEUE_NOMINATION_TIMEOUT", defaults.nomination_timeout_s
-            ),
-            kubeconfig_path_prefix=env.get("RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX")
-            or defaults.kubeconfig_path_prefix,
-        )

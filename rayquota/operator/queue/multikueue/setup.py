@@ -1,6 +1,6 @@
 """The MultiKueue check controller on the manager's Manager: the worker connections (one per
 MultiKueueCluster), the AdmissionChecks' Active condition, the dispatch of each Workload with a
-MultiKueue check, and the orphan collection in the workers. Wired by `rayquota.operator.main`
+MultiKueue check, and the orphan collection in the workers. Wired by `rayquota.operator.components`
 after the queue integration, whose caches it reads."""
 
 from __future__ import annotations

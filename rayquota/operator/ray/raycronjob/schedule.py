@@ -9,7 +9,6 @@ here: a fixed interval from the previous run, whole seconds, at least one second
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,13 +56,14 @@ def go_duration_seconds(text: str) -> float:
 
 def time_zone(name: str | None, env: Mapping[str, str] | None = None) -> dt.tzinfo:
     """The zone `spec.timeZone` names, or (None) the operator's local zone as Go reads it: $TZ,
-    empty meaning UTC, else /etc/localtime, else UTC."""
+    empty meaning UTC, else /etc/localtime, else UTC. `env`: the process environment, which the
+    entry point passes (None: /etc/localtime)."""
     if name is not None:
         try:
             return ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ScheduleError(f"unknown time zone {name!r}") from exc
-    env = os.environ if env is None else env
+    env = env or {}
     if "TZ" in env:
         local = env["TZ"].removeprefix(":")
         if not local:

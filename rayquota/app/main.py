@@ -1,11 +1,10 @@
-"""`rayquota run`: the operator process.
+"""`rayquota run`: the operator process, and the composition root above the operator.
 
-One asyncio loop runs the manager (informers, work queues, controllers) of every component, a
-/healthz and /readyz endpoint, and, with leader election, the Lease: only the holder reconciles,
-and a holder that loses the Lease exits so its pod restarts as a standby.
-
-The components are wired here, explicitly: each `setup` registers on the manager and returns a
-typed handle, which the next one is given when it needs it.
+It builds the operator's components (`rayquota.operator.components`), the web dashboard and the
+servers, and passes each its handles and settings. One asyncio loop runs the manager
+(informers, work queues, controllers), a /healthz and /readyz endpoint, and, with leader
+election, the Lease: only the holder reconciles, and a holder that loses the Lease exits so its
+pod restarts as a standby. The settings were read once, before, by `rayquota.config`.
 """
 
 from __future__ import annotations
@@ -26,85 +25,49 @@ from prometheus_client import REGISTRY
 from rayquota import __version__
 from rayquota.dashboard import main as dashboard_main
 from rayquota.dashboard.server import Dashboard
+from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator import log_format
+from rayquota.operator.components import Components, setup_components
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
-from rayquota.operator.queue import setup as queue_setup
-from rayquota.operator.queue.multikueue import setup as multikueue_setup
-from rayquota.operator.queue.multikueue.setup import MultiKueueComponent
-from rayquota.operator.queue.naming import QueueSettings
-from rayquota.operator.queue.setup import QueueComponent
-from rayquota.operator.ray import setup as ray_setup
+from rayquota.operator.queue.api_group import of_mode
+from rayquota.operator.ray import labels, redis_cleanup
 from rayquota.operator.ray.raycronjob.clock import Clock
-from rayquota.operator.ray.setup import RayControllers
-from rayquota.operator.webhooks import setup as webhooks_setup
-from rayquota.operator.webhooks.setup import WebhookComponent
 
 log = logging.getLogger("rayquota")
 
 
 @dataclass(frozen=True)
-class Components:
-    ray: RayControllers | None
-    """None in admission-only mode: KubeRay's operator reconciles the Ray objects there."""
-    queue: QueueComponent | None
-    """None in a namespace-only install (no cluster-scoped reads): the Ray reconcilers alone."""
-    webhooks: WebhookComponent | None
+class Application:
+    components: Components
     dashboard: Dashboard | None = None
-    """The read-only web dashboard, with --dashboard-port."""
-    multikueue: MultiKueueComponent | None = None
-    """The MultiKueue check controller of a manager cluster (RAYQUOTA_MULTIKUEUE)."""
-
-    def names(self) -> tuple[str, ...]:
-        """The components that run, by the names `rayquota.operator.permissions` declares."""
-        present = {
-            "ray": self.ray,
-            "raycronjob": self.ray.cronjobs if self.ray is not None else None,
-            "queue": self.queue,
-            "webhooks": self.webhooks,
-            "multikueue": self.multikueue,
-        }
-        return tuple(name for name, handle in present.items() if handle is not None)
+    """The read-only web dashboard, with dashboard.port."""
 
     def describe(self) -> str:
-        """For the start-up log: each component once, the webhooks with where they are served."""
-        described = [name for name in self.names() if name not in ("webhooks", "raycronjob")]
-        if self.ray is not None and self.ray.cronjobs is not None:
-            described[0] = "ray (with RayCronJob)"
-        if self.webhooks is not None:
-            described.append(self.webhooks.describe())
+        described = self.components.describe()
         if self.dashboard is not None:
-            described.append(f"dashboard on {self.dashboard.settings.bind}:{self.dashboard.settings.port}")
-        return ", ".join(described)
+            described += f", dashboard on {self.dashboard.settings.bind}:{self.dashboard.settings.port}"
+        return described
 
 
-def setup_components(manager: Manager, config: OperatorConfig, *, clock: Clock | None = None) -> Components:
-    """`clock`: the RayCronJob controller's (tests move it); the system clock by default."""
-    if not config.reconcilers_enabled and not config.queue_enabled:
-        raise ValueError("with the Ray reconcilers and the queue both off there is nothing to run")
-    # A RayCronJob's RayJobs are queued like any other: they carry its queue and priority labels.
-    queue_labels = QueueSettings.from_env(os.environ)
-    inherited = (*queue_labels.queue_label_keys, *queue_labels.priority_label_keys)
-    ray = (
-        ray_setup.setup(manager, config, clock=clock, inherited_label_keys=inherited)
-        if config.reconcilers_enabled
-        else None
-    )
-    queue = queue_setup.setup(manager, ray) if config.queue_enabled else None
-    if queue is not None and config.webhooks is not None:
-        webhooks = webhooks_setup.setup(manager, config.webhooks, queue)
-    else:
-        webhooks = None
-    web = config.web_dashboard
-    dashboard = dashboard_main.attach(manager, web) if web is not None else None
-    multikueue = (
-        multikueue_setup.setup(manager, queue, config.multikueue)
-        if queue is not None and config.multikueue is not None
-        else None
-    )
-    return Components(ray, queue, webhooks, dashboard, multikueue)
+def build(
+    manager: Manager,
+    config: OperatorConfig,
+    dashboard: DashboardSettings | None = None,
+    *,
+    clock: Clock | None = None,
+) -> Application:
+    """The operator's components and, beside them on the same manager, the web dashboard."""
+    labels.set_created_by(config.created_by)
+    redis_cleanup.set_cleanup_enabled(config.gcs_ft_redis_cleanup)
+    components = setup_components(manager, config, clock=clock)
+    web = None
+    if dashboard is not None:
+        api = of_mode(config.queue.api_mode)
+        web = dashboard_main.attach(manager, dashboard, api, fair_sharing=config.queue.fair_sharing)
+    return Application(components, web)
 
 
 def _start_metrics(port: int, bind: str) -> None:
@@ -118,16 +81,18 @@ def _start_metrics(port: int, bind: str) -> None:
 
 def run(
     *,
+    config: OperatorConfig,
     namespaces: list[str] | None,
     metrics_port: int,
     health_port: int,
     verbose: bool,
-    bind: str | None = None,
+    bind: str = "127.0.0.1",
     stop_flag: threading.Event | None = None,
     ready_flag: threading.Event | None = None,
     leader_elect: bool = False,
     lease: LeaseSettings | None = None,
-    config: OperatorConfig | None = None,
+    dashboard: DashboardSettings | None = None,
+    log_format_name: str = "text",
     clock: Clock | None = None,
 ) -> int:
     """Run until SIGINT/SIGTERM/SIGHUP (or `stop_flag`). Returns the exit code.
@@ -136,25 +101,14 @@ def run(
     `clock` is the RayCronJob controller's (tests move it).
     """
     try:
-        log_format.configure(verbose=verbose, log_format=os.environ.get("RAYQUOTA_LOG_FORMAT") or "text")
+        log_format.configure(verbose=verbose, log_format=log_format_name)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not os.environ.get("KUBECONFIG") and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: KUBECONFIG is not set and not running in a cluster", file=sys.stderr)
         return 2
-    if leader_elect:
-        try:
-            lease = lease or LeaseSettings.from_env()
-        except ValueError as exc:
-            print(f"error: leader election: {exc}", file=sys.stderr)
-            return 2
-    bind = bind or os.environ.get("RAYQUOTA_BIND_ADDRESS", "127.0.0.1")
-    try:
-        config = config or OperatorConfig.from_env()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    lease = (lease or LeaseSettings()) if leader_elect else None
     if not config.reconcilers_enabled and not config.queue_enabled:
         print("error: the Ray reconcilers and the queue are both off: nothing to run", file=sys.stderr)
         return 2
@@ -170,7 +124,8 @@ def run(
                 health_port=health_port,
                 stop_flag=stop_flag,
                 ready_flag=ready_flag,
-                lease=lease if leader_elect else None,
+                lease=lease,
+                dashboard=dashboard,
                 serve_metrics=metrics_port > 0,
                 clock=clock,
             )
@@ -190,6 +145,7 @@ async def _main(
     stop_flag: threading.Event | None,
     ready_flag: threading.Event | None,
     lease: LeaseSettings | None,
+    dashboard: DashboardSettings | None,
     serve_metrics: bool,
     clock: Clock | None,
 ) -> int:
@@ -202,8 +158,9 @@ async def _main(
         helpers.append(asyncio.create_task(_watch_thread_flag(stop_flag, shutdown)))
     client = KubeClient.from_environment()
     manager = Manager(client, scope, workers=config.workers, resync_interval_s=config.resync_interval_s)
-    components = setup_components(manager, config, clock=clock)
-    log.info("components: %s", components.describe())
+    application = build(manager, config, dashboard, clock=clock)
+    components = application.components
+    log.info("components: %s", application.describe())
     kuberay_metrics = components.ray.kuberay_metrics if components.ray is not None else None
     if serve_metrics and kuberay_metrics is not None:
         REGISTRY.register(kuberay_metrics)
