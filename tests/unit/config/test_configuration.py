@@ -212,7 +212,10 @@ def test_fair_sharing_strategies_reach_the_engine_from_the_file_and_the_environm
     fair = build.operator_config(load(path).configuration).queue.fair_sharing
     assert isinstance(fair, FairSharing)
     assert fair.preemption_strategies == (PreemptionStrategy.LESS_THAN_INITIAL_SHARE,)
-    env = {"RAYQUOTA_FAIR_SHARING": "true", "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES": "LessThanOrEqualToFinalShare"}
+    env = {
+        "RAYQUOTA_FAIR_SHARING": "true",
+        "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES": "LessThanOrEqualToFinalShare",
+    }
     fair = build.operator_config(load(env=env).configuration).queue.fair_sharing
     assert isinstance(fair, FairSharing)
     assert fair.preemption_strategies == (PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)
