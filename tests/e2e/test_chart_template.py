@@ -146,6 +146,11 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     assert pod_gate["rules"][0]["resources"] == ["pods"] and pod_gate["rules"][0]["operations"] == ["CREATE"]
     ray_pods = {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]}
     assert pod_gate["objectSelector"] == ray_pods
+    # A user cannot lift that gate by hand: an UPDATE removing it is judged.
+    [validating] = find(objects, "ValidatingWebhookConfiguration")
+    [kept] = [h for h in validating["webhooks"] if h["name"].startswith("pod-gate-kept")]
+    assert kept["failurePolicy"] == "Fail" and kept["clientConfig"]["service"]["path"] == "/validate-pod"
+    assert kept["rules"][0]["operations"] == ["UPDATE"] and kept["objectSelector"] == ray_pods
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
     assert pod_verbs == {"list", "watch", "patch"}

@@ -94,7 +94,9 @@ def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
         with kuberay_running(
             cluster, pool, tmp / "kuberay.log", lambda command: with_hosts_file(command, heads.hosts)
         ) as log:
-            operator = LocalOperator(cluster.kubeconfig, system, tmp, "--no-reconcilers", *watch, watch=pool[0])
+            operator = LocalOperator(
+                cluster.kubeconfig, system, tmp, "--no-reconcilers", *watch, watch=pool[0]
+            )
             try:
                 wait_for("rayquota's webhooks", lambda: "admission webhooks on" in operator.log(), 90)
                 yield Stage(cluster, heads, operator, log, list(pool))

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,9 @@ class Cell:
     def apply(self, body: Mapping[str, Any]) -> None:
         self.stage.kubectl("apply", "-f", "-", input=json.dumps({**body}))
 
-    def patch(self, kind: str, name: str, patch: list[dict[str, Any]] | dict[str, Any], kind_of: str = "json") -> Any:
+    def patch(
+        self, kind: str, name: str, patch: list[dict[str, Any]] | dict[str, Any], kind_of: str = "json"
+    ) -> Any:
         return self.stage.kubectl(
             "patch", kind, name, "-n", self.ns, "--type", kind_of, "-p", json.dumps(patch), check=False
         )
@@ -134,7 +137,10 @@ def container(name: str, gpus: int) -> dict[str, Any]:
 def cluster_spec(gpus_per_worker: int, workers: int, group: str = "gpu") -> dict[str, Any]:
     """A Ray cluster's spec: a CPU head and one GPU worker group."""
     return {
-        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", 0)]}}},
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [container("ray-head", 0)]}},
+        },
         "workerGroupSpecs": [
             {
                 "groupName": group,
@@ -226,3 +232,72 @@ def admitted_gpus(workload: Mapping[str, Any] | None) -> int | None:
         int(str((ps.get("resourceUsage") or {}).get("nvidia.com/gpu", 0)))
         for ps in admission.get("podSetAssignments") or ()
     )
+
+
+# --- order in the API server's history (the sampler's revisions) -------------------------------
+
+
+def revisions(
+    sampler: GateSampler, kind: str, predicate: Callable[[Mapping[str, Any]], bool], *, deleted: bool
+) -> dict[str, list[int]]:
+    """uid -> the revisions of the versions of ``kind`` matching ``predicate`` (their deletion
+    alone with ``deleted``)."""
+    sampler.sync()
+    feed = next(f for f in sampler.feeds if f.kind == kind)
+    out: dict[str, list[int]] = {}
+    for version in sorted(list(feed.versions), key=lambda v: v.revision):
+        if version.deleted == deleted and predicate(version.obj):
+            out.setdefault(str(version.obj["metadata"].get("uid")), []).append(version.revision)
+    return out
+
+
+def of_cluster(cluster: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda pod: (pod["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+
+
+def first_pod(sampler: GateSampler, cluster: str, since: int = 0) -> int:
+    """The revision at which the first pod of ``cluster`` created after ``since`` was stored."""
+    created = revisions(sampler, "Pod", of_cluster(cluster), deleted=False)
+    firsts = [min(rs) for rs in created.values() if min(rs) > since]
+    assert firsts, f"no pod of {cluster} was seen after revision {since}"
+    return min(firsts)
+
+
+def gone_before(sampler: GateSampler, earlier: str, later: str, since: int = 0) -> list[str]:
+    """The pods of cluster ``earlier`` that existed when the first pod of cluster ``later``
+    (created after revision ``since``) was stored and were not deleted before it (empty: all
+    were gone first)."""
+    first = first_pod(sampler, later, since)
+    deletions = revisions(sampler, "Pod", of_cluster(earlier), deleted=True)
+    alive = revisions(sampler, "Pod", of_cluster(earlier), deleted=False)
+    return [
+        uid
+        for uid, rs in alive.items()
+        if min(rs) < first and not any(d < first for d in deletions.get(uid, ()))
+    ]
+
+
+def describe(sampler: GateSampler) -> str:
+    """The namespace's pods and Workloads, for a failure's message."""
+    lines = []
+    for name, pod in sorted(sampler.current("Pod").items()):
+        gates = ",".join(g.get("name", "") for g in pod["spec"].get("schedulingGates") or ())
+        phase = (pod.get("status") or {}).get("phase")
+        lines.append(f"  pod {name}: {phase} node={pod['spec'].get('nodeName')} gates=[{gates}]")
+    for name, wl in sorted(sampler.current("Workload").items()):
+        status = wl.get("status") or {}
+        lines.append(f"  workload {name}: gpus={admitted_gpus(wl)} reason={status.get('pendingReason')!r}")
+    return "\n".join(lines)
+
+
+def side_by_side(**scenarios: Callable[[], None]) -> None:
+    """Each scenario in a thread of its own (they share the stage's operators); all failures
+    are reported together."""
+    failures: list[str] = []
+    with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
+        futures = {name: pool.submit(run) for name, run in scenarios.items()}
+        for name, future in futures.items():
+            error = future.exception()
+            if error is not None:
+                failures.append(f"{name}: {type(error).__name__}: {error}")
+    assert not failures, "\n\n".join(failures)

@@ -30,17 +30,27 @@ def test_a_rayservice_under_a_tight_quota_waits_with_a_reason_then_runs_without_
     sampler = cell.sampler
     try:
         cell.apply(gpu_service(cell.ns, "up", workers=2, gpus_per_worker=2))
-        up = cell.wait("KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90)
-        cell.wait("its 3 pods let through, Running on the flavor", lambda: running_on_pool(pods_of(sampler, up), 3), 150)
+        up = cell.wait(
+            "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90
+        )
+        cell.wait(
+            "its 3 pods let through, Running on the flavor",
+            lambda: running_on_pool(pods_of(sampler, up), 3),
+            150,
+        )
         cell.apply(gpu_service(cell.ns, "next", workers=2, gpus_per_worker=1))
         cell.wait(
             "the second RayService's Workload waiting, with a reason",
-            lambda: (w := cell.workload_of("RayService", "next"))
-            and not (w.get("status") or {}).get("admission")
-            and (w.get("status") or {}).get("pendingReason"),
+            lambda: (
+                (w := cell.workload_of("RayService", "next"))
+                and not (w.get("status") or {}).get("admission")
+                and (w.get("status") or {}).get("pendingReason")
+            ),
             90,
         )
-        nxt = cell.wait("KubeRay's cluster for it", lambda: next(iter(service_clusters(sampler, "next")), None), 90)
+        nxt = cell.wait(
+            "KubeRay's cluster for it", lambda: next(iter(service_clusters(sampler, "next")), None), 90
+        )
         assert sampler.current("RayCluster")[nxt]["spec"].get("suspend") is True
         assert not pods_of(sampler, nxt)
         cell.set_gpus(6)
@@ -108,7 +118,9 @@ def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_
             lambda: (sampler.current("RayJob")["job"].get("status") or {}).get("rayClusterName"),
             120,
         )
-        cell.wait("its pods Running on the flavor", lambda: running_on_pool(pods_of(sampler, job_cluster), 2), 150)
+        cell.wait(
+            "its pods Running on the flavor", lambda: running_on_pool(pods_of(sampler, job_cluster), 2), 150
+        )
         service_cluster = cell.wait(
             "the RayService's cluster", lambda: next(iter(service_clusters(sampler, "svc")), None), 90
         )

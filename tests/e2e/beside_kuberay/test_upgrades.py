@@ -59,7 +59,9 @@ def _waiting_workload(sampler: GateSampler, service: str) -> Mapping[str, Any] |
             w
             for w in sampler.current("Workload").values()
             if w["metadata"]["name"].startswith(f"rayservice-{service}")
-            and re.search(r"needs \d+ more nvidia\.com/gpu", str((w.get("status") or {}).get("pendingReason")))
+            and re.search(
+                r"needs \d+ more nvidia\.com/gpu", str((w.get("status") or {}).get("pendingReason"))
+            )
         ),
         None,
     )
@@ -69,7 +71,11 @@ def _one_gpu_workers(cell: Cell, service: str) -> None:
     """The user's edit: each worker asks for 1 GPU instead of 2 (a new shape: a new cluster)."""
     limits = {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
     path = "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/resources"
-    out = cell.patch("rayservice", service, [{"op": "replace", "path": path, "value": {"limits": limits, "requests": limits}}])
+    out = cell.patch(
+        "rayservice",
+        service,
+        [{"op": "replace", "path": path, "value": {"limits": limits, "requests": limits}}],
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -89,11 +95,19 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
     sampler = cell.sampler
     try:
         cell.apply(served_service(cell.ns, "up", heads.dashboard_port))
-        first = cell.wait("KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90)
+        first = cell.wait(
+            "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90
+        )
         heads.add(first, serving=first_serves, namespace=cell.ns)
-        cell.wait("its 3 pods let through, Running on the flavor", lambda: running_on_pool(pods_of(sampler, first), 3), 150)
+        cell.wait(
+            "its 3 pods let through, Running on the flavor",
+            lambda: running_on_pool(pods_of(sampler, first), 3),
+            150,
+        )
         if first_serves:
-            cell.wait("the first cluster serving, active", lambda: _role(sampler, "up", "active") == first, 120)
+            cell.wait(
+                "the first cluster serving, active", lambda: _role(sampler, "up", "active") == first, 120
+            )
         else:
             # KubeRay reached the head and gave it the Serve config; its applications deploy.
             cell.wait("KubeRay's Serve config on the first head", lambda: heads.serve_puts(first) >= 1, 120)
@@ -105,7 +119,9 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
             120,
         )
         heads.add(new, serving=True, namespace=cell.ns)
-        waiting = cell.wait("the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90)
+        waiting = cell.wait(
+            "the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90
+        )
         cell.wait(
             "KubeRay's 3 pods for the new cluster, all held at the gate",
             lambda: len(pods := pods_of(sampler, new)) == 3 and all(held(p) for p in pods),
@@ -123,7 +139,11 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
         assert first in sampler.current("RayCluster") and len(pods_of(sampler, first)) == 3, (
             "the first cluster was gone before the new one ran: KubeRay's deletion, not the raise, made room"
         )
-        cell.wait("KubeRay making the new cluster the active one", lambda: _role(sampler, "up", "active") == new, 120)
+        cell.wait(
+            "KubeRay making the new cluster the active one",
+            lambda: _role(sampler, "up", "active") == new,
+            120,
+        )
         cell.wait(
             "KubeRay deleting the first cluster",
             lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),

@@ -203,3 +203,28 @@ def test_beside_kuberay_a_rayjob_gets_no_submitter_template_it_did_not_have() ->
     }
     [edit] = BESIDE["RayJob"].run_with(written, [], admission, {"a100": flavor})
     assert edit.body["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"]["pool"] == "a100"
+
+
+def held_pod(cluster: dict[str, Any], name: str = "svc-a") -> dict[str, Any]:
+    pod = ray_pod(cluster, name)
+    pod["metadata"].update(name=f"{name}-head", namespace="team-a", uid=f"pod-{name}")
+    pod["metadata"]["labels"]["ray.io/node-type"] = "head"
+    pod["spec"]["schedulingGates"] = [{"name": "rayquota.io/admission"}]
+    return pod
+
+
+def test_a_user_removing_the_pod_gate_before_admission_is_refused() -> None:
+    """POC hole 2, the pod form: a gate cannot be added back, so its removal is refused until
+    the recorded admission covers the pod (the ungater's own patch then passes)."""
+    service, child = service_with_child(suspended=False)
+    pod = held_pod(child)
+    cleared = {**pod, "spec": {**pod["spec"], "schedulingGates": []}}
+    waiting = objects_with(service, [child], admitted=False)
+    verdict = pod_review.keep_gate(cleared, pod, "team-a", waiting, QueueGate(waiting))
+    assert not verdict.allowed
+    assert "team-a/svc-a-head" in verdict.message and "rayquota.io/admission" in verdict.message
+    admitted = objects_with(service, [child], admitted=True)
+    assert pod_review.keep_gate(cleared, pod, "team-a", admitted, QueueGate(admitted)).allowed
+    # Any other change of a held pod is not the webhook's business.
+    relabelled = {**pod, "metadata": {**pod["metadata"], "labels": {**pod["metadata"]["labels"], "x": "y"}}}
+    assert pod_review.keep_gate(relabelled, pod, "team-a", waiting, QueueGate(waiting)).allowed
