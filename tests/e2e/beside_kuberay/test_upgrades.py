@@ -67,6 +67,18 @@ def _waiting_workload(sampler: GateSampler, service: str) -> Mapping[str, Any] |
     )
 
 
+def _gpus_by_pod_set(workload: Mapping[str, Any]) -> list[int]:
+    """The GPUs of each GPU-holding pod set of a RayService's Workload's admission, sorted."""
+    if not workload["metadata"]["name"].startswith("rayservice-up"):
+        return []
+    admission = (workload.get("status") or {}).get("admission") or {}
+    usage = [
+        int(str((ps.get("resourceUsage") or {}).get("nvidia.com/gpu", 0)))
+        for ps in admission.get("podSetAssignments") or ()
+    ]
+    return sorted(g for g in usage if g)
+
+
 def _one_gpu_workers(cell: Cell, service: str) -> None:
     """The user's edit: each worker asks for 1 GPU instead of 2 (a new shape: a new cluster)."""
     limits = {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
@@ -135,6 +147,12 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
             "the new cluster's pods let through, Running on the flavor",
             lambda: running_on_pool(pods_of(sampler, new), 3),
             150,
+        )
+        # POC hole 1, exact accounting: both clusters name their worker group "gpu", in two
+        # shapes; the admission counts each cluster's own (2 x 2 GPUs and 2 x 1 GPU), not one
+        # group's pods at either shape.
+        assert sampler.first("Workload", lambda w: _gpus_by_pod_set(w) == [2, 4]), (
+            "no admission counted the two clusters' same-named groups apart"
         )
         assert first in sampler.current("RayCluster") and len(pods_of(sampler, first)) == 3, (
             "the first cluster was gone before the new one ran: KubeRay's deletion, not the raise, made room"
