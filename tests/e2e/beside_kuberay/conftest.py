@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rayquota.localcluster import peers
+from rayquota.localcluster import gateway_api, peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.ports import free_port
 from tests.e2e.beside_kuberay.harness import Stage, kuberay_running
@@ -74,13 +74,15 @@ def kuberay_operator(kuberay_cluster: LocalCluster, kuberay_namespace: str, tmp_
 
 @pytest.fixture(scope="package")
 def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
-    """rayquota's CRDs; the namespace pool; fake Ray heads; KubeRay's operator reaching them
-    through its hosts file; and `rayquota run --no-reconcilers` as a new user starts it (the
-    admin kubeconfig, loopback webhooks registered by the operator itself), both watching the
-    pool."""
+    """rayquota's and Gateway API's CRDs; the namespace pool; fake Ray heads; KubeRay's operator
+    (incremental upgrades gated on) reaching them through its hosts file; and `rayquota run
+    --no-reconcilers` as a new user starts it (the admin kubeconfig, loopback webhooks
+    registered by the operator itself), both watching the pool."""
     cluster = kuberay_cluster
     crds = sorted(str(p) for p in (REPO / "crds").glob("rayquota.io_*.yaml"))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", *[a for p in crds for a in ("-f", p)])
+    # Gateway API's: KubeRay's incremental upgrades route through a Gateway and an HTTPRoute.
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(gateway_api.ensure_crds()))
     tmp = tmp_path_factory.mktemp("beside-kuberay")
     prefix = f"kr{os.getpid() % 100000}"
     system, pool = f"{prefix}-system", [f"{prefix}-{i}" for i in range(NAMESPACES)]
@@ -92,7 +94,11 @@ def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
     watch = [arg for name in pool[1:] for arg in ("-n", name)]
     try:
         with kuberay_running(
-            cluster, pool, tmp / "kuberay.log", lambda command: with_hosts_file(command, heads.hosts)
+            cluster,
+            pool,
+            tmp / "kuberay.log",
+            lambda command: with_hosts_file(command, heads.hosts),
+            ("--feature-gates=RayServiceIncrementalUpgrade=true",),
         ) as log:
             operator = LocalOperator(
                 cluster.kubeconfig, system, tmp, "--no-reconcilers", *watch, watch=pool[0]
