@@ -115,7 +115,7 @@ def test_rayclusters_rayjobs_and_a_rayservice_created_suspended_or_not_run_only_
         )
         job_cluster = cell.wait(
             "the RayJob's cluster",
-            lambda: (sampler.current("RayJob")["job"].get("status") or {}).get("rayClusterName"),
+            lambda: (sampler.current("RayJob").get("job", {}).get("status") or {}).get("rayClusterName"),
             120,
         )
         cell.wait(
