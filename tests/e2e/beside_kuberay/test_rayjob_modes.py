@@ -58,14 +58,14 @@ def _succeeded(job_id: str) -> dict[str, Any]:
 def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admitted_and_finish(
     stage: Stage,
 ) -> None:
-    """Eight RayJobs (4 modes x created suspended or not), 1 GPU each, under a 4-GPU queue: at
-    most four run at once, each only once admitted, its pods on the flavor; each runs to
+    """Eight RayJobs (4 modes x created suspended or not), 1 GPU each, under a 6-GPU queue: at
+    most six run at once, each only once admitted, its pods on the flavor; each runs to
     KubeRay's end: its Ray job SUCCEEDED on its (fake) head and, but in SidecarMode, the
     RayJob Complete and its cluster deleted (shutdownAfterJobFinishes), its quota released only
     after its pods are gone, which lets the waiting ones in. InteractiveMode waits for the
     user's job id (spec.jobId). SidecarMode's submitter is a container of the head pod, which
     never ends on kwok: KubeRay reports the Ray job SUCCEEDED and keeps the RayJob Running."""
-    cell, heads = Cell(stage, gpus=4), stage.heads
+    cell, heads = Cell(stage, gpus=6), stage.heads
     sampler = cell.sampler
     jobs = {_name(m, s): (m, s) for m in MODES for s in (False, True)}
     done: set[str] = set()
