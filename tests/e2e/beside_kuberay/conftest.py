@@ -39,7 +39,8 @@ def kuberay_cluster() -> Iterator[LocalCluster]:
     cluster.up()
     try:
         # Server-side: the RayCluster CRD is too large for client-side apply's annotation.
-        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()))
+        # Large CRDs: slow to store on a loaded machine.
+        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()), timeout=300)
         yield cluster
     finally:
         cluster.down(quiet=True, purge=True)
@@ -80,9 +81,13 @@ def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
     registered by the operator itself), both watching the pool."""
     cluster = kuberay_cluster
     crds = sorted(str(p) for p in (REPO / "crds").glob("rayquota.io_*.yaml"))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", *[a for p in crds for a in ("-f", p)])
+    cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", *[a for p in crds for a in ("-f", p)], timeout=300
+    )
     # Gateway API's: KubeRay's incremental upgrades route through a Gateway and an HTTPRoute.
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(gateway_api.ensure_crds()))
+    cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(gateway_api.ensure_crds()), timeout=300
+    )
     tmp = tmp_path_factory.mktemp("beside-kuberay")
     prefix = f"kr{os.getpid() % 100000}"
     system, pool = f"{prefix}-system", [f"{prefix}-{i}" for i in range(NAMESPACES)]
