@@ -39,11 +39,20 @@ def kuberay_cluster() -> Iterator[LocalCluster]:
     cluster.up()
     try:
         # Server-side: the RayCluster CRD is too large for client-side apply's annotation.
-        # Large CRDs: slow to store on a loaded machine.
-        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()), timeout=300)
+        # Large CRDs: slow to store on a loaded machine (the API server may time out: again).
+        _apply(cluster, "-f", str(peers.kuberay_crd_dir()))
         yield cluster
     finally:
         cluster.down(quiet=True, purge=True)
+
+
+def _apply(cluster: LocalCluster, *args: str) -> None:
+    """Server-side apply (idempotent), tried again after a timeout of the API server's own."""
+    for attempt in range(3):
+        out = cluster.kubectl("apply", "--server-side", "--force-conflicts", *args, timeout=300, check=False)
+        if out.returncode == 0:
+            return
+        assert "Timeout" in out.stderr and attempt < 2, out.stderr
 
 
 def _create_namespace(cluster: LocalCluster, name: str) -> None:
@@ -85,9 +94,7 @@ def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
         "apply", "--server-side", "--force-conflicts", *[a for p in crds for a in ("-f", p)], timeout=300
     )
     # Gateway API's: KubeRay's incremental upgrades route through a Gateway and an HTTPRoute.
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(gateway_api.ensure_crds()), timeout=300
-    )
+    _apply(cluster, "-f", str(gateway_api.ensure_crds()))
     tmp = tmp_path_factory.mktemp("beside-kuberay")
     prefix = f"kr{os.getpid() % 100000}"
     system, pool = f"{prefix}-system", [f"{prefix}-{i}" for i in range(NAMESPACES)]
