@@ -23,7 +23,7 @@ from tests.polling import wait_for
 from tests.quota import REPO
 
 # Namespaces made up front for the package's tests (the operators are told them at start).
-NAMESPACES = 16
+NAMESPACES = 10
 
 
 @pytest.fixture(scope="package")
@@ -116,7 +116,7 @@ def stage(kuberay_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
                 cluster.kubeconfig, system, tmp, "--no-reconcilers", *watch, watch=pool[0]
             )
             try:
-                wait_for("rayquota's webhooks", lambda: "admission webhooks on" in operator.log(), 90)
+                wait_for("rayquota's webhooks", lambda: "admission webhooks on" in operator.log(), 240)
                 yield Stage(cluster, heads, operator, log, list(pool))
             finally:
                 out = operator.stop()
