@@ -130,14 +130,15 @@ class FakeHeads(FakeRayDashboard):
             return address
         raise RuntimeError(f"no free loopback address for port {self.dashboard_port}")
 
-    def add(self, cluster: str, *, serving: bool = False) -> str:
-        """A head for ``cluster``: a dashboard on a loopback address of its own, and the hosts
-        line that sends KubeRay there. Returns the address."""
+    def add(self, cluster: str, *, serving: bool = False, namespace: str | None = None) -> str:
+        """A head for ``cluster`` (in ``namespace``, by default the one given at start): a
+        dashboard on a loopback address of its own, and the hosts line that sends KubeRay
+        there. Returns the address."""
         if serving:
             self._serving.add(cluster)
         address = asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(timeout=30)
         self._by_address[address] = cluster
-        self.hosts.add(head_service_fqdn(cluster, self.namespace), address)
+        self.hosts.add(head_service_fqdn(cluster, namespace or self.namespace), address)
         return address
 
     def serve(self, cluster: str) -> None:

@@ -160,6 +160,11 @@ def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off(
     job_pods = {"matchExpressions": [{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]}
     assert job_pod_gate["objectSelector"] == job_pods
     assert "kube-system" in job_pod_gate["namespaceSelector"]["matchExpressions"][0]["values"]
+    # A user cannot lift that gate by hand: an UPDATE removing it is judged.
+    [validating] = find(objects, "ValidatingWebhookConfiguration")
+    [kept] = [h for h in validating["webhooks"] if h["name"].startswith("pod-gate-kept")]
+    assert kept["failurePolicy"] == "Fail" and kept["clientConfig"]["service"]["path"] == "/validate-pod"
+    assert kept["rules"][0]["operations"] == ["UPDATE"] and kept["objectSelector"] == ray_pods
     [role] = find(objects, "ClusterRole", "rq-rayquota")
     pod_verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
     assert pod_verbs == {"list", "watch", "patch"}

@@ -95,6 +95,18 @@ def job_pod_gate_hook(url: str, ca_bundle: str) -> dict[str, Any]:
     }
 
 
+def pod_gate_kept_hook(url: str, ca_bundle: str) -> dict[str, Any]:
+    """Admission-only mode: an UPDATE that removes the scheduling gate from a Ray cluster's pod
+    is refused unless the admission covers the pod (a gate cannot be added back). ``Fail``, as
+    the gate's own webhook."""
+    return {
+        **pod_gate_hook(url, ca_bundle),
+        "name": "pod-gate-kept.queue.rayquota.io",
+        "clientConfig": {"url": f"{url}/validate-pod", "caBundle": ca_bundle},
+        "rules": [_rule("", ("pods",), ["UPDATE"])],
+    }
+
+
 def webhook_configurations(
     url: str, ca_bundle: str, queue_label_keys: tuple[str, ...], hold_pods: bool = False
 ) -> tuple[dict[str, Any], ...]:
@@ -161,7 +173,7 @@ def webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": CONFIG_NAME},
-        "webhooks": [*gate_hooks, queue_hook],
+        "webhooks": [*gate_hooks, queue_hook, *([pod_gate_kept_hook(url, ca_bundle)] if hold_pods else [])],
     }
     return mutating, validating
 

@@ -1,7 +1,8 @@
 """The pod webhook of admission-only mode: a pod of a cluster whose queued owner holds its
 children at their pods (a RayService beside KubeRay's operator), or a queued cluster's pod that
 asks for a topology, is created behind rayquota's scheduling gate (`queue/pod_gate.py`); the
-pod ungater lets it through once admitted (pinned to its domain).
+pod ungater lets it through once admitted (pinned to its domain). An UPDATE that removes the
+gate before then (a user's) is refused (:func:`keep_gate`).
 
 It fails closed: a pod whose RayCluster, or whose cluster's parent, the cache does not show yet
 is gated too (the ungater lets an unqueued cluster's pods through as soon as it sees them).
@@ -17,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue import pod_gate, topology_request
-from rayquota.operator.queue.gate import recorded_admission
+from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.job_pod_ungater import JOB_KIND
 from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
 from rayquota.operator.ray import labels
@@ -94,3 +96,37 @@ def _assigned_domains(owner: Queued, objects: QueueObjects) -> bool:
     """Does the owner's recorded admission place any of its pod sets in topology domains?"""
     admission = recorded_admission(objects.workload(owner.workload))
     return admission is not None and any(ps.topology is not None for ps in admission.pod_sets)
+
+
+def keep_gate(
+    pod: Mapping[str, Any], old: Mapping[str, Any], namespace: str, objects: QueueObjects, gate: QueueGate
+) -> Verdict:
+    """UPDATE of a pod that removes rayquota's scheduling gate: allowed only for a pod the
+    recorded admission covers now (the pod ungater's own patch passes: it decides the same way,
+    from the same cache). A user clearing it before is refused, since Kubernetes lets no one
+    add a scheduling gate back, so it could not be re-asserted."""
+    if not pod_gate.gated(old) or pod_gate.gated(pod):
+        return ALLOW
+    name = _cluster_name(old)
+    if name is None:
+        return ALLOW
+    where = f"pod {namespace}/{old['metadata'].get('name')}"
+    cluster = objects.informers["RayCluster"].store.get(namespace, name)
+    if cluster is None:
+        return Verdict(
+            False, f"{where}: {pod_gate.SCHEDULING_GATE} stays until its RayCluster {name} is seen"
+        )
+    caps = gate.caps_for(cluster)
+    if caps is None:
+        return ALLOW
+    uid = old["metadata"].get("uid")
+    pods = [p for p in objects.pods(RAY_CLUSTER_PODS, namespace, name) if p["metadata"].get("uid") != uid]
+    holding = pod_gate.releases(caps, [*pods, old])
+    if any(r.pod["metadata"].get("uid") == uid for r in holding.releases):
+        return ALLOW
+    why = "; ".join(holding.waiting) or "its queue has not admitted it"
+    return Verdict(
+        False,
+        f"{where}: the scheduling gate {pod_gate.SCHEDULING_GATE} is lifted by the queue integration "
+        f"once the admitted quota covers the pod ({why})",
+    )

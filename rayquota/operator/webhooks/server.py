@@ -69,6 +69,7 @@ class WebhookServer:
             [
                 web.post("/mutate-ray", self._mutate),
                 web.post("/mutate-pod", self._mutate_pod),
+                web.post("/validate-pod", self._validate_pod),
                 web.post("/validate-ray", self._validate_ray),
                 web.post("/validate-clusterqueue", self._validate_cluster_queue),
                 # Also called as a mutating webhook: those answer before the CRD schema, so a
@@ -115,12 +116,25 @@ class WebhookServer:
             return True
         except UNREACHABLE:
             return True
+
     async def _mutate_pod(self, request: web.Request) -> web.Response:
         body = await request.json()
         req = body["request"]
         if not self._ours(req) or not self.objects.holds_pods:
             return web.json_response(_response(req["uid"], review.ALLOW))
         verdict = pod_review.hold_pod(req["object"], str(req.get("namespace") or ""), self.objects)
+        return web.json_response(_response(req["uid"], verdict))
+
+    async def _validate_pod(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        req = body["request"]
+        if not self._ours(req) or not self.objects.holds_pods or req.get("operation") != "UPDATE":
+            return web.json_response(_response(req["uid"], review.ALLOW))
+        old = req.get("oldObject") or {}
+        namespace = str(req.get("namespace") or "")
+        verdict = pod_review.keep_gate(req["object"], old, namespace, self.objects, self.gate)
+        if not verdict.allowed:
+            self.manager.recorder.post(old, "Warning", "QuotaGateProtected", verdict.message)
         return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_ray(self, request: web.Request) -> web.Response:

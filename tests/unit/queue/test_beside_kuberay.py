@@ -38,7 +38,10 @@ def test_the_mode_picks_its_records() -> None:
     assert registry(beside_kuberay=False) is ADAPTERS
     assert BESIDE["RayService"].children_held_at_pods
     assert not ADAPTERS["RayService"].children_held_at_pods
-    assert all(BESIDE[k] is ADAPTERS[k] for k in ADAPTERS if k not in ("RayService", "RayJob"))
+    # A standalone RayCluster's own pods: KubeRay creates a scale-up's pods at once.
+    assert BESIDE["RayCluster"].children_held_at_pods
+    assert not ADAPTERS["RayCluster"].children_held_at_pods
+    assert all(BESIDE[k] is ADAPTERS[k] for k in ADAPTERS if k not in ("RayService", "RayJob", "RayCluster"))
 
 
 def test_admitted_beside_kuberay_the_service_gate_lifts_and_no_child_is_written() -> None:
@@ -146,15 +149,26 @@ def test_a_pod_of_a_cluster_the_cache_does_not_show_is_held_too() -> None:
     assert pod_review.hold_pod(ray_pod(child), "team-a", objects).patch
 
 
-def test_pods_of_unqueued_or_standalone_clusters_are_left_alone() -> None:
+def test_pods_of_unqueued_clusters_are_left_alone() -> None:
     service, child = service_with_child(suspended=False)
     service["metadata"]["labels"] = {}
     objects = objects_with(service, [child], admitted=False)
     assert not pod_review.hold_pod(ray_pod(child), "team-a", objects).patch
+    unqueued = bodies.raycluster("solo")
+    objects = objects_with(bodies.rayservice(), [unqueued], admitted=False)
+    assert not pod_review.hold_pod(ray_pod(unqueued, "solo"), "team-a", objects).patch
+    assert not pod_review.hold_pod({"metadata": {"labels": {}}, "spec": {}}, "team-a", objects).patch
+
+
+def test_a_queued_standalone_clusters_pods_are_held_beside_kuberay_only() -> None:
+    """KubeRay creates the pods of a scale-up (the autoscaler raising replicas) at once: beside
+    it they are held until the grown slice is admitted. rayquota's own reconciler caps them."""
     standalone = bodies.raycluster("solo", **QUEUE)
     objects = objects_with(bodies.rayservice(), [standalone], admitted=False)
+    verdict = pod_review.hold_pod(ray_pod(standalone, "solo"), "team-a", objects)
+    assert verdict.allowed and verdict.patch[0]["value"] == [{"name": "rayquota.io/admission"}]
+    objects.adapters = ADAPTERS
     assert not pod_review.hold_pod(ray_pod(standalone, "solo"), "team-a", objects).patch
-    assert not pod_review.hold_pod({"metadata": {"labels": {}}, "spec": {}}, "team-a", objects).patch
 
 
 def test_a_queued_clusters_pod_that_asks_for_a_topology_is_held_until_pinned() -> None:
@@ -189,3 +203,28 @@ def test_beside_kuberay_a_rayjob_gets_no_submitter_template_it_did_not_have() ->
     }
     [edit] = BESIDE["RayJob"].run_with(written, [], admission, {"a100": flavor})
     assert edit.body["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"]["pool"] == "a100"
+
+
+def held_pod(cluster: dict[str, Any], name: str = "svc-a") -> dict[str, Any]:
+    pod = ray_pod(cluster, name)
+    pod["metadata"].update(name=f"{name}-head", namespace="team-a", uid=f"pod-{name}")
+    pod["metadata"]["labels"]["ray.io/node-type"] = "head"
+    pod["spec"]["schedulingGates"] = [{"name": "rayquota.io/admission"}]
+    return pod
+
+
+def test_a_user_removing_the_pod_gate_before_admission_is_refused() -> None:
+    """POC hole 2, the pod form: a gate cannot be added back, so its removal is refused until
+    the recorded admission covers the pod (the ungater's own patch then passes)."""
+    service, child = service_with_child(suspended=False)
+    pod = held_pod(child)
+    cleared = {**pod, "spec": {**pod["spec"], "schedulingGates": []}}
+    waiting = objects_with(service, [child], admitted=False)
+    verdict = pod_review.keep_gate(cleared, pod, "team-a", waiting, QueueGate(waiting))
+    assert not verdict.allowed
+    assert "team-a/svc-a-head" in verdict.message and "rayquota.io/admission" in verdict.message
+    admitted = objects_with(service, [child], admitted=True)
+    assert pod_review.keep_gate(cleared, pod, "team-a", admitted, QueueGate(admitted)).allowed
+    # Any other change of a held pod is not the webhook's business.
+    relabelled = {**pod, "metadata": {**pod["metadata"], "labels": {**pod["metadata"]["labels"], "x": "y"}}}
+    assert pod_review.keep_gate(relabelled, pod, "team-a", waiting, QueueGate(waiting)).allowed

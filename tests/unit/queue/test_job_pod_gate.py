@@ -239,7 +239,9 @@ def test_the_workload_key_of_a_submitters_rayjob_is_the_one_the_ungater_reads() 
 
 
 def test_a_queued_clusters_pod_is_held_when_its_admission_assigned_domains_without_annotations() -> None:
-    """A topology flavor implies an assignment: KubeRay's pods are held to it too."""
+    """A topology flavor implies an assignment: KubeRay's pods are held to it too. (Beside KubeRay a
+    standalone cluster's pods are held anyway, for its scale-ups; the rule is shown here with a
+    record that does not hold a cluster's pods.)"""
     cluster = bodies.raycluster("solo", **{naming.KUEUE_QUEUE_LABEL: "team-a"})
     demand = BESIDE_KUBERAY["RayCluster"].pod_sets(cluster, [])
 
@@ -261,7 +263,7 @@ def test_a_queued_clusters_pod_is_held_when_its_admission_assigned_domains_witho
             kinds,
             FakeInformer([workload]),  # type: ignore[arg-type]
             fake_pod_informers(),
-            adapters=BESIDE_KUBERAY,
+            adapters={**BESIDE_KUBERAY, "RayCluster": ADAPTERS["RayCluster"]},
         )
 
     pod = {

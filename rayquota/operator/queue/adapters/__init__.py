@@ -5,6 +5,7 @@ from __future__ import annotations
 from rayquota.operator.queue.adapters.job import JobAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
+from rayquota.operator.queue.adapters.raycluster_beside import BesideKubeRayClusterAdapter
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
 from rayquota.operator.queue.adapters.rayjob_beside import BesideKubeRayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
@@ -23,6 +24,7 @@ ADAPTERS: dict[str, KindAdapter] = {
 # Admission-only mode beside KubeRay's operator: the records whose gate differs there.
 BESIDE_KUBERAY: dict[str, KindAdapter] = {
     **ADAPTERS,
+    "RayCluster": BesideKubeRayClusterAdapter(),
     "RayJob": BesideKubeRayJobAdapter(),
     "RayService": BesideKubeRayServiceAdapter(),
 }

@@ -29,15 +29,9 @@ import yaml
 
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.operator.core.timestamps import parse_rfc3339
-from tests.e2e.test_beside_kuberay import (  # the shared set-up (beside3 moves it to a module)
-    POOL,
-    _cluster_spec,
-    _queued,
-    kuberay_cluster,
-    kuberay_namespace,
-    kuberay_operator,
-    rayquota_crds,
-)
+from tests.e2e.beside_kuberay.harness import POOL
+from tests.e2e.beside_kuberay.harness import cluster_spec as _cluster_spec
+from tests.e2e.beside_kuberay.harness import queued as _queued
 from tests.e2e.test_chart_install import LocalOperator
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
@@ -46,8 +40,6 @@ from tests.integration.topology.conftest import POOL as RACK_POOL
 from tests.integration.topology.conftest import RACK, READINESS, Racks
 from tests.integration.topology.test_racks import REQUIRED, assigned_nodes
 from tests.polling import wait_for
-
-__all__ = ["kuberay_cluster", "kuberay_namespace", "kuberay_operator", "rayquota_crds"]
 
 GATE = "rayquota.io/admission"
 JOB_NAME = "batch.kubernetes.io/job-name"

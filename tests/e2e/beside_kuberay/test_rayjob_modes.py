@@ -1,0 +1,128 @@
+"""RayJobs in each of KubeRay v1.6.2's submission modes beside its real operator, created
+suspended and not (webhooks on, as `rayquota run --no-reconcilers` starts), run to KubeRay's
+own end against fake Ray heads (tests/e2e/kuberay_heads.py), with the gate sampler's
+invariants throughout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tests.e2e.beside_kuberay.harness import (
+    Cell,
+    Stage,
+    admitted_gpus,
+    cluster_spec,
+    describe,
+    queued,
+    running_on_pool,
+)
+
+MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+
+
+def _job(cell: Cell, mode: str, suspended: bool, dashboard_port: int) -> dict[str, Any]:
+    spec = cluster_spec(1, 1)
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["ports"] = [{"name": "dashboard", "containerPort": dashboard_port}]
+    body: dict[str, Any] = {
+        "submissionMode": mode,
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": spec,
+    }
+    if mode != "InteractiveMode":
+        body["entrypoint"] = "python -c 'print(1)'"
+    if suspended:
+        body["suspend"] = True
+    return queued("RayJob", cell.ns, _name(mode, suspended), body)
+
+
+def _name(mode: str, suspended: bool) -> str:
+    return f"{mode.removesuffix('Mode').lower()}-{'suspended' if suspended else 'plain'}"
+
+
+def _succeeded(job_id: str) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    return {
+        "submission_id": job_id,
+        "job_id": job_id,
+        "status": "SUCCEEDED",
+        "entrypoint": "python -c 'print(1)'",
+        "start_time": now,
+        "end_time": now,
+        "metadata": {},
+    }
+
+
+def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admitted_and_finish(
+    stage: Stage,
+) -> None:
+    """Eight RayJobs (4 modes x created suspended or not), 1 GPU each, under a 6-GPU queue: at
+    most six run at once, each only once admitted, its pods on the flavor; each runs to
+    KubeRay's end: its Ray job SUCCEEDED on its (fake) head and, but in SidecarMode, the
+    RayJob Complete and its cluster deleted (shutdownAfterJobFinishes), its quota released only
+    after its pods are gone, which lets the waiting ones in. InteractiveMode waits for the
+    user's job id (spec.jobId). SidecarMode's submitter is a container of the head pod, which
+    never ends on kwok: KubeRay reports the Ray job SUCCEEDED and keeps the RayJob Running."""
+    cell, heads = Cell(stage, gpus=6), stage.heads
+    sampler = cell.sampler
+    jobs = {_name(m, s): (m, s) for m in MODES for s in (False, True)}
+    done: set[str] = set()
+    try:
+        for mode, suspended in jobs.values():
+            cell.apply(_job(cell, mode, suspended, heads.dashboard_port))
+
+        def step() -> bool:
+            """Play the heads and the user for whatever KubeRay got to; True once all ended."""
+            for name, (mode, _) in jobs.items():
+                job = sampler.current("RayJob").get(name) or {}
+                status = job.get("status") or {}
+                cluster, job_id = status.get("rayClusterName"), status.get("jobId")
+                if cluster and not heads.has(cluster):
+                    heads.add(cluster, namespace=cell.ns)
+                waiting = status.get("jobDeploymentStatus") == "Waiting"
+                if mode == "InteractiveMode" and waiting and not (job.get("spec") or {}).get("jobId"):
+                    cell.patch("rayjob", name, {"spec": {"jobId": f"{name}-1"}}, "merge")
+                if cluster and job_id and job_id not in heads.head(cluster).jobs and mode != "HTTPMode":
+                    heads.head(cluster).jobs[job_id] = _succeeded(job_id)
+                if mode == "HTTPMode" and cluster and job_id in heads.head(cluster).jobs:
+                    heads.head(cluster).jobs[job_id]["status"] = "SUCCEEDED"
+                if status.get("jobStatus") == "SUCCEEDED" and (
+                    mode == "SidecarMode" or status.get("jobDeploymentStatus") == "Complete"
+                ):
+                    done.add(name)
+            return len(done) == len(jobs)
+
+        cell.wait("every RayJob at KubeRay's end", step, 420)
+        for name, (mode, _) in jobs.items():
+            if mode == "SidecarMode":
+                continue
+            cell.wait(
+                f"{name}'s cluster deleted and its quota released",
+                lambda n=name: (
+                    admitted_gpus(cell.workload_of("RayJob", n)) is None and not _cluster_pods(cell, n)
+                ),
+                120,
+            )
+        # Each ran: its pods were let through on the flavor at some point.
+        for name in jobs:
+            assert sampler.first("Pod", lambda p, n=name: _of_job(p, n) and _on_pool(p)), f"{name} never ran"
+        sampler.assert_holds()
+        sampler.assert_no_write_fight({f"RayJob/{n}": 1 for n in jobs})
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{describe(sampler)}") from exc
+    finally:
+        cell.close(*(("rayjob", n) for n in jobs))
+
+
+def _of_job(pod: Mapping[str, Any], job: str) -> bool:
+    return str((pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")).startswith(f"{job}-")
+
+
+def _on_pool(pod: Mapping[str, Any]) -> bool:
+    return running_on_pool([pod], 1)
+
+
+def _cluster_pods(cell: Cell, job: str) -> list[Mapping[str, Any]]:
+    return [p for p in cell.sampler.current("Pod").values() if _of_job(p, job)]
