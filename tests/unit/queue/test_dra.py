@@ -319,3 +319,16 @@ def test_a_workload_written_without_requests_but_with_claims_is_refused_not_admi
     }
     with pytest.raises(converter.ConversionError, match=r"spec.podSets\[0\]: template.spec.resourceClaims"):
         converter.workload(body)
+
+
+def test_a_rayjob_demand_read_unbound_first_is_not_memoised_for_the_bound_read() -> None:
+    """Found on the local control plane: the gate read the RayJob's demand first (nothing
+    bound), the memo kept it, and the Workload was written without the devices."""
+    job = bodies.rayjob()
+    job["metadata"]["generation"] = 1
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [dra_worker_group("gpu", 2, "two-gpus")]
+    adapter = type(ADAPTERS["RayJob"])()
+    adapter.pod_sets(job, [])
+    with dra.reading(SETTINGS, lookup):
+        totals = podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
+    assert totals["example.com/gpu"] == 4000

@@ -7,7 +7,7 @@ outside it, claims are charged nothing and refuse nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,3 +41,9 @@ def charges(pod_spec: Mapping[str, Any], where: str) -> TemplateCharges:
     if current is None or not pod_spec.get("resourceClaims"):
         return TemplateCharges()
     return template_charges(pod_spec, where, current.settings, current.claim_template)
+
+
+def names_claims(pod_specs: Iterable[Mapping[str, Any]]) -> bool:
+    """Does any of these pod specs name resourceClaims? Its demand then depends on objects
+    beside it (claim templates) and on the bound reading: it is not memoised by spec alone."""
+    return any(isinstance(spec, Mapping) and spec.get("resourceClaims") for spec in pod_specs)
