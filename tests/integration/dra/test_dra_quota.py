@@ -46,7 +46,9 @@ def test_second_dra_rayjob_over_quota_waits_naming_the_mapped_resource(
     requests = (
         workers.get("requests") or workers["template"]["spec"]["containers"][0]["resources"]["requests"]
     )
-    assert requests[GPU_RESOURCE] == "2"
+    stored = kube.get("rayjob", "first") or {}
+    stored_template = stored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert requests.get(GPU_RESOURCE) == "2", (first["spec"]["podSets"], stored_template)
     kube.apply(with_claims(gpu_rayjob("second", "team", workers=1, gpus_per_worker=1), "two-gpus"))
     pending = wait_for(
         "second job's pending reason",
