@@ -182,8 +182,7 @@ def test_a_missing_template_is_reported_and_a_bad_one_names_its_field() -> None:
     [error] = charged.errors
     assert (
         "w.spec.resourceClaims[1]: ResourceClaimTemplate all: "
-        "spec.spec.devices.requests[0].exactly.allocationMode"
-        in error
+        "spec.spec.devices.requests[0].exactly.allocationMode" in error
     )
 
 
@@ -332,3 +331,22 @@ def test_a_rayjob_demand_read_unbound_first_is_not_memoised_for_the_bound_read()
     with dra.reading(SETTINGS, lookup):
         totals = podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
     assert totals["example.com/gpu"] == 4000
+
+
+def test_the_webhook_refuses_an_unmapped_device_class_at_creation_and_waits_for_missing_templates() -> None:
+    from rayquota.operator.queue.objects import QueueObjects
+    from rayquota.operator.webhooks import review
+    from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
+
+    templates = FakeInformer([TEMPLATES["mig"], TEMPLATES["two-gpus"]])
+    settings = naming.QueueSettings(dra=SETTINGS)
+    kinds = {k: FakeInformer() for k in ADAPTERS}
+    objects = QueueObjects(settings, kinds, FakeInformer(), fake_pod_informers(), claim_templates=templates)  # type: ignore[arg-type]
+    cluster = bodies.raycluster(**{naming.KUEUE_QUEUE_LABEL: "team"})
+    cluster["spec"] = bodies.cluster_spec(dra_worker_group("gpu", 1, "mig"))
+    verdict = review.mutate("RayCluster", cluster, objects)
+    assert not verdict.allowed and f"DeviceClass {MIG_CLASS!r}" in (verdict.message or "")
+    assert "spec.workerGroupSpecs[0].template.spec.resourceClaims[0]" in (verdict.message or "")
+    for template in ("two-gpus", "not-created-yet"):
+        cluster["spec"] = bodies.cluster_spec(dra_worker_group("gpu", 1, template))
+        assert review.mutate("RayCluster", cluster, objects).allowed
