@@ -14,6 +14,7 @@ from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_ur
 from rayquota.operator.config import OperatorConfig, QueueConfig
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.leader import LeaseSettings
+from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.queue.pods_ready import RequeuingTimestamp, WaitForPodsReady
@@ -142,6 +143,17 @@ def _fair_sharing(config: Configuration) -> FairSharing | bool:
     return FairSharing.parse(fair.preemptionStrategies)
 
 
+def _dra(config: Configuration) -> DraSettings:
+    """Kueue's resources.deviceClassMappings and its two DRA gates (rayquota's queue.dra)."""
+    mappings = config.resources.deviceClassMappings if config.resources is not None else []
+    try:
+        parsed = mappings_from(mappings)
+    except ValueError as error:
+        raise ConfigError([str(error)]) from None
+    dra = config.queue.dra
+    return DraSettings(parsed, dra.integration, dra.rejectWorkloadsWhenDisabled)
+
+
 def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = None) -> OperatorConfig:
     kuberay, ray_dashboard = config.kuberay, config.rayDashboard
     defaults = OperatorConfig()
@@ -150,6 +162,7 @@ def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = N
             queue_label_keys=tuple(config.queue.queueLabelKeys),
             priority_label_keys=tuple(config.queue.priorityLabelKeys),
             manage_jobs_without_queue_name=config.manageJobsWithoutQueueName,
+            dra=_dra(config),
         ),
         api_mode=config.queue.api,
         fair_sharing=_fair_sharing(config),

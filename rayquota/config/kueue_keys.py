@@ -25,14 +25,17 @@ Check = Callable[[Configuration, Verdict], None]
 def _refused_sections(config: Configuration, verdict: Verdict) -> None:
     reasons = {
         "admissionFairSharing": "rayquota orders a queue by priority and creation time only",
-        "resources": "rayquota counts resources as pods request them (no exclusions, "
-        "transformations or device-class mappings)",
         "objectRetentionPolicies": "rayquota deletes a Workload only with the object it stands for",
         "tls": "rayquota's servers do not take TLS options; it would not get the security it asks for",
     }
     for key, reason in reasons.items():
         if getattr(config, key) is not None:
             verdict.refusals.append(f"{key}: not supported ({reason})")
+    for key in sorted((config.resources.model_extra or {}) if config.resources is not None else ()):
+        verdict.refusals.append(
+            f"resources.{key}: not supported (rayquota counts resources as pods request them; "
+            "of Kueue's resources only deviceClassMappings is honoured)"
+        )
 
 
 

@@ -10,6 +10,7 @@ Durations are Go durations as Kueue writes them ("5m", "1h30m", "300s") or a num
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -184,6 +185,27 @@ class Integrations(Section):
     labelKeysToCopy: list[str] | None = None
 
 
+class Dra(Section):
+    """rayquota's names for Kueue's two DRA feature gates."""
+
+    integration: bool = True  # Kueue's KueueDRAIntegration
+    rejectWorkloadsWhenDisabled: bool = True  # Kueue's KueueDRARejectWorkloadsWhenDRADisabled
+
+
+def _json_list(raw: Any) -> Any:
+    """A list, or (from an environment variable) its JSON text."""
+    if isinstance(raw, str):
+        return json.loads(raw) if raw.strip() else []
+    return raw
+
+
+class Resources(Section):
+    """Kueue's resources: only deviceClassMappings is honoured (kueue_keys refuses the rest)."""
+
+    model_config = ConfigDict(extra="allow")
+    deviceClassMappings: Annotated[list[dict[str, Any]], BeforeValidator(_json_list)] = []
+
+
 class Queue(Section):
     """rayquota's: the queue integration and the quota API it acts on."""
 
@@ -191,6 +213,7 @@ class Queue(Section):
     api: Literal["rayquota", "kueue"] = "rayquota"
     queueLabelKeys: StringList = ["rayquota.io/queue-name", "kueue.x-k8s.io/queue-name"]
     priorityLabelKeys: StringList = ["rayquota.io/priority-class", "kueue.x-k8s.io/priority-class"]
+    dra: Dra = Dra()
 
 
 class KubeRay(Section):
@@ -249,7 +272,7 @@ class Configuration(Section):
     # Kueue keys rayquota refuses by name (kueue_keys.py says why); typed loosely so the refusal,
     # not a shape error, is what the user reads.
     admissionFairSharing: dict[str, Any] | None = None
-    resources: dict[str, Any] | None = None
+    resources: Resources | None = None
     objectRetentionPolicies: dict[str, Any] | None = None
     visibilityServer: dict[str, Any] | None = None
     tls: dict[str, Any] | None = None

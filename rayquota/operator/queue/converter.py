@@ -321,6 +321,13 @@ def _convert_pod_set(raw: Mapping[str, Any], where: str) -> PodSet:
     try:
         if raw.get("requests") is not None:
             requests = {str(r): parse_quantity(q) for r, q in raw["requests"].items()}
+        elif template_spec.get("resourceClaims"):
+            # Fail closed: the devices of a Workload written without an owner are not read from
+            # its namespace's ResourceClaimTemplates (docs/dra.md), so it is not admitted free.
+            raise ValueError(
+                "template.spec.resourceClaims: DRA claims are counted only for the kinds rayquota "
+                "queues (write per-pod requests in podSets[].requests instead)"
+            )
         else:
             requests = pod_requests(template_spec)
     except ValueError as exc:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from rayquota.operator.queue.dra.settings import DraSettings
 
 QUEUE_LABEL = "rayquota.io/queue-name"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -66,6 +68,8 @@ class QueueSettings:
     queue_label_keys: Sequence[str] = (QUEUE_LABEL, KUEUE_QUEUE_LABEL)
     priority_label_keys: Sequence[str] = (PRIORITY_CLASS_LABEL, KUEUE_PRIORITY_CLASS_LABEL)
     manage_jobs_without_queue_name: bool = False
+    # Kueue's resources.deviceClassMappings and DRA switches (queue/dra/settings.py).
+    dra: DraSettings = field(default_factory=DraSettings)
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:

@@ -9,6 +9,7 @@ accounted through its parent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, PodWatch, pod_watches
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.dra import context as dra_context
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.redis_cleanup import REDIS_CLEANUP_FINALIZER
 
@@ -90,6 +92,8 @@ class QueueObjects:
     # The integration records of the mode it runs in (`adapters.registry`): beside KubeRay's
     # operator a RayService's children are held at their pods.
     adapters: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
+    # ResourceClaimTemplates (queue/dra): read only where device classes are mapped.
+    claim_templates: Informer | None = None
 
     @classmethod
     def register(
@@ -124,6 +128,11 @@ class QueueObjects:
             pod_informers,
             api=api,
             adapters=adapters,
+            claim_templates=(
+                manager.informer(core_resources.RESOURCE_CLAIM_TEMPLATES)
+                if settings.dra.integration and settings.dra.mappings
+                else None
+            ),
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
@@ -255,6 +264,16 @@ class QueueObjects:
                 for owner in owned:
                     pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
+
+    def claim_reading(self, namespace: str) -> AbstractContextManager[None]:
+        """Bind the DRA settings and this namespace's ResourceClaimTemplates while a demand is
+        read (queue/dra/context.py)."""
+        informer = self.claim_templates
+
+        def claim_template(name: str) -> Mapping[str, Any] | None:
+            return None if informer is None else informer.store.get(namespace, name)
+
+        return dra_context.reading(self.settings.dra, claim_template)
 
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)

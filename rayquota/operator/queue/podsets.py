@@ -20,6 +20,7 @@ from typing import Any
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming, topology_request
+from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.podspec import (
@@ -132,7 +133,10 @@ def pod_set(
         topology = topology_request.read(template, where or f"{name} pod template", hosts)
     except topology_request.TopologyAnnotationError as exc:
         topology = TopologyRequest(invalid=str(exc))
-    return PodSetDemand(name, role, count, pod_requests(spec), selector, tolerations, topology)
+    requests = pod_requests(spec)
+    for resource, amount in dra.charges(spec, where or f"{name} pod template").requests.items():
+        requests[resource] = requests.get(resource, 0) + amount
+    return PodSetDemand(name, role, count, requests, selector, tolerations, topology)
 
 
 def shape_key(pod_set: PodSetDemand) -> str:

@@ -11,12 +11,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.dra import context as dra
 from rayquota.queueing import QuantityError, parse_quantity
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
 
-def quantity_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
+def quantity_errors(kind: str, obj: Mapping[str, Any], *, missing_claim_templates: bool = True) -> list[str]:
+    """Also the DRA claims that cannot be counted (bound by ``dra.reading``), and, with
+    ``missing_claim_templates``, the ResourceClaimTemplates named that do not exist (the webhook
+    lets an object be created before its templates; the queue waits for them)."""
     errors: list[str] = []
     for at in ADAPTERS[kind].pod_templates(obj):
         spec = at.template.get("spec") if isinstance(at.template, Mapping) else None
@@ -32,6 +36,13 @@ def quantity_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
                     where = f"{at.path}.spec.{field}[{index}].resources.{amounts}"
                     errors += _unreadable(where, resources.get(amounts))
         errors += _unreadable(f"{at.path}.spec.overhead", spec.get("overhead"))
+        claims = dra.charges(spec, at.path)
+        errors += claims.errors
+        errors += [
+            f"{at.path}.spec.resourceClaims: ResourceClaimTemplate {name!r} not found in the namespace"
+            for name in claims.missing
+            if missing_claim_templates
+        ]
     return errors
 
 

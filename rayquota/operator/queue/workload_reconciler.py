@@ -158,7 +158,10 @@ class WorkloadReconciler:
             self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
             return None
-        bad_quantities = quantity_errors(queued.kind, obj)
+        with self.objects.claim_reading(key.namespace):
+            bad_quantities = quantity_errors(queued.kind, obj)
+            # The demand is read only where every quantity can be (it would raise otherwise).
+            demand = None if bad_quantities else adapter.pod_sets(obj, children)
         if bad_quantities:
             # Nothing can be counted: the webhook refuses such an object; without it, it stays
             # gated (what an admission already runs keeps running) and says why.
@@ -167,7 +170,7 @@ class WorkloadReconciler:
             if not holding:
                 await self._apply(adapter.suspend(obj, children))
             return None
-        demand = adapter.pod_sets(obj, children)
+        assert demand is not None
         refused = too_many_pod_sets(queued.kind, obj, demand)
         refusal = TOO_MANY_POD_SETS
         unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]

@@ -48,10 +48,12 @@ def _type_refusal(kind: str, obj: Body) -> Verdict | None:
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
 
 
-def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
-    """Topology annotations or resource quantities in its pod templates that cannot be read
-    (asked once the field types are known to be right)."""
-    errors = topology_errors(kind, obj) + quantity_errors(kind, obj)
+def _topology_refusal(kind: str, obj: Body, objects: QueueObjects) -> Verdict | None:
+    """Topology annotations or resource quantities in its pod templates that cannot be read,
+    DRA claims included (asked once the field types are known to be right)."""
+    namespace = str(obj["metadata"].get("namespace") or "")
+    with objects.claim_reading(namespace):
+        errors = topology_errors(kind, obj) + quantity_errors(kind, obj, missing_claim_templates=False)
     if not errors:
         return None
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
@@ -87,7 +89,7 @@ def mutate(
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
-    refused = _topology_refusal(kind, obj)
+    refused = _topology_refusal(kind, obj, objects)
     if refused is not None:
         return refused
     record = objects.adapters[kind]
@@ -154,7 +156,9 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
     queued object gets topology annotations that cannot be read."""
     if old is not None and objects.queue_name(kind, obj) is not None:
-        refused = _type_refusal(kind, obj) or _security_refusal(kind, obj) or _topology_refusal(kind, obj)
+        refused = (
+            _type_refusal(kind, obj) or _security_refusal(kind, obj) or _topology_refusal(kind, obj, objects)
+        )
         if refused is not None:
             return refused
     suspend = objects.adapters[kind].gate

@@ -143,7 +143,10 @@ def test_kueues_own_configuration_is_read_unchanged(tmp_path: Path) -> None:
             "admissionFairSharing: {usageHalfLifeTime: 1h, usageSamplingInterval: 5m}\n",
             "admissionFairSharing: not supported",
         ),
-        ("resources: {excludeResourcePrefixes: [example.com/]}\n", "resources: not supported"),
+        (
+            "resources: {excludeResourcePrefixes: [example.com/]}\n",
+            "resources.excludeResourcePrefixes: not supported",
+        ),
         ("tls: {minVersion: VersionTLS13}\n", "tls: not supported"),
         (
             "fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]}\n",
@@ -178,7 +181,13 @@ def test_kuberays_settings_rayquota_cannot_honour_are_refused() -> None:
 
 def test_every_override_names_a_key_of_the_model() -> None:
     every_section = Configuration.model_validate(
-        {"waitForPodsReady": {}, "fairSharing": {}, "multiKueue": {}, "internalCertManagement": {}}
+        {
+            "waitForPodsReady": {},
+            "fairSharing": {},
+            "multiKueue": {},
+            "internalCertManagement": {},
+            "resources": {},
+        }
     )
     keys = set(leaf_keys(every_section.model_dump()))
     assert [o.key for o in ENV_OVERRIDES if o.key not in keys] == []
@@ -191,7 +200,13 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 def test_the_docs_list_every_key_and_every_override() -> None:
     text = DOCS.read_text()
     every_section = Configuration.model_validate(
-        {"waitForPodsReady": {}, "fairSharing": {}, "multiKueue": {}, "internalCertManagement": {}}
+        {
+            "waitForPodsReady": {},
+            "fairSharing": {},
+            "multiKueue": {},
+            "internalCertManagement": {},
+            "resources": {},
+        }
     )
     missing = [key for key in leaf_keys(every_section.model_dump()) if f"| `{key}` |" not in text]
     missing += [o.variable for o in ENV_OVERRIDES if f"`{o.variable}`" not in text]

@@ -33,6 +33,7 @@ from rayquota.operator.queue.adapters.protocol import (
     placements,
     restore_cluster,
 )
+from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import (
     SUBMITTER_POD_SET,
@@ -133,7 +134,8 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
         meta = obj["metadata"]
         uid, generation = meta.get("uid"), meta.get("generation")
-        if uid is None or generation is None:
+        templates = (at.template.get("spec") or {} for at in self.pod_templates(obj))
+        if uid is None or generation is None or dra.names_claims(templates):
             return rayjob_demand(obj, part)
         memo_key = (uid, generation, part, tuple(sorted((meta.get("labels") or {}).items())))
         return self._demands.get(memo_key, lambda: rayjob_demand(obj, part))
