@@ -179,16 +179,14 @@ def test_kuberays_settings_rayquota_cannot_honour_are_refused() -> None:
         load(env={"ENABLE_ZERO_DOWNTIME": "false"})
 
 
+def _every_section() -> Configuration:
+    """A configuration with each optional section present (so every key is there to list)."""
+    sections = ("waitForPodsReady", "fairSharing", "multiKueue", "internalCertManagement", "resources")
+    return Configuration.model_validate({key: {} for key in sections})
+
+
 def test_every_override_names_a_key_of_the_model() -> None:
-    every_section = Configuration.model_validate(
-        {
-            "waitForPodsReady": {},
-            "fairSharing": {},
-            "multiKueue": {},
-            "internalCertManagement": {},
-            "resources": {},
-        }
-    )
+    every_section = _every_section()
     keys = set(leaf_keys(every_section.model_dump()))
     assert [o.key for o in ENV_OVERRIDES if o.key not in keys] == []
     assert len({o.variable for o in ENV_OVERRIDES}) == len(ENV_OVERRIDES)
@@ -199,15 +197,7 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 def test_the_docs_list_every_key_and_every_override() -> None:
     text = DOCS.read_text()
-    every_section = Configuration.model_validate(
-        {
-            "waitForPodsReady": {},
-            "fairSharing": {},
-            "multiKueue": {},
-            "internalCertManagement": {},
-            "resources": {},
-        }
-    )
+    every_section = _every_section()
     missing = [key for key in leaf_keys(every_section.model_dump()) if f"| `{key}` |" not in text]
     missing += [o.variable for o in ENV_OVERRIDES if f"`{o.variable}`" not in text]
     assert missing == []
