@@ -197,6 +197,10 @@ class KubeClient:
         self._host = configuration.host.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        # Watches hold their connection for as long as they run, one per kind and namespace
+        # watched: in a pool of their own, without a limit, so that many watched namespaces
+        # never leave requests (lists, writes, the Lease) waiting for a free connection.
+        self._watch_session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool = self._ssl_context(configuration)
         self._auth = AuthHeaders(configuration)
         self.reachability = Reachability()
@@ -242,9 +246,10 @@ class KubeClient:
         return headers
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._watch_session):
+            if session is not None:
+                await session.close()
+        self._session = self._watch_session = None
 
     async def request(
         self,
@@ -299,12 +304,16 @@ class KubeClient:
 
         Lines are split here, not by aiohttp's readline, whose line limit is smaller than a
         large object."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        if self._watch_session is None:
+            self._watch_session = aiohttp.ClientSession(
+                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=0)
+            )
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
         url = self._host + path
         headers = await self._headers(None)
-        request = self._session.get(url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout)
+        request = self._watch_session.get(
+            url, params=dict(params), headers=headers, ssl=self._ssl, timeout=timeout
+        )
         try:
             async with request as resp:
                 self.reachability.answered()
