@@ -19,6 +19,7 @@ __all__ = ["kube", "kueue_crds", "kueue_quota"]
 PREFIX = "kqf"
 FAIR_ENV = {
     "RAYQUOTA_QUEUE_API": "kueue",
+    "RAYQUOTA_FAIR_SHARING": "true",
     "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES": "LessThanOrEqualToFinalShare,LessThanInitialShare",
 }
 
