@@ -108,6 +108,8 @@ def suspend_resume(cell: Cell) -> None:
         # head KubeRay fails the RayJob 30 s later. Here KubeRay keeps asking a head that is
         # not there, and the RayJob stays Running.
         "submissionMode": "HTTPMode",
+        # A queued RayJob must end with its cluster (the webhook refuses it otherwise).
+        "shutdownAfterJobFinishes": True,
         "rayClusterSpec": cluster_spec(1, 1),
     }
     cell.apply(queued("RayJob", cell.ns, "job", job))
