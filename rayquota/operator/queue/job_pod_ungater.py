@@ -15,26 +15,21 @@ as they are.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayquota.operator.core import Informer, Manager, ObjectKey, Result, resources
+from rayquota.operator.core import Informer, Manager, ObjectKey, Result
 from rayquota.operator.core.gate import ANYWHERE
-from rayquota.operator.kube import ApiError, NotFound
 from rayquota.operator.queue import caps, pod_gate
 from rayquota.operator.queue.adapters.job import JOB_PODS
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import OWNER_INDEX, QueueObjects
+from rayquota.operator.queue.pod_release import PodReleases
 from rayquota.operator.queue.podsets import Demand, Role
 from rayquota.operator.queue.topology_caps import domains
 from rayquota.queueing import ResourceFlavor
 
-log = logging.getLogger(__name__)
-
-PODS_HELD = "PodsHeldByQuota"
-RETRY_AFTER_FAILED_PATCH_S = 1.0
 # The roles whose pods a Job creates: a queued Job's own, a RayJob's submitter.
 JOB_ROLES = (Role.MAIN, Role.SUBMITTER)
 JOB_KIND = JOB_PODS.owner_kind
@@ -70,9 +65,7 @@ class JobPodUngater:
         self.manager = manager
         self.objects = objects
         self.gate = gate
-        self._said: dict[ObjectKey, tuple[str, ...]] = {}
-        # uids of pods let through that the cache may still show held (they count as through).
-        self._released: set[str] = set()
+        self.releases = PodReleases(manager)
 
     @property
     def jobs(self) -> Informer:
@@ -106,38 +99,15 @@ class JobPodUngater:
         return room_of(admission, job_pod_set(demand), self.gate.flavors)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
-        pods = [self._as_released(p) for p in self.objects.pods(JOB_PODS, key.namespace, key.name)]
+        pods = [self.releases.as_released(p) for p in self.objects.pods(JOB_PODS, key.namespace, key.name)]
         if not any(pod_gate.gated(p) for p in pods):
-            self._said.pop(key, None)
+            self.releases.nothing_held(key)
             return None
         job = self.jobs.store.get(key.namespace, key.name)
         if job is None:
             return None  # not cached yet (its event brings us back) or gone with its pods
         holding = pod_gate.pod_set_releases(self._room(job), _owned_by(job, pods))
-        for release in holding.releases:
-            meta = release.pod["metadata"]
-            path = resources.PODS.path(str(meta["namespace"]), str(meta["name"]))
-            try:
-                await self.manager.client.json_patch(path, release.patch())
-            except NotFound:
-                continue
-            except ApiError as exc:
-                log.info("pod %s/%s not let through yet: %s", meta["namespace"], meta["name"], exc)
-                return Result(requeue_after_s=RETRY_AFTER_FAILED_PATCH_S)
-            self._released.add(str(meta.get("uid")))
-        if holding.waiting and self._said.get(key) != holding.waiting:
-            self._said[key] = holding.waiting
-            self.manager.recorder.post(job, "Normal", PODS_HELD, "; ".join(holding.waiting))
-        return None
-
-    def _as_released(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
-        uid = str(pod["metadata"].get("uid"))
-        if uid not in self._released:
-            return pod
-        if not pod_gate.gated(pod):
-            self._released.discard(uid)  # the cache caught up
-            return pod
-        return pod_gate.without_gate(pod)
+        return await self.releases.apply(key, job, holding)
 
 
 def _owned_by(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

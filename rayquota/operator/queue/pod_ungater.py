@@ -9,22 +9,16 @@ through that a stored admission does not cover.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.core import Manager, ObjectKey, Result, resources
-from rayquota.operator.kube import ApiError, NotFound
+from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.queue import pod_gate
 from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.pod_release import PodReleases
 from rayquota.operator.ray import labels
-
-log = logging.getLogger(__name__)
-
-PODS_HELD = "PodsHeldByQuota"
-RETRY_AFTER_FAILED_PATCH_S = 1.0
 
 
 class PodUngater:
@@ -32,11 +26,7 @@ class PodUngater:
         self.manager = manager
         self.objects = objects
         self.gate = gate
-        # cluster -> the words last posted, so a cluster that keeps waiting says it once.
-        self._said: dict[ObjectKey, tuple[str, ...]] = {}
-        # uids of pods this process let through that the cache may still show held: they count
-        # as let through, so a reconcile ahead of the cache never lets a second pod take a place.
-        self._released: set[str] = set()
+        self.releases = PodReleases(manager)
 
     def register(self) -> None:
         controller = self.manager.controller("pod-ungater", self.reconcile)
@@ -55,39 +45,16 @@ class PodUngater:
         return [ObjectKey.of(c) for c in self.objects.children(queued.kind, queued.obj)]
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
-        pods = [self._as_released(p) for p in self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)]
+        held = self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)
+        pods = [self.releases.as_released(p) for p in held]
         if not any(pod_gate.gated(p) for p in pods):
-            self._said.pop(key, None)
+            self.releases.nothing_held(key)
             return None
         cluster = self.objects.informers["RayCluster"].store.get(key.namespace, key.name)
         if cluster is None:
             return None  # not cached yet (its event brings us back) or gone with its pods
         holding = pod_gate.releases(self.gate.caps_for(cluster), pods)
-        for release in holding.releases:
-            meta = release.pod["metadata"]
-            path = resources.PODS.path(str(meta["namespace"]), str(meta["name"]))
-            try:
-                await self.manager.client.json_patch(path, release.patch())
-            except NotFound:
-                continue
-            except ApiError as exc:
-                # Changed meanwhile (the gate test failed) or refused: look again from the cache.
-                log.info("pod %s/%s not let through yet: %s", meta["namespace"], meta["name"], exc)
-                return Result(requeue_after_s=RETRY_AFTER_FAILED_PATCH_S)
-            self._released.add(str(meta.get("uid")))
-        if holding.waiting and self._said.get(key) != holding.waiting:
-            self._said[key] = holding.waiting
-            self.manager.recorder.post(cluster, "Normal", PODS_HELD, "; ".join(holding.waiting))
-        return None
-
-    def _as_released(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
-        uid = str(pod["metadata"].get("uid"))
-        if uid not in self._released:
-            return pod
-        if not pod_gate.gated(pod):
-            self._released.discard(uid)  # the cache caught up
-            return pod
-        return pod_gate.without_gate(pod)
+        return await self.releases.apply(key, cluster, holding)
 
 
 def _cluster_of_pod(pod: Mapping[str, Any]) -> list[ObjectKey]:
