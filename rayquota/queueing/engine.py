@@ -33,7 +33,7 @@ from .admission_fair_sharing import LocalQueueUsage
 from .cohorts import QuotaNode
 from .cycle_line import CycleLine, Verdict, VerdictBasis
 from .decisions import Decision
-from .fairsharing import dominant_share
+from .fairsharing import ShareMeter, dominant_share
 from .flavors import FitMode, assign_flavors
 from .policies import QueueingStrategy
 from .routing import local_queue_key
@@ -226,6 +226,18 @@ class Engine(Scheduler):
         """A LocalQueue's ``admissionFairSharingStatus`` as written before (the operator's start)."""
         if self.admission_usage is not None:
             self.admission_usage.restore(local_queue, consumed, last_update)
+
+    def weighted_shares(self) -> dict[tuple[bool, str], float]:
+        """Kueue's ``status.fairSharing.weightedShare`` before rounding, per (is a ClusterQueue,
+        name) of every node in a cohort tree: usage above its subtree's quota per mille of what
+        its parent could lend it, the largest over resources, over its weight (infinite when a
+        node of weight 0 borrows); 0 for a node without a parent."""
+        meter = ShareMeter()
+        tree = self._accounting.tree
+        out: dict[tuple[bool, str], float] = {}
+        for node in (*tree.cluster_queues.values(), *tree.cohorts.values()):
+            out[(node.is_cluster_queue, node.name)] = meter.share(node).weighted()
+        return out
 
     def local_queue_usage(self, local_queue: str) -> LocalQueueUsage | None:
         return None if self.admission_usage is None else self.admission_usage.get(local_queue)
