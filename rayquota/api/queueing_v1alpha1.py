@@ -31,6 +31,7 @@ from rayquota.api.common import (
 )
 from rayquota.api.pod import Toleration
 from rayquota.queueing.policies import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FlavorFungibilityPreference,
     QueueingStrategy,
@@ -260,6 +261,12 @@ _ONE_WAY_TO_LIST_CHECKS: dict[str, JsonValue] = {
 }
 
 
+class AdmissionScope(K8sModel):
+    """How the ClusterQueue orders its LocalQueues' workloads (Kueue's admissionScope)."""
+
+    admission_mode: AdmissionMode
+
+
 class ClusterQueueSpec(K8sModel):
     model_config = ConfigDict(
         json_schema_extra={"x-kubernetes-validations": [_LIMITS_NEED_COHORT, _ONE_WAY_TO_LIST_CHECKS]}
@@ -278,6 +285,8 @@ class ClusterQueueSpec(K8sModel):
     # Checks a workload must pass after reserving quota (for every flavor), or per flavor.
     admission_checks: Annotated[list[ObjectName], Field(max_length=MAX_ADMISSION_CHECKS)] | None = None
     admission_checks_strategy: AdmissionChecksStrategy | None = None
+    # UsageBasedAdmissionFairSharing: its LocalQueues take turns by their decayed usage.
+    admission_scope: AdmissionScope | None = None
 
 
 class ResourceUsage(K8sModel):
@@ -387,6 +396,8 @@ class Cohort(KubeObject):
 class LocalQueueSpec(K8sModel):
     cluster_queue: ObjectName
     stop_policy: StopPolicy = StopPolicy.NONE
+    # Its weight under admission fair sharing (usage is divided by it).
+    fair_sharing: FairSharing | None = None
 
 
 class LocalQueueResourceUsage(K8sModel):
@@ -399,6 +410,16 @@ class LocalQueueFlavorUsage(K8sModel):
     resources: list[LocalQueueResourceUsage] = Field(default_factory=list)
 
 
+class LocalQueueAdmissionFairSharingStatus(K8sModel):
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: datetime | None = None
+
+
+class LocalQueueFairSharingStatus(K8sModel):
+    weighted_share: int = 0
+    admission_fair_sharing_status: LocalQueueAdmissionFairSharingStatus | None = None
+
+
 class LocalQueueStatus(K8sModel):
     pending_workloads: int = 0
     reserving_workloads: int = 0
@@ -408,6 +429,7 @@ class LocalQueueStatus(K8sModel):
     conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_LIST)] = Field(
         default_factory=list
     )
+    fair_sharing: LocalQueueFairSharingStatus | None = None
 
 
 class LocalQueue(KubeObject):

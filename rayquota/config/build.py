@@ -19,6 +19,7 @@ from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSe
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.queue.pods_ready import RequeuingTimestamp, WaitForPodsReady
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
+from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
 
 DEFAULT_NAMESPACE = "default"
@@ -143,6 +144,18 @@ def _fair_sharing(config: Configuration) -> FairSharing | bool:
     return FairSharing.parse(fair.preemptionStrategies)
 
 
+def _admission_fair_sharing(config: Configuration) -> AdmissionFairSharing | None:
+    """Kueue's admissionFairSharing (off also with Kueue's feature gate AdmissionFairSharing: false)."""
+    section = config.admissionFairSharing
+    if section is None or (config.featureGates or {}).get("AdmissionFairSharing") is False:
+        return None
+    return AdmissionFairSharing(
+        usage_half_life_time=section.usageHalfLifeTime,
+        usage_sampling_interval=section.usageSamplingInterval,
+        resource_weights=dict(section.resourceWeights),
+    )
+
+
 def _dra(config: Configuration) -> DraSettings:
     """Kueue's resources.deviceClassMappings and its two DRA gates (rayquota's queue.dra)."""
     mappings = config.resources.deviceClassMappings if config.resources is not None else []
@@ -166,6 +179,7 @@ def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = N
         ),
         api_mode=config.queue.api,
         fair_sharing=_fair_sharing(config),
+        admission_fair_sharing=_admission_fair_sharing(config),
         wait_for_pods_ready=_wait_for_pods_ready(config),
     )
     return dataclasses.replace(

@@ -24,7 +24,6 @@ Check = Callable[[Configuration, Verdict], None]
 
 def _refused_sections(config: Configuration, verdict: Verdict) -> None:
     reasons = {
-        "admissionFairSharing": "rayquota orders a queue by priority and creation time only",
         "objectRetentionPolicies": "rayquota deletes a Workload only with the object it stands for",
         "tls": "rayquota's servers do not take TLS options; it would not get the security it asks for",
     }
@@ -36,8 +35,6 @@ def _refused_sections(config: Configuration, verdict: Verdict) -> None:
             f"resources.{key}: not supported (rayquota counts resources as pods request them; "
             "of Kueue's resources only deviceClassMappings is honoured)"
         )
-
-
 
 
 def _fair_sharing(config: Configuration, verdict: Verdict) -> None:

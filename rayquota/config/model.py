@@ -86,6 +86,15 @@ class FairSharing(Section):
     ]
 
 
+class AdmissionFairSharing(Section):
+    """Kueue's admissionFairSharing: present means on; it orders the LocalQueues of a ClusterQueue
+    with `admissionScope.admissionMode: UsageBasedAdmissionFairSharing` by their decayed usage."""
+
+    usageHalfLifeTime: Seconds = 0.0
+    usageSamplingInterval: PositiveSeconds = 300.0
+    resourceWeights: dict[str, Annotated[float, Field(ge=0)]] = {}
+
+
 class Dispatcher(StrEnum):
     ALL_AT_ONCE = "AllAtOnce"
     MOST_FREE_QUOTA = "MostFreeQuota"
@@ -258,6 +267,7 @@ class Configuration(Section):
     managedJobsNamespaceSelector: dict[str, Any] | None = None
     waitForPodsReady: WaitForPodsReady | None = None
     fairSharing: FairSharing | None = None
+    admissionFairSharing: AdmissionFairSharing | None = None
     multiKueue: MultiKueue | None = None
     leaderElection: LeaderElection = LeaderElection()
     webhook: Webhook = Webhook()
@@ -271,7 +281,6 @@ class Configuration(Section):
     pprofBindAddress: str | None = None
     # Kueue keys rayquota refuses by name (kueue_keys.py says why); typed loosely so the refusal,
     # not a shape error, is what the user reads.
-    admissionFairSharing: dict[str, Any] | None = None
     resources: Resources | None = None
     objectRetentionPolicies: dict[str, Any] | None = None
     visibilityServer: dict[str, Any] | None = None

@@ -41,6 +41,8 @@ ENV_OVERRIDES: tuple[Override, ...] = tuple(
         ("RAYQUOTA_DRA_INTEGRATION", "queue.dra.integration"),
         ("RAYQUOTA_DRA_REJECT_WHEN_DISABLED", "queue.dra.rejectWorkloadsWhenDisabled"),
         ("RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES", "fairSharing.preemptionStrategies"),
+        ("RAYQUOTA_ADMISSION_FAIR_SHARING_HALF_LIFE", "admissionFairSharing.usageHalfLifeTime"),
+        ("RAYQUOTA_ADMISSION_FAIR_SHARING_SAMPLING_INTERVAL", "admissionFairSharing.usageSamplingInterval"),
         ("RAYQUOTA_MULTIKUEUE", "multiKueue.enable"),
         ("RAYQUOTA_MULTIKUEUE_GC_INTERVAL", "multiKueue.gcInterval"),
         ("RAYQUOTA_MULTIKUEUE_ORIGIN", "multiKueue.origin"),

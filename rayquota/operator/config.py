@@ -13,6 +13,7 @@ from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
 from rayquota.operator.webhook_settings import WebhookSettings
+from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class QueueConfig:
     api_mode: str = "rayquota"
     """"rayquota" (rayquota.io/v1alpha1) or "kueue" (Kueue's kueue.x-k8s.io/v1beta2)."""
     fair_sharing: bool | FairSharing = False
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """Kueue's admissionFairSharing: usage-based ordering of LocalQueues (``None``: off)."""
     wait_for_pods_ready: WaitForPodsReady | None = None
 
 

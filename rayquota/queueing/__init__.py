@@ -67,6 +67,7 @@ from .admission_checks import (
     CheckVerdict,
     retry_backoff_s,
 )
+from .admission_fair_sharing import AdmissionFairSharing, LocalQueueUsage
 from .decisions import (
     Admit,
     Decision,
@@ -105,6 +106,7 @@ from .model import (
     Workload,
 )
 from .policies import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FlavorFungibilityPreference,
     QueueingStrategy,
@@ -122,6 +124,8 @@ __all__ = [
     "HOSTNAME_LABEL",
     "AdmissionCheck",
     "AdmissionCheckRule",
+    "AdmissionFairSharing",
+    "AdmissionMode",
     "Admit",
     "BorrowWithinCohort",
     "BorrowWithinCohortPolicy",
@@ -141,6 +145,7 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "LocalQueue",
+    "LocalQueueUsage",
     "NodeSnapshot",
     "Pending",
     "Phase",

@@ -9,7 +9,7 @@ would be judged the same and park it whole).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -40,37 +40,68 @@ class Verdict:
 
 STATIC_VERDICT = Verdict(VerdictBasis.STATIC)
 
-_Entry = tuple[Order, WorkloadState, PendingGroup | None, Verdict | None]
+LineKey = Order | tuple[float, Order]
+"""A workload's place in line: its queue order, or under admission fair sharing its LocalQueue's
+usage first (one line holds keys of one kind only)."""
+
+_Entry = tuple[LineKey, WorkloadState, PendingGroup | None, Verdict | None]
 
 
 class CycleLine:
-    def __init__(self, cq: ClusterQueueState, skip: set[str]) -> None:
+    def __init__(
+        self,
+        cq: ClusterQueueState,
+        skip: set[str],
+        usage_of: Callable[[WorkloadState], float] | None = None,
+    ) -> None:
+        """``usage_of``: the usage of a workload's LocalQueue, with admission fair sharing (it
+        only grows during a cycle, as admissions add their entry penalties)."""
         self.cq = cq
+        self._usage_of = usage_of
         # Orders are unique (they end with the arrival number), so entries never compare further.
         self._heap: list[_Entry] = [
-            (wl.order, wl, None, None) for wl in cq.active.values() if wl.key not in skip
+            (self._key(wl), wl, None, None) for wl in cq.active.values() if wl.key not in skip
         ]
         for group in cq.awake_groups.values():
             head = group.head()
             if head is not None:
-                self._heap.append((head.order, head, group, None))
+                self._heap.append((self._key(head), head, group, None))
         heapq.heapify(self._heap)
 
+    def _key(self, wl: WorkloadState) -> LineKey:
+        return wl.order if self._usage_of is None else (self._usage_of(wl), wl.order)
+
     def first_order(self) -> Order | None:
-        return self._heap[0][0] if self._heap else None
+        if not self._heap:
+            return None
+        self._refresh_first()
+        return self._heap[0][1].order
+
+    def _refresh_first(self) -> None:
+        """Under admission fair sharing an entry's usage may have grown since it was pushed (its
+        queue admitted): re-key stale entries until the first one is current."""
+        if self._usage_of is None:
+            return
+        while True:
+            key, wl, group, verdict = self._heap[0]
+            fresh = self._key(wl)
+            if fresh == key:
+                return
+            heapq.heapreplace(self._heap, (fresh, wl, group, verdict))
 
     def pop(self) -> tuple[WorkloadState, PendingGroup | None, Verdict | None]:
+        self._refresh_first()
         _, wl, group, verdict = heapq.heappop(self._heap)
         return wl, group, verdict
 
     def push_back(self, wl: WorkloadState) -> None:
         """An awake workload popped but not judged: first in line again."""
-        heapq.heappush(self._heap, (wl.order, wl, None, None))
+        heapq.heappush(self._heap, (self._key(wl), wl, None, None))
 
     def push_group(self, group: PendingGroup, verdict: Verdict | None) -> None:
         head = group.head()
         if head is not None:
-            heapq.heappush(self._heap, (head.order, head, group, verdict))
+            heapq.heappush(self._heap, (self._key(head), head, group, verdict))
 
     def drain(self) -> Iterator[tuple[WorkloadState, PendingGroup | None]]:
         while self._heap:

@@ -27,14 +27,17 @@ that fits. Rules that keep this single pass honest:
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Mapping
 
+from .admission_fair_sharing import LocalQueueUsage
 from .cohorts import QuotaNode
 from .cycle_line import CycleLine, Verdict, VerdictBasis
 from .decisions import Decision
-from .fairsharing import dominant_share
+from .fairsharing import ShareMeter, dominant_share
 from .flavors import FitMode, assign_flavors
 from .policies import QueueingStrategy
-from .scheduling import Outcome, Scheduler, borrowing_level_of
+from .routing import local_queue_key
+from .scheduling import USAGE_BASED, Outcome, Scheduler, borrowing_level_of, per_resource
 from .state import ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
@@ -101,7 +104,7 @@ class Engine(Scheduler):
             if blocked is not None:
                 self._park_blocked_queue(out, cq, blocked)
                 continue
-            self._push_line(heap, index, CycleLine(cq, done))
+            self._push_line(heap, index, CycleLine(cq, done, self._usage_order(cq)))
         heapq.heapify(heap)
         # Within nominal quota first among equals: a line whose next workload would have to
         # borrow waits until every queue has admitted what fits in its own quota at that
@@ -181,6 +184,64 @@ class Engine(Scheduler):
             self._push_line(heap, index, line)
         return stopped
 
+    # ------------------------------------------------------------ admission fair sharing
+
+    def _usage_order(self, cq: ClusterQueueState) -> Callable[[WorkloadState], float] | None:
+        """How the line of a ClusterQueue with usage-based admission fair sharing is ordered."""
+        ledger = self.admission_usage
+        if ledger is None or cq.spec.admission_mode is not USAGE_BASED:
+            return None
+        local_queues = self._router.local_queues
+
+        def usage_of(wl: WorkloadState) -> float:
+            key = local_queue_key(wl.spec)
+            found = local_queues.get(key)
+            return ledger.usage(key, 1.0 if found is None else found.fair_sharing_weight)
+
+        return usage_of
+
+    def sample_admission_usage(self, now: float) -> dict[str, LocalQueueUsage]:
+        """Every ``usageSamplingInterval``: decay each LocalQueue's consumed usage (of the
+        ClusterQueues with usage-based admission fair sharing) towards what its admitted workloads
+        use now; return the records to write into their status (empty when not configured)."""
+        ledger = self.admission_usage
+        if ledger is None:
+            return {}
+        in_use: dict[str, dict[str, int]] = {}
+        for wl in self._workloads.values():
+            if wl.phase is not Phase.PENDING:
+                totals = in_use.setdefault(local_queue_key(wl.spec), {})
+                for resource, amount in per_resource(wl.usage).items():
+                    totals[resource] = totals.get(resource, 0) + amount
+        out: dict[str, LocalQueueUsage] = {}
+        for key, local_queue in self._router.local_queues.items():
+            cq = self._accounting.queues.get(local_queue.cluster_queue)
+            if cq is not None and cq.spec.admission_mode is USAGE_BASED:
+                out[key] = ledger.sample(key, in_use.get(key, {}), now)
+        return out
+
+    def restore_local_queue_usage(
+        self, local_queue: str, consumed: Mapping[str, int], last_update: float
+    ) -> None:
+        """A LocalQueue's ``admissionFairSharingStatus`` as written before (the operator's start)."""
+        if self.admission_usage is not None:
+            self.admission_usage.restore(local_queue, consumed, last_update)
+
+    def weighted_shares(self) -> dict[tuple[bool, str], float]:
+        """Kueue's ``status.fairSharing.weightedShare`` before rounding, per (is a ClusterQueue,
+        name) of every node in a cohort tree: usage above its subtree's quota per mille of what
+        its parent could lend it, the largest over resources, over its weight (infinite when a
+        node of weight 0 borrows); 0 for a node without a parent."""
+        meter = ShareMeter()
+        tree = self._accounting.tree
+        out: dict[tuple[bool, str], float] = {}
+        for node in (*tree.cluster_queues.values(), *tree.cohorts.values()):
+            out[(node.is_cluster_queue, node.name)] = meter.share(node).weighted()
+        return out
+
+    def local_queue_usage(self, local_queue: str) -> LocalQueueUsage | None:
+        return None if self.admission_usage is None else self.admission_usage.get(local_queue)
+
     def _held_level(self, wl: WorkloadState, cq: ClusterQueueState, deepest: int) -> int:
         """The borrowing level of a workload held behind higher-priority borrowers of its tree:
         its own if it must borrow too (a scale-up slice measured without its predecessor's
@@ -251,4 +312,3 @@ class Engine(Scheduler):
 
 def _order(wl: WorkloadState) -> Order:
     return wl.order
-

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from .admission_checks import AdmissionCheckRule
 from .policies import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FlavorFungibilityPreference,
     QueueingStrategy,
@@ -243,6 +244,9 @@ class ClusterQueue:
     fair_sharing_weight: float = 1.0
     admission_checks: tuple[AdmissionCheckRule, ...] = ()
     """Checks a workload must pass after reserving quota here (some only on some flavors)."""
+    admission_mode: AdmissionMode = AdmissionMode.NO_ADMISSION_FAIR_SHARING
+    """``admissionScope.admissionMode``: usage-based ordering of its LocalQueues, when the engine
+    has admission fair sharing configured (:mod:`.admission_fair_sharing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +265,8 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing_weight: float = 1.0
+    """``spec.fairSharing.weight``: its usage is divided by it under admission fair sharing."""
 
     @property
     def key(self) -> str:

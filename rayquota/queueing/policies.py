@@ -54,3 +54,11 @@ class FlavorFungibilityPreference(StrEnum):
     """A flavor that needs no preemption first; among equals, the one that does not borrow."""
     PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
     """A flavor that does not borrow first; among equals, the one that needs no preemption."""
+
+
+class AdmissionMode(StrEnum):
+    """A ClusterQueue's ``admissionScope.admissionMode`` (Kueue v1beta2)."""
+
+    USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
+    """Its LocalQueues take turns by their decayed past usage (:mod:`.admission_fair_sharing`)."""
+    NO_ADMISSION_FAIR_SHARING = "NoAdmissionFairSharing"

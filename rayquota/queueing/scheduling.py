@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from .admission_fair_sharing import AdmissionFairSharing, UsageLedger
 from .cohorts import QuotaNode, borrowing_level
 from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, Verdict, VerdictBasis
@@ -28,7 +29,7 @@ from .fairsharing import FairSharing
 from .flavors import FitMode, FlavorAssignment, assign_flavors
 from .model import FlavorResource, PodSet
 from .partial_admission import allows_partial, largest_fitting
-from .policies import QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
+from .policies import AdmissionMode, QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Phase, Shape, WorkloadState
 from .topology_fit import PlacementAsk
@@ -54,9 +55,18 @@ class Outcome(Enum):
 class Scheduler(EngineEvents):
     """Decides for one workload at a time; see the module's steps."""
 
-    def __init__(self, *, fair_sharing: bool | FairSharing = False) -> None:
+    def __init__(
+        self,
+        *,
+        fair_sharing: bool | FairSharing = False,
+        admission_fair_sharing: AdmissionFairSharing | None = None,
+    ) -> None:
         super().__init__()
         self.fair_sharing = fair_sharing
+        self.admission_usage: UsageLedger | None = (
+            None if admission_fair_sharing is None else UsageLedger(admission_fair_sharing)
+        )
+        """The LocalQueues' consumed usage, with admission fair sharing configured."""
         self._reclaiming: set[QuotaNode] = set()
         """Cohort trees where preemptors wait for their victims: nobody borrows there."""
         self._verdict: Verdict | None = None
@@ -366,6 +376,8 @@ class Scheduler(EngineEvents):
         cq.active.pop(wl.key, None)
         self._accounting.charge(wl, cq.name, usage, pod_sets, cycle=self._cycle, now=self._now)
         self._placement.charge(wl)
+        if self.admission_usage is not None and cq.spec.admission_mode is USAGE_BASED:
+            self.admission_usage.admitted(local_queue_key(wl.spec), per_resource(usage), self._now)
         self._accounting.wake_possible_preemptors(wl, cq)
         if predecessor is not None:
             # The slice takes over: the predecessor's pods now count as the slice's.
@@ -378,6 +390,17 @@ def _can_be_had(assignment: FlavorAssignment, oracle: VictimOracle) -> bool:
     if assignment.mode >= FitMode.BORROW:
         return True
     return assignment.mode is FitMode.PREEMPT and oracle.victims(assignment.need) is not None
+
+
+USAGE_BASED = AdmissionMode.USAGE_BASED_ADMISSION_FAIR_SHARING
+
+
+def per_resource(usage: dict[FlavorResource, int]) -> dict[str, int]:
+    """Amounts summed over flavors, per resource."""
+    out: dict[str, int] = {}
+    for (_, resource), amount in usage.items():
+        out[resource] = out.get(resource, 0) + amount
+    return out
 
 
 def borrowing_level_of(cq: ClusterQueueState, need: dict[FlavorResource, int]) -> int:

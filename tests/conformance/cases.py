@@ -38,7 +38,7 @@ class Setup:
     flavors: list[Any] = field(default_factory=list)
     cohorts: list[Raw] = field(default_factory=list)
     cluster_queues: list[Raw] = field(default_factory=list)
-    local_queues: list[str] = field(default_factory=list)
+    local_queues: list[str | Raw] = field(default_factory=list)
 
     def merged(self, other: Setup) -> Setup:
         replaced = {cq["name"] for cq in other.cluster_queues}
@@ -81,6 +81,11 @@ class Case:
     expect: Expectation
     fair_sharing: bool | FairSharing = False
     """On with Kueue's default settings (``true``), or with ``{preemptionStrategies: [...]}``."""
+    admission_fair_sharing: Raw | None = None
+    """Kueue's Configuration ``admissionFairSharing`` (``usageHalfLifeTime`` in seconds,
+    ``resourceWeights``); ``None``: not configured."""
+    consumed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The LocalQueues' consumed resources when the run starts (Kueue's usage ledger)."""
     unsupported: str | None = None
     deliberate: str | None = None
     open_difference: str | None = None
@@ -116,6 +121,8 @@ _CASE_KEYS = {
     "cycles",
     "expect",
     "fair_sharing",
+    "admission_fair_sharing",
+    "consumed",
     "unsupported",
     "deliberate",
     "open_difference",
@@ -209,6 +216,8 @@ def load_file(path: Path) -> CaseFile:
                 cycles=int(raw.get("cycles", 1)),
                 expect=_expectation(raw.get("expect") or {}, where),
                 fair_sharing=_fair_sharing(raw.get("fair_sharing", False), where),
+                admission_fair_sharing=raw.get("admission_fair_sharing"),
+                consumed={str(k): dict(v or {}) for k, v in (raw.get("consumed") or {}).items()},
                 unsupported=raw.get("unsupported"),
                 deliberate=raw.get("deliberate"),
                 open_difference=raw.get("open_difference"),

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.queueing import (
+    AdmissionFairSharing,
+    AdmissionMode,
     Admit,
     BorrowWithinCohort,
     BorrowWithinCohortPolicy,
@@ -43,6 +45,7 @@ from rayquota.queueing import (
     WhenCanPreempt,
     WithinClusterQueuePolicy,
     Workload,
+    parse_quantity,
 )
 
 from .cases import Case, CaseFormatError, Raw
@@ -174,7 +177,27 @@ def _cluster_queue(raw: Raw) -> ClusterQueue:
         ),
         stop_policy=StopPolicy(raw.get("stop", "None")),
         fair_sharing_weight=float(raw.get("weight", 1.0)),
+        admission_mode=AdmissionMode(raw.get("admission_mode", "NoAdmissionFairSharing")),
     )
+
+
+def _admission_fair_sharing(raw: Raw | None) -> AdmissionFairSharing | None:
+    if raw is None:
+        return None
+    return AdmissionFairSharing(
+        usage_half_life_time=float(raw.get("usageHalfLifeTime", 0)),
+        resource_weights={str(r): float(w) for r, w in (raw.get("resourceWeights") or {}).items()},
+    )
+
+
+def _local_queue(raw: str | Raw) -> LocalQueue:
+    """``"ns/name -> cq"``, or ``{key: ns/name, cq: cq, weight: 2}`` (``fairSharing.weight``)."""
+    if isinstance(raw, str):
+        key, _, target = (part.strip() for part in raw.partition("->"))
+        namespace, _, name = key.partition("/")
+        return LocalQueue(namespace, name, target)
+    namespace, _, name = str(raw["key"]).partition("/")
+    return LocalQueue(namespace, name, str(raw["cq"]), fair_sharing_weight=float(raw.get("weight", 1.0)))
 
 
 def _pod_sets(raw: Raw) -> tuple[PodSet, ...]:
@@ -226,7 +249,10 @@ def _per_pod_set(flavors: Mapping[str, Any]) -> bool:
 
 
 def build(case: Case) -> Engine:
-    engine = Engine(fair_sharing=case.fair_sharing)
+    engine = Engine(
+        fair_sharing=case.fair_sharing,
+        admission_fair_sharing=_admission_fair_sharing(case.admission_fair_sharing),
+    )
     setup = case.setup
     for name, labels in setup.namespaces.items():
         engine.upsert_namespace(name, labels)
@@ -243,10 +269,10 @@ def build(case: Case) -> Engine:
         )
     for cq in setup.cluster_queues:
         engine.upsert_cluster_queue(_cluster_queue(cq))
-    for text in setup.local_queues:
-        key, _, target = (part.strip() for part in text.partition("->"))
-        namespace, _, name = key.partition("/")
-        engine.upsert_local_queue(LocalQueue(namespace, name, target))
+    for raw_queue in setup.local_queues:
+        engine.upsert_local_queue(_local_queue(raw_queue))
+    for key, consumed in case.consumed.items():
+        engine.restore_local_queue_usage(key, {r: parse_quantity(str(q)) for r, q in consumed.items()}, 0.0)
     for index, raw in enumerate(case.admitted):
         workload = _workload(raw, -1000 + index)
         engine.restore_admission(

@@ -17,12 +17,12 @@ from typing import Any
 
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import check_states, converter, kueue_metrics, metrics
+from rayquota.operator.queue import check_states, converter, fair_status, kueue_metrics, metrics
 from rayquota.operator.queue.driver import AdmittedSlice, ConfigObject, Driver, Writer
 from rayquota.operator.queue.freeing_writes import FreeingWrites
 from rayquota.operator.queue.priorities import PriorityClasses
 from rayquota.operator.queue.workload_status import is_evicted, is_finished, recorded_eviction
-from rayquota.queueing import Engine
+from rayquota.queueing import AdmissionFairSharing, Engine
 from rayquota.queueing.fairsharing import FairSharing, fair_sharing_of
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class AdmissionLoop:
         fair_sharing: bool | FairSharing | None = False,
         decisions: Writer | None = None,
         clock: Callable[[], float] = time.monotonic,
+        admission_fair_sharing: AdmissionFairSharing | None = None,
     ) -> None:
         """``decisions``: where the driver's decisions go instead of the Workload controller (a
         read-only copy of the engine, such as the dashboard's, passes one that ignores them).
@@ -99,7 +100,9 @@ class AdmissionLoop:
             cluster_queue_of=lambda key: self.driver.cluster_queue_of(key),
             local_queue_of=lambda key: self.driver.local_queue_of(key),
         )
-        engine = Engine(fair_sharing=fair_sharing_of(fair_sharing) or False)
+        engine = Engine(
+            fair_sharing=fair_sharing_of(fair_sharing) or False, admission_fair_sharing=admission_fair_sharing
+        )
         self.driver = Driver(engine, self.writer if decisions is None else decisions)
         self.restored = asyncio.Event()
         self._wake = asyncio.Event()
@@ -151,6 +154,8 @@ class AdmissionLoop:
                 except converter.ConversionError as exc:
                     log.warning("%s %s ignored: %s", kind, meta["name"], exc)
                     return
+                if kind == "LocalQueue":
+                    fair_status.restore_consumed(self.driver.engine, obj)
                 if kind == "ClusterQueue" and meta.get("deletionTimestamp"):
                     # Still configured (its admitted workloads are restored into it at start-up),
                     # but it admits nothing more; the finalizer lets it go once it is empty.

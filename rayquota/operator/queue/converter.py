@@ -23,6 +23,7 @@ from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import (
     AdmissionCheck,
     AdmissionCheckRule,
+    AdmissionMode,
     BorrowWithinCohort,
     BorrowWithinCohortPolicy,
     ClusterQueue,
@@ -182,11 +183,24 @@ def cluster_queue_from_spec(
             stop_policy=StopPolicy(spec.get("stopPolicy") or "None"),
             fair_sharing_weight=_weight(spec.get("fairSharing")),
             admission_checks=admission_check_rules(spec),
+            admission_mode=admission_mode(spec, where),
         )
     except ConversionError:
         raise
     except ValueError as exc:
         raise ConversionError(f"{where}: {exc}") from exc
+
+
+def admission_mode(spec: Mapping[str, Any], where: str) -> AdmissionMode:
+    """``spec.admissionScope.admissionMode`` (unset: no admission fair sharing)."""
+    raw = (spec.get("admissionScope") or {}).get("admissionMode") or "NoAdmissionFairSharing"
+    try:
+        return AdmissionMode(raw)
+    except ValueError:
+        known = ", ".join(m.value for m in AdmissionMode)
+        raise ConversionError(
+            f"{where}.admissionScope.admissionMode: {raw!r} is not one of {known}"
+        ) from None
 
 
 def flavor_fungibility(raw: Mapping[str, Any], where: str) -> FlavorFungibility:
@@ -262,8 +276,12 @@ def local_queue(body: Mapping[str, Any]) -> LocalQueue:
         stop = StopPolicy(spec.get("stopPolicy") or "None")
     except ValueError as exc:
         raise ConversionError(f"localQueue {_name(body)}.spec.stopPolicy: {exc}") from exc
+    try:
+        weight = _weight(spec.get("fairSharing"))
+    except ValueError as exc:
+        raise ConversionError(f"localQueue {_name(body)}.spec.fairSharing.weight: {exc}") from exc
     return LocalQueue(
-        str(body["metadata"]["namespace"]), _name(body), str(spec.get("clusterQueue", "")), stop
+        str(body["metadata"]["namespace"]), _name(body), str(spec.get("clusterQueue", "")), stop, weight
     )
 
 

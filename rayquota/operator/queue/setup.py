@@ -52,7 +52,9 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     # Admission-only mode (no Ray reconcilers here): KubeRay's operator builds the clusters and
     # pods, and the records of that mode say which it holds at their pods.
     objects = QueueObjects.register(manager, settings, api, registry(beside_kuberay=ray is None))
-    loop = AdmissionLoop(fair_sharing=config.fair_sharing)
+    loop = AdmissionLoop(
+        fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
+    )
     reconciler = WorkloadReconciler(manager, objects, loop, config.wait_for_pods_ready)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
@@ -169,6 +171,7 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
         config_informers["LocalQueue"],
         objects.workloads,
         api,
+        cohorts=config_informers["Cohort"],
     )
     manager.add_runnable("queue status", status.run)
     dispatching = DispatchingQueues(

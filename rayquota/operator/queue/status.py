@@ -18,6 +18,7 @@ from rayquota.operator.queue import kueue_metrics, metrics
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
+from rayquota.operator.queue.fair_status import FairSharingStatus
 from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
 from rayquota.operator.queue.namespace_selection import unset_selector_warning
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, is_finished
@@ -172,6 +173,14 @@ def local_queue_status(
     }
 
 
+def with_fair_sharing(status: dict[str, Any], fair_sharing: dict[str, Any] | None) -> None:
+    """``status.fairSharing`` set, or removed when fair sharing is off (as Kueue does)."""
+    if fair_sharing is None:
+        status.pop("fairSharing", None)
+    else:
+        status["fairSharing"] = fair_sharing
+
+
 def waiting_slices_per_cluster_queue(engine: Engine) -> dict[str, int]:
     """Per ClusterQueue, the scale-up slices that wait beside an admission of the same Workload.
 
@@ -241,8 +250,12 @@ class QueueStatusWriter:
         workloads: Informer,
         api: QueueApi = RAYQUOTA,
         budget: WriteBudget | None = None,
+        cohorts: Informer | None = None,
     ) -> None:
+        """``cohorts``: their ``status.fairSharing`` is written while fair sharing is on."""
         self.api = api
+        self.cohorts = cohorts
+        self.fair = FairSharingStatus(engine, time.time)
         self.manager = manager
         self.engine = engine
         self.cluster_queues = cluster_queues
@@ -275,7 +288,16 @@ class QueueStatusWriter:
             if node.is_cluster_queue:
                 quota[node.name] = list(node.quota)
         changed: list[_Change] = []
-        for cq in self.cluster_queues.store.list():
+        cluster_queues = self.cluster_queues.store.list()
+        self.fair.refresh(
+            {
+                str(cq["metadata"]["name"]): str(
+                    (cq.get("spec") or {}).get("cohort") or (cq.get("spec") or {}).get("cohortName") or ""
+                )
+                for cq in cluster_queues
+            }
+        )
+        for cq in cluster_queues:
             name = str(cq["metadata"]["name"])
             if name not in known:
                 continue
@@ -289,6 +311,7 @@ class QueueStatusWriter:
                 waiting_slices=waiting_slices.get(name, 0),
                 warning=unset_selector_warning(cq),
             )
+            with_fair_sharing(status, self.fair.node_status(True, name))
             _observe_status(name, status, terminating=bool(cq["metadata"].get("deletionTimestamp")))
             self._note(changed, self.api.cluster_queues, cq, status, cluster_queue=name)
         # One pass over the Workloads for all LocalQueues (not one per queue: 10^4 x 10^2 adds up).
@@ -305,9 +328,11 @@ class QueueStatusWriter:
             status = local_queue_status(
                 lq.get("status"), namespace, name, workloads, now, self.admissions, active
             )
+            with_fair_sharing(status, self.fair.local_queue_status(lq))
             judged = kueue_metrics.judged_pending(workloads, NOT_YET_EVALUATED)
             kueue_metrics.observe_local_queue(namespace, name, status, judged, active[0])
             self._note(changed, self.api.local_queues, lq, self.api.local_queue_status(status))
+        self._note_cohorts(changed)
         urgent = [c for c in changed if c.urgent]
         routine = sorted((c for c in changed if not c.urgent), key=lambda c: self._written_at.get(c.key, 0.0))
         await self._write(urgent + routine[: self.budget.take(len(routine))])
@@ -354,6 +379,14 @@ class QueueStatusWriter:
             str(c.get("message") or "") for c in change.status["conditions"] if c.get("type") == "Active"
         )
         self.manager.recorder.post(change.obj, "Warning", str(active[1]), message)
+
+    def _note_cohorts(self, changed: list[_Change]) -> None:
+        if self.cohorts is None or not self.engine.fair_sharing:
+            return
+        for cohort in self.cohorts.store.list():
+            status = dict(cohort.get("status") or {})
+            with_fair_sharing(status, self.fair.node_status(False, str(cohort["metadata"]["name"])))
+            self._note(changed, self.api.cohorts, cohort, status)
 
     def _note(
         self,

@@ -1,4 +1,5 @@
-"""The operator in Kueue-API mode with Kueue's ``fairSharing`` on, scoped to ``kqf-*`` namespaces.
+"""The operator in Kueue-API mode with Kueue's ``fairSharing`` and ``admissionFairSharing`` on,
+scoped to ``kqf-*`` namespaces.
 
 Its own folder: fair sharing is one setting for the whole operator (as Kueue's Configuration),
 and ClusterQueues are cluster-scoped, so it must not run beside ``kueueapi``'s operator, which is
@@ -21,6 +22,10 @@ FAIR_ENV = {
     "RAYQUOTA_QUEUE_API": "kueue",
     "RAYQUOTA_FAIR_SHARING": "true",
     "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES": "LessThanOrEqualToFinalShare,LessThanInitialShare",
+    # Kueue's admissionFairSharing; only ClusterQueues with an admissionScope use it. Sampled
+    # every second so a test sees a LocalQueue's consumed usage without waiting minutes.
+    "RAYQUOTA_ADMISSION_FAIR_SHARING_HALF_LIFE": "1h",
+    "RAYQUOTA_ADMISSION_FAIR_SHARING_SAMPLING_INTERVAL": "1s",
 }
 
 

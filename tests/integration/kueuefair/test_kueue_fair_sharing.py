@@ -40,6 +40,14 @@ def _cohort_of_three(quota: KueueQuota) -> None:
         quota.local_queue(short, cq)
 
 
+def _weighted_shares(kube: Kube, quota: KueueQuota) -> dict[str, Any]:
+    found = {}
+    for short in ("a", "b", "c"):
+        cq = kube.get("clusterqueues.kueue.x-k8s.io", quota.name(short)) or {}
+        found[short] = ((cq.get("status") or {}).get("fairSharing") or {}).get("weightedShare")
+    return found
+
+
 def _admitted(kube: Kube, names: list[str]) -> None:
     wait_for(
         f"Workloads {names} admitted",
@@ -75,6 +83,13 @@ def test_a_heavier_queue_preempts_the_largest_borrower_while_borrowing(
     for name in b_names:
         kube.apply(kueue_workload(name, "b", "1"))
     _admitted(kube, b_names)  # b borrows c's 3 cpu
+    # Kueue's status.fairSharing.weightedShare: b borrows 3 of the cohort's 9 cpu (per mille,
+    # rounded up, over weight 1); a and c are within their nominal quota.
+    shares = wait_for(
+        "weightedShare written",
+        lambda: (found := _weighted_shares(kube, kueue_quota)) == {"a": 0, "b": 334, "c": 0} and found,
+    )
+    assert shares
 
     kube.apply(kueue_workload("incoming", "a", "2"))
     victims: dict[str, Any] = wait_for(

@@ -140,8 +140,8 @@ def test_kueues_own_configuration_is_read_unchanged(tmp_path: Path) -> None:
     ("text", "message"),
     [
         (
-            "admissionFairSharing: {usageHalfLifeTime: 1h, usageSamplingInterval: 5m}\n",
-            "admissionFairSharing: not supported",
+            "admissionFairSharing: {usageHalfLifeTime: 1h, resourceWeights: {cpu: -1}}\n",
+            "admissionFairSharing.resourceWeights.cpu",
         ),
         (
             "resources: {excludeResourcePrefixes: [example.com/]}\n",
@@ -181,7 +181,14 @@ def test_kuberays_settings_rayquota_cannot_honour_are_refused() -> None:
 
 def _every_section() -> Configuration:
     """A configuration with each optional section present (so every key is there to list)."""
-    sections = ("waitForPodsReady", "fairSharing", "multiKueue", "internalCertManagement", "resources")
+    sections = (
+        "waitForPodsReady",
+        "fairSharing",
+        "admissionFairSharing",
+        "multiKueue",
+        "internalCertManagement",
+        "resources",
+    )
     return Configuration.model_validate({key: {} for key in sections})
 
 
@@ -225,3 +232,20 @@ def test_fair_sharing_strategies_reach_the_engine_from_the_file_and_the_environm
     assert isinstance(fair, FairSharing)
     assert fair.preemption_strategies == (PreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)
     assert build.operator_config(load().configuration).queue.fair_sharing is False
+
+
+def test_admission_fair_sharing_reaches_the_engine_with_kueue_names(tmp_path: Path) -> None:
+    text = (
+        "admissionFairSharing:\n"
+        "  usageHalfLifeTime: 1h\n"
+        "  usageSamplingInterval: 30s\n"
+        "  resourceWeights: {nvidia.com/gpu: 2, cpu: 0}\n"
+    )
+    afs = build.operator_config(load(write(tmp_path, RAYQUOTA_HEADER + text)).configuration).queue
+    assert afs.admission_fair_sharing is not None
+    assert afs.admission_fair_sharing.usage_half_life_time == 3600
+    assert afs.admission_fair_sharing.usage_sampling_interval == 30
+    assert dict(afs.admission_fair_sharing.resource_weights) == {"nvidia.com/gpu": 2, "cpu": 0}
+    off = RAYQUOTA_HEADER + text + "featureGates: {AdmissionFairSharing: false}\n"
+    queue = build.operator_config(load(write(tmp_path, off)).configuration).queue
+    assert queue.admission_fair_sharing is None
