@@ -4,7 +4,9 @@ quota covers it, then KubeRay completes the upgrade, without a write fight."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from tests.e2e.beside_kuberay.harness import (
     Cell,
     Stage,
+    describe,
     gpu_service,
     held,
     pods_of,
@@ -172,6 +175,206 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
         assert _role(sampler, "up", "pending") is None
         sampler.assert_holds()
         sampler.assert_no_write_fight({"RayService/up": 1})
-        print("waited with:", (waiting.get("status") or {}).get("pendingReason"))
+        print(
+            "DEBUG waited with:",
+            (waiting.get("status") or {}).get("pendingReason"),
+            waiting["metadata"].get("annotations"),
+            "new",
+            new,
+            "first",
+            first,
+        )
     finally:
         cell.close(("rayservice", "up"))
+
+
+# --- NewClusterWithIncrementalUpgrade: the test plays the gateway controller and the autoscaler --
+
+GATEWAY_CONTROLLER = "rayquota.io/test-gateway-controller"
+
+
+def _conditions(*types: str) -> list[dict[str, Any]]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return [
+        {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now} for t in types
+    ]
+
+
+def _play_gateway_controller(cell: Cell) -> None:
+    """Mark KubeRay's Gateway and HTTPRoute of the namespace ready, as a gateway controller
+    would (KubeRay steps an incremental upgrade only through ready ones); idempotent."""
+    for kind, ready in (("gateways", _gateway_ready), ("httproutes", _route_ready)):
+        out = cell.stage.kubectl(
+            "get", f"{kind}.gateway.networking.k8s.io", "-n", cell.ns, "-o", "json", check=False
+        )
+        for obj in json.loads(out.stdout or "{}").get("items") or []:
+            status = ready(obj)
+            if status is not None:
+                cell.stage.kubectl(
+                    "patch", f"{kind}.gateway.networking.k8s.io", obj["metadata"]["name"], "-n", cell.ns,
+                    "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}), check=False,
+                )  # fmt: skip
+
+
+def _true(conditions: Any) -> set[str]:
+    return {str(c.get("type")) for c in conditions or () if c.get("status") == "True"}
+
+
+def _gateway_ready(gateway: Mapping[str, Any]) -> dict[str, Any] | None:
+    # The Gateway CRD defaults both conditions to Unknown ("Waiting for controller"): their
+    # presence says nothing, KubeRay reads their status.
+    if _true((gateway.get("status") or {}).get("conditions")) >= {"Accepted", "Programmed"}:
+        return None
+    return {"conditions": _conditions("Accepted", "Programmed")}
+
+
+def _route_ready(route: Mapping[str, Any]) -> dict[str, Any] | None:
+    parents_now = (route.get("status") or {}).get("parents") or ()
+    if parents_now and all(_true(p.get("conditions")) >= {"Accepted", "ResolvedRefs"} for p in parents_now):
+        return None
+    parents = [
+        {
+            "parentRef": dict(ref),
+            "controllerName": GATEWAY_CONTROLLER,
+            "conditions": _conditions("Accepted", "ResolvedRefs"),
+        }
+        for ref in (route.get("spec") or {}).get("parentRefs") or ()
+    ]
+    return {"parents": parents} if parents else None
+
+
+def _new_version(cell: Cell, service: str) -> None:
+    """The user's edit: the workers get an environment variable (a new cluster, the same shape)."""
+    path = "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/env"
+    out = cell.patch(
+        "rayservice", service, [{"op": "add", "path": path, "value": [{"name": "V", "value": "2"}]}]
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def _autoscale(cell: Cell, cluster: str, replicas: int) -> None:
+    """What the Ray autoscaler writes as Serve's target capacity grows."""
+    path = "/spec/workerGroupSpecs/0/replicas"
+    out = cell.patch("raycluster", cluster, [{"op": "add", "path": path, "value": replicas}])
+    assert out.returncode == 0, out.stderr
+
+
+def _workers(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
+    return [
+        p
+        for p in pods_of(sampler, cluster)
+        if (p["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
+    ]
+
+
+def test_an_incremental_upgrade_grows_its_new_cluster_slice_by_slice_then_completes(stage: Stage) -> None:
+    """Issue 36's POC hole 3 beside KubeRay: RayService `inc` (NewClusterWithIncrementalUpgrade,
+    the autoscaler on; 2 workers x 1 GPU) under a 3-GPU queue, upgraded. KubeRay creates the new
+    cluster at its minimum (the head alone); the test, as the Ray autoscaler, grows it worker by
+    worker. Each step's pod is held at the scheduling gate until the slice covering it is
+    admitted: the first worker fits (2 + 1 GPUs), the second waits with a reason until the quota
+    is raised to 4. Then the new cluster serves, KubeRay shifts the traffic through its
+    HTTPRoute (the test plays the gateway controller), promotes it and deletes the old one."""
+    cell, heads = Cell(stage, gpus=3), stage.heads
+    sampler = cell.sampler
+    body = served_service(cell.ns, "inc", heads.dashboard_port, gpus_per_worker=1)
+    options = {
+        "maxSurgePercent": 50,
+        "stepSizePercent": 50,
+        "intervalSeconds": 1,
+        "gatewayClassName": "rq-test",
+    }
+    body["spec"]["upgradeStrategy"] = {
+        "type": "NewClusterWithIncrementalUpgrade",
+        "clusterUpgradeOptions": options,
+    }
+    body["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    body["spec"]["rayClusterDeletionDelaySeconds"] = 5
+
+    def gateway_then(probe: Any) -> Any:
+        def polled() -> Any:
+            _play_gateway_controller(cell)
+            return probe()
+
+        return polled
+
+    try:
+        cell.apply(body)
+        first = cell.wait(
+            "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "inc")), None), 90
+        )
+        heads.add(first, serving=True, namespace=cell.ns)
+        cell.wait(
+            "its 3 pods Running on the flavor", lambda: running_on_pool(pods_of(sampler, first), 3), 150
+        )
+        cell.wait(
+            "the first cluster active", gateway_then(lambda: _role(sampler, "inc", "active") == first), 120
+        )
+        _new_version(cell, "inc")
+        new = cell.wait(
+            "KubeRay's new cluster",
+            gateway_then(lambda: next((n for n in service_clusters(sampler, "inc") if n != first), None)),
+            120,
+        )
+        heads.add(new, serving=False, namespace=cell.ns)  # its Serve applications deploy until let serve
+        cell.wait(
+            "the new cluster's head Running on the flavor",
+            lambda: running_on_pool(pods_of(sampler, new), 1),
+            120,
+        )
+        for replicas, fits in ((1, True), (2, False)):
+            _autoscale(cell, new, replicas)
+            cell.wait(
+                f"step {replicas}: the new worker created behind the gate",
+                lambda n=replicas: _newest_worker_was_held(sampler, new, n),
+                90,
+            )
+            if not fits:
+                w = cell.wait(
+                    "the step waiting, with a reason", lambda: _waiting_workload(sampler, "inc"), 90
+                )
+                print(
+                    "DEBUG inc waited with:",
+                    (w.get("status") or {}).get("pendingReason"),
+                    w["metadata"].get("annotations"),
+                    "new",
+                    new,
+                    "first",
+                    first,
+                )
+                assert sum(held(p) for p in _workers(sampler, new)) == 1
+                cell.set_gpus(4)
+            cell.wait(
+                f"step {replicas}: let through, Running on the flavor",
+                lambda n=replicas: running_on_pool(pods_of(sampler, new), 1 + n),
+                120,
+            )
+        heads.serve(new)
+        cell.wait(
+            "KubeRay promoting the new cluster",
+            gateway_then(
+                lambda: _role(sampler, "inc", "active") == new and _role(sampler, "inc", "pending") is None
+            ),
+            240,
+        )
+        cell.wait(
+            "KubeRay deleting the old cluster",
+            lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),
+            120,
+        )
+        sampler.assert_holds()
+        sampler.assert_no_write_fight({"RayService/inc": 1, f"RayCluster/{new}": 2})
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{describe(sampler)}") from exc
+    finally:
+        cell.close(("rayservice", "inc"))
+
+
+def _newest_worker_was_held(sampler: GateSampler, cluster: str, count: int) -> bool:
+    """The cluster has ``count`` workers, and the newest was held at its gate when created."""
+    workers = _workers(sampler, cluster)
+    if len(workers) != count:
+        return False
+    newest = max(workers, key=lambda p: (str(p["metadata"].get("creationTimestamp")), p["metadata"]["name"]))
+    uid = newest["metadata"].get("uid")
+    return sampler.first("Pod", lambda p: p["metadata"].get("uid") == uid and held(p)) is not None
