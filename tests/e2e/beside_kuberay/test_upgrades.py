@@ -145,6 +145,11 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
             90,
         )
         assert _waiting_workload(sampler, "up")
+        # The reason names the cluster that waits (the new one), not the one it replaces, also
+        # before the first serves (KubeRay then calls the new cluster pending and the first
+        # neither active nor pending).
+        reason = str((waiting.get("status") or {}).get("pendingReason"))
+        assert f"cluster `{new}`" in reason and first not in reason, reason
         # The first cluster still holds its 4 GPUs: only the raise can let the new one through.
         assert running_on_pool(pods_of(sampler, first), 3)
         cell.set_gpus(6)

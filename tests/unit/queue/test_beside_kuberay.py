@@ -281,3 +281,25 @@ def test_beside_kuberay_the_pods_of_a_rayjobs_cluster_are_created_behind_the_gat
     assert verdict.allowed and verdict.patch[0]["value"] == [{"name": "rayquota.io/admission"}]
     objects.adapters = ADAPTERS
     assert not pod_review.hold_pod(pod, "team-a", objects).patch
+
+
+def test_an_upgrade_before_the_first_serves_counts_the_cluster_it_replaces_first() -> None:
+    """Before the first cluster serves, KubeRay calls an upgrade's new cluster pending and the
+    first neither active nor pending. The first still runs (and holds its pods until KubeRay
+    deletes it): it is counted first, so the shortage, and the Workload's reason, falls on the
+    new cluster, the one that waits. A suspended leftover runs nothing: counted last."""
+    service = bodies.rayservice()
+    service["status"] = {"pendingServiceStatus": {"rayClusterName": "svc-new"}}
+    first = bodies.child_cluster(service, "svc-first", bodies.cluster_spec(bodies.gpu_worker_group(gpus=2)))
+    new = bodies.child_cluster(service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group(gpus=1)))
+    first["metadata"]["creationTimestamp"], new["metadata"]["creationTimestamp"] = "t1", "t2"
+    first["spec"]["suspend"] = new["spec"]["suspend"] = False
+    for adapter in (BESIDE["RayService"], ADAPTERS["RayService"]):
+        demand = adapter.pod_sets(service, [new, first])
+        gpus = [
+            ps.requests.get("nvidia.com/gpu") for ps in demand.pod_sets if ps.requests.get("nvidia.com/gpu")
+        ]
+        assert gpus == [2000, 1000], gpus  # milli-units
+        assert list(demand.parts) == ["svc-first", "svc-new"]
+    first["spec"]["suspend"] = True
+    assert list(BESIDE["RayService"].pod_sets(service, [new, first]).parts) == ["svc-new", "svc-first"]
