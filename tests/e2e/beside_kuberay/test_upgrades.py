@@ -10,8 +10,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import pytest
-
 from tests.e2e.beside_kuberay.harness import (
     Cell,
     Stage,
@@ -21,6 +19,7 @@ from tests.e2e.beside_kuberay.harness import (
     pods_of,
     running_on_pool,
     service_clusters,
+    side_by_side,
 )
 from tests.gate_sampler import GateSampler
 
@@ -96,10 +95,7 @@ def _one_gpu_workers(cell: Cell, service: str) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.mark.parametrize("first_serves", [False, True], ids=["before-first-serves", "after-first-serves"])
-def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_completes_without_a_fight(
-    stage: Stage, first_serves: bool
-) -> None:
+def new_cluster_upgrade(cell: Cell, first_serves: bool) -> None:
     """Issue 36's upgrade: RayService `up` (NewCluster; 2 workers x 2 GPUs) under a 5-GPU queue,
     its workers changed to 1 GPU each, before or after its first cluster serves. KubeRay
     prepares a new cluster beside the first (which holds its 4 GPUs until KubeRay deletes it):
@@ -108,89 +104,72 @@ def test_a_rayservice_upgrade_under_a_tight_quota_waits_with_a_reason_then_compl
     its pods: the raise, not KubeRay's deletion delay, let them through), the new cluster serves
     and becomes the active one, and KubeRay deletes the first. The two operators never write
     one field back and forth."""
-    cell, heads = Cell(stage, gpus=5), stage.heads
-    sampler = cell.sampler
-    try:
-        cell.apply(served_service(cell.ns, "up", heads.dashboard_port))
-        first = cell.wait(
-            "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90
-        )
-        heads.add(first, serving=first_serves, namespace=cell.ns)
-        cell.wait(
-            "its 3 pods let through, Running on the flavor",
-            lambda: running_on_pool(pods_of(sampler, first), 3),
-            150,
-        )
-        if first_serves:
-            cell.wait(
-                "the first cluster serving, active", lambda: _role(sampler, "up", "active") == first, 120
-            )
-        else:
-            # KubeRay reached the head and gave it the Serve config; its applications deploy.
-            cell.wait("KubeRay's Serve config on the first head", lambda: heads.serve_puts(first) >= 1, 120)
-            assert _role(sampler, "up", "active") is None
-        _one_gpu_workers(cell, "up")
-        new = cell.wait(
-            "KubeRay's cluster for the new shape",
-            lambda: next((n for n in service_clusters(sampler, "up") if n != first), None),
-            120,
-        )
-        heads.add(new, serving=True, namespace=cell.ns)
-        waiting = cell.wait(
-            "the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90
-        )
-        cell.wait(
-            "KubeRay's 3 pods for the new cluster, all held at the gate",
-            lambda: len(pods := pods_of(sampler, new)) == 3 and all(held(p) for p in pods),
-            90,
-        )
-        assert _waiting_workload(sampler, "up")
-        # The reason names the cluster that waits (the new one), not the one it replaces, also
-        # before the first serves (KubeRay then calls the new cluster pending and the first
-        # neither active nor pending).
-        reason = str((waiting.get("status") or {}).get("pendingReason"))
-        assert f"cluster `{new}`" in reason and first not in reason, reason
-        # The first cluster still holds its 4 GPUs: only the raise can let the new one through.
-        assert running_on_pool(pods_of(sampler, first), 3)
-        cell.set_gpus(6)
-        cell.wait(
-            "the new cluster's pods let through, Running on the flavor",
-            lambda: running_on_pool(pods_of(sampler, new), 3),
-            150,
-        )
-        # POC hole 1, exact accounting: both clusters name their worker group "gpu", in two
-        # shapes; the admission counts each cluster's own (2 x 2 GPUs and 2 x 1 GPU), not one
-        # group's pods at either shape.
-        assert sampler.first("Workload", lambda w: _gpus_by_pod_set(w) == [2, 4]), (
-            "no admission counted the two clusters' same-named groups apart"
-        )
-        assert first in sampler.current("RayCluster") and len(pods_of(sampler, first)) == 3, (
-            "the first cluster was gone before the new one ran: KubeRay's deletion, not the raise, made room"
-        )
-        cell.wait(
-            "KubeRay making the new cluster the active one",
-            lambda: _role(sampler, "up", "active") == new,
-            120,
-        )
-        cell.wait(
-            "KubeRay deleting the first cluster",
-            lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),
-            DELETION_DELAY_S + 120,
-        )
-        assert _role(sampler, "up", "pending") is None
-        sampler.assert_holds()
-        sampler.assert_no_write_fight({"RayService/up": 1})
-        print(
-            "DEBUG waited with:",
-            (waiting.get("status") or {}).get("pendingReason"),
-            waiting["metadata"].get("annotations"),
-            "new",
-            new,
-            "first",
-            first,
-        )
-    finally:
-        cell.close(("rayservice", "up"))
+    heads, sampler = cell.stage.heads, cell.sampler
+    cell.apply(served_service(cell.ns, "up", heads.dashboard_port))
+    first = cell.wait(
+        "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "up")), None), 90
+    )
+    heads.add(first, serving=first_serves, namespace=cell.ns)
+    cell.wait(
+        "its 3 pods let through, Running on the flavor",
+        lambda: running_on_pool(pods_of(sampler, first), 3),
+        150,
+    )
+    if first_serves:
+        cell.wait("the first cluster serving, active", lambda: _role(sampler, "up", "active") == first, 120)
+    else:
+        # KubeRay reached the head and gave it the Serve config; its applications deploy.
+        cell.wait("KubeRay's Serve config on the first head", lambda: heads.serve_puts(first) >= 1, 120)
+        assert _role(sampler, "up", "active") is None
+    _one_gpu_workers(cell, "up")
+    new = cell.wait(
+        "KubeRay's cluster for the new shape",
+        lambda: next((n for n in service_clusters(sampler, "up") if n != first), None),
+        120,
+    )
+    heads.add(new, serving=True, namespace=cell.ns)
+    waiting = cell.wait("the Workload waiting, with a reason", lambda: _waiting_workload(sampler, "up"), 90)
+    cell.wait(
+        "KubeRay's 3 pods for the new cluster, all held at the gate",
+        lambda: len(pods := pods_of(sampler, new)) == 3 and all(held(p) for p in pods),
+        90,
+    )
+    assert _waiting_workload(sampler, "up")
+    # The reason names the cluster that waits (the new one), not the one it replaces, also
+    # before the first serves (KubeRay then calls the new cluster pending and the first
+    # neither active nor pending).
+    reason = str((waiting.get("status") or {}).get("pendingReason"))
+    assert f"cluster `{new}`" in reason and first not in reason, reason
+    # The first cluster still holds its 4 GPUs: only the raise can let the new one through.
+    assert running_on_pool(pods_of(sampler, first), 3)
+    cell.set_gpus(6)
+    cell.wait(
+        "the new cluster's pods let through, Running on the flavor",
+        lambda: running_on_pool(pods_of(sampler, new), 3),
+        150,
+    )
+    # POC hole 1, exact accounting: both clusters name their worker group "gpu", in two
+    # shapes; the admission counts each cluster's own (2 x 2 GPUs and 2 x 1 GPU), not one
+    # group's pods at either shape.
+    assert sampler.first("Workload", lambda w: _gpus_by_pod_set(w) == [2, 4]), (
+        "no admission counted the two clusters' same-named groups apart"
+    )
+    assert first in sampler.current("RayCluster") and len(pods_of(sampler, first)) == 3, (
+        "the first cluster was gone before the new one ran: KubeRay's deletion, not the raise, made room"
+    )
+    cell.wait(
+        "KubeRay making the new cluster the active one",
+        lambda: _role(sampler, "up", "active") == new,
+        120,
+    )
+    cell.wait(
+        "KubeRay deleting the first cluster",
+        lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),
+        DELETION_DELAY_S + 120,
+    )
+    assert _role(sampler, "up", "pending") is None
+    sampler.assert_holds()
+    sampler.assert_no_write_fight({"RayService/up": 1})
 
 
 # --- NewClusterWithIncrementalUpgrade: the test plays the gateway controller and the autoscaler --
@@ -272,7 +251,7 @@ def _workers(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
     ]
 
 
-def test_an_incremental_upgrade_grows_its_new_cluster_slice_by_slice_then_completes(stage: Stage) -> None:
+def incremental_upgrade(cell: Cell) -> None:
     """Issue 36's POC hole 3 beside KubeRay: RayService `inc` (NewClusterWithIncrementalUpgrade,
     the autoscaler on; 2 workers x 1 GPU) under a 3-GPU queue, upgraded. KubeRay creates the new
     cluster at its minimum (the head alone); the test, as the Ray autoscaler, grows it worker by
@@ -280,8 +259,7 @@ def test_an_incremental_upgrade_grows_its_new_cluster_slice_by_slice_then_comple
     admitted: the first worker fits (2 + 1 GPUs), the second waits with a reason until the quota
     is raised to 4. Then the new cluster serves, KubeRay shifts the traffic through its
     HTTPRoute (the test plays the gateway controller), promotes it and deletes the old one."""
-    cell, heads = Cell(stage, gpus=3), stage.heads
-    sampler = cell.sampler
+    heads, sampler = cell.stage.heads, cell.sampler
     body = served_service(cell.ns, "inc", heads.dashboard_port, gpus_per_worker=1)
     options = {
         "maxSurgePercent": 50,
@@ -303,76 +281,61 @@ def test_an_incremental_upgrade_grows_its_new_cluster_slice_by_slice_then_comple
 
         return polled
 
-    try:
-        cell.apply(body)
-        first = cell.wait(
-            "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "inc")), None), 90
-        )
-        heads.add(first, serving=True, namespace=cell.ns)
+    cell.apply(body)
+    first = cell.wait(
+        "KubeRay's first cluster", lambda: next(iter(service_clusters(sampler, "inc")), None), 90
+    )
+    heads.add(first, serving=True, namespace=cell.ns)
+    cell.wait("its 3 pods Running on the flavor", lambda: running_on_pool(pods_of(sampler, first), 3), 150)
+    cell.wait("the first cluster active", gateway_then(lambda: _role(sampler, "inc", "active") == first), 120)
+    _new_version(cell, "inc")
+    new = cell.wait(
+        "KubeRay's new cluster",
+        gateway_then(lambda: next((n for n in service_clusters(sampler, "inc") if n != first), None)),
+        120,
+    )
+    heads.add(new, serving=False, namespace=cell.ns)  # its Serve applications deploy until let serve
+    cell.wait(
+        "the new cluster's head Running on the flavor",
+        lambda: running_on_pool(pods_of(sampler, new), 1),
+        120,
+    )
+    for replicas, fits in ((1, True), (2, False)):
+        _autoscale(cell, new, replicas)
         cell.wait(
-            "its 3 pods Running on the flavor", lambda: running_on_pool(pods_of(sampler, first), 3), 150
+            f"step {replicas}: the new worker created behind the gate",
+            lambda n=replicas: _newest_worker_was_held(sampler, new, n),
+            90,
         )
-        cell.wait(
-            "the first cluster active", gateway_then(lambda: _role(sampler, "inc", "active") == first), 120
-        )
-        _new_version(cell, "inc")
-        new = cell.wait(
-            "KubeRay's new cluster",
-            gateway_then(lambda: next((n for n in service_clusters(sampler, "inc") if n != first), None)),
-            120,
-        )
-        heads.add(new, serving=False, namespace=cell.ns)  # its Serve applications deploy until let serve
-        cell.wait(
-            "the new cluster's head Running on the flavor",
-            lambda: running_on_pool(pods_of(sampler, new), 1),
-            120,
-        )
-        for replicas, fits in ((1, True), (2, False)):
-            _autoscale(cell, new, replicas)
-            cell.wait(
-                f"step {replicas}: the new worker created behind the gate",
-                lambda n=replicas: _newest_worker_was_held(sampler, new, n),
-                90,
+        if not fits:
+            waiting = cell.wait(
+                "the step waiting, with a reason", lambda: _waiting_workload(sampler, "inc"), 90
             )
-            if not fits:
-                w = cell.wait(
-                    "the step waiting, with a reason", lambda: _waiting_workload(sampler, "inc"), 90
-                )
-                print(
-                    "DEBUG inc waited with:",
-                    (w.get("status") or {}).get("pendingReason"),
-                    w["metadata"].get("annotations"),
-                    "new",
-                    new,
-                    "first",
-                    first,
-                )
-                assert sum(held(p) for p in _workers(sampler, new)) == 1
-                cell.set_gpus(4)
-            cell.wait(
-                f"step {replicas}: let through, Running on the flavor",
-                lambda n=replicas: running_on_pool(pods_of(sampler, new), 1 + n),
-                120,
-            )
-        heads.serve(new)
+            # One pod shape in both clusters: one pod set, worded with both; the new one named.
+            reason = str((waiting.get("status") or {}).get("pendingReason"))
+            assert f"`{new}`" in reason, reason
+            assert sum(held(p) for p in _workers(sampler, new)) == 1
+            cell.set_gpus(4)
         cell.wait(
-            "KubeRay promoting the new cluster",
-            gateway_then(
-                lambda: _role(sampler, "inc", "active") == new and _role(sampler, "inc", "pending") is None
-            ),
-            240,
-        )
-        cell.wait(
-            "KubeRay deleting the old cluster",
-            lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),
+            f"step {replicas}: let through, Running on the flavor",
+            lambda n=replicas: running_on_pool(pods_of(sampler, new), 1 + n),
             120,
         )
-        sampler.assert_holds()
-        sampler.assert_no_write_fight({"RayService/inc": 1, f"RayCluster/{new}": 2})
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{describe(sampler)}") from exc
-    finally:
-        cell.close(("rayservice", "inc"))
+    heads.serve(new)
+    cell.wait(
+        "KubeRay promoting the new cluster",
+        gateway_then(
+            lambda: _role(sampler, "inc", "active") == new and _role(sampler, "inc", "pending") is None
+        ),
+        240,
+    )
+    cell.wait(
+        "KubeRay deleting the old cluster",
+        lambda: first not in sampler.current("RayCluster") and not pods_of(sampler, first),
+        120,
+    )
+    sampler.assert_holds()
+    sampler.assert_no_write_fight({"RayService/inc": 1, f"RayCluster/{new}": 2})
 
 
 def _newest_worker_was_held(sampler: GateSampler, cluster: str, count: int) -> bool:
@@ -383,3 +346,36 @@ def _newest_worker_was_held(sampler: GateSampler, cluster: str, count: int) -> b
     newest = max(workers, key=lambda p: (str(p["metadata"].get("creationTimestamp")), p["metadata"]["name"]))
     uid = newest["metadata"].get("uid")
     return sampler.first("Pod", lambda p: p["metadata"].get("uid") == uid and held(p)) is not None
+
+
+def test_rayservice_upgrades_wait_for_quota_at_their_pods_then_complete_without_a_fight(stage: Stage) -> None:
+    """The upgrade cells side by side, each in namespaces of its own: NewCluster before and after
+    the first cluster serves, and NewClusterWithIncrementalUpgrade."""
+    cells = {
+        "new-cluster, before the first serves": (
+            Cell(stage, gpus=5),
+            lambda c: new_cluster_upgrade(c, False),
+            "up",
+        ),
+        "new-cluster, after the first serves": (
+            Cell(stage, gpus=5),
+            lambda c: new_cluster_upgrade(c, True),
+            "up",
+        ),
+        "incremental": (Cell(stage, gpus=3), incremental_upgrade, "inc"),
+    }
+
+    def run(cell: Cell, scenario: Any) -> Any:
+        def one() -> None:
+            try:
+                scenario(cell)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{describe(cell.sampler)}") from exc
+
+        return one
+
+    try:
+        side_by_side(**{name: run(cell, scenario) for name, (cell, scenario, _) in cells.items()})
+    finally:
+        for cell, _, service in cells.values():
+            cell.close(("rayservice", service))
