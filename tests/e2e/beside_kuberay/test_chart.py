@@ -119,6 +119,8 @@ def test_admission_only_rayquota_gates_kuberays_own_operator(
         assert not (waiting_job.get("status") or {}).get("rayClusterName"), "KubeRay made a cluster for it"
         assert "components: queue" in operator.log()
     finally:
+        # While KubeRay still runs: it takes its finalizers off the RayJobs.
+        cluster.kubectl("delete", "rayjobs", "--all", "-n", namespace, "--wait=false", check=False)
         out = operator.stop()
         quota.delete()
         helm("uninstall", "rq", "-n", namespace, "--wait", cluster=cluster)
