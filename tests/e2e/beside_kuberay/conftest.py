@@ -23,7 +23,7 @@ from tests.polling import wait_for
 from tests.quota import REPO
 
 # Namespaces made up front for the package's tests (the operators are told them at start).
-NAMESPACES = 10
+NAMESPACES = 12
 
 
 @pytest.fixture(scope="package")

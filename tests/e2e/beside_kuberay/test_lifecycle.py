@@ -1,5 +1,6 @@
 """A running workload's life beside KubeRay's real operator, cells side by side in namespaces of
-their own (one KubeRay, one rayquota): an autoscaler's scale-up, suspend and resume,
+their own (one KubeRay, one rayquota): an autoscaler's scale-up (of a RayCluster, and of a
+RayJob's cluster), suspend and resume,
 preemption by a higher priority, deletion, and a user trying to clear the gate. The gate
 sampler judges each namespace's invariants at every state the API server stored (no pod before
 its slice is admitted, every pod on its flavor, GPUs of live pods never above the admitted
@@ -94,6 +95,60 @@ def scale_up(cell: Cell) -> None:
     )
     cell.sampler.assert_holds()
     cell.sampler.assert_no_write_fight({"RayCluster/grow": 1})
+
+
+def _job_cluster(cell: Cell, job: str) -> str | None:
+    status = cell.sampler.current("RayJob").get(job, {}).get("status") or {}
+    return str(status["rayClusterName"]) if status.get("rayClusterName") else None
+
+
+def rayjob_scale_up(cell: Cell) -> None:
+    """A RayJob (HTTPMode, autoscaling; 1 worker x 1 GPU) under a 2-GPU queue. KubeRay creates
+    its cluster once admitted; the Ray autoscaler's write raises the cluster's group to 3
+    replicas (the RayJob's own spec never changes). KubeRay creates the 2 new pods at once: they
+    are held at the scheduling gate, with the Workload's reason, until the quota is raised to 3
+    and the grown slice admitted; then they run on the flavor."""
+    job = {
+        "entrypoint": "python -c 'print(1)'",
+        "submissionMode": "HTTPMode",  # no submitter: the RayJob stays Running (see below)
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": {**cluster_spec(1, 1), "enableInTreeAutoscaling": True},
+    }
+    cell.apply(queued("RayJob", cell.ns, "elastic", job))
+    cluster = cell.wait(
+        "the RayJob's cluster running on the flavor",
+        lambda: (c := _job_cluster(cell, "elastic")) and running_on_pool(cell.pods(c), 2) and c,
+        150,
+    )
+    path = "/spec/workerGroupSpecs/0/replicas"
+    out = cell.patch("raycluster", cluster, [{"op": "replace", "path": path, "value": 3}])
+    assert out.returncode == 0, out.stderr
+    cell.wait(
+        "KubeRay's 2 new workers, held at the gate",
+        lambda: len(pods := cell.pods(cluster)) == 4 and sum(held(p) for p in pods) == 2,
+        90,
+    )
+    reason = cell.wait(
+        "the Workload saying why",
+        lambda: str(
+            ((cell.workload_of("RayJob", "elastic") or {}).get("status") or {}).get("pendingReason") or ""
+        ),
+        60,
+    )
+    assert "nvidia.com/gpu" in reason, reason
+    assert admitted_gpus(cell.workload_of("RayJob", "elastic")) == 1
+    assert sum(held(p) for p in cell.pods(cluster)) == 2
+    cell.set_gpus(3)
+    cell.wait(
+        "the grown slice admitted", lambda: admitted_gpus(cell.workload_of("RayJob", "elastic")) == 3, 90
+    )
+    cell.wait(
+        "the new workers let through, Running on the flavor",
+        lambda: running_on_pool(cell.pods(cluster), 4),
+        120,
+    )
+    cell.sampler.assert_holds()
+    cell.sampler.assert_no_write_fight({f"RayCluster/{cluster}": 1})
 
 
 def suspend_resume(cell: Cell) -> None:
@@ -205,6 +260,7 @@ def test_scale_up_suspend_resume_preemption_deletion_and_the_gate_beside_kuberay
             ("raycluster", "victim"),
         ),
         "gate-kept": (Cell(stage, gpus=1), gate_kept, ("raycluster", "waits")),
+        "rayjob-scale-up": (Cell(stage, gpus=2), rayjob_scale_up, ("rayjob", "elastic")),
     }
 
     def run(cell: Cell, scenario: Any) -> Any:

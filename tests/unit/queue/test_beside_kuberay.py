@@ -228,3 +228,78 @@ def test_a_user_removing_the_pod_gate_before_admission_is_refused() -> None:
     # Any other change of a held pod is not the webhook's business.
     relabelled = {**pod, "metadata": {**pod["metadata"], "labels": {**pod["metadata"]["labels"], "x": "y"}}}
     assert pod_review.keep_gate(relabelled, pod, "team-a", waiting, QueueGate(waiting)).allowed
+
+
+def rayjob_with_cluster(worker_replicas: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A running RayJob (2 workers x 1 GPU as written) and the cluster KubeRay made for it, whose
+    worker group now asks for ``worker_replicas`` (the autoscaler's write)."""
+    job = bodies.rayjob(
+        mode="HTTPMode", spec=bodies.cluster_spec(bodies.gpu_worker_group(), autoscaling=True)
+    )
+    job["spec"]["suspend"] = False
+    job["status"] = {"rayClusterName": "job-abcde"}
+    cluster = bodies.raycluster("job-abcde")
+    cluster["metadata"]["labels"] = {
+        "ray.io/originated-from-cr-name": "job",
+        "ray.io/originated-from-crd": "RayJob",
+    }
+    cluster["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "job", "uid": "uid-job", "controller": True}
+    ]
+    cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group(replicas=worker_replicas), autoscaling=True)
+    return job, cluster
+
+
+def _worker_counts(demand: Any) -> list[int]:
+    return [ps.count for ps in demand.pod_sets if ps.requests.get("nvidia.com/gpu")]
+
+
+def test_beside_kuberay_a_rayjobs_demand_follows_its_clusters_replicas() -> None:
+    """The Ray autoscaler raises the replicas of the RayJob's cluster, never the RayJob's own
+    rayClusterSpec: beside KubeRay (which creates the new pods at once) the Workload asks for
+    the grown slice. rayquota's own reconcilers keep the RayJob's spec as the demand."""
+    job, cluster = rayjob_with_cluster(worker_replicas=4)
+    assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [cluster])) == [4]
+    assert _worker_counts(ADAPTERS["RayJob"].pod_sets(job, [cluster])) == [2]
+    job, same = rayjob_with_cluster(worker_replicas=2)
+    assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [same])) == [2]
+    assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [])) == [2]
+
+
+def test_beside_kuberay_the_pods_of_a_rayjobs_cluster_are_created_behind_the_gate() -> None:
+    job, cluster = rayjob_with_cluster(worker_replicas=2)
+    informers = {"RayJob": Informer([job]), "RayCluster": Informer([cluster]), "RayService": Informer([])}
+    objects = QueueObjects(
+        naming.QueueSettings(),
+        informers,  # type: ignore[arg-type]
+        FakeInformer([]),  # type: ignore[arg-type]
+        fake_pod_informers(),
+        adapters=BESIDE,
+    )
+    pod = ray_pod(cluster, "job-abcde")
+    verdict = pod_review.hold_pod(pod, "team-a", objects)
+    assert verdict.allowed and verdict.patch[0]["value"] == [{"name": "rayquota.io/admission"}]
+    objects.adapters = ADAPTERS
+    assert not pod_review.hold_pod(pod, "team-a", objects).patch
+
+
+def test_an_upgrade_before_the_first_serves_counts_the_cluster_it_replaces_first() -> None:
+    """Before the first cluster serves, KubeRay calls an upgrade's new cluster pending and the
+    first neither active nor pending. The first still runs (and holds its pods until KubeRay
+    deletes it): it is counted first, so the shortage, and the Workload's reason, falls on the
+    new cluster, the one that waits. A suspended leftover runs nothing: counted last."""
+    service = bodies.rayservice()
+    service["status"] = {"pendingServiceStatus": {"rayClusterName": "svc-new"}}
+    first = bodies.child_cluster(service, "svc-first", bodies.cluster_spec(bodies.gpu_worker_group(gpus=2)))
+    new = bodies.child_cluster(service, "svc-new", bodies.cluster_spec(bodies.gpu_worker_group(gpus=1)))
+    first["metadata"]["creationTimestamp"], new["metadata"]["creationTimestamp"] = "t1", "t2"
+    first["spec"]["suspend"] = new["spec"]["suspend"] = False
+    for adapter in (BESIDE["RayService"], ADAPTERS["RayService"]):
+        demand = adapter.pod_sets(service, [new, first])
+        gpus = [
+            ps.requests.get("nvidia.com/gpu") for ps in demand.pod_sets if ps.requests.get("nvidia.com/gpu")
+        ]
+        assert gpus == [2000, 1000], gpus  # milli-units
+        assert list(demand.parts) == ["svc-first", "svc-new"]
+    first["spec"]["suspend"] = True
+    assert list(BESIDE["RayService"].pod_sets(service, [new, first]).parts) == ["svc-new", "svc-first"]

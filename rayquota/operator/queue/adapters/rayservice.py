@@ -45,14 +45,24 @@ def _name(obj: Body) -> str:
 
 
 def ordered_children(service: Body, children: Sequence[Body]) -> list[Body]:
-    """The active child first (it keeps serving), then the pending one, then any other by age."""
+    """The active child first (it keeps serving), then any other unsuspended one but the pending
+    one, by age (a cluster being replaced: a pending one that never served, upgraded again, or
+    the old active one before its deletion delay ends; each holds what it runs until it is
+    gone), then the pending one: it is the one that waits for quota; suspended others last
+    (they run nothing). Quota is counted, and a shortage blamed, in this order, so a waiting
+    upgrade's reason names the pending cluster, not the one it replaces."""
     status = service.get("status") or {}
     active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
     pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
 
     def rank(child: Body) -> tuple[int, str, str]:
         name = _name(child)
-        first = 0 if name == active else 1 if name == pending else 2
+        if name == active:
+            first = 0
+        elif name == pending:
+            first = 2
+        else:
+            first = 3 if (child.get("spec") or {}).get("suspend") else 1
         return (first, str(child["metadata"].get("creationTimestamp", "")), name)
 
     return sorted(children, key=rank)
