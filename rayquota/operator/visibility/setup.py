@@ -70,10 +70,17 @@ def setup(manager: Manager, settings: VisibilitySettings, queue: QueueComponent)
 
 
 async def _front_proxy(manager: Manager) -> FrontProxy:
-    """The API server's request-header settings; retried until it publishes them."""
+    """The API server's request-header settings; retried until it publishes them (said once: a
+    local control plane started before the front-proxy flags existed never will, until
+    `rayquota cluster down` and `up`)."""
+    said = False
     while True:
         try:
             return await load_front_proxy(manager.client)
         except (LookupError, ApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("pending-workloads API waits for the API server's front-proxy settings: %s", exc)
+            if not said:
+                log.warning(
+                    "the pending-workloads API waits for the API server's front-proxy settings: %s", exc
+                )
+                said = True
             await asyncio.sleep(RETRY_S)
