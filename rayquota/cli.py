@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rayquota.operator.config import OperatorConfig
+    from rayquota.operator.visibility.settings import VisibilitySettings
     from rayquota.operator.webhook_settings import WebhookSettings
 
 
@@ -99,7 +100,11 @@ def _run(args: argparse.Namespace) -> int:
     if loaded.configuration.queue.api == "kueue" and (refused := _kueue_refusal()):
         print(f"error: {refused}", file=sys.stderr)
         return 2
-    config = dataclasses.replace(settings.operator, webhooks=_webhooks(args.webhooks, settings.operator))
+    config = dataclasses.replace(
+        settings.operator,
+        webhooks=_webhooks(args.webhooks, settings.operator),
+        visibility=_visibility(loaded.configuration.visibility.enable, settings.operator),
+    )
     code = app_main.run(
         config=config,
         namespaces=args.namespace or None,
@@ -134,6 +139,18 @@ def _webhooks(wanted: bool | None, config: OperatorConfig) -> WebhookSettings | 
     if wanted or (kubeconfig and is_local_kubeconfig(kubeconfig)):
         return WebhookSettings.loopback()
     return None
+
+
+def _visibility(enable: bool | None, config: OperatorConfig) -> VisibilitySettings | None:
+    """The configuration's; or, against a local control plane unless `visibility.enable` is
+    false, served on loopback and registered by the operator."""
+    from rayquota.localcluster.paths import is_local_kubeconfig
+    from rayquota.operator.visibility.settings import VisibilitySettings
+
+    if config.visibility is not None or enable is False:
+        return config.visibility
+    kubeconfig = os.environ.get("KUBECONFIG", "")
+    return VisibilitySettings(0) if kubeconfig and is_local_kubeconfig(kubeconfig) else None
 
 
 def _kueue_refusal() -> str | None:

@@ -35,6 +35,8 @@ from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 from rayquota.operator.queue.api_group import of_mode
 from rayquota.operator.ray import labels, redis_cleanup
 from rayquota.operator.ray.raycronjob.clock import Clock
+from rayquota.operator.visibility import setup as visibility_setup
+from rayquota.operator.visibility.setup import VisibilityComponent
 
 log = logging.getLogger("rayquota")
 
@@ -44,9 +46,13 @@ class Application:
     components: Components
     dashboard: Dashboard | None = None
     """The read-only web dashboard, with dashboard.port."""
+    visibility: VisibilityComponent | None = None
+    """The pending-workloads API (aggregated), when configured and the queue runs."""
 
     def describe(self) -> str:
         described = self.components.describe()
+        if self.visibility is not None:
+            described += ", " + self.visibility.describe()
         if self.dashboard is not None:
             described += f", dashboard on {self.dashboard.settings.bind}:{self.dashboard.settings.port}"
         return described
@@ -67,7 +73,10 @@ def build(
     if dashboard is not None:
         api = of_mode(config.queue.api_mode)
         web = dashboard_main.attach(manager, dashboard, api, fair_sharing=config.queue.fair_sharing)
-    return Application(components, web)
+    visible = None
+    if config.visibility is not None and components.queue is not None:
+        visible = visibility_setup.setup(manager, config.visibility, components.queue)
+    return Application(components, web, visible)
 
 
 def _start_metrics(port: int, bind: str) -> None:

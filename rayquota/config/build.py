@@ -18,6 +18,7 @@ from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.queue.pods_ready import RequeuingTimestamp, WaitForPodsReady
+from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
 from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
@@ -167,6 +168,27 @@ def _dra(config: Configuration) -> DraSettings:
     return DraSettings(parsed, dra.integration, dra.rejectWorkloadsWhenDisabled)
 
 
+def visibility(config: Configuration) -> VisibilitySettings | None:
+    """Where the pending-workloads API is served; None: not (or not yet: `rayquota run` serves it
+    on loopback against the local control plane unless `visibility.enable` is false)."""
+    section = config.visibility
+    if section.enable is False:
+        return None
+    if section.port is not None and section.loopbackPort is not None:
+        raise ConfigError([
+            f"{named('visibility.port')} (the chart's APIService) and {named('visibility.loopbackPort')} "
+            "(registered by the operator for a local control plane) are both set: set one"
+        ])
+    if section.port is not None:
+        bind = section.host or config.bindAddress
+        return VisibilitySettings(section.port, bind, loopback=False, cert_dir=section.certDir)
+    if section.loopbackPort is not None:
+        return VisibilitySettings(section.loopbackPort)
+    if section.enable:
+        return VisibilitySettings(0)
+    return None
+
+
 def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = None) -> OperatorConfig:
     kuberay, ray_dashboard = config.kuberay, config.rayDashboard
     defaults = OperatorConfig()
@@ -196,6 +218,7 @@ def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = N
         rayjob_stop_timeout_s=kuberay.rayJobStopTimeout,
         reconcilers_enabled=kuberay.reconcilersEnabled,
         webhooks=webhooks(config),
+        visibility=visibility(config),
         queue_enabled=config.queue.enable,
         feature_gates=_feature_gates(kuberay.featureGates),
         kuberay_metrics=kuberay.metrics,

@@ -257,6 +257,20 @@ class WebDashboard(Section):
     prometheusUrl: str | None = None
 
 
+class Visibility(Section):
+    """The pending-workloads API (Kueue's visibility API) as an aggregated API. `loopbackPort`:
+    served on 127.0.0.1 and registered by the operator for an API server on the same host (the
+    default against the local control plane, on a free port); `port`: the chart's, named by its
+    APIServices and Service, with cert-manager's certificate from `certDir` or a throw-away one.
+    `enable: false` turns it off."""
+
+    enable: bool | None = None
+    port: Port | None = None
+    host: str | None = None
+    certDir: str | None = None
+    loopbackPort: Port | None = None
+
+
 class Configuration(Section):
     apiVersion: Literal["config.rayquota.io/v1alpha1", "config.kueue.x-k8s.io/v1beta2"] = (
         "config.rayquota.io/v1alpha1"
@@ -293,3 +307,4 @@ class Configuration(Section):
     kuberay: KubeRay = KubeRay()
     rayDashboard: RayDashboard = RayDashboard()
     dashboard: WebDashboard = WebDashboard()
+    visibility: Visibility = Visibility()

@@ -25,7 +25,7 @@ import yaml
 from rayquota.localcluster import binaries
 from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
 from rayquota.localcluster.paths import state_root
-from rayquota.localcluster.pki import PkiFiles, ensure_pki
+from rayquota.localcluster.pki import PkiFiles, ensure_front_proxy, ensure_pki
 from rayquota.localcluster.processes import ClusterError, alive, cmdline, launch, stop_groups, wait_until
 from rayquota.ports import free_port
 
@@ -172,6 +172,7 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         pki = ensure_pki(self.state_dir / "pki")
+        front_proxy = ensure_front_proxy(self.state_dir / "pki")
         etcd_dir = self.state_dir / "etcd"
         shutil.rmtree(etcd_dir, ignore_errors=True)  # every `up` after a `down` is a clean cluster
 
@@ -224,6 +225,10 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # The aggregation layer (the operator's pending-workloads API). Not
+                # --enable-aggregator-routing: its endpoint resolver refuses the ExternalName
+                # Service that points the aggregator at 127.0.0.1.
+                *front_proxy.apiserver_flags(),
                 *self._audit_flags(),
                 "--v=1",
             ],

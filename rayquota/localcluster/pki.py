@@ -97,3 +97,56 @@ def ensure_pki(directory: Path) -> PkiFiles:
         )
     )
     return files
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+@dataclass(frozen=True)
+class FrontProxyFiles:
+    """The aggregation layer's own CA and the client certificate the API server proxies with to
+    aggregated APIs (kept apart from the cluster CA, as kubeadm does)."""
+
+    ca_cert: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def under(cls, directory: Path) -> FrontProxyFiles:
+        return cls(
+            ca_cert=directory / "front-proxy-ca.crt",
+            client_cert=directory / "front-proxy-client.crt",
+            client_key=directory / "front-proxy-client.key",
+        )
+
+    def complete(self) -> bool:
+        return all(p.is_file() for p in vars(self).values())
+
+    def apiserver_flags(self) -> list[str]:
+        return [
+            f"--requestheader-client-ca-file={self.ca_cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={self.client_cert}",
+            f"--proxy-client-key-file={self.client_key}",
+        ]
+
+
+def ensure_front_proxy(directory: Path) -> FrontProxyFiles:
+    """Create the front-proxy CA and client certificate once (beside an older state directory's
+    files too: the cluster CA and the service-account key stay as they are)."""
+    files = FrontProxyFiles.under(directory)
+    if files.complete():
+        return files
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert, ca_key = pki.issue_ca("rayquota-front-proxy-ca", validity=_VALIDITY)
+    files.ca_cert.write_bytes(pki.cert_pem(ca_cert))
+    client_key = pki.new_key()
+    client_cert = pki.issue_leaf(
+        pki.name(FRONT_PROXY_CLIENT), client_key, ca_cert, ca_key, validity=_VALIDITY, client=True
+    )
+    _write_key(client_key, files.client_key)
+    files.client_cert.write_bytes(pki.cert_pem(client_cert))
+    return files

@@ -12,6 +12,7 @@ from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
+from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import WebhookSettings
 from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
@@ -79,6 +80,9 @@ class OperatorConfig:
     # The MultiKueue check controller (a manager cluster's dispatch to its workers); None: off.
     multikueue: MultiKueueSettings | None = None
     queue: QueueConfig = field(default_factory=QueueConfig)
+    # The pending-workloads API (aggregated); None: not served (rayquota run turns it on against
+    # the local control plane).
+    visibility: VisibilitySettings | None = None
     # The `app.kubernetes.io/created-by` value on the objects the Ray reconcilers create.
     created_by: str = KUBERAY_CREATED_BY_VALUE
     # KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP: False deletes a GCS fault-tolerant cluster without

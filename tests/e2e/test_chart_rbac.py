@@ -103,9 +103,11 @@ def test_managed_namespaces_bind_the_namespaced_role_there_only() -> None:
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     assert {b["roleRef"]["name"] for b in bindings} == {"rq-rayquota"}
     cluster_bindings = {b["roleRef"]["name"] for b in find(objects, "ClusterRoleBinding")}
-    assert cluster_bindings == {"rq-rayquota-cluster"}
+    # system:auth-delegator: the pending-workloads API's delegated authorization (visibility.yaml).
+    assert cluster_bindings == {"rq-rayquota-cluster", "system:auth-delegator"}
     # Cluster-wide by default.
     assert {b["roleRef"]["name"] for b in find(render(), "ClusterRoleBinding")} == {
         "rq-rayquota",
         "rq-rayquota-cluster",
+        "system:auth-delegator",
     }

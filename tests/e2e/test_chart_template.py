@@ -63,7 +63,7 @@ def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
-    assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook"}
+    assert {p["name"] for p in container["ports"]} == {"metrics", "health", "webhook", "visibility"}
     assert env_of(deployment) == {}  # every setting is in the configuration file
     operator = settings_of(objects).operator
     assert operator.webhooks is not None and operator.webhooks.port == 9443
@@ -87,6 +87,41 @@ def test_full_mode_renders_the_operator_its_crds_and_its_webhooks() -> None:
     assert not list(find(objects, "ServiceMonitor"))
     [secret] = find(objects, "Secret", "rq-rayquota-webhook-cert")
     assert "data" not in secret  # the operator fills it; the chart never overwrites it
+
+
+def test_the_pending_workloads_api_is_registered_with_its_grants() -> None:
+    objects = render()
+    [api] = find(objects, "APIService")
+    assert api["metadata"]["name"] == "v1alpha1.visibility.rayquota.io"
+    assert api["spec"]["service"] == {
+        "name": "rq-rayquota-visibility",
+        "namespace": "rayquota-system",
+        "port": 443,
+    }
+    [service] = find(objects, "Service", "rq-rayquota-visibility")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "visibility"}]
+    [role] = find(objects, "ClusterRole", "rq-rayquota-pending-workloads-viewer")
+    assert role["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert role["rules"][0]["resources"] == ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"]
+    [delegator] = find(objects, "ClusterRoleBinding", "rq-rayquota-visibility-auth-delegator")
+    assert delegator["roleRef"]["name"] == "system:auth-delegator"
+    [reader] = find(objects, "RoleBinding", "rq-rayquota-visibility-auth-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    visibility = settings_of(objects).operator.visibility
+    assert visibility is not None and (visibility.port, visibility.bind, visibility.loopback) == (
+        8082,
+        "0.0.0.0",
+        False,
+    )
+
+    kueue = render("kueueApi.enabled=true")
+    assert sorted(a["metadata"]["name"] for a in find(kueue, "APIService")) == [
+        "v1beta1.visibility.kueue.x-k8s.io",
+        "v1beta2.visibility.kueue.x-k8s.io",
+    ]
+    off = render("visibility.enabled=false")
+    assert not list(find(off, "APIService")) and settings_of(off).operator.visibility is None
 
 
 def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:

@@ -62,6 +62,7 @@ def start_operator(control_plane: Any, namespace: str, tmp_path: Path) -> Iterat
             RAYQUOTA_LEASE_DURATION=str(LEASE_DURATION_S),
             RAYQUOTA_LEASE_RENEW_PERIOD="1",
             RAYQUOTA_LEASE_RETRY_PERIOD="0.5",
+            RAYQUOTA_VISIBILITY="false",  # killed leaders would leave their APIService behind
         )
         with log.open("wb") as out:
             proc = subprocess.Popen(

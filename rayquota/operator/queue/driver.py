@@ -345,6 +345,11 @@ class Driver:
         tracked = self._tracked.get(key)
         return None if tracked is None or tracked.admission is None else tracked.admission.cluster_queue
 
+    def spec_of(self, key: str) -> Workload | None:
+        """The workload as last submitted (its queue, priority and creation order)."""
+        tracked = self._tracked.get(key)
+        return None if tracked is None else tracked.spec
+
     def local_queue_of(self, key: str) -> tuple[str, str] | None:
         """The workload's LocalQueue as (namespace, name)."""
         tracked = self._tracked.get(key)

@@ -337,7 +337,8 @@ class OperatorProcess:
     def __init__(
         self, kubeconfig: str, prefix: str, *, cli_default: bool = False, log: Path | None = None, **env: str
     ) -> None:
-        self.env = {**os.environ, "KUBECONFIG": kubeconfig, **env}
+        # It may be killed: a killed operator would leave its pending-workloads APIService behind.
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig, "RAYQUOTA_VISIBILITY": "false", **env}
         if cli_default:
             self.webhook_flags: list[str] = []
         else:
