@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from tests.integration.ray.rayhead import RayHead
 
 REPO = Path(__file__).resolve().parent.parent
+# Operators started by tests (`rayquota run` in a subprocess reads this) do not register the
+# pending-workloads APIService: many operators share one control plane in a run, and one that is
+# killed or stopped would leave the group unavailable or remove another's registration. The
+# visibility tests turn it on for their own operator (tests/e2e/test_visibility_api.py).
+os.environ.setdefault("RAYQUOTA_VISIBILITY", "false")
 # The session's Ray head once started: stopped right after the last test that uses it.
 SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
 LAST_RAY_HEAD_TEST = pytest.StashKey[int]()  # its index in the session's items
