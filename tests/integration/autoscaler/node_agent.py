@@ -43,6 +43,8 @@ RESOURCE_OPTIONS = ("--num-cpus", "--num-gpus", "--memory", "--resources")
 # Literal variables of the pod's Ray container that Ray itself reads.
 PASSED_ENV = ("RAY_enable_autoscaler_v2",)
 MAX_STARTS = 4
+# A head's start is given this long per attempt (the machine may be loaded; 3 attempts).
+HEAD_START_S = 240.0
 
 
 class AutoscaledHead(RayHead):
@@ -133,7 +135,7 @@ class NodeAgent:
         env = {**_ray_env(container), **_identity(pod)}
         head = AutoscaledHead(num_cpus=int(float(options.get("--num-cpus", "1"))), env=env)
         self.head = head
-        head.start()
+        head.start(timeout_s=HEAD_START_S)
         self.times[pod.metadata.name].joined = time.monotonic()
         if any(c.name == "autoscaler" for c in pod.spec.containers):
             self._start_autoscaler(pod.metadata.name)

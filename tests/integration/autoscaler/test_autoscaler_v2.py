@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.gate_sampler import GateSampler
-from tests.integration.autoscaler.node_agent import NodeAgent
+from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.polling import holds
@@ -67,7 +67,11 @@ def autoscaled_cluster(name: str) -> dict[str, Any]:
         "spec": {
             "enableInTreeAutoscaling": True,
             "autoscalerOptions": {"version": "v2", "upscalingMode": "Default"},
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head]}}},
+            # No Ray CPU on the head (KubeRay's advice for autoscaled clusters): tasks go to workers.
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0"},
+                "template": {"spec": {"containers": [head]}},
+            },
             "workerGroupSpecs": [
                 {
                     "groupName": GROUP,
@@ -154,8 +158,11 @@ def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
     kube.apply(autoscaled_cluster("rc"))
     agent = node_agent("rc")
     wait_for(
-        "the Ray head and the autoscaler started", lambda: agent.autoscaler is not None, timeout_s=RAY_START_S
+        "the Ray head and its autoscaler",
+        lambda: agent.autoscaler is not None or agent.errors,
+        timeout_s=3 * HEAD_START_S,
     )
+    assert not agent.errors, agent.errors
     timings: dict[str, float] = {}
 
     # 1. Quota free: a GPU task -> the autoscaler's request -> admitted -> pod -> Ray node -> task.
