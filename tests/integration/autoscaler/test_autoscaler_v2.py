@@ -200,10 +200,10 @@ def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
     asked = timed("the autoscaler asking again", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
 
     def waiting_message() -> str | None:
-        conditions = ((workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}).get(
-            "conditions"
-        ) or []
-        return next((str(c.get("message")) for c in conditions if GROUP in str(c.get("message"))), None)
+        """An admitted Workload asking for more says why it waits in status.pendingReason."""
+        status = (workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}
+        reason = str(status.get("pendingReason") or "")
+        return reason if f"worker group `{GROUP}`" in reason else None
 
     message = wait_for("the scale-up waiting, naming the group", waiting_message, timeout_s=60)
     holds("no worker pod while the scale-up waits", lambda: not workers(sampler, "rc"), seconds=5)
