@@ -16,7 +16,7 @@ from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
 from rayquota.operator.queue.admission_loop import AdmissionLoop
-from rayquota.operator.queue.api_group import of_mode
+from rayquota.operator.queue.api_group import KUEUE_MODE, of_mode
 from rayquota.operator.queue.finalizers import InUseFinalizers
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.job_pod_ungater import JobPodUngater
@@ -51,7 +51,8 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     api = of_mode(config.api_mode)
     # Admission-only mode (no Ray reconcilers here): KubeRay's operator builds the clusters and
     # pods, and the records of that mode say which it holds at their pods.
-    objects = QueueObjects.register(manager, settings, api, registry(beside_kuberay=ray is None))
+    records = registry(beside_kuberay=ray is None, kueue_api=api.mode == KUEUE_MODE)
+    objects = QueueObjects.register(manager, settings, api, records)
     loop = AdmissionLoop(
         fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
     )

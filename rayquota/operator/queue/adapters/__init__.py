@@ -30,9 +30,13 @@ BESIDE_KUBERAY: dict[str, KindAdapter] = {
 }
 
 
-def registry(beside_kuberay: bool) -> dict[str, KindAdapter]:
-    """The records of the mode the operator runs in."""
-    return BESIDE_KUBERAY if beside_kuberay else ADAPTERS
+def registry(beside_kuberay: bool, kueue_api: bool = False) -> dict[str, KindAdapter]:
+    """The records of the mode the operator runs in. ``kueue_api``: a RayJob is elastic only
+    with Kueue's ``kueue.x-k8s.io/elastic-job`` annotation (as in Kueue)."""
+    records = BESIDE_KUBERAY if beside_kuberay else ADAPTERS
+    if kueue_api and not beside_kuberay:
+        return {**records, "RayJob": RayJobAdapter(elastic_by_annotation_only=True)}
+    return records
 
 
 def pod_watches() -> tuple[PodWatch, ...]:

@@ -79,14 +79,52 @@ def _submitter_template(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
     return template
 
 
-def rayjob_demand(rayjob: Mapping[str, Any], cluster_name: str | None = None) -> Demand:
+# Kueue's opt-in for a job whose size changes while it runs (its ElasticJobsViaWorkloadSlices).
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+
+
+def is_elastic(rayjob: Mapping[str, Any], *, annotation_required: bool) -> bool:
+    """A RayJob whose own cluster autoscales is elastic: charged by the worker sizes its live
+    cluster has (the autoscaler's), in slices. In rayquota.io that is the default; in Kueue-API
+    mode (``annotation_required``) only with Kueue's ``kueue.x-k8s.io/elastic-job: "true"``.
+    The annotation set to anything else turns it off in both."""
+    spec = rayjob.get("spec") or {}
+    if spec.get("clusterSelector") or not (spec.get("rayClusterSpec") or {}).get("enableInTreeAutoscaling"):
+        return False
+    said = (rayjob["metadata"].get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION)
+    if said is not None:
+        return str(said) == "true"
+    return not annotation_required
+
+
+def with_live_sizes(cluster_spec: Mapping[str, Any], live: Mapping[str, Any]) -> dict[str, Any]:
+    """The RayJob's cluster spec with each worker group's ``replicas`` as its live cluster has
+    them (where the autoscaler writes them); nothing else of the live cluster is read."""
+    sizes = {
+        str(g.get("groupName")): g.get("replicas")
+        for g in (live.get("spec") or {}).get("workerGroupSpecs") or ()
+    }
+    spec = dict(cluster_spec)
+    groups = []
+    for group in cluster_spec.get("workerGroupSpecs") or ():
+        name = str(group.get("groupName"))
+        groups.append({**group, "replicas": sizes[name]} if sizes.get(name) is not None else group)
+    spec["workerGroupSpecs"] = groups
+    return spec
+
+
+def rayjob_demand(
+    rayjob: Mapping[str, Any], cluster_name: str | None = None, live: Mapping[str, Any] | None = None
+) -> Demand:
     """Head (+ autoscaler, + the submitter sidecar in SidecarMode), workers, and the
     submitter Job's pod in K8sJobMode. A RayJob on an existing cluster (clusterSelector)
-    asks only for its submitter."""
+    asks only for its submitter. ``live``: its cluster, whose worker sizes count (elastic)."""
     spec = rayjob.get("spec") or {}
     mode = submission_mode(rayjob)
     keyed: list[tuple[GroupKey, PodSetDemand]] = []
     cluster_spec = spec.get("rayClusterSpec")
+    if cluster_spec and live is not None:
+        cluster_spec = with_live_sizes(cluster_spec, live)
     if cluster_spec and not spec.get("clusterSelector"):
         head_extra: list[Mapping[str, Any]] = []
         if mode == "SidecarMode":
@@ -123,7 +161,10 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
     # Created once in the worker; its status (jobStatus, jobDeploymentStatus, ...) comes back.
     multicluster = MultiClusterPart()
 
-    def __init__(self) -> None:
+    def __init__(self, *, elastic_by_annotation_only: bool = False) -> None:
+        """``elastic_by_annotation_only``: Kueue-API mode, where a RayJob is elastic only with
+        Kueue's annotation (see :func:`is_elastic`)."""
+        self.elastic_by_annotation_only = elastic_by_annotation_only
         # The demand is a pure function of the spec, name and labels, but it is asked for on
         # every event of the RayJob, its cluster and its pods (the Workload reconciler, the
         # gate): parsing the templates' quantities each time dominated the operator under a
@@ -135,10 +176,16 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         meta = obj["metadata"]
         uid, generation = meta.get("uid"), meta.get("generation")
         templates = (at.template.get("spec") or {} for at in self.pod_templates(obj))
+        live = None
+        if children and is_elastic(obj, annotation_required=self.elastic_by_annotation_only):
+            live = children[0]
         if uid is None or generation is None or dra.names_claims(templates):
-            return rayjob_demand(obj, part)
-        memo_key = (uid, generation, part, tuple(sorted((meta.get("labels") or {}).items())))
-        return self._demands.get(memo_key, lambda: rayjob_demand(obj, part))
+            return rayjob_demand(obj, part, live)
+        # An elastic RayJob's demand changes with its cluster's spec (its generation) too.
+        live_generation = None if live is None else live["metadata"].get("generation")
+        labels_key = tuple(sorted((meta.get("labels") or {}).items()))
+        memo_key = (uid, generation, part, labels_key, live is not None, live_generation)
+        return self._demands.get(memo_key, lambda: rayjob_demand(obj, part, live))
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)

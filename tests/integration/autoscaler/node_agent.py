@@ -1,0 +1,318 @@
+"""A small node agent: runs real Ray for the pods of one RayCluster that kwok reports Running.
+
+kwok's pods run nothing. For each of the cluster's pods in phase Running the agent starts what
+the pod's Ray container would: for the head pod a real Ray head on loopback (and, once it
+answers, Ray's autoscaler as the head's sidecar, see :mod:`run_autoscaler`), for a worker pod
+``ray start --address <head> --block`` with the resources of the pod's generated ``ray start``
+command (``KUBERAY_GEN_RAY_START_CMD``). Each Ray node is identified by its pod's name as
+KubeRay's are (``RAY_CLOUD_INSTANCE_ID``, ``RAY_NODE_TYPE_NAME``), so the autoscaler maps Ray
+nodes to pods. A worker's processes are stopped, by the id of the session they run in, when its
+pod is gone or being deleted.
+
+Timings (monotonic seconds) are kept per pod: first seen, seen Running, Ray node joined.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+from kubernetes import client, config
+
+from rayquota.operator.ray import rbac
+from rayquota.operator.ray.localhead import LOOPBACK, VENV_BIN
+from rayquota.ports import free_port
+from tests.integration.ray.rayhead import RayHead
+
+HERE = Path(__file__).resolve().parent
+# The resource options of a pod's generated `ray start` a worker is started with.
+RESOURCE_OPTIONS = ("--num-cpus", "--num-gpus", "--memory", "--resources")
+# Literal variables of the pod's Ray container that Ray itself reads.
+PASSED_ENV = ("RAY_enable_autoscaler_v2",)
+MAX_STARTS = 4
+# A head's start is given this long per attempt (the machine may be loaded; 3 attempts).
+HEAD_START_S = 240.0
+
+
+class AutoscaledHead(RayHead):
+    """The head of an autoscaled cluster: no Serve (nothing here deploys to it)."""
+
+    def _start_serve(self, timeout_s: float, env: dict[str, str], same_ports: bool = False) -> None:
+        return None
+
+
+@dataclass
+class PodTimes:
+    seen: float
+    running: float | None = None
+    joined: float | None = None
+    gone: float | None = None
+
+
+@dataclass
+class Worker:
+    pod: str
+    process: subprocess.Popen[bytes]
+    starts: int = 1
+
+
+@dataclass
+class NodeAgent:
+    """Runs Ray for the pods of RayCluster ``cluster`` in ``namespace`` until :meth:`stop`."""
+
+    kubeconfig: Path
+    namespace: str
+    cluster: str
+    head: AutoscaledHead | None = None
+    autoscaler: subprocess.Popen[bytes] | None = None
+    workers: dict[str, Worker] = field(default_factory=dict)
+    times: dict[str, PodTimes] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> NodeAgent:
+        self.api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        self.core = client.CoreV1Api(self.api)
+        self._thread = threading.Thread(target=self._run, name=f"node-agent-{self.cluster}", daemon=True)
+        self._thread.start()
+        return self
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Exception as exc:
+                if not self._stop.is_set():
+                    self.errors.append(repr(exc))
+            self._stop.wait(0.25)
+
+    def _step(self) -> None:
+        selector = f"ray.io/cluster={self.cluster}"
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        live = {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
+        now = time.monotonic()
+        for name, pod in live.items():
+            times = self.times.setdefault(name, PodTimes(seen=now))
+            if pod.status.phase == "Running" and times.running is None:
+                times.running = now
+        for name in list(self.workers):
+            if name not in live:
+                self._stop_worker(name)
+            elif self.workers[name].process.poll() is not None and self.workers[name].starts <= MAX_STARTS:
+                self._restart_worker(live[name])
+        for name, pod in live.items():
+            if pod.status.phase != "Running":
+                continue
+            node_type = pod.metadata.labels.get("ray.io/node-type")
+            if node_type == "head" and self.head is None:
+                self._start_head(pod)
+            elif node_type == "worker" and name not in self.workers and self.head is not None:
+                self._start_worker(pod)
+        if self.head is not None:
+            self._note_joined()
+
+    # --- head and autoscaler --------------------------------------------------------------------
+
+    def _start_head(self, pod: Any) -> None:
+        container = pod.spec.containers[0]
+        options = _start_options(container)
+        env = {**_ray_env(container), **_identity(pod)}
+        head = AutoscaledHead(num_cpus=int(float(options.get("--num-cpus", "1"))), env=env)
+        self.head = head
+        head.start(timeout_s=HEAD_START_S)
+        self.times[pod.metadata.name].joined = time.monotonic()
+        if any(c.name == "autoscaler" for c in pod.spec.containers):
+            self._start_autoscaler(pod.metadata.name)
+
+    def _start_autoscaler(self, head_pod: str) -> None:
+        assert self.head is not None
+        custom = client.CustomObjectsApi(self.api)
+        cluster = custom.get_namespaced_custom_object(
+            "ray.io", "v1", self.namespace, "rayclusters", self.cluster
+        )
+        account = rbac.autoscaler_service_account_name(cluster)
+        token = self._token(account)
+        token_file = self.head.temp_dir / "serviceaccount-token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        kube = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
+        host, port = kube["server"].removeprefix("https://").rsplit(":", 1)
+        env = {
+            **os.environ,
+            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+            "KUBERNETES_SERVICE_HOST": host,
+            "KUBERNETES_SERVICE_PORT_HTTPS": port,
+            "RAY_KUBERAY_CA_CERT_PATH": kube["certificate-authority"],
+            "RAY_HEAD_POD_NAME": head_pod,
+            "KUBERAY_CRD_VER": "v1",
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+        env.pop("KUBECONFIG", None)  # nothing but the ServiceAccount's token
+        with (self.head.temp_dir / "autoscaler.log").open("wb") as log:
+            self.autoscaler = subprocess.Popen(
+                [
+                    sys.executable, str(HERE / "run_autoscaler.py"), self.cluster, self.namespace,
+                    f"{LOOPBACK}:{self.head.gcs_port}", str(token_file),
+                ],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )  # fmt: skip
+
+    def _token(self, account: str) -> str:
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = self.core.create_namespaced_service_account_token(account, self.namespace, body)
+                return str(answer.status.token)
+            except client.ApiException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    # --- workers ------------------------------------------------------------------------------
+
+    def _start_worker(self, pod: Any) -> None:
+        assert self.head is not None
+        options = _start_options(pod.spec.containers[0])
+        args = [f"{key}={value}" for key, value in options.items() if key in RESOURCE_OPTIONS]
+        env = {**os.environ, **_ray_env(pod.spec.containers[0]), **_identity(pod)}
+        env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        command = [
+            str(VENV_BIN / "ray"), "start", f"--address={LOOPBACK}:{self.head.gcs_port}", "--block",
+            f"--node-ip-address={LOOPBACK}", "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+            *args,
+        ]  # fmt: skip
+        with (self.head.temp_dir / f"worker-{pod.metadata.name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        self.workers[pod.metadata.name] = Worker(pod.metadata.name, process)
+
+    def _restart_worker(self, pod: Any) -> None:
+        """Ray gives a node 30 s to register with the GCS, too short on a loaded machine: a
+        worker whose ``ray start`` gave up is started again while its pod lives (a container
+        restart), at most MAX_STARTS times."""
+        worker = self.workers.pop(pod.metadata.name)
+        _end_session(worker.process)
+        if worker.starts == MAX_STARTS:
+            self.errors.append(f"the Ray worker of pod {pod.metadata.name} failed {worker.starts} starts")
+            worker.starts += 1  # given up
+            self.workers[pod.metadata.name] = worker
+            return
+        self._start_worker(pod)
+        self.workers[pod.metadata.name].starts = worker.starts + 1
+
+    def _stop_worker(self, name: str) -> None:
+        worker = self.workers.pop(name)
+        _end_session(worker.process)
+        if name in self.times:
+            self.times[name].gone = time.monotonic()
+
+    def ray_nodes(self) -> dict[str, dict[str, Any]]:
+        """The head's alive Ray nodes by the pod name they were started for."""
+        assert self.head is not None
+        url = f"{self.head.dashboard_url}/nodes?view=summary"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            summary = json.loads(answer.read())["data"]["summary"]
+        nodes: dict[str, dict[str, Any]] = {}
+        for node in summary:
+            raylet = node.get("raylet") or {}
+            if raylet.get("state") == "ALIVE":
+                nodes[str(raylet.get("instanceId") or raylet.get("nodeName"))] = raylet
+        return nodes
+
+    def _note_joined(self) -> None:
+        waiting = [n for n in self.workers if self.times[n].joined is None]
+        if not waiting:
+            return
+        joined = self.ray_nodes()
+        for name in waiting:
+            if name in joined:
+                self.times[name].joined = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for name in list(self.workers):
+            self._stop_worker(name)
+        if self.autoscaler is not None:
+            _end_session(self.autoscaler)
+        if self.head is not None:
+            self.head.stop()
+        if hasattr(self, "api"):
+            self.api.close()
+
+
+def _env_value(container: Any, name: str) -> str | None:
+    for variable in container.env or []:
+        if variable.name == name and variable.value is not None:
+            return str(variable.value)
+    return None
+
+
+def _start_options(container: Any) -> dict[str, str]:
+    """``--option=value`` pairs of the container's generated ``ray start`` command."""
+    command = _env_value(container, "KUBERAY_GEN_RAY_START_CMD") or ""
+    options: dict[str, str] = {}
+    for word in shlex.split(command):
+        if word.startswith("--") and "=" in word:
+            key, value = word.split("=", 1)
+            options[key] = value
+    return options
+
+
+def _ray_env(container: Any) -> dict[str, str]:
+    return {name: value for name in PASSED_ENV if (value := _env_value(container, name)) is not None}
+
+
+def _identity(pod: Any) -> dict[str, str]:
+    """The variables KubeRay sets from the pod's name and group (field references in the pod)."""
+    return {
+        "RAY_CLOUD_INSTANCE_ID": pod.metadata.name,
+        "RAY_NODE_TYPE_NAME": pod.metadata.labels["ray.io/group"],
+    }
+
+
+def _end_session(process: subprocess.Popen[bytes], grace_s: float = 8.0) -> None:
+    """SIGTERM to the process's session (it was started in a new one), then SIGKILL what is left."""
+    session = process.pid
+
+    def members() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                if os.getsid(proc.pid) == session and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+        return found
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(session, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and members():
+        time.sleep(0.2)
+    for proc in members():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)

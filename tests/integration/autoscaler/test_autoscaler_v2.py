@@ -1,0 +1,222 @@
+"""Ray's autoscaler v2, for real, driving a queued RayCluster's worker group.
+
+A real Ray head runs for the head pod, Ray's autoscaler beside it with the RayCluster's
+ServiceAccount token (the Role rayquota's reconciler grants, no admin credentials), and a real
+Ray worker for each worker pod kwok runs (tests/integration/autoscaler/node_agent.py). Tasks
+asking for a GPU make the autoscaler raise the worker group's replicas; rayquota admits the
+scale-up slice when the quota allows, and only then is the pod created, on the admitted flavor;
+the task runs on the new Ray worker. Held by quota, the scale-up waits with a reason naming the
+group and no pod. An idle worker is removed by the autoscaler (workersToDelete), the Workload
+shrinks, and the freed GPU goes on only after the pod is gone (the gate sampler, throughout).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gate_sampler import GateSampler
+from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
+from tests.integration.ray.kubehelpers import Kube, wait_for
+from tests.polling import holds
+
+GROUP = "gpu-workers"
+QUEUE = "team"
+# Under a loaded 2-core machine a Ray head takes from 15 s to minutes to start.
+RAY_START_S = 300.0
+
+# The task the driver runs: one GPU, no CPU; it answers with the pod its Ray node runs for.
+DRIVER = """
+import json, os, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+@ray.remote(num_gpus=1, num_cpus=0)
+def where():
+    return os.environ.get("RAY_CLOUD_INSTANCE_ID")
+print(json.dumps(ray.get(where.remote())), flush=True)
+"""
+
+
+def autoscaled_cluster(name: str) -> dict[str, Any]:
+    """A RayCluster as a KubeRay user writes one for the v2 autoscaler: no worker at first, at
+    most 1; a worker asks for 1 GPU and no Ray CPU; idle workers go after 5 s."""
+    head = {
+        "name": "ray-head",
+        "image": "rayproject/ray:2.41.0",
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+    }
+    worker = {
+        "name": "ray-worker",
+        "image": "rayproject/ray:2.41.0-gpu",
+        "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+            "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        },
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {
+            "enableInTreeAutoscaling": True,
+            "autoscalerOptions": {"version": "v2", "upscalingMode": "Default"},
+            # No Ray CPU on the head (KubeRay's advice for autoscaled clusters): tasks go to workers.
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0"},
+                "template": {"spec": {"containers": [head]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": GROUP,
+                    "replicas": 0,
+                    "minReplicas": 0,
+                    "maxReplicas": 1,
+                    "idleTimeoutSeconds": 5,
+                    "rayStartParams": {"num-cpus": "0"},
+                    "template": {"spec": {"containers": [worker]}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def drivers() -> Iterator[Callable[[NodeAgent], subprocess.Popen[str]]]:
+    """``drivers(agent)`` starts the driver on the agent's head; each is ended after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(agent: NodeAgent) -> subprocess.Popen[str]:
+        assert agent.head is not None
+        address = f"127.0.0.1:{agent.head.gcs_port}"
+        driver = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        started.append(driver)
+        return driver
+
+    try:
+        yield start
+    finally:
+        for driver in started:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate(timeout=30)
+
+
+def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
+    out, err = driver.communicate(timeout=timeout_s)
+    assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
+    return str(json.loads(out.strip().splitlines()[-1]))
+
+
+def replicas(sampler: GateSampler, cluster: str) -> int | None:
+    live = sampler.current("RayCluster").get(cluster)
+    if live is None:
+        return None
+    group = next(g for g in live["spec"]["workerGroupSpecs"] if g["groupName"] == GROUP)
+    return int(group.get("replicas") or 0)
+
+
+def workers(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
+    return [
+        p
+        for p in sampler.current("Pod").values()
+        if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+        and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
+    ]
+
+
+def admitted_gpus(workload: Mapping[str, Any] | None) -> int:
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    return sum(
+        int((a.get("resourceUsage") or {}).get("nvidia.com/gpu", "0"))
+        for a in admission.get("podSetAssignments") or []
+    )
+
+
+def timed(what: str, probe: Callable[[], Any], timeout_s: float = 120.0) -> float:
+    wait_for(what, probe, timeout_s=timeout_s)
+    return time.monotonic()
+
+
+def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
+    autoscaler_operator: Path,
+    kube: Kube,
+    quota: Quota,
+    gate_sampler: Any,
+    node_agent: Callable[[str], NodeAgent],
+    drivers: Callable[[NodeAgent], subprocess.Popen[str]],
+) -> None:
+    sampler: GateSampler = gate_sampler(quota.a100_team_queue(1))
+    kube.apply(autoscaled_cluster("rc"))
+    agent = node_agent("rc")
+    wait_for(
+        "the Ray head and its autoscaler",
+        lambda: agent.autoscaler is not None or agent.errors,
+        timeout_s=3 * HEAD_START_S,
+    )
+    assert not agent.errors, agent.errors
+    timings: dict[str, float] = {}
+
+    # 1. Quota free: a GPU task -> the autoscaler's request -> admitted -> pod -> Ray node -> task.
+    driver = drivers(agent)
+    asked = timed("the autoscaler asking for 1 worker", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
+    pod = wait_for("the worker pod", lambda: workers(sampler, "rc"), timeout_s=60)[0]["metadata"]["name"]
+    assert pod == task_answer(driver, RAY_START_S), "the task did not run on the new pod's Ray node"
+    times = agent.times[pod]
+    assert times.running is not None and times.joined is not None
+    timings["free: request -> pod Running"] = times.running - asked
+    timings["free: request -> Ray node joined"] = times.joined - asked
+
+    # 2. The idle worker removed by the autoscaler; the waiting Job gets the GPU after the pod went.
+    kube.apply(gpu_job("holder", QUEUE, parallelism=1, completions=None, gpus=1))
+    wait_for("the Job waiting", lambda: (workload_of(kube, "Job", "holder") or {}).get("status"))
+    assert not is_admitted(workload_of(kube, "Job", "holder"))
+
+    def marked_for_deletion(rc: Mapping[str, Any]) -> bool:
+        strategy = rc["spec"]["workerGroupSpecs"][0].get("scaleStrategy") or {}
+        return pod in (strategy.get("workersToDelete") or [])
+
+    wait_for(
+        "the autoscaler deleting the idle worker",
+        lambda: sampler.ever("RayCluster", marked_for_deletion),
+        timeout_s=120,
+    )
+    wait_for("the idle worker's pod gone", lambda: not workers(sampler, "rc"), timeout_s=120)
+    wait_for(
+        "the Job admitted on the freed GPU", lambda: is_admitted(workload_of(kube, "Job", "holder")), 120
+    )
+    assert admitted_gpus(workload_of(kube, "RayCluster", "rc")) == 0, "the Workload did not shrink"
+
+    # 3. Quota held: the scale-up waits, naming the group, with no pod; freeing the GPU lets it on.
+    driver = drivers(agent)
+    asked = timed("the autoscaler asking again", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
+
+    def waiting_message() -> str | None:
+        """An admitted Workload asking for more says why it waits in status.pendingReason."""
+        status = (workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}
+        reason = str(status.get("pendingReason") or "")
+        return reason if f"worker group `{GROUP}`" in reason else None
+
+    message = wait_for("the scale-up waiting, naming the group", waiting_message, timeout_s=60)
+    holds("no worker pod while the scale-up waits", lambda: not workers(sampler, "rc"), seconds=5)
+    kube.kubectl("delete", "job", "holder", "--wait=false")
+    freed = time.monotonic()
+    pod = wait_for("the worker pod", lambda: workers(sampler, "rc"), timeout_s=120)[0]["metadata"]["name"]
+    assert pod == task_answer(driver, RAY_START_S), "the task did not run on the new pod's Ray node"
+    times = agent.times[pod]
+    assert times.running is not None and times.joined is not None
+    timings["held: request -> quota freed"] = freed - asked
+    timings["held: quota freed -> pod Running"] = times.running - freed
+    timings["held: quota freed -> Ray node joined"] = times.joined - freed
+    assert not agent.errors, agent.errors
+    sampler.assert_no_write_fight({"RayCluster/rc": 4})
+    print(f"\nautoscaler v2 timings (s): {json.dumps({k: round(v, 2) for k, v in timings.items()})}")
+    print(f"waiting message: {message}")
