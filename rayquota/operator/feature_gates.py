@@ -38,9 +38,7 @@ KUBERAY_GATES: Mapping[str, KubeRayGate] = {
     "SidecarSubmitterRestart": KubeRayGate(
         GateSupport.NOT_IMPLEMENTED, False, "per-container restart of the SidecarMode submitter"
     ),
-    "RayClusterNetworkPolicy": KubeRayGate(
-        GateSupport.NOT_IMPLEMENTED, False, "RayCluster spec.networkPolicy"
-    ),
+    "RayClusterNetworkPolicy": KubeRayGate(GateSupport.SWITCH, False, "RayCluster spec.networkPolicy"),
     "GCSFaultToleranceEmbeddedStorage": KubeRayGate(
         GateSupport.NOT_IMPLEMENTED, False, "GCS fault tolerance on embedded RocksDB"
     ),

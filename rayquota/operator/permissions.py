@@ -18,6 +18,7 @@ from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.ray.ingress import INGRESSES
+from rayquota.operator.ray.networkpolicy import NETWORK_POLICIES
 from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
@@ -108,11 +109,17 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         # RayService (ray/rayservice_writes.py): its clusters, Services, Gateway API objects.
         | _grant(resources.RAYCLUSTERS, "update")
         | _grant(resources.RAYSERVICES, "update", "status")
+        # KubeRay's ray.io/rayservice-finalizer on a RayService made under KubeRay, removed on
+        # deletion (rayservice/reconciler.py): without it a migrated RayService never goes.
+        | _grant(resources.RAYSERVICES, "patch")
         | _grant(resources.SERVICES, "update delete")
         | _grant(GATEWAY_CLASSES, "get")
         | _grant(GATEWAYS, "get create update delete")
         | _grant(HTTPROUTES, "get create update delete")
     ),
+    # spec.networkPolicy (ray/networkpolicy.py, KubeRay's RayClusterNetworkPolicy gate on): the
+    # head's and each worker group's NetworkPolicy, kept to the spec, stale ones deleted.
+    "networkpolicy": frozenset(_grant(NETWORK_POLICIES, "get create update delete")),
     # RayCronJob (ray/raycronjob): creates the RayJob of each run, records the run in its status.
     "raycronjob": frozenset(
         _grant(resources.RAYJOBS, "create") | _grant(resources.RAYCRONJOBS, "update", "status")

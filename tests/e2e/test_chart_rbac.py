@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
+from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.permissions import (
     Permission,
     RequiredPermissions,
@@ -23,6 +24,8 @@ from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from tests.e2e.chart import find, render
 
 Grant = tuple[str, str, str]  # (api group, resource, verb)
+
+NETWORK_POLICY_GATE = "featureGates[0].name=RayClusterNetworkPolicy"
 
 
 def granted(role: dict[str, Any]) -> set[Grant]:
@@ -39,9 +42,13 @@ def grants(permissions: frozenset[Permission]) -> set[Grant]:
     return {(p.group, p.resource, p.verb) for p in permissions}
 
 
-def needed(reconcilers: bool, self_issued_cert: bool, multikueue: bool = False) -> RequiredPermissions:
+def needed(
+    reconcilers: bool, self_issued_cert: bool, multikueue: bool = False, gates: str = ""
+) -> RequiredPermissions:
     config = OperatorConfig(
-        reconcilers_enabled=reconcilers, multikueue=MultiKueueSettings() if multikueue else None
+        reconcilers_enabled=reconcilers,
+        multikueue=MultiKueueSettings() if multikueue else None,
+        feature_gates=FeatureGates.parse(gates),
     )
     manager, components = offline_manager(config)
     return required_permissions(manager, components, self_issued_cert=self_issued_cert)
@@ -61,6 +68,7 @@ def assert_same(kind: str, rendered: set[Grant], wanted: set[Grant]) -> None:
         (("reconcilers.enabled=false", "webhooks.enabled=false"), False, False),
         (("multikueue.enabled=true",), True, True),
         (("multikueue.enabled=true", "reconcilers.enabled=false"), False, True),
+        ((NETWORK_POLICY_GATE, "featureGates[0].enabled=true"), True, True),
     ],
     ids=[
         "full",
@@ -69,13 +77,15 @@ def assert_same(kind: str, rendered: set[Grant], wanted: set[Grant]) -> None:
         "admission-only-no-webhooks",
         "multikueue",
         "multikueue-only",
+        "network-policy",
     ],
 )
 def test_the_chart_grants_exactly_what_the_code_uses(
     values: tuple[str, ...], reconcilers: bool, self_issued_cert: bool
 ) -> None:
     objects = render(*values)
-    wanted = needed(reconcilers, self_issued_cert, multikueue="multikueue.enabled=true" in values)
+    gates = "RayClusterNetworkPolicy=true" if NETWORK_POLICY_GATE in values else ""
+    wanted = needed(reconcilers, self_issued_cert, "multikueue.enabled=true" in values, gates)
     [namespaced] = find(objects, "ClusterRole", "rq-rayquota")
     [cluster] = find(objects, "ClusterRole", "rq-rayquota-cluster")
     [own] = find(objects, "Role", "rq-rayquota")

@@ -70,8 +70,8 @@ name) what rayquota cannot honour: the same table as rayquota/operator/feature_g
 a test renders the chart against gate by gate. */}}
 {{- define "rayquota.featureGates" -}}
 {{- $alwaysOn := list "RayClusterStatusConditions" "RayJobDeletionPolicy" "RayMultiHostIndexing" "RayServiceIncrementalUpgrade" -}}
-{{- $switches := list "RayCronJob" -}}
-{{- $notImplemented := list "SidecarSubmitterRestart" "RayClusterNetworkPolicy" "GCSFaultToleranceEmbeddedStorage" "RayClusterMTLS" "RayClusterHistoryServer" "KubernetesWAS" -}}
+{{- $switches := list "RayCronJob" "RayClusterNetworkPolicy" -}}
+{{- $notImplemented := list "SidecarSubmitterRestart" "GCSFaultToleranceEmbeddedStorage" "RayClusterMTLS" "RayClusterHistoryServer" "KubernetesWAS" -}}
 {{- $set := list -}}
 {{- range .Values.featureGates -}}
 {{- if has .name $alwaysOn -}}
@@ -95,6 +95,15 @@ a test renders the chart against gate by gate. */}}
 {{- $enabled := true -}}
 {{- range .Values.featureGates -}}
 {{- if eq .name "RayCronJob" -}}{{- $enabled = .enabled -}}{{- end -}}
+{{- end -}}
+{{- if and .Values.reconcilers.enabled $enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Non-empty when the NetworkPolicy controller runs (KubeRay's gate; off unless set to true). */}}
+{{- define "rayquota.networkPolicyEnabled" -}}
+{{- $enabled := false -}}
+{{- range .Values.featureGates -}}
+{{- if eq .name "RayClusterNetworkPolicy" -}}{{- $enabled = .enabled -}}{{- end -}}
 {{- end -}}
 {{- if and .Values.reconcilers.enabled $enabled -}}true{{- end -}}
 {{- end -}}

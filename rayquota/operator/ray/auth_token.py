@@ -7,8 +7,15 @@ the autoscaler sidecar, a RayJob's submitter) gets ``RAY_AUTH_MODE=token`` and `
 from that Secret; the operator's own dashboard and Serve calls send it as
 ``x-ray-authorization: Bearer <token>``, as KubeRay's dashboard client does.
 
-KubeRay's Kubernetes-delegated variant (``enableK8sTokenAuth``) is not implemented: a spec asking
-for it is refused (security_fields), never run with the Secret's token instead.
+KubeRay's Kubernetes-delegated variant (``authOptions.enableK8sTokenAuth: true``, KubeRay v1.6.2's
+``common/pod.go``): Ray checks each request's token with the API server (TokenReview and
+SubjectAccessReview), so no Secret is made. Every Ray container (and the wait-gcs-ready init
+container, the autoscaler, a K8sJobMode submitter) gets ``RAY_AUTH_MODE=token`` and
+``RAY_ENABLE_K8S_TOKEN_AUTH=true`` and mounts the pod's projected ServiceAccount token (volume
+``ray-token``, at ``/var/run/secrets/ray.io/serviceaccount``). As in KubeRay, the RBAC that lets
+those accounts review tokens and write to Ray is the user's (KubeRay's sample shows it); KubeRay
+refuses the field on a RayJob or a RayService, needs Ray 2.55.0 and ``mode: token``, and refuses it
+with ``secretName`` (validation_errors).
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ from rayquota.operator.ray import labels
 
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
+K8S_TOKEN_AUTH_ENV = "RAY_ENABLE_K8S_TOKEN_AUTH"
+K8S_TOKEN_VOLUME = "ray-token"
+K8S_TOKEN_MOUNT_PATH = "/var/run/secrets/ray.io/serviceaccount"
+MIN_K8S_TOKEN_AUTH_RAY_VERSION = (2, 55, 0)
 TOKEN_KEY = "auth_token"
 # The header KubeRay's dashboard client sends (Ray also reads `Authorization`).
 TOKEN_HEADER = "x-ray-authorization"
@@ -38,18 +49,21 @@ MIN_RAY_VERSION = (2, 52, 0)
 log = logging.getLogger(__name__)
 
 
-def _options(cluster_spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    options = cluster_spec.get("authOptions")
-    return options if isinstance(options, Mapping) else {}
-
-
 def enabled(cluster_spec: Mapping[str, Any]) -> bool:
     """Token mode, written out: KubeRay reads a missing ``mode`` as disabled."""
-    return _options(cluster_spec).get("mode") == AuthMode.TOKEN
+    options = cluster_spec.get("authOptions") or {}
+    return isinstance(options, Mapping) and options.get("mode") == AuthMode.TOKEN
+
+
+def k8s_token_auth(cluster_spec: Mapping[str, Any]) -> bool:
+    """``authOptions.enableK8sTokenAuth: true`` (the API server checks the tokens)."""
+    options = cluster_spec.get("authOptions") or {}
+    return isinstance(options, Mapping) and options.get("enableK8sTokenAuth") is True
 
 
 def user_secret_name(cluster_spec: Mapping[str, Any]) -> str | None:
-    name = _options(cluster_spec).get("secretName")
+    options = cluster_spec.get("authOptions") or {}
+    name = options.get("secretName") if isinstance(options, Mapping) else None
     return str(name) if name else None
 
 
@@ -60,11 +74,19 @@ def secret_name(cluster_name: str, cluster_spec: Mapping[str, Any]) -> str:
 
 
 def set_container_env(container: dict[str, Any], cluster_name: str, cluster_spec: Mapping[str, Any]) -> None:
-    """RAY_AUTH_MODE and RAY_AUTH_TOKEN (from the Secret), unless the container sets them."""
+    """RAY_AUTH_MODE and RAY_AUTH_TOKEN (from the Secret), unless the container sets them; with
+    Kubernetes-delegated auth RAY_ENABLE_K8S_TOKEN_AUTH and the token's mount instead of the Secret."""
     env = container.setdefault("env", [])
     names = {e.get("name") for e in env}
     if AUTH_MODE_ENV not in names:
         env.append({"name": AUTH_MODE_ENV, "value": AuthMode.TOKEN.value})
+    if k8s_token_auth(cluster_spec):
+        if K8S_TOKEN_AUTH_ENV not in names:
+            env.append({"name": K8S_TOKEN_AUTH_ENV, "value": "true"})
+        mounts = container.setdefault("volumeMounts", [])
+        if not any(m.get("name") == K8S_TOKEN_VOLUME for m in mounts):
+            mounts.append({"name": K8S_TOKEN_VOLUME, "mountPath": K8S_TOKEN_MOUNT_PATH, "readOnly": True})
+        return
     if AUTH_TOKEN_ENV not in names:
         ref = {"name": secret_name(cluster_name, cluster_spec), "key": TOKEN_KEY}
         env.append({"name": AUTH_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}})
@@ -79,9 +101,21 @@ def configure_pod(
         return
     name = str(cluster["metadata"]["name"])
     set_container_env(ray_container, name, spec)
+    if k8s_token_auth(spec):
+        add_token_volume(pod_spec)
     for init in pod_spec.get("initContainers") or []:
         if init.get("name") == labels.WAIT_GCS_INIT_CONTAINER:
             set_container_env(init, name, spec)
+
+
+def add_token_volume(pod_spec: dict[str, Any]) -> None:
+    """The pod's ServiceAccount token, projected (KubeRay's ``ray-token`` volume), unless the pod
+    has a volume of that name."""
+    volumes = pod_spec.setdefault("volumes", [])
+    if any(v.get("name") == K8S_TOKEN_VOLUME for v in volumes):
+        return
+    projection = {"serviceAccountToken": {"path": "token"}}
+    volumes.append({"name": K8S_TOKEN_VOLUME, "projected": {"sources": [projection]}})
 
 
 def build_secret(cluster: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +137,7 @@ def build_secret(cluster: Mapping[str, Any]) -> dict[str, Any]:
 
 def wants_secret(cluster: Mapping[str, Any]) -> bool:
     spec = cluster.get("spec") or {}
-    return enabled(spec) and user_secret_name(spec) is None
+    return enabled(spec) and user_secret_name(spec) is None and not k8s_token_auth(spec)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -112,21 +146,39 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def validation_errors(cluster_spec: Mapping[str, Any], prefix: str) -> list[str]:
-    """KubeRay's rules: token mode needs rayVersion 2.52.0 or later, written out."""
+    """KubeRay's rules: token mode needs rayVersion 2.52.0 or later, written out; Kubernetes-
+    delegated auth needs token mode, 2.55.0 and no secretName."""
     if not enabled(cluster_spec):
+        if k8s_token_auth(cluster_spec):
+            mode = f"{prefix}.authOptions.mode"
+            return [f"{prefix}.authOptions.enableK8sTokenAuth is true but {mode} is not 'token'"]
         return []
+    errors = _version_errors(cluster_spec, prefix, "authOptions.mode is 'token'", MIN_RAY_VERSION)
+    if not errors and k8s_token_auth(cluster_spec):
+        errors = _version_errors(
+            cluster_spec, prefix, "authOptions.enableK8sTokenAuth is true", MIN_K8S_TOKEN_AUTH_RAY_VERSION
+        )
+        if user_secret_name(cluster_spec):
+            errors.append(
+                f"{prefix}.authOptions.enableK8sTokenAuth is true and {prefix}.authOptions.secretName "
+                f"is set ({user_secret_name(cluster_spec)!r}): the two cannot be used together"
+            )
+    return errors
+
+
+def _version_errors(
+    cluster_spec: Mapping[str, Any], prefix: str, what: str, minimum: tuple[int, int, int]
+) -> list[str]:
+    needed = ".".join(str(part) for part in minimum)
     version = str(cluster_spec.get("rayVersion") or "")
     if not version:
-        return [f"{prefix}.authOptions.mode is 'token' but {prefix}.rayVersion is not set (2.52.0 or later)"]
+        return [f"{prefix}.{what} but {prefix}.rayVersion is not set ({needed} or later)"]
     match = _VERSION.match(version)
     if match is None:
-        return [f"{prefix}.authOptions.mode is 'token' but {prefix}.rayVersion {version!r} is not a version"]
+        return [f"{prefix}.{what} but {prefix}.rayVersion {version!r} is not a version"]
     parsed = tuple(int(part or 0) for part in match.groups())
-    if parsed < MIN_RAY_VERSION:
-        return [
-            f"{prefix}.authOptions.mode is 'token' but {prefix}.rayVersion is {version}: "
-            "2.52.0 or later is needed"
-        ]
+    if parsed < minimum:
+        return [f"{prefix}.{what} but {prefix}.rayVersion is {version}: {needed} or later is needed"]
     return []
 
 
@@ -178,8 +230,8 @@ class AuthTokens:
         """None when the cluster does not use token auth. Raises LookupError (with the Secret's
         name) when the Secret or its key is missing."""
         spec = cluster.get("spec") or {}
-        if not enabled(spec):
-            return None
+        if not enabled(spec) or k8s_token_auth(spec):
+            return None  # Kubernetes-delegated auth has no Secret (as in KubeRay, nothing is sent)
         meta = cluster["metadata"]
         key = (str(meta["namespace"]), secret_name(str(meta["name"]), spec))
         cached = self._cache.get(key)

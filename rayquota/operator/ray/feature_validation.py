@@ -6,7 +6,7 @@ wrote."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rayquota.operator.ray import auth_token, autoscaler_v2, gcs_ft, security_fields
@@ -17,10 +17,12 @@ def feature_errors(
     annotations: Mapping[str, str],
     prefix: str,
     owner_kind: str = "RayCluster",
+    allowed: Collection[str] = (),
 ) -> list[str]:
-    """``owner_kind``: the kind of the object the spec is written in."""
+    """``owner_kind``: the kind of the object the spec is written in; ``allowed``: gated fields
+    whose feature gate is on."""
     return [
-        *security_fields.refusals(cluster_spec, prefix, owner_kind),
+        *security_fields.refusals(cluster_spec, prefix, owner_kind, allowed),
         *gcs_ft.validation_errors(cluster_spec, annotations, prefix),
         *autoscaler_v2.validation_errors(cluster_spec, prefix),
         *auth_token.validation_errors(cluster_spec, prefix),

@@ -1,14 +1,14 @@
 """Fields that ask for security (or a sidecar) rayquota does not provide: refused, never ignored.
 
 A RayCluster spec that asks for network isolation (``networkPolicy``), mutual TLS
-(``tlsOptions``), Kubernetes-delegated token auth (``authOptions.enableK8sTokenAuth``) or the
-history server's collector (``historyServerOptions``) must not run without it. KubeRay v1.7.0
-refuses the first, second and fourth while their feature gates are off, as they are by default
+(``tlsOptions``) or the history server's collector (``historyServerOptions``) must not run without
+it. KubeRay v1.7.0 refuses the three while their feature gates are off, as they are by default
 (``RayClusterNetworkPolicy``, ``RayClusterMTLS``, ``RayClusterHistoryServer``): any value, even
-``tlsOptions.enabled: false``. It implements ``enableK8sTokenAuth`` without a gate but only on a
-RayCluster in token mode; rayquota does not implement it, so it is refused everywhere, with
-KubeRay's own reason first where KubeRay refuses it too. rayquota cannot turn those gates on
-(feature_gates.py refuses them at start-up), so these refusals hold whatever the settings say.
+``tlsOptions.enabled: false``. rayquota cannot turn the last two gates on (feature_gates.py refuses
+them at start-up), so those refusals hold whatever the settings say. ``networkPolicy`` is
+implemented (networkpolicy.py) and allowed when the RayClusterNetworkPolicy gate is on.
+Kubernetes-delegated token auth (``authOptions.enableK8sTokenAuth``) is implemented on a RayCluster
+(auth_token.py) and refused on a RayJob or a RayService, as KubeRay refuses it there.
 
 The same spec is checked wherever it is written (a RayCluster, a RayJob's ``rayClusterSpec``, a
 RayService's ``rayClusterConfig``, a RayCronJob's template), by the reconcilers (ValidationFailed
@@ -17,14 +17,14 @@ and a Warning event; nothing is created) and by the admission webhook for queued
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 # Field (in a RayCluster spec) -> why rayquota refuses it when present.
 GATED_FIELDS: Mapping[str, str] = {
     "networkPolicy": (
-        "rayquota creates no NetworkPolicies, so the cluster would run without the isolation it asks for "
-        "(KubeRay v1.7.0 refuses it too unless its RayClusterNetworkPolicy feature gate is on)"
+        "the RayClusterNetworkPolicy feature gate is off (KubeRay v1.7.0's default), so no NetworkPolicies "
+        "are made and the cluster would run without the isolation it asks for; KubeRay refuses it too"
     ),
     "tlsOptions": (
         "rayquota does not set up mutual TLS between Ray pods, so the cluster would run unencrypted "
@@ -35,37 +35,43 @@ GATED_FIELDS: Mapping[str, str] = {
         "collected (KubeRay v1.7.0 refuses it too unless its RayClusterHistoryServer feature gate is on)"
     ),
 }
-K8S_TOKEN_AUTH_NOT_IMPLEMENTED = (
-    "rayquota does not implement Kubernetes-delegated token auth, so the cluster would run without the "
-    "authentication it asks for; use authOptions.mode: token without it (a Secret's token)"
-)
 
 
-def _k8s_token_auth_reason(cluster_spec: Mapping[str, Any], owner_kind: str) -> str:
-    """KubeRay's reason where KubeRay refuses the field too, else rayquota's own."""
-    options = cluster_spec.get("authOptions") or {}
-    if options.get("mode") != "token":
-        return "it needs authOptions.mode: token (KubeRay's rule), and " + K8S_TOKEN_AUTH_NOT_IMPLEMENTED
+def _k8s_token_auth_refusal(owner_kind: str) -> str | None:
+    """KubeRay implements Kubernetes-delegated token auth on a RayCluster only (auth_token)."""
     if owner_kind in ("RayJob", "RayService"):
-        return f"KubeRay does not support it for a {owner_kind}, and " + K8S_TOKEN_AUTH_NOT_IMPLEMENTED
-    if options.get("secretName"):
-        return "it cannot be used with authOptions.secretName (KubeRay's rule), and " + (
-            K8S_TOKEN_AUTH_NOT_IMPLEMENTED
+        return (
+            f"KubeRay does not support Kubernetes token auth for a {owner_kind} (its validation refuses it)"
         )
-    return K8S_TOKEN_AUTH_NOT_IMPLEMENTED
+    return None
 
 
-def refusals(cluster_spec: Mapping[str, Any], prefix: str, owner_kind: str = "RayCluster") -> list[str]:
+# The feature gate that turns each implemented field on (KubeRay v1.7.0's name).
+FIELD_GATES: Mapping[str, str] = {"networkPolicy": "RayClusterNetworkPolicy"}
+
+
+def allowed_fields(gate_enabled: Callable[[str], bool]) -> frozenset[str]:
+    """The gated fields whose gate is on (and which rayquota implements)."""
+    return frozenset(field for field, gate in FIELD_GATES.items() if gate_enabled(gate))
+
+
+def refusals(
+    cluster_spec: Mapping[str, Any],
+    prefix: str,
+    owner_kind: str = "RayCluster",
+    allowed: Collection[str] = (),
+) -> list[str]:
     """One message per refused field set in ``cluster_spec``, each naming the field by its path
-    (``prefix`` is where the spec sits in the object) and saying why."""
+    (``prefix`` is where the spec sits in the object) and saying why. ``allowed``: gated fields
+    whose feature gate is on (allowed_fields)."""
     errors = [
         f"{prefix}.{name} is refused: {why}"
         for name, why in GATED_FIELDS.items()
-        if cluster_spec.get(name) is not None
+        if cluster_spec.get(name) is not None and name not in allowed
     ]
     options = cluster_spec.get("authOptions")
-    if isinstance(options, Mapping) and options.get("enableK8sTokenAuth") is True:
-        reason = _k8s_token_auth_reason(cluster_spec, owner_kind)
+    reason = _k8s_token_auth_refusal(owner_kind)
+    if isinstance(options, Mapping) and options.get("enableK8sTokenAuth") is True and reason:
         errors.append(f"{prefix}.authOptions.enableK8sTokenAuth: true is refused: {reason}")
     return errors
 

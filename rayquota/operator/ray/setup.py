@@ -9,6 +9,8 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, resources
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.kuberay_metrics import KubeRayMetrics
+from rayquota.operator.ray.networkpolicy import GATE as NETWORK_POLICY_GATE
+from rayquota.operator.ray.networkpolicy import NetworkPolicyReconciler
 from rayquota.operator.ray.raycluster.reconciler import RayClusterReconciler
 from rayquota.operator.ray.raycronjob.clock import Clock, SystemClock
 from rayquota.operator.ray.raycronjob.reconciler import RayCronJobReconciler
@@ -26,6 +28,8 @@ class RayControllers:
     """None when KubeRay's RayCronJob feature gate is set to false."""
     kuberay_metrics: KubeRayMetrics | None = None
     """The kuberay_* families; served only where the operator serves metrics."""
+    network_policies: NetworkPolicyReconciler | None = None
+    """None unless KubeRay's RayClusterNetworkPolicy feature gate is on."""
 
 
 def setup(
@@ -64,6 +68,9 @@ def setup(
         services=RayServiceReconciler(manager, config, resolver, tokens),
         cronjobs=cronjobs,
         kuberay_metrics=metrics,
+        network_policies=(
+            NetworkPolicyReconciler(manager) if config.feature_gates.enabled(NETWORK_POLICY_GATE) else None
+        ),
     )
     manager.on_shutdown(controllers.jobs.close)
     manager.on_shutdown(controllers.services.close)

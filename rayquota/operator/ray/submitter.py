@@ -149,6 +149,8 @@ def submitter_job(
     _set_env(container, "RAY_JOB_SUBMISSION_ID", job_id)
     if cluster is not None:
         _set_auth_env(container, str(cluster["metadata"]["name"]), cluster.get("spec") or {})
+        if auth_token.k8s_token_auth(cluster.get("spec") or {}):
+            auth_token.add_token_volume(pod_spec)  # the submitter's own account token, mounted
     pod_spec.setdefault("restartPolicy", "Never")
     template_meta = template.setdefault("metadata", {})
     template_meta["labels"] = {**(template_meta.get("labels") or {}), labels.RAY_JOB_SUBMITTER: "true"}

@@ -70,8 +70,9 @@ REFUSED = {
         f"spec.{name}": (lambda name=name: security_fields.refusals({name: {}}, "spec"))
         for name in security_fields.GATED_FIELDS
     },
-    "spec.authOptions.enableK8sTokenAuth": lambda: security_fields.refusals(
-        {"authOptions": {"mode": "token", "enableK8sTokenAuth": True}}, "spec"
+    # Implemented on a RayCluster (auth_token); refused where KubeRay refuses it.
+    "spec.rayClusterSpec.authOptions.enableK8sTokenAuth": lambda: security_fields.refusals(
+        {"authOptions": {"mode": "token", "enableK8sTokenAuth": True}}, "spec.rayClusterSpec", "RayJob"
     ),
 }
 

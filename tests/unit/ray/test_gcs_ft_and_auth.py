@@ -252,9 +252,46 @@ def test_token_auth_needs_ray_2_52(version: str, ok: bool) -> None:
         assert "spec.authOptions.mode is 'token'" in errors[0]
 
 
-def test_kubernetes_delegated_auth_is_refused_not_warned() -> None:
+def test_kubernetes_delegated_auth_is_built_as_kuberay_builds_it() -> None:
+    """KubeRay v1.6.2's common/pod.go: RAY_AUTH_MODE, RAY_ENABLE_K8S_TOKEN_AUTH and the projected
+    ServiceAccount token on every Ray container; no Secret, no RAY_AUTH_TOKEN."""
+    body = auth_cluster(enableK8sTokenAuth=True)
+    body["spec"]["enableInTreeAutoscaling"] = True
+    assert unimplemented_fields(body) == []
+    assert validate_cluster(body) == []
+    assert not auth_token.wants_secret(body)
+    mount = {"name": "ray-token", "mountPath": "/var/run/secrets/ray.io/serviceaccount", "readOnly": True}
+    volume = {"name": "ray-token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    head, worker = pods(body)
+    assert len(head["spec"]["containers"]) == 2  # Ray and the autoscaler
+    for pod in (head, worker):
+        assert pod["spec"]["volumes"].count(volume) == 1
+        waits = [c for c in pod["spec"].get("initContainers") or [] if c["name"] == "wait-gcs-ready"]
+        for container in [*pod["spec"]["containers"], *waits]:
+            env = env_of(container)
+            assert env["RAY_AUTH_MODE"] == "token", container["name"]
+            assert env["RAY_ENABLE_K8S_TOKEN_AUTH"] == "true", container["name"]
+            assert "RAY_AUTH_TOKEN" not in env, container["name"]
+            assert mount in container["volumeMounts"], container["name"]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"rayVersion": "2.54.0"}, "enableK8sTokenAuth is true but spec.rayVersion is 2.54.0: 2.55.0"),
+        ({"secretName": "mine"}, "enableK8sTokenAuth is true and spec.authOptions.secretName is set"),
+        ({"mode": "disabled"}, "enableK8sTokenAuth is true but spec.authOptions.mode is not 'token'"),
+    ],
+)
+def test_kubernetes_delegated_auth_follows_kuberays_rules(options: dict[str, Any], error: str) -> None:
+    body = auth_cluster(enableK8sTokenAuth=True)
+    body["spec"]["rayVersion"] = options.pop("rayVersion", "2.60.0")
+    body["spec"]["authOptions"].update(options)
+    errors = validate_cluster(body)
+    assert any(error in e for e in errors), errors
+
+
+def test_no_field_of_token_auth_is_warned() -> None:
     assert unimplemented_fields(auth_cluster(enableK8sTokenAuth=True)) == []
-    errors = validate_cluster(auth_cluster(enableK8sTokenAuth=True))
-    assert [e.split(" is refused")[0] for e in errors] == ["spec.authOptions.enableK8sTokenAuth: true"]
     assert unimplemented_fields(auth_cluster()) == []
     assert unimplemented_fields(ft_cluster()) == []

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,8 +94,9 @@ def originating_crd(cluster: Mapping[str, Any]) -> str | None:
     return (cluster["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD)
 
 
-def validate_cluster(cluster: Mapping[str, Any]) -> list[str]:
-    """KubeRay's RayCluster validation rules that the CRD schema cannot express."""
+def validate_cluster(cluster: Mapping[str, Any], allowed: Collection[str] = ()) -> list[str]:
+    """KubeRay's RayCluster validation rules that the CRD schema cannot express (``allowed``: gated
+    fields whose feature gate is on)."""
     errors: list[str] = []
     spec = cluster.get("spec") or {}
     head = spec.get("headGroupSpec") or {}
@@ -116,7 +117,7 @@ def validate_cluster(cluster: Mapping[str, Any]) -> list[str]:
             errors.append(f"spec.workerGroupSpecs[{i}]: minReplicas ({minimum}) > maxReplicas ({maximum})")
         if group.get("suspend") and spec.get("enableInTreeAutoscaling"):
             errors.append(f"spec.workerGroupSpecs[{i}].suspend cannot be used with enableInTreeAutoscaling")
-    errors += feature_errors(spec, cluster["metadata"].get("annotations") or {}, "spec")
+    errors += feature_errors(spec, cluster["metadata"].get("annotations") or {}, "spec", allowed=allowed)
     parent = originating_crd(cluster)
     if parent in MANAGED_BY_PARENTS and upgrade_strategy(cluster) is not None:
         errors.append(
@@ -171,6 +172,7 @@ def plan_cluster(
     operator_version: str,
     caps: AdmittedCaps | None = None,
     cluster_domain: str = labels.DEFAULT_CLUSTER_DOMAIN,
+    allowed: Collection[str] = (),
 ) -> ClusterPlan:
     """The pod changes that bring the cluster to its spec.
 
@@ -181,7 +183,7 @@ def plan_cluster(
     pod waits while the cluster's pods (terminating ones too) hold its share of the budget
     (see raycluster_caps).
     """
-    plan = ClusterPlan(errors=validate_cluster(cluster))
+    plan = ClusterPlan(errors=validate_cluster(cluster, allowed))
     if plan.errors:
         return plan
     spec = cluster["spec"]

@@ -45,6 +45,7 @@ from rayquota.operator.ray.raycluster.status import (
     status_settled,
     workers_caught_up,
 )
+from rayquota.operator.ray.security_fields import allowed_fields
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class RayClusterReconciler:
         self.client = manager.client
         self.config = config
         self.tokens = tokens
+        self.allowed_fields = allowed_fields(config.feature_gates.enabled)
         # The queue's caps on this cluster's pods (queue/setup.py installs its gate here).
         self.caps: ClusterCaps = Uncapped()
         self.redis_cleanup = redis_cleanup.RedisCleanup(manager)
@@ -148,7 +150,12 @@ class RayClusterReconciler:
         pods = self.pods_of(cluster)
         caps = self.caps.caps_for(cluster)
         plan = plan_cluster(
-            cluster, pods, self.config.version, caps=caps, cluster_domain=self.config.cluster_domain
+            cluster,
+            pods,
+            self.config.version,
+            caps=caps,
+            cluster_domain=self.config.cluster_domain,
+            allowed=self.allowed_fields,
         )
         failures: list[str] = []
         head_service: Mapping[str, Any] | None = None
@@ -185,6 +192,7 @@ class RayClusterReconciler:
                         self.config.version,
                         caps=caps,
                         cluster_domain=self.config.cluster_domain,
+                        allowed=self.allowed_fields,
                     )
                 replan = not await self._apply(key, cluster, plan, failures, caps)
         # Pods we just created or deleted are not in the cache yet, so a status computed now is

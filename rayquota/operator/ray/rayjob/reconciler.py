@@ -72,6 +72,7 @@ from rayquota.operator.ray.rayjob.plan import (
 )
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.resolver import DashboardResolver
+from rayquota.operator.ray.security_fields import allowed_fields
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class RayJobReconciler(RayJobChildren):
             "generation"
         ):
             return Result()
-        errors = validate_rayjob(rayjob)
+        errors = validate_rayjob(rayjob, allowed_fields(self.config.feature_gates.enabled))
         if errors:
             if state != VALIDATION_FAILED or status.get("message") != "; ".join(errors):
                 self.recorder.post(rayjob, "Warning", "InvalidRayJobSpec", "; ".join(errors))

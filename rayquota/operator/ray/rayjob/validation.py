@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import yaml
@@ -22,7 +22,8 @@ MODES = tuple(mode.value for mode in JobSubmissionMode)
 CLUSTER_POLICIES = ("DeleteCluster", "DeleteWorkers")
 
 
-def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
+def validate_rayjob(rayjob: Mapping[str, Any], allowed: Collection[str] = ()) -> list[str]:
+    """``allowed``: gated RayCluster fields whose feature gate is on."""
     errors: list[str] = []
     meta = rayjob["metadata"]
     spec = rayjob.get("spec") or {}
@@ -81,7 +82,11 @@ def validate_rayjob(rayjob: Mapping[str, Any]) -> list[str]:
             errors += delete_workers_errors(deletion)
     if cluster_spec:
         errors += feature_errors(
-            cluster_spec, meta.get("annotations") or {}, "spec.rayClusterSpec", owner_kind="RayJob"
+            cluster_spec,
+            meta.get("annotations") or {},
+            "spec.rayClusterSpec",
+            owner_kind="RayJob",
+            allowed=allowed,
         )
     if spec.get("runtimeEnvYAML"):
         try:

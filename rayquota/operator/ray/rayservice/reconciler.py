@@ -55,6 +55,7 @@ from rayquota.operator.ray.rayservice.traffic import HEALTH_POLL_S, ReconcilePas
 from rayquota.operator.ray.rayservice.validation import upgrade_options, validate_rayservice
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_service_services
 from rayquota.operator.ray.resolver import DashboardResolver
+from rayquota.operator.ray.security_fields import allowed_fields
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class RayServiceReconciler:
             return suspended.result
         status = copy.deepcopy(service.get("status") or {})
         current = ReconcilePass(service, status, *self._recorded_clusters(service))
-        problems = validate_rayservice(service)
+        problems = validate_rayservice(service, allowed_fields(self.config.feature_gates.enabled))
         if problems:
             message = "; ".join(problems)
             if not already_reported(service, "Ready", VALIDATION_FAILED, message):

@@ -3,7 +3,7 @@ service (Ready=False, ValidationFailed) with a Warning event, and nothing is cre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rayquota.api.ray_v1 import ClusterUpgradeOptions, RayServiceUpgradeType
@@ -41,7 +41,8 @@ def initializing_timeout_errors(annotations: Mapping[str, str]) -> list[str]:
     ]
 
 
-def validate_rayservice(service: Mapping[str, Any]) -> list[str]:
+def validate_rayservice(service: Mapping[str, Any], allowed: Collection[str] = ()) -> list[str]:
+    """``allowed``: gated RayCluster fields whose feature gate is on."""
     problems: list[str] = []
     spec = service.get("spec") or {}
     try:
@@ -51,7 +52,11 @@ def validate_rayservice(service: Mapping[str, Any]) -> list[str]:
     annotations = (service.get("metadata") or {}).get("annotations") or {}
     problems += initializing_timeout_errors(annotations)
     problems += feature_errors(
-        spec.get("rayClusterConfig") or {}, annotations, "spec.rayClusterConfig", owner_kind="RayService"
+        spec.get("rayClusterConfig") or {},
+        annotations,
+        "spec.rayClusterConfig",
+        owner_kind="RayService",
+        allowed=allowed,
     )
     config = spec.get("rayClusterConfig") or {}
     head_service = (config.get("headGroupSpec") or {}).get("headService") or {}
