@@ -73,6 +73,12 @@ def control_plane() -> Iterator[object]:
     from rayquota.localcluster.cluster import LocalCluster
 
     reuse = os.environ.get("RAYQUOTA_TEST_CLUSTER")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if reuse and workers > 1:
+        raise pytest.UsageError(
+            f"RAYQUOTA_TEST_CLUSTER={reuse} with {workers} xdist workers: their operators would share "
+            "one cluster's ClusterQueues; reuse a cluster with one process (no -n)"
+        )
     cluster = LocalCluster(name=reuse or f"pytest-{os.getpid()}")
     cluster.up()
     # CRDs go in at once: the garbage collector discovers new resource types on a 30 s

@@ -118,8 +118,8 @@ def weight(nodeid: str) -> float:
 
 
 def package_of_group(group: str) -> str:
-    """A group's folder (``ray-heads`` spans several: it is its own)."""
-    return group.rsplit("/", 1)[0] if "/" in group else group
+    """A group's folder: a module's, or the group itself (a whole package; ``ray-heads``)."""
+    return group.rsplit("/", 1)[0] if group.endswith(".py") else group
 
 
 def items_after(item: pytest.Item) -> list[pytest.Item]:
@@ -164,17 +164,27 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:  # the queue is complete by the first assignment
                 self._ordered = True
-                ordered = sorted(self.workqueue.items(), key=lambda unit: -_unit_weight(unit[1]))
-                self.workqueue = OrderedDict(ordered)
+                self.workqueue = longest_first(self.workqueue)
             previous = list(self.assigned_work.get(node, {}))
-            if previous:
-                package = package_of_group(previous[-1])
-                same = next((g for g in self.workqueue if package_of_group(g) == package), None)
-                if same is not None:
-                    self.workqueue.move_to_end(same, last=False)
+            put_package_first(self.workqueue, previous[-1] if previous else None)
             super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)
+
+
+def longest_first(workqueue: OrderedDict[str, dict[str, bool]]) -> OrderedDict[str, dict[str, bool]]:
+    """The groups by estimated duration, longest first (ties keep the collection's order)."""
+    return OrderedDict(sorted(workqueue.items(), key=lambda unit: -_unit_weight(unit[1])))
+
+
+def put_package_first(workqueue: OrderedDict[str, dict[str, bool]], last_group: str | None) -> None:
+    """Move the first queued group of ``last_group``'s package (a worker's latest) to the front."""
+    if last_group is None:
+        return
+    package = package_of_group(last_group)
+    same = next((group for group in workqueue if package_of_group(group) == package), None)
+    if same is not None:
+        workqueue.move_to_end(same, last=False)
 
 
 def _unit_weight(nodeids: Iterable[str]) -> float:
