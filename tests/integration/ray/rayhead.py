@@ -86,6 +86,32 @@ class RayHead(LocalRayHead):
         return run_dir / f"{_HEAD_FILE_PREFIX}{os.getpid()}-{id(self)}"
 
 
+    def remove_serve_applications(self, timeout_s: float = 60.0) -> None:
+        """Delete every Serve application (a declarative deploy of none, with the head's own HTTP
+        options, so Serve keeps running on its port) and wait until the head lists none: the
+        next test on a shared head starts as on a fresh one. Deployed again while a controller
+        of the test is still stopping, they are deleted again."""
+        body = {"http_options": {"host": LOOPBACK, "port": self.serve_port}, "applications": []}
+        url = f"{self.dashboard_url}/api/serve/applications/"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            headers = {"Content-Type": "application/json"}
+            request = urllib.request.Request(
+                url, data=json.dumps(body).encode(), method="PUT", headers=headers
+            )
+            with urllib.request.urlopen(request, timeout=timeout_s):
+                pass
+            settle = time.monotonic() + 10.0
+            while time.monotonic() < min(settle, deadline):
+                with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+                    left = sorted(json.loads(answer.read()).get("applications") or {})
+                if not left:
+                    return
+                time.sleep(0.5)
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"Serve applications still listed after {timeout_s}s: {left}")
+
+
 @contextlib.contextmanager
 def _run_registry() -> Iterator[Path | None]:
     """The run's folder, locked against the run's other processes (None: no run-wide count)."""
@@ -114,29 +140,3 @@ def most_alive_in_run() -> int:
     if most is not None and most.exists():
         return int(most.read_text() or 0)
     return RayHead.most_alive
-
-
-    def remove_serve_applications(self, timeout_s: float = 60.0) -> None:
-        """Delete every Serve application (a declarative deploy of none, with the head's own HTTP
-        options, so Serve keeps running on its port) and wait until the head lists none: the
-        next test on a shared head starts as on a fresh one. Deployed again while a controller
-        of the test is still stopping, they are deleted again."""
-        body = {"http_options": {"host": LOOPBACK, "port": self.serve_port}, "applications": []}
-        url = f"{self.dashboard_url}/api/serve/applications/"
-        deadline = time.monotonic() + timeout_s
-        while True:
-            headers = {"Content-Type": "application/json"}
-            request = urllib.request.Request(
-                url, data=json.dumps(body).encode(), method="PUT", headers=headers
-            )
-            with urllib.request.urlopen(request, timeout=timeout_s):
-                pass
-            settle = time.monotonic() + 10.0
-            while time.monotonic() < min(settle, deadline):
-                with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-                    left = sorted(json.loads(answer.read()).get("applications") or {})
-                if not left:
-                    return
-                time.sleep(0.5)
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"Serve applications still listed after {timeout_s}s: {left}")
