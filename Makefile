@@ -14,6 +14,9 @@ UV_VERSION := 0.13.9
 # `make lock` moves every pin to the newest version pyproject.toml allows;
 # `make lock LOCK_UPGRADE=` keeps the current pins and only re-resolves what pyproject changed.
 LOCK_UPGRADE ?= --upgrade
+# `make test` runs the suite in this many pytest-xdist workers, each with its own control plane;
+# tests/scheduling.py decides which tests go together (README.md, Development).
+TEST_WORKERS ?= 2
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
@@ -104,7 +107,7 @@ lint: $(STAMP)
 test: binaries peers chromium prometheus redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
-	$(BIN)/python -m pytest -p no:cacheprovider -q --durations=25 tests
+	$(BIN)/python -m pytest -p no:cacheprovider -q --durations=25 -n $(TEST_WORKERS) --dist loadscope tests
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

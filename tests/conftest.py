@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import sys
+import shutil
+import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import scheduling
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
@@ -23,9 +25,25 @@ REPO = Path(__file__).resolve().parent.parent
 # killed or stopped would leave the group unavailable or remove another's registration. The
 # visibility tests turn it on for their own operator (tests/e2e/test_visibility_api.py).
 os.environ.setdefault("RAYQUOTA_VISIBILITY", "false")
-# The session's Ray head once started: stopped right after the last test that uses it.
+# The process's Ray head once started: stopped right after the last test of this process that uses it.
 SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
-LAST_RAY_HEAD_TEST = pytest.StashKey[int]()  # its index in the session's items
+RUN_DIR = pytest.StashKey[Path]()  # made by this process (the run's first): removed at its end
+RUN_DIR_ENV = scheduling.RUN_DIR_ENV
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's folder, shared with the xdist workers (they inherit the environment)."""
+    if RUN_DIR_ENV not in os.environ:
+        run_dir = Path(tempfile.mkdtemp(prefix="rayquota-test-run-"))
+        os.environ[RUN_DIR_ENV] = str(run_dir)
+        config.stash[RUN_DIR] = run_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_dir = config.stash.get(RUN_DIR, None)
+    if run_dir is not None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.environ.pop(RUN_DIR_ENV, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -33,6 +51,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts and parts[0] in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        scheduling.record_groups(session.items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadscope` (as `make test` runs): the suite's groups and order (tests/scheduling.py)."""
+    if config.getoption("dist") == "loadscope":
+        return scheduling.make_scheduler(config, log)
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +78,12 @@ def control_plane() -> Iterator[object]:
     from rayquota.localcluster.cluster import LocalCluster
 
     reuse = os.environ.get("RAYQUOTA_TEST_CLUSTER")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if reuse and workers > 1:
+        raise pytest.UsageError(
+            f"RAYQUOTA_TEST_CLUSTER={reuse} with {workers} xdist workers: their operators would share "
+            "one cluster's ClusterQueues; reuse a cluster with one process (no -n)"
+        )
     cluster = LocalCluster(name=reuse or f"pytest-{os.getpid()}")
     cluster.up()
     # CRDs go in at once: the garbage collector discovers new resource types on a 30 s
@@ -107,17 +145,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def _ray_head_needed_after(item: pytest.Item) -> bool:
-    items = item.session.items
-    if LAST_RAY_HEAD_TEST not in item.config.stash:
-        users = [i for i, other in enumerate(items) if "ray_head" in getattr(other, "fixturenames", ())]
-        item.config.stash[LAST_RAY_HEAD_TEST] = max(users, default=-1)
-    return item not in items or items.index(item) < item.config.stash[LAST_RAY_HEAD_TEST]
+    """Whether a test this process still runs uses the head (under xdist: this worker's queue)."""
+    return any(scheduling.uses_a_ray_head(later) for later in scheduling.items_after(item))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    rayhead = sys.modules.get("tests.integration.ray.rayhead")
-    if rayhead is not None and rayhead.RayHead.most_alive:
-        terminalreporter.write_line(f"real Ray heads alive at once: at most {rayhead.RayHead.most_alive}")
+    if hasattr(terminalreporter.config, "workerinput"):
+        return
+    from tests.integration.ray.rayhead import most_alive_in_run
+
+    most = most_alive_in_run()
+    if most:
+        terminalreporter.write_line(f"real Ray heads alive at once: at most {most}")
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,9 @@ from tests.integration.ray.kubehelpers import Kube
 from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
+# One xdist group (tests/scheduling.py): the control plane of its own is started once per run.
+DISTRIBUTE_AS_ONE_GROUP = True
+
 
 @pytest.fixture(scope="package")
 def faults_cluster() -> Iterator[LocalCluster]:

@@ -27,6 +27,8 @@ from tests.integration.ray.kubehelpers import Kube, condition
 from tests.polling import wait_for
 
 PREFIX = "mk"
+# One xdist group (tests/scheduling.py): the fleet of three control planes is started once per run.
+DISTRIBUTE_AS_ONE_GROUP = True
 WORKER_LOST_TIMEOUT_S = 20
 MANAGER_ENV = {
     "RAYQUOTA_MULTIKUEUE": "true",

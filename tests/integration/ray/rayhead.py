@@ -1,21 +1,34 @@
 """The tests' real Ray heads: the package's local Ray head (rayquota.operator.ray.localhead),
 counted. A head is a raylet, a GCS, a dashboard and often a Serve controller: on a 2-core machine
 more than two alive at once slow every test beside them, so starting a third fails the test that
-asks for it (the suite's budget is a test too)."""
+asks for it (the suite's budget is a test too). The count is the whole run's: every pytest process
+of it (the xdist workers of `make test`) records its live heads in the run's folder
+(``$RAYQUOTA_TEST_RUN_DIR``, made by tests/conftest.py), so a head started by one worker counts
+against the others too."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import time
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
+
+import psutil
 
 from rayquota.operator.ray.localhead import LOOPBACK, LocalRayHead
 from rayquota.ports import free_port
+from tests.scheduling import RUN_DIR_ENV
 
-__all__ = ["MAX_ALIVE", "RayHead", "free_port"]
+__all__ = ["MAX_ALIVE", "RUN_DIR_ENV", "RayHead", "free_port", "most_alive_in_run"]
 
 MAX_ALIVE = 2
+_HEAD_FILE_PREFIX = "ray-head-"
+_MOST_ALIVE_FILE = "ray-heads-most-alive"
 
 
 class TooManyRayHeads(AssertionError):
@@ -23,30 +36,55 @@ class TooManyRayHeads(AssertionError):
 
 
 class RayHead(LocalRayHead):
-    """A local Ray head that counts the heads of this test process alive at once."""
+    """A local Ray head that counts the heads of this test run alive at once."""
 
-    alive: ClassVar[set[int]] = set()
-    most_alive: ClassVar[int] = 0
+    alive: ClassVar[set[int]] = set()  # this process's
+    most_alive: ClassVar[int] = 0  # this process's; the run's: most_alive_in_run()
 
     def start(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
-        if id(self) not in RayHead.alive and len(RayHead.alive) >= MAX_ALIVE:
-            raise TooManyRayHeads(
-                f"a Ray head would be the {len(RayHead.alive) + 1}th alive at once (at most {MAX_ALIVE}): "
-                "share the session's head (the ray_head fixture) or stop a head when its last test is done"
-            )
-        RayHead.alive.add(id(self))
-        RayHead.most_alive = max(RayHead.most_alive, len(RayHead.alive))
+        if id(self) not in RayHead.alive:
+            self._count_in()
         try:
             super().start(timeout_s, attempts)
         except BaseException:
-            RayHead.alive.discard(id(self))
+            self._count_out()
             raise
 
     def stop(self) -> None:
         try:
             super().stop()
         finally:
-            RayHead.alive.discard(id(self))
+            self._count_out()
+
+    def _count_in(self) -> None:
+        with _run_registry() as run_dir:
+            others = _live_head_files(run_dir) if run_dir else []
+            mine = [f"this process's {n + 1}" for n in range(len(RayHead.alive))]
+            theirs = [f.name for f in others if not f.name.startswith(f"{_HEAD_FILE_PREFIX}{os.getpid()}-")]
+            alive = len(mine) + len(theirs)
+            if alive >= MAX_ALIVE:
+                raise TooManyRayHeads(
+                    f"a Ray head would be the {alive + 1}th alive at once in this run (at most {MAX_ALIVE}; "
+                    f"alive: {mine + theirs}): share the ray_head fixture's head or stop a head when its "
+                    "last test is done"
+                )
+            RayHead.alive.add(id(self))
+            RayHead.most_alive = max(RayHead.most_alive, len(RayHead.alive))
+            if run_dir:
+                self._run_file(run_dir).touch()
+                most = run_dir / _MOST_ALIVE_FILE
+                before = int(most.read_text() or 0) if most.exists() else 0
+                most.write_text(str(max(before, alive + 1)))
+
+    def _count_out(self) -> None:
+        RayHead.alive.discard(id(self))
+        with _run_registry() as run_dir:
+            if run_dir:
+                self._run_file(run_dir).unlink(missing_ok=True)
+
+    def _run_file(self, run_dir: Path) -> Path:
+        return run_dir / f"{_HEAD_FILE_PREFIX}{os.getpid()}-{id(self)}"
+
 
     def remove_serve_applications(self, timeout_s: float = 60.0) -> None:
         """Delete every Serve application (a declarative deploy of none, with the head's own HTTP
@@ -72,3 +110,33 @@ class RayHead(LocalRayHead):
                 time.sleep(0.5)
             if time.monotonic() >= deadline:
                 raise AssertionError(f"Serve applications still listed after {timeout_s}s: {left}")
+
+
+@contextlib.contextmanager
+def _run_registry() -> Iterator[Path | None]:
+    """The run's folder, locked against the run's other processes (None: no run-wide count)."""
+    folder = os.environ.get(RUN_DIR_ENV)
+    if not folder or not Path(folder).is_dir():
+        yield None
+        return
+    with open(Path(folder) / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield Path(folder)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _live_head_files(run_dir: Path) -> list[Path]:
+    """The run's heads alive: files of processes that are gone (a crashed worker) do not count."""
+    files = sorted(run_dir.glob(f"{_HEAD_FILE_PREFIX}*"))
+    return [f for f in files if psutil.pid_exists(int(f.name[len(_HEAD_FILE_PREFIX) :].split("-")[0]))]
+
+
+def most_alive_in_run() -> int:
+    """The most Ray heads this run had alive at once (its processes together)."""
+    folder = os.environ.get(RUN_DIR_ENV)
+    most = Path(folder) / _MOST_ALIVE_FILE if folder else None
+    if most is not None and most.exists():
+        return int(most.read_text() or 0)
+    return RayHead.most_alive
