@@ -6,9 +6,10 @@ worker is a *group*, chosen per test from where it lives and what it uses, so a 
 is placed without anyone listing it:
 
 - every module with a test that uses a real Ray head (the ``ray_head`` fixture, directly or
-  through another fixture) joins the one group ``ray-heads``: those tests run on one worker, so
-  the run never has more heads alive than one worker starts (its shared head, plus a module's
-  second head in upgrade tests), and the shared head is started once;
+  through another fixture, or a head of its own, marked ``starts_ray_heads``) joins the one
+  group ``ray-heads``: those tests run on one worker, so the run never has more heads alive
+  than one worker starts (its shared head, plus a module's second head in upgrade tests), and
+  the shared head is started once;
 - a package whose conftest sets ``DISTRIBUTE_AS_ONE_GROUP = True`` (its package fixture is a
   control plane or a fleet of its own) is one group, so that fixture is started once;
 - any other module is a group of its own.
@@ -41,6 +42,7 @@ RUN_DIR_ENV = "RAYQUOTA_TEST_RUN_DIR"
 GROUPS_FILE = "groups.json"
 RAY_HEADS_GROUP = "ray-heads"
 RAY_HEAD_FIXTURE = "ray_head"
+OWN_RAY_HEADS_MARK = "starts_ray_heads"
 WHOLE_PACKAGE_FLAG = "DISTRIBUTE_AS_ONE_GROUP"
 # What a test costs, roughly (seconds), by where it runs: only the order of the groups uses it.
 CLUSTER_TEST_WEIGHT = 10.0
@@ -60,7 +62,9 @@ def runs_on_a_cluster(item: pytest.Item) -> bool:
 
 
 def uses_a_ray_head(item: pytest.Item) -> bool:
-    return RAY_HEAD_FIXTURE in getattr(item, "fixturenames", ())
+    """The shared head (the ``ray_head`` fixture) or heads of its own (marked ``starts_ray_heads``)."""
+    own = item.get_closest_marker(OWN_RAY_HEADS_MARK) is not None
+    return own or RAY_HEAD_FIXTURE in getattr(item, "fixturenames", ())
 
 
 def _module_of_nodeid(nodeid: str) -> str:

@@ -28,6 +28,9 @@ from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, worklo
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.polling import holds
 
+# Its own Ray head (the node agent's) and Ray workers: with the other Ray-head tests on one worker.
+pytestmark = pytest.mark.starts_ray_heads
+
 GROUP = "gpu-workers"
 QUEUE = "team"
 # Under a loaded 2-core machine a Ray head takes from 15 s to minutes to start.

@@ -24,6 +24,10 @@ class FakeItem:
 
     nodeid: str
     fixturenames: tuple[str, ...] = ()
+    markers: tuple[str, ...] = ()
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.markers else None
 
     @property
     def path(self) -> Path:
@@ -37,6 +41,7 @@ def test_modules_with_a_ray_head_share_one_group_whole_and_other_modules_are_gro
         FakeItem("tests/integration/queue/test_b.py::test_head", ("ray_head",)),
         FakeItem("tests/integration/queue/test_c.py::test_x"),
         FakeItem("tests/integration/queue/test_c.py::test_y"),
+        FakeItem("tests/integration/autoscaler/test_e.py::test_own_head", markers=("starts_ray_heads",)),
         FakeItem("tests/unit/test_d.py::test_z", ("ray_head",)),  # no cluster: not in the group
     ]
     groups = scheduling.groups_of(items)  # type: ignore[arg-type]
@@ -46,6 +51,7 @@ def test_modules_with_a_ray_head_share_one_group_whole_and_other_modules_are_gro
         "tests/integration/queue/test_b.py::test_head": "ray-heads",
         "tests/integration/queue/test_c.py::test_x": "tests/integration/queue/test_c.py",
         "tests/integration/queue/test_c.py::test_y": "tests/integration/queue/test_c.py",
+        "tests/integration/autoscaler/test_e.py::test_own_head": "ray-heads",
         "tests/unit/test_d.py::test_z": "tests/unit/test_d.py",
     }
 
