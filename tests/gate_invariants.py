@@ -8,9 +8,10 @@ tests/gate_sampler.py, which replays the writes in order). At each state:
   nothing and is judged once it is let through);
 - the requests of the pods that hold resources (not Succeeded or Failed; terminating ones
   included), with the devices allocated to their ResourceClaims (DRA) counted as the quota
-  resource their DeviceClass is mapped to (``device_classes``), never exceed, for every covered resource, what the namespace's Workloads are
-  admitted (``status.admission``), nor the ClusterQueue's nominal quota; and the admissions
-  never add up to more than that quota. So no pod runs before its admission, no admission
+  resource their DeviceClass is mapped to (``device_classes``), never exceed, for every covered
+  resource, what the namespace's Workloads are admitted (``status.admission``), nor the
+  ClusterQueue's nominal quota; and the admissions never add up to more than that quota. So
+  no pod runs before its admission, no admission
   shrinks before the pods that used it are gone, and no quota is given twice. (A finished or
   deleted object's admission counts only while its pods still hold resources.);
 - no child RayCluster of a RayJob, no submitter Job, and no unsuspended child RayCluster of a
@@ -83,7 +84,9 @@ def claim_devices(claim: Mapping[str, Any], device_classes: Mapping[str, str]) -
     resource: each result's request (``name``, or ``name/subrequest`` for ``firstAvailable``) is
     looked up in the claim's spec for its DeviceClass, mapped through ``device_classes``
     (DeviceClass -> quota resource); a class no mapping covers counts as ``deviceclass/<name>``."""
-    spec_requests = {str(r.get("name")): r for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []}
+    spec_requests = {
+        str(r.get("name")): r for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    }
     allocation = (claim.get("status") or {}).get("allocation") or {}
     total: dict[str, Decimal] = {}
     for result in (allocation.get("devices") or {}).get("results") or []:
@@ -102,7 +105,9 @@ def claim_devices(claim: Mapping[str, Any], device_classes: Mapping[str, str]) -
 def claim_holders(claim: Mapping[str, Any]) -> set[str]:
     """The uids of the pods a claim is reserved for, or made for (its owner pod)."""
     uids = {
-        str(r["uid"]) for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("resource") == "pods"
+        str(r["uid"])
+        for r in (claim.get("status") or {}).get("reservedFor") or []
+        if r.get("resource") == "pods"
     }
     uids |= {str(r["uid"]) for r in claim["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"}
     return uids
@@ -279,10 +284,14 @@ class Judge:
     def _claimed_devices(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, Decimal]:
         """The devices allocated to the ResourceClaims of pods that hold resources (a claim shared
         by several pods counts once)."""
-        live = {
-            str(obj["metadata"]["uid"]) for (kind, _), obj in state.items() if kind == "Pod" and holds(obj)
-        }
         total: dict[str, Decimal] = {}
+        if not any(kind == "ResourceClaim" for kind, _ in state):
+            return total
+        live = {
+            str(obj["metadata"].get("uid"))
+            for (kind, _), obj in state.items()
+            if kind == "Pod" and holds(obj) and obj["metadata"].get("uid")
+        }
         for (kind, _), obj in state.items():
             if kind == "ResourceClaim" and claim_holders(obj) & live:
                 for k, v in claim_devices(obj, self.device_classes).items():

@@ -209,6 +209,7 @@ class GateSampler:
         with self._lock:
             versions = sorted(feed.versions, key=lambda v: v.revision)
         return next((v.obj for v in versions if not v.deleted and predicate(v.obj)), None)
+
     def generation_growth(self, kinds: tuple[str, ...] = ("RayService", "RayCluster")) -> dict[str, int]:
         """``kind/name`` -> how far its ``metadata.generation`` grew while watched (every spec
         write bumps it: a controller writing a field back and forth shows here)."""

@@ -173,18 +173,18 @@ def with_claims(rayjob: dict[str, Any], template: str) -> dict[str, Any]:
     return rayjob
 
 
-def allocated_devices(kube: Kube, pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def allocated_devices(cluster: Kube, pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """The devices the scheduler allocated to ``pod``'s claims: (node of the pool, pool, device)."""
     out = []
     for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-        claim = kube.get("resourceclaims.resource.k8s.io", status.get("resourceClaimName") or "")
+        claim = cluster.get("resourceclaims.resource.k8s.io", status.get("resourceClaimName") or "")
         allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
             out.append((str(result["driver"]), str(result["pool"]), str(result["device"])))
     return out
 
 
-def device_queue(quota: Quota, short: str, flavors: Mapping[str, Mapping[str, int]]) -> str:
+def device_queue(objects: Quota, short: str, flavors: Mapping[str, Mapping[str, int]]) -> str:
     """ClusterQueue ``short`` behind LocalQueue ``short``: per flavor, the devices (or GPUs) of
     each resource named (cpu and memory plentiful in each flavor); one resource group."""
     covered = ["cpu", "memory", *dict.fromkeys(r for amounts in flavors.values() for r in amounts)]
@@ -204,8 +204,8 @@ def device_queue(quota: Quota, short: str, flavors: Mapping[str, Mapping[str, in
             ],
         }
     ]
-    cq = quota.apply("ClusterQueue", short, {"spec": {"resourceGroups": groups}})
-    quota.local_queue(short, cq)
+    cq = objects.apply("ClusterQueue", short, {"spec": {"resourceGroups": groups}})
+    objects.local_queue(short, cq)
     return cq
 
 
@@ -215,7 +215,12 @@ def raycluster(name: str, queue: str, groups: list[dict[str, Any]]) -> dict[str,
     spec["workerGroupSpecs"] = groups
     spec["suspend"] = True
     labels = {"kueue.x-k8s.io/queue-name": queue}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name, "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+    }
 
 
 def gpu_group(name: str, replicas: int, gpus: int) -> dict[str, Any]:

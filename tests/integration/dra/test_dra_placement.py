@@ -37,7 +37,9 @@ def workers(kube: Kube, cluster: str, group: str | None = None) -> list[dict[str
 
 
 def pending_reason(kube: Kube, cluster: str) -> str:
-    return str(((workload_of(kube, "RayCluster", cluster) or {}).get("status") or {}).get("pendingReason") or "")
+    return str(
+        ((workload_of(kube, "RayCluster", cluster) or {}).get("status") or {}).get("pendingReason") or ""
+    )
 
 
 def test_a_dra_raycluster_is_charged_gated_and_placed_like_an_nvidia_gpu_one(
@@ -58,7 +60,11 @@ def test_a_dra_raycluster_is_charged_gated_and_placed_like_an_nvidia_gpu_one(
         for ps in dra["status"]["admission"]["podSetAssignments"]
     ] == [ps["flavors"] for ps in nv["status"]["admission"]["podSetAssignments"]]
     for cluster in ("dra", "nv"):
-        wait_for(f"{cluster}'s head and 2 workers Running", lambda c=cluster: len(running(kube.pods(c))) == 3, timeout_s=120)
+        wait_for(
+            f"{cluster}'s head and 2 workers Running",
+            lambda c=cluster: len(running(kube.pods(c))) == 3,
+            timeout_s=120,
+        )
     # Placed: the flavor's nodes, where the scheduler allocated each worker its 2 devices.
     for pod in workers(kube, "dra"):
         devices = allocated_devices(kube, pod)
@@ -70,7 +76,9 @@ def test_a_dra_raycluster_is_charged_gated_and_placed_like_an_nvidia_gpu_one(
     holds("the late cluster without pods", lambda: kube.pods("late") == [], seconds=3)
     # Released only once the first cluster's pods are gone (the sampler judges the order).
     kube.kubectl("delete", "raycluster", "dra", "--wait=false")
-    wait_for("the late cluster's worker Running", lambda: len(running(workers(kube, "late"))) == 1, timeout_s=120)
+    wait_for(
+        "the late cluster's worker Running", lambda: len(running(workers(kube, "late"))) == 1, timeout_s=120
+    )
     assert len(allocated_devices(kube, workers(kube, "late")[0])) == 2
     sampler.assert_holds()
     assert sampler.ever("ResourceClaim", lambda c: bool((c.get("status") or {}).get("allocation")))
@@ -87,7 +95,9 @@ def test_a_cluster_of_a_dra_group_and_an_nvidia_gpu_group_grows_only_with_quota(
     kube.apply(body)
     wl = admitted_workload(kube, "RayCluster", "mixed")
     assert (admitted_usage(wl, GPU_RESOURCE), admitted_usage(wl, "nvidia.com/gpu")) == (2, 2)
-    wait_for("the head and both workers Running", lambda: len(running(kube.pods("mixed"))) == 3, timeout_s=120)
+    wait_for(
+        "the head and both workers Running", lambda: len(running(kube.pods("mixed"))) == 3, timeout_s=120
+    )
     [dra_worker] = workers(kube, "mixed", "dra")
     [nv_worker] = workers(kube, "mixed", "nv")
     assert len(allocated_devices(kube, dra_worker)) == 2 and allocated_devices(kube, nv_worker) == []
@@ -98,7 +108,11 @@ def test_a_cluster_of_a_dra_group_and_an_nvidia_gpu_group_grows_only_with_quota(
     wait_for("the grown slice waiting", lambda: GPU_RESOURCE in pending_reason(kube, "mixed"))
     holds("one DRA worker only", lambda: len(workers(kube, "mixed", "dra")) == 1, seconds=3)
     device_queue(quota, "team", {a100: {"nvidia.com/gpu": 2, GPU_RESOURCE: 4}})
-    wait_for("the second DRA worker Running", lambda: len(running(workers(kube, "mixed", "dra"))) == 2, timeout_s=120)
+    wait_for(
+        "the second DRA worker Running",
+        lambda: len(running(workers(kube, "mixed", "dra"))) == 2,
+        timeout_s=120,
+    )
     wl = admitted_workload(kube, "RayCluster", "mixed")
     assert (admitted_usage(wl, GPU_RESOURCE), admitted_usage(wl, "nvidia.com/gpu")) == (4, 2)
     sampler.assert_holds()
@@ -115,7 +129,9 @@ def test_mig_partitions_and_full_gpus_are_two_flavors(
     sampler = dra_sampler(cq, pool=None)  # two flavors: placement is checked below
     kube.apply(claim_template("two-gpus", 2))
     kube.apply(claim_template("one-mig", 1, MIG_CLASS))
-    kube.apply(raycluster("split", "team", [claim_group("full", 1, "two-gpus"), claim_group("mig", 2, "one-mig")]))
+    kube.apply(
+        raycluster("split", "team", [claim_group("full", 1, "two-gpus"), claim_group("mig", 2, "one-mig")])
+    )
     wl = admitted_workload(kube, "RayCluster", "split")
     flavors = {ps["name"]: ps["flavors"] for ps in wl["status"]["admission"]["podSetAssignments"]}
     assert flavors["full"][GPU_RESOURCE] == a100 and flavors["mig"][MIG_RESOURCE] == h100, flavors
