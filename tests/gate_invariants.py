@@ -7,9 +7,11 @@ tests/gate_sampler.py, which replays the writes in order). At each state:
   on a node with the flavor's labels (a pod held at a scheduling gate, never bound, holds
   nothing and is judged once it is let through);
 - the requests of the pods that hold resources (not Succeeded or Failed; terminating ones
-  included) never exceed, for every covered resource, what the namespace's Workloads are
-  admitted (``status.admission``), nor the ClusterQueue's nominal quota; and the admissions
-  never add up to more than that quota. So no pod runs before its admission, no admission
+  included), with the devices allocated to their ResourceClaims (DRA) counted as the quota
+  resource their DeviceClass is mapped to (``device_classes``), never exceed, for every covered
+  resource, what the namespace's Workloads are admitted (``status.admission``), nor the
+  ClusterQueue's nominal quota; and the admissions never add up to more than that quota. So
+  no pod runs before its admission, no admission
   shrinks before the pods that used it are gone, and no quota is given twice. (A finished or
   deleted object's admission counts only while its pods still hold resources.);
 - no child RayCluster of a RayJob, no submitter Job, and no unsuspended child RayCluster of a
@@ -77,6 +79,40 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def claim_devices(claim: Mapping[str, Any], device_classes: Mapping[str, str]) -> dict[str, Decimal]:
+    """The devices allocated to a ResourceClaim (``status.allocation.devices.results``), per quota
+    resource: each result's request (``name``, or ``name/subrequest`` for ``firstAvailable``) is
+    looked up in the claim's spec for its DeviceClass, mapped through ``device_classes``
+    (DeviceClass -> quota resource); a class no mapping covers counts as ``deviceclass/<name>``."""
+    spec_requests = {
+        str(r.get("name")): r for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    }
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    total: dict[str, Decimal] = {}
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        name, _, sub = str(result.get("request") or "").partition("/")
+        request = spec_requests.get(name) or {}
+        if sub:
+            chosen = [s for s in request.get("firstAvailable") or [] if s.get("name") == sub]
+            device_class = str(chosen[0].get("deviceClassName") if chosen else "")
+        else:
+            device_class = str((request.get("exactly") or {}).get("deviceClassName") or "")
+        resource = device_classes.get(device_class, f"deviceclass/{device_class}")
+        total[resource] = total.get(resource, Decimal(0)) + 1
+    return total
+
+
+def claim_holders(claim: Mapping[str, Any]) -> set[str]:
+    """The uids of the pods a claim is reserved for, or made for (its owner pod)."""
+    uids = {
+        str(r["uid"])
+        for r in (claim.get("status") or {}).get("reservedFor") or []
+        if r.get("resource") == "pods"
+    }
+    uids |= {str(r["uid"]) for r in claim["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"}
+    return uids
+
+
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     for ref in obj["metadata"].get("ownerReferences") or []:
         if ref.get("controller"):
@@ -135,6 +171,7 @@ class Judge:
     placement: FlavorPlacement | None
     nodes: Mapping[str, Mapping[str, str]]  # node name -> labels
     covered: tuple[str, ...] = COVERED
+    device_classes: Mapping[str, str] = field(default_factory=dict)  # DeviceClass -> quota resource
     _owner_of: dict[str, str] = field(default_factory=dict)  # uid of a RayCluster or Job -> its controller's
 
     def replay(self, versions: Iterable[Version]) -> Iterator[tuple[Version, State]]:
@@ -159,7 +196,7 @@ class Judge:
         problems: list[str] = []
         if version.kind == "Pod" and not version.deleted and holds(version.obj):
             problems += [f"{at}: {p}" for p in self._misplaced(version.obj)]
-        if version.kind in ("Pod", "Workload", "ClusterQueue"):
+        if version.kind in ("Pod", "Workload", "ClusterQueue", "ResourceClaim"):
             problems += [f"{at}: {p}" for p in self._over_quota(state)]
         if version.kind in ("RayCluster", "Job", "Workload"):
             problems += [f"{at}: {p}" for p in self._unadmitted_children(state)]
@@ -195,6 +232,8 @@ class Judge:
                 holders.append(name + ("(terminating)" if obj["metadata"].get("deletionTimestamp") else ""))
                 for k, v in pod_requests(obj).items():
                     used[k] = used.get(k, Decimal(0)) + v
+        for k, v in self._claimed_devices(state).items():
+            used[k] = used.get(k, Decimal(0)) + v
         admitted: dict[str, Decimal] = {}
         holding_owners = {
             owner
@@ -241,6 +280,23 @@ class Judge:
                     f"live pods hold {resource} {held} > nominal quota {nominal.get(resource, 0)}"
                 )
         return problems
+
+    def _claimed_devices(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, Decimal]:
+        """The devices allocated to the ResourceClaims of pods that hold resources (a claim shared
+        by several pods counts once)."""
+        total: dict[str, Decimal] = {}
+        if not any(kind == "ResourceClaim" for kind, _ in state):
+            return total
+        live = {
+            str(obj["metadata"].get("uid"))
+            for (kind, _), obj in state.items()
+            if kind == "Pod" and holds(obj) and obj["metadata"].get("uid")
+        }
+        for (kind, _), obj in state.items():
+            if kind == "ResourceClaim" and claim_holders(obj) & live:
+                for k, v in claim_devices(obj, self.device_classes).items():
+                    total[k] = total.get(k, Decimal(0)) + v
+        return total
 
     @staticmethod
     def _admissions(state: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, dict[str, int]]:

@@ -52,9 +52,13 @@ class GateSampler:
         placement: FlavorPlacement | None,
         covered: tuple[str, ...] = COVERED,
         queue_api: tuple[str, str] = (GROUP, VERSION),
+        device_classes: Mapping[str, str] | None = None,
     ) -> None:
         """``queue_api``: the group and version of the Workloads and ClusterQueue watched
-        (``("kueue.x-k8s.io", "v1beta2")`` in Kueue-API mode)."""
+        (``("kueue.x-k8s.io", "v1beta2")`` in Kueue-API mode). ``device_classes`` (DeviceClass ->
+        quota resource, as ``resources.deviceClassMappings``): the namespace's ResourceClaims are
+        watched too, and the devices allocated to a live pod's claims count as the mapped
+        resource (name it in ``covered`` to judge it)."""
         self.namespace, self.cluster_queue = namespace, cluster_queue
         group, version = queue_api
         self.api = config.new_client_from_config(config_file=kubeconfig)
@@ -74,8 +78,16 @@ class GateSampler:
             _Feed("RayJob", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayjobs")),
             _Feed("RayService", custom.list_namespaced_custom_object, ("ray.io", "v1", ns, "rayservices")),
         ]
+        if device_classes is not None:
+            self.feeds.append(
+                _Feed(
+                    "ResourceClaim",
+                    custom.list_namespaced_custom_object,
+                    ("resource.k8s.io", "v1", ns, "resourceclaims"),
+                )
+            )
         nodes = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
-        self.judge = Judge(cluster_queue, placement, nodes, covered)
+        self.judge = Judge(cluster_queue, placement, nodes, covered, dict(device_classes or {}))
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -197,6 +209,7 @@ class GateSampler:
         with self._lock:
             versions = sorted(feed.versions, key=lambda v: v.revision)
         return next((v.obj for v in versions if not v.deleted and predicate(v.obj)), None)
+
     def generation_growth(self, kinds: tuple[str, ...] = ("RayService", "RayCluster")) -> dict[str, int]:
         """``kind/name`` -> how far its ``metadata.generation`` grew while watched (every spec
         write bumps it: a controller writing a field back and forth shows here)."""

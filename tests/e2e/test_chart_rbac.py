@@ -8,6 +8,7 @@ declarations against the requests the operator really makes.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from rayquota.operator.permissions import (
     offline_manager,
     required_permissions,
 )
+from rayquota.operator.queue.dra.settings import DeviceClassMapping, DraSettings
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from tests.e2e.chart import find, render
 
@@ -42,14 +44,25 @@ def grants(permissions: frozenset[Permission]) -> set[Grant]:
     return {(p.group, p.resource, p.verb) for p in permissions}
 
 
+# Device classes mapped to quota (docs/dra.md): the queue then reads ResourceClaimTemplates.
+DRA_MAPPING = (
+    "operatorConfiguration.resources.deviceClassMappings[0].name=example.com/gpu",
+    "operatorConfiguration.resources.deviceClassMappings[0].deviceClassNames[0]=gpu.example.com",
+)
+
+
 def needed(
-    reconcilers: bool, self_issued_cert: bool, multikueue: bool = False, gates: str = ""
+    reconcilers: bool, self_issued_cert: bool, multikueue: bool = False, gates: str = "", dra: bool = False
 ) -> RequiredPermissions:
     config = OperatorConfig(
         reconcilers_enabled=reconcilers,
         multikueue=MultiKueueSettings() if multikueue else None,
         feature_gates=FeatureGates.parse(gates),
     )
+    if dra:
+        mappings = (DeviceClassMapping("example.com/gpu", ("gpu.example.com",)),)
+        labels = dataclasses.replace(config.queue.labels, dra=DraSettings(mappings))
+        config = dataclasses.replace(config, queue=dataclasses.replace(config.queue, labels=labels))
     manager, components = offline_manager(config)
     return required_permissions(manager, components, self_issued_cert=self_issued_cert)
 
@@ -69,6 +82,9 @@ def assert_same(kind: str, rendered: set[Grant], wanted: set[Grant]) -> None:
         (("multikueue.enabled=true",), True, True),
         (("multikueue.enabled=true", "reconcilers.enabled=false"), False, True),
         ((NETWORK_POLICY_GATE, "featureGates[0].enabled=true"), True, True),
+        (DRA_MAPPING, True, True),
+        ((*DRA_MAPPING, "reconcilers.enabled=false"), False, True),
+        ((*DRA_MAPPING, "operatorConfiguration.queue.dra.integration=false"), True, True),
     ],
     ids=[
         "full",
@@ -78,6 +94,9 @@ def assert_same(kind: str, rendered: set[Grant], wanted: set[Grant]) -> None:
         "multikueue",
         "multikueue-only",
         "network-policy",
+        "dra",
+        "dra-admission-only",
+        "dra-integration-off",
     ],
 )
 def test_the_chart_grants_exactly_what_the_code_uses(
@@ -85,7 +104,9 @@ def test_the_chart_grants_exactly_what_the_code_uses(
 ) -> None:
     objects = render(*values)
     gates = "RayClusterNetworkPolicy=true" if NETWORK_POLICY_GATE in values else ""
-    wanted = needed(reconcilers, self_issued_cert, "multikueue.enabled=true" in values, gates)
+    dra = DRA_MAPPING[0] in values and "operatorConfiguration.queue.dra.integration=false" not in values
+    multikueue = "multikueue.enabled=true" in values
+    wanted = needed(reconcilers, self_issued_cert, multikueue, gates, dra=dra)
     [namespaced] = find(objects, "ClusterRole", "rq-rayquota")
     [cluster] = find(objects, "ClusterRole", "rq-rayquota-cluster")
     [own] = find(objects, "Role", "rq-rayquota")

@@ -74,3 +74,14 @@ objectSelector: {{- toYaml . | nindent 2 }}
 {{- end }}
 namespaceSelector: {{- toYaml (index . 2) | nindent 2 }}
 {{- end -}}
+
+{{/* Non-empty when the queue integration reads ResourceClaimTemplates (docs/dra.md): device
+classes mapped to quota (operatorConfiguration.resources.deviceClassMappings) and the DRA
+integration not switched off (operatorConfiguration.queue.dra.integration). */}}
+{{- define "rayquota.draClaimTemplates" -}}
+{{- $config := .Values.operatorConfiguration | default dict -}}
+{{- $mappings := (($config.resources | default dict).deviceClassMappings) | default list -}}
+{{- $dra := (($config.queue | default dict).dra) | default dict -}}
+{{- $off := and (hasKey $dra "integration") (not $dra.integration) -}}
+{{- if and (include "rayquota.queueEnabled" .) $mappings (not $off) -}}true{{- end -}}
+{{- end -}}

@@ -124,3 +124,72 @@ def test_a_pod_held_at_its_scheduling_gate_holds_nothing_and_is_judged_once_let_
     bound = held_at_gate("b", 4)
     bound["spec"]["nodeName"] = "a100-0"
     assert any("> admitted 2" in p for p in judged(("Workload", workload(2)), ("Pod", bound)))
+
+
+# --- DRA: the devices allocated to a live pod's ResourceClaims count as their mapped resource ---
+
+DEVICE_CLASSES = {"gpu.example.com": "example.com/gpu"}
+
+
+def dra_pod(name: str) -> dict[str, Any]:
+    spec = {"containers": [{"resources": {"claims": [{"name": "gpus"}]}}], "nodeName": "a100-0"}
+    spec.update(nodeSelector={"pool": "a100"}, tolerations=[TOLERATION])
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "ownerReferences": OWNER},
+        "spec": spec,
+        "status": {},
+    }
+
+
+def claim(pod_name: str, devices: int) -> dict[str, Any]:
+    request = {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": devices}}
+    results = [
+        {"request": "gpus", "driver": "gpu.example.com", "pool": "a100-0", "device": f"gpu-{i}"}
+        for i in range(devices)
+    ]
+    owner = [{"kind": "Pod", "name": pod_name, "uid": f"uid-{pod_name}", "controller": True}]
+    return {
+        "metadata": {"name": f"{pod_name}-gpus", "ownerReferences": owner},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def dra_workload(devices: int) -> dict[str, Any]:
+    wl = workload(0)
+    wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] = {"example.com/gpu": str(devices)}
+    return wl
+
+
+def judged_dra(*writes: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], bool]) -> list[str]:
+    queue = cluster_queue(4)
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"].append(
+        {"name": "example.com/gpu", "nominalQuota": 4}
+    )
+    versions = [
+        Version(i, w[0], bool(w[2]) if len(w) > 2 else False, w[1])  # type: ignore[misc]
+        for i, w in enumerate([("ClusterQueue", queue), ("RayCluster", RAYCLUSTER), *writes])
+    ]
+    judge = Judge("cq", A100, NODES, ("nvidia.com/gpu", "example.com/gpu"), DEVICE_CLASSES)
+    return [p for version, state in judge.replay(versions) for p in judge.judge(version, state)]
+
+
+def test_devices_allocated_to_a_live_pods_claim_count_against_the_admission() -> None:
+    assert (
+        judged_dra(("Workload", dra_workload(2)), ("Pod", dra_pod("p")), ("ResourceClaim", claim("p", 2)))
+        == []
+    )
+    problems = judged_dra(
+        ("Workload", dra_workload(1)), ("Pod", dra_pod("p")), ("ResourceClaim", claim("p", 2))
+    )
+    assert any("live pods hold example.com/gpu 2 > admitted 1" in p for p in problems), problems
+
+
+def test_a_claim_outliving_its_pod_holds_nothing_and_an_unallocated_one_nothing_yet() -> None:
+    gone = [("Pod", dra_pod("p")), ("ResourceClaim", claim("p", 2)), ("Pod", dra_pod("p"), True)]
+    assert judged_dra(("Workload", dra_workload(2)), *gone, ("Workload", dra_workload(0))) == []
+    unallocated = claim("q", 2)
+    del unallocated["status"]["allocation"]
+    assert (
+        judged_dra(("Workload", dra_workload(0)), ("Pod", dra_pod("q")), ("ResourceClaim", unallocated)) == []
+    )
