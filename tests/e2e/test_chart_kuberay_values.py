@@ -68,10 +68,12 @@ def test_kuberays_values_file_renders_our_chart_unchanged_with_each_value_mapped
     assert container["resources"]["limits"] == {"cpu": "100m", "memory": "512Mi"}
     assert container["resources"]["requests"]["cpu"] == "100m"
     assert container["readinessProbe"]["periodSeconds"] == 5
-    # Cluster-wide, not namespace-only: the ClusterRoles as usual.
+    # Cluster-wide, not namespace-only: the ClusterRoles as usual, and the pending-workloads
+    # API's role aggregated into view/edit/admin (the queue is on, so that API is served).
     assert {r["metadata"]["name"] for r in find(objects, "ClusterRole")} == {
         "kuberay-operator",
         "kuberay-operator-cluster",
+        "kuberay-operator-pending-workloads-viewer",
     }
 
 

@@ -8,7 +8,6 @@ the queries are run by Prometheus itself rather than through a Grafana."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -19,15 +18,14 @@ import pytest
 import yaml
 
 from rayquota.localcluster.cluster import LocalCluster
-from rayquota.ports import free_port
 from tests.e2e.test_kuberay_metrics import operator_metrics, quickstart  # noqa: F401 (a fixture)
 from tests.polling import wait_for
+from tests.prometheus_server import prometheus_scraping
 from tests.quota import QUEUE, Quota, quota  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "rayquota.json"
-PROMETHEUS = Path("/usr/bin/prometheus")
 WINDOW = "5m"  # what $__rate_interval stands for here
 
 
@@ -63,34 +61,10 @@ def series(url: str, expr: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def prometheus(operator_metrics: str, tmp_path: Path) -> Iterator[str]:  # noqa: F811
-    if not PROMETHEUS.exists():
-        pytest.fail(f"{PROMETHEUS} is missing: `make prometheus` installs Debian's prometheus")
     target = urllib.parse.urlsplit(operator_metrics).netloc
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"scrape_configs:\n  - job_name: rayquota\n    static_configs: [{{targets: ['{target}']}}]\n"
-    )
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            str(PROMETHEUS),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("Prometheus to scrape the operator", lambda: series(url, "rayquota_workqueue_depth"), 60)
+    scraped = ("Prometheus to scrape the operator", lambda url: series(url, "rayquota_workqueue_depth"))
+    with prometheus_scraping(target, tmp_path, scraped) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
-        log.close()
 
 
 def test_every_panel_query_returns_series(

@@ -23,8 +23,7 @@ from rayquota.dashboard.history import HistoryRing
 from rayquota.dashboard.prometheus_history import PrometheusHistory
 from rayquota.ports import free_port
 from tests.polling import wait_for
-
-PROMETHEUS = Path("/usr/bin/prometheus")
+from tests.prometheus_server import prometheus_scraping
 
 # The operator's side: an engine with two queues, its gauges set by the operator's own code and
 # served as the operator serves them. Each line on stdin admits one more workload in team-a.
@@ -90,36 +89,12 @@ def exporter() -> Iterator[tuple[int, subprocess.Popen[str]]]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, exporter: tuple[int, subprocess.Popen[str]]) -> Iterator[str]:
-    if not PROMETHEUS.exists():
-        pytest.fail(f"{PROMETHEUS} is missing: `make prometheus` installs Debian's prometheus")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: rayquota\n    static_configs: [{{targets: ['127.0.0.1:{exporter[0]}']}}]\n"
+    scraped = (
+        "Prometheus to scrape the operator's gauges",
+        lambda url: _has(url, "rayquota_pending_workloads"),
     )
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            str(PROMETHEUS),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(
-            "Prometheus to scrape the operator's gauges", lambda: _has(url, "rayquota_pending_workloads")
-        )
+    with prometheus_scraping(f"127.0.0.1:{exporter[0]}", tmp_path, scraped) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
-        log.close()
 
 
 def _has(url: str, metric: str) -> bool:

@@ -116,7 +116,13 @@ def test_manual_check_gates_reservation_then_ready_retry_and_rejected(
     assert "requeue backoff, attempt 1" in (condition(wl, "Requeued") or {})["message"]
     assert wl["status"]["requeueState"]["count"] == 1 and wl["status"]["requeueState"]["requeueAt"]
     assert _check_states(wl) == {check: "Pending"}  # waits for a new decision at the next reservation
-    assert f"{STATE_ANNOTATION}{check}" not in (wl["metadata"].get("annotations") or {})  # consumed
+    # The decision is consumed: its annotation goes in a write of its own (metadata), which may
+    # land after the status write that released the reservation.
+    wait_for(
+        "second's Retry decision consumed",
+        lambda: f"{STATE_ANNOTATION}{check}"
+        not in ((workload_of(kube, "RayJob", "second") or {}).get("metadata", {}).get("annotations") or {}),
+    )
     retry_events = [e for e in kube.events("second") if e["reason"] == "AdmissionCheckRetry"]
     assert retry_events and "AdmissionCheck in Retry state" in retry_events[0]["message"]
 

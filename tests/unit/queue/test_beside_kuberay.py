@@ -257,10 +257,13 @@ def _worker_counts(demand: Any) -> list[int]:
 def test_beside_kuberay_a_rayjobs_demand_follows_its_clusters_replicas() -> None:
     """The Ray autoscaler raises the replicas of the RayJob's cluster, never the RayJob's own
     rayClusterSpec: beside KubeRay (which creates the new pods at once) the Workload asks for
-    the grown slice. rayquota's own reconcilers keep the RayJob's spec as the demand."""
+    the grown slice. With rayquota's own reconcilers an autoscaling RayJob is elastic too
+    (docs/autoscaler.md); in Kueue-API mode only with Kueue's elastic-job annotation."""
     job, cluster = rayjob_with_cluster(worker_replicas=4)
     assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [cluster])) == [4]
-    assert _worker_counts(ADAPTERS["RayJob"].pod_sets(job, [cluster])) == [2]
+    assert _worker_counts(ADAPTERS["RayJob"].pod_sets(job, [cluster])) == [4]
+    kueue_api = registry(beside_kuberay=False, kueue_api=True)
+    assert _worker_counts(kueue_api["RayJob"].pod_sets(job, [cluster])) == [2]
     job, same = rayjob_with_cluster(worker_replicas=2)
     assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [same])) == [2]
     assert _worker_counts(BESIDE["RayJob"].pod_sets(job, [])) == [2]
