@@ -29,6 +29,7 @@ os.environ.setdefault("RAYQUOTA_VISIBILITY", "false")
 SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
 RUN_DIR = pytest.StashKey[Path]()  # made by this process (the run's first): removed at its end
 RUN_DIR_ENV = scheduling.RUN_DIR_ENV
+GROUP_TIMES = scheduling.GroupTimes()  # the controller's (or a lone process's) view of the run
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -149,9 +150,15 @@ def _ray_head_needed_after(item: pytest.Item) -> bool:
     return any(scheduling.uses_a_ray_head(later) for later in scheduling.items_after(item))
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    GROUP_TIMES.add(report)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if hasattr(terminalreporter.config, "workerinput"):
         return
+    for line in GROUP_TIMES.lines():
+        terminalreporter.write_line(line)
     from tests.integration.ray.rayhead import most_alive_in_run
 
     most = most_alive_in_run()

@@ -193,3 +193,35 @@ def put_package_first(workqueue: OrderedDict[str, dict[str, bool]], last_group: 
 
 def _unit_weight(nodeids: Iterable[str]) -> float:
     return sum(weight(nodeid) for nodeid in nodeids)
+
+
+class GroupTimes:
+    """What each group and each worker cost, from the reports the controller receives (setup,
+    call and teardown of every test), printed after the run: where the wall time went and how
+    evenly the workers were loaded."""
+
+    def __init__(self) -> None:
+        self.by_group: dict[str, float] = {}
+        self.by_worker: dict[str, float] = {}
+        self._groups: dict[str, str] = {}
+
+    def add(self, report: pytest.TestReport) -> None:
+        if not self._groups:
+            self._groups = _recorded_groups()
+        group = self._groups.get(report.nodeid, _module_of_nodeid(report.nodeid))
+        self.by_group[group] = self.by_group.get(group, 0.0) + report.duration
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", "main")
+        self.by_worker[worker] = self.by_worker.get(worker, 0.0) + report.duration
+
+    def lines(self, top: int = 12) -> list[str]:
+        if not self.by_group:
+            return []
+        lines = [
+            "time per worker (tests' setup + call + teardown): "
+            + ", ".join(f"{w} {s / 60:.1f} min" for w, s in sorted(self.by_worker.items()))
+        ]
+        lines.append(f"the {top} costliest groups:")
+        ranked = sorted(self.by_group.items(), key=lambda g: -g[1])[:top]
+        lines.extend(f"  {seconds / 60:6.1f} min  {group}" for group, seconds in ranked)
+        return lines
