@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from tests.integration.ray.rayhead import RayHead
 
 REPO = Path(__file__).resolve().parent.parent
-# Operators started by tests (`rayquota run` in a subprocess reads this) do not register the
-# pending-workloads APIService: many operators share one control plane in a run, and one that is
-# killed or stopped would leave the group unavailable or remove another's registration. The
-# visibility tests turn it on for their own operator (tests/e2e/test_visibility_api.py).
-os.environ.setdefault("RAYQUOTA_VISIBILITY", "false")
 # The process's Ray head once started: stopped right after the last test of this process that uses it.
 SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
 RUN_DIR = pytest.StashKey[Path]()  # made by this process (the run's first): removed at its end

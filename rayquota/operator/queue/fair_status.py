@@ -3,7 +3,7 @@
 - ClusterQueues and Cohorts: ``status.fairSharing.weightedShare`` (Kueue's integer: the share
   rounded up, 2^63-1 when a node of weight 0 borrows) and the gauges
   ``kueue_cluster_queue_weighted_share`` / ``kueue_cohort_weighted_share`` (the share unrounded,
-  NaN for that infinite one), while fair sharing is on.
+  NaN for that infinite one), while fair sharing is on (the families are in ``kueue_metrics``).
 - LocalQueues under admission fair sharing: ``status.fairSharing.admissionFairSharingStatus``
   (``consumedResources``, ``lastUpdate``), sampled every ``usageSamplingInterval``, and the gauge
   ``kueue_local_queue_admission_fair_sharing_usage``.
@@ -16,31 +16,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import Gauge
-
 from rayquota.operator.core.timestamps import format_rfc3339
+from rayquota.operator.queue import kueue_metrics
 from rayquota.queueing import Engine, LocalQueueUsage, format_quantity, parse_quantity
 
 MAX_SHARE = (1 << 63) - 1
 """Kueue's weightedShare of a node of weight 0 that borrows."""
-
-_ROLE = "leader"
-
-CLUSTER_QUEUE_WEIGHTED_SHARE = Gauge(
-    "kueue_cluster_queue_weighted_share",
-    "The ClusterQueue's share of what its cohort lends (largest over resources) over its weight",
-    ["cluster_queue", "cohort", "replica_role"],
-)
-COHORT_WEIGHTED_SHARE = Gauge(
-    "kueue_cohort_weighted_share",
-    "The Cohort's share of what its parent lends (largest over resources) over its weight",
-    ["cohort", "replica_role"],
-)
-LOCAL_QUEUE_AFS_USAGE = Gauge(
-    "kueue_local_queue_admission_fair_sharing_usage",
-    "The LocalQueue's decayed, resource-weighted usage over its weight (admission fair sharing)",
-    ["name", "namespace", "cluster_queue", "replica_role"],
-)
 
 
 def weighted_share(share: float) -> int:
@@ -75,9 +56,9 @@ class FairSharingStatus:
         for (is_cluster_queue, name), share in self.shares.items():
             value = math.nan if math.isinf(share) else share
             if is_cluster_queue:
-                CLUSTER_QUEUE_WEIGHTED_SHARE.labels(name, cohort_of.get(name, ""), _ROLE).set(value)
+                kueue_metrics.observe_cluster_queue_weighted_share(name, cohort_of.get(name, ""), value)
             else:
-                COHORT_WEIGHTED_SHARE.labels(name, _ROLE).set(value)
+                kueue_metrics.observe_cohort_weighted_share(name, value)
 
     def node_status(self, is_cluster_queue: bool, name: str) -> dict[str, Any] | None:
         """``status.fairSharing`` of a ClusterQueue or Cohort (``None``: fair sharing is off)."""
@@ -95,8 +76,11 @@ class FairSharingStatus:
             return None
         weight = local_queue_weight(spec)
         cluster_queue = str(spec.get("clusterQueue") or "")
-        LOCAL_QUEUE_AFS_USAGE.labels(name, namespace, cluster_queue, _ROLE).set(
-            ledger.config.weighted({r: v / 1000 for r, v in usage.total().items()}, weight)
+        kueue_metrics.observe_admission_fair_sharing_usage(
+            name,
+            namespace,
+            cluster_queue,
+            ledger.config.weighted({r: v / 1000 for r, v in usage.total().items()}, weight),
         )
         return {"weightedShare": 0, "admissionFairSharingStatus": consumed_status(usage)}
 

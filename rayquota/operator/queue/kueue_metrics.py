@@ -77,6 +77,23 @@ class _AdmissionFamilies:
         self.admission_wait.labels(*labels, REPLICA_ROLE).observe(waited_s)
 
 
+CLUSTER_QUEUE_WEIGHTED_SHARE = Gauge(
+    "kueue_cluster_queue_weighted_share",
+    "The ClusterQueue's share of what its cohort lends (largest over resources) over its weight",
+    ["cluster_queue", "cohort", "replica_role"],
+)
+COHORT_WEIGHTED_SHARE = Gauge(
+    "kueue_cohort_weighted_share",
+    "The Cohort's share of what its parent lends (largest over resources) over its weight",
+    ["cohort", "replica_role"],
+)
+LOCAL_QUEUE_AFS_USAGE = Gauge(
+    "kueue_local_queue_admission_fair_sharing_usage",
+    "The LocalQueue's decayed, resource-weighted usage over its weight (admission fair sharing)",
+    ["name", "namespace", "cluster_queue", "replica_role"],
+)
+
+
 def _admission_families(
     prefix: str, scope: str, labels: list[str], admission_buckets: int
 ) -> _AdmissionFamilies:
@@ -320,3 +337,16 @@ def judged_pending(workloads: Sequence[Mapping[str, Any]], not_yet_evaluated: st
         if reserved.get("status") == "False" and reserved.get("message") not in (None, "", not_yet_evaluated):
             count += 1
     return count
+
+
+def observe_cluster_queue_weighted_share(cluster_queue: str, cohort: str, share: float) -> None:
+    """Fair sharing's share, unrounded (NaN for a borrowing queue of weight 0, as Kueue)."""
+    CLUSTER_QUEUE_WEIGHTED_SHARE.labels(cluster_queue, cohort, REPLICA_ROLE).set(share)
+
+
+def observe_cohort_weighted_share(cohort: str, share: float) -> None:
+    COHORT_WEIGHTED_SHARE.labels(cohort, REPLICA_ROLE).set(share)
+
+
+def observe_admission_fair_sharing_usage(name: str, namespace: str, cluster_queue: str, usage: float) -> None:
+    LOCAL_QUEUE_AFS_USAGE.labels(name, namespace, cluster_queue, REPLICA_ROLE).set(usage)

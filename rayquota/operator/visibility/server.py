@@ -179,7 +179,8 @@ class VisibilityServer:
         return _status(404, "NotFound", message, {"name": name, "group": self.group.name, "kind": kind})
 
     async def serve(self, context: Any, ready: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Serve on bind:port with `context` (TLS) until cancelled; `ready` runs once listening."""
+        """Serve on bind:port with `context` (TLS) until cancelled; `ready` runs once listening
+        (it may run until cancelled: the registration's keeper)."""
         runner = web.AppRunner(self.app, access_log=None)
         await runner.setup()
         try:

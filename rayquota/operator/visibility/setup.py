@@ -1,6 +1,7 @@
 """The pending-workloads API on the shared manager: a runnable (so only the leader, whose engine
 is current, answers) that reads the API server's front-proxy settings, serves, and on a local
-control plane registers itself."""
+control plane registers itself (held while it runs, taken over from a killed operator, removed
+on a clean stop: `registration.LoopbackApiRegistration`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import aiohttp
 from rayquota import pki
 from rayquota.operator.core import Manager
 from rayquota.operator.kube import ApiError
+from rayquota.operator.leader import new_identity
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.visibility import discovery
 from rayquota.operator.visibility.auth import FrontProxy, load_front_proxy
@@ -57,10 +59,13 @@ def setup(manager: Manager, settings: VisibilitySettings, queue: QueueComponent)
             certificate = LoopbackCertificate.issue()
             pki.load_serving_pair(context, certificate.cert, certificate.key)
             if settings.loopback:
-                registration = LoopbackApiRegistration(manager.client, group, certificate.ca_bundle)
+                holder = f"{new_identity()}-{port}"
+                registration = LoopbackApiRegistration(
+                    manager.client, group, certificate.ca_bundle, holder=holder
+                )
         server.front.client_context(context)
         try:
-            await server.serve(context, (lambda: registration.register(port)) if registration else None)
+            await server.serve(context, (lambda: registration.hold(port)) if registration else None)
         finally:
             if registration is not None:
                 await registration.unregister()

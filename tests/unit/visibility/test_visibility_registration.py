@@ -11,6 +11,7 @@ from cryptography import x509
 
 from rayquota.operator.visibility import discovery
 from rayquota.operator.visibility.registration import (
+    HOLDER_ANNOTATION,
     LoopbackCertificate,
     api_service,
     external_name_service,
@@ -32,11 +33,12 @@ def test_the_service_points_the_aggregator_at_loopback() -> None:
 def test_each_version_has_an_apiservice_trusting_the_generated_ca() -> None:
     certificate = LoopbackCertificate.issue()
     group = discovery.of_mode("kueue")
-    bodies = [api_service(group, v, 41234, certificate.ca_bundle) for v in group.versions]
+    bodies = [api_service(group, v, 41234, certificate.ca_bundle, "op-1") for v in group.versions]
     assert [b["metadata"]["name"] for b in bodies] == [
         "v1beta2.visibility.kueue.x-k8s.io",
         "v1beta1.visibility.kueue.x-k8s.io",
     ]
+    assert bodies[0]["metadata"]["annotations"] == {HOLDER_ANNOTATION: "op-1"}
     assert bodies[0]["spec"]["service"] == {
         "name": "rayquota-visibility",
         "namespace": "kube-system",
