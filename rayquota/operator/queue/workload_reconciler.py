@@ -32,6 +32,7 @@ from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdap
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
+from rayquota.operator.queue.dra.words import naming_device_classes
 from rayquota.operator.queue.objects import (
     PodKey,
     PodLookups,
@@ -120,7 +121,9 @@ class WorkloadReconciler:
             self.restores.forget(key)
             self._release_when_pods_gone(key, workload)
             return None
-        return await self._queued(key, queued, workload)
+        # Every demand read below counts the DRA devices of the namespace's claim templates.
+        with self.objects.claim_reading(key.namespace):
+            return await self._queued(key, queued, workload)
 
     def parts_of(self, key: ObjectKey) -> list[str]:
         """The clusters a Workload's object was last seen with (a deleted one's pods count there
@@ -158,10 +161,9 @@ class WorkloadReconciler:
             self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
             return None
-        with self.objects.claim_reading(key.namespace):
-            bad_quantities = quantity_errors(queued.kind, obj)
-            # The demand is read only where every quantity can be (it would raise otherwise).
-            demand = None if bad_quantities else adapter.pod_sets(obj, children)
+        bad_quantities = quantity_errors(queued.kind, obj)
+        # The demand is read only where every quantity can be (it would raise otherwise).
+        demand = None if bad_quantities else adapter.pod_sets(obj, children)
         if bad_quantities:
             # Nothing can be counted: the webhook refuses such an object; without it, it stays
             # gated (what an admission already runs keeps running) and says why.
@@ -309,7 +311,7 @@ class WorkloadReconciler:
         if reason:
             # A LocalQueue that does not exist (a typo in the label) is a mistake to correct.
             kind = "Warning" if names_a_missing_queue(reason) else "Normal"
-            self.manager.recorder.post(obj, kind, "Pending", reason_in_words(reason, workload))
+            self.manager.recorder.post(obj, kind, "Pending", self._in_words(reason, workload))
         backoff = requeue_at(workload)
         if backoff is not None and backoff > time.time():
             # The Requeued condition turns True when the backoff ends.
@@ -437,6 +439,11 @@ class WorkloadReconciler:
         evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
         return replace(spec, created=max(spec.created, evicted_at))
 
+    def _in_words(self, reason: str, workload: Obj) -> str:
+        """The queue's reason as its user knows the things it names: worker groups, not pod
+        sets, and a DRA quota resource followed by the DeviceClasses mapped to it."""
+        return naming_device_classes(reason_in_words(reason, workload), self.objects.settings.dra)
+
     async def _write_status(
         self,
         workload: Obj,
@@ -457,7 +464,7 @@ class WorkloadReconciler:
             workload.get("status"),
             admission=None if released else self.driver.admission(key),
             eviction=None if released else self.driver.eviction(key),
-            pending_reason=reason_in_words(reason, workload) if reason else reason,
+            pending_reason=self._in_words(reason, workload) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
             pods_ready=pods_ready,

@@ -17,9 +17,9 @@ from tests.gate_invariants import COVERED
 from tests.gate_sampler import GateSampler
 from tests.integration.queue.conftest import (  # noqa: F401 (fixtures)
     Quota,
+    gate_sampler,
     gpu_rayjob,
     kube,
-    pool_placement,
     quota,
     running_operator,
 )
@@ -110,31 +110,15 @@ def dra_operator(crds_installed: None, control_plane: Any) -> Iterator[Path]:
 
 
 @pytest.fixture
-def dra_sampler(control_plane: Any, namespace: str) -> Iterator[Any]:
-    """A :class:`GateSampler` on this test's namespace that also counts the devices allocated
-    to live pods' claims (``start(cluster_queue, pool)``); after the test, the invariants must
-    have held at every state it saw."""
-    started: list[GateSampler] = []
+def dra_sampler(gate_sampler: Any) -> Any:  # noqa: F811 (the queue folder's fixture)
+    """The queue folder's gate sampler (``start(cluster_queue, pool)``) that also counts the
+    devices allocated to live pods' claims, mapped to their quota resource."""
 
     def start(cluster_queue: str, pool: str | None = "a100") -> GateSampler:
-        sampler = GateSampler(
-            str(control_plane.kubeconfig),
-            namespace,
-            cluster_queue,
-            pool_placement(pool) if pool is not None else None,
-            covered=(*COVERED, GPU_RESOURCE, MIG_RESOURCE),
-            device_classes=DEVICE_CLASSES,
-        ).start()
-        started.append(sampler)
-        return sampler
+        covered = (*COVERED, GPU_RESOURCE, MIG_RESOURCE)
+        return gate_sampler(cluster_queue, pool, covered=covered, device_classes=DEVICE_CLASSES)  # type: ignore[no-any-return]
 
-    try:
-        yield start
-        for sampler in started:
-            sampler.assert_holds()
-    finally:
-        for sampler in started:
-            sampler.close()
+    return start
 
 
 def claim_template(name: str, count: int, device_class: str = GPU_CLASS) -> dict[str, Any]:

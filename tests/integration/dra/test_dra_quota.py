@@ -1,43 +1,25 @@
 """DRA RayJobs under a quota of mapped devices: charged per pod set, and over quota they wait
-with a reason naming the mapped resource."""
+with a reason naming the mapped resource and its DeviceClass."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tests.integration.dra.conftest import GPU_RESOURCE, claim_template, with_claims
-from tests.integration.queue.conftest import Quota, gpu_rayjob, workload_of
-from tests.integration.ray.kubehelpers import Kube, condition, wait_for
-
-
-def dra_queue(quota: Quota, devices: int) -> str:
-    flavor = quota.apply("ResourceFlavor", "dra", {"spec": {}})
-    resources = [
-        {"name": "cpu", "nominalQuota": 256},
-        {"name": "memory", "nominalQuota": "2Ti"},
-        {"name": GPU_RESOURCE, "nominalQuota": devices},
-    ]
-    groups = [
-        {
-            "coveredResources": ["cpu", "memory", GPU_RESOURCE],
-            "flavors": [{"name": flavor, "resources": resources}],
-        }
-    ]
-    cq = quota.apply("ClusterQueue", "team", {"spec": {"resourceGroups": groups}})
-    quota.local_queue("team", cq)
-    return cq
+from tests.integration.dra.conftest import GPU_CLASS, GPU_RESOURCE, claim_template, device_queue, with_claims
+from tests.integration.queue.conftest import Quota, gpu_rayjob, is_admitted, workload_of
+from tests.integration.ray.kubehelpers import Kube, wait_for
 
 
 def admitted(kube: Kube, name: str) -> dict[str, Any] | None:
     wl = workload_of(kube, "RayJob", name)
-    return wl if wl and (condition(wl, "Admitted") or {}).get("status") == "True" else None
+    return wl if is_admitted(wl) else None
 
 
-def test_second_dra_rayjob_over_quota_waits_naming_the_mapped_resource(
+def test_second_dra_rayjob_over_quota_waits_naming_the_resource_and_device_class(
     dra_operator: Path, kube: Kube, quota: Quota
 ) -> None:
-    cq = dra_queue(quota, 4)
+    cq = device_queue(quota, "team", {quota.apply("ResourceFlavor", "dra", {"spec": {}}): {GPU_RESOURCE: 4}})
     kube.apply(claim_template("two-gpus", 2))
     kube.apply(with_claims(gpu_rayjob("first", "team", workers=2, gpus_per_worker=1), "two-gpus"))
     first = wait_for("first job's Workload admitted", lambda: admitted(kube, "first"))
@@ -58,6 +40,7 @@ def test_second_dra_rayjob_over_quota_waits_naming_the_mapped_resource(
             and wl
         ),
     )
-    assert GPU_RESOURCE in pending["status"]["pendingReason"]
+    reason = pending["status"]["pendingReason"]
+    assert f"{GPU_RESOURCE} (DRA DeviceClass {GPU_CLASS})" in reason, reason
     second = kube.get("rayjob", "second")
     assert second is not None and second["spec"]["suspend"] is True

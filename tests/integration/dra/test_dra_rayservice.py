@@ -42,10 +42,6 @@ def claim_workers(template: str) -> list[dict[str, Any]]:
     return [group_with_claims(group, template) for group in groups]
 
 
-@pytest.mark.skip(
-    reason="not yet seen green: its one full run (load 30-40) timed out waiting for the first "
-    "cluster to become Ready; cause not yet found (branch dra2)"
-)
 def test_an_upgrade_to_dra_workers_is_charged_active_plus_pending(
     kube: Kube,
     quota: Quota,

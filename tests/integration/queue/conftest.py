@@ -178,13 +178,16 @@ class Quota:
 
 @pytest.fixture
 def gate_sampler(control_plane: Any, namespace: str) -> Iterator[Any]:
-    """Starts a :class:`GateSampler` on this test's namespace (``start(cluster_queue, pool)``);
-    after the test, the invariants must have held at every state it saw."""
+    """Starts a :class:`GateSampler` on this test's namespace (``start(cluster_queue, pool,
+    **options)``, the options :class:`GateSampler`'s own); after the test, the invariants must
+    have held at every state it saw."""
     started: list[GateSampler] = []
 
-    def start(cluster_queue: str, pool: str | None = "a100") -> GateSampler:
+    def start(cluster_queue: str, pool: str | None = "a100", **options: Any) -> GateSampler:
         placement = pool_placement(pool) if pool is not None else None
-        sampler = GateSampler(str(control_plane.kubeconfig), namespace, cluster_queue, placement).start()
+        sampler = GateSampler(
+            str(control_plane.kubeconfig), namespace, cluster_queue, placement, **options
+        ).start()
         started.append(sampler)
         return sampler
 
