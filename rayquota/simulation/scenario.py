@@ -81,6 +81,7 @@ from rayquota.queueing import (
     ResourceFlavor,
     Topology,
 )
+from rayquota.simulation.scenario_dra import DraScenarioError, claim_requests, claim_templates, dra_settings
 
 
 class ScenarioError(ValueError):
@@ -155,10 +156,15 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
     if not scenario.local_queues:
         scenario.local_queues = [LocalQueue(cq.name, "default", cq.name) for cq in scenario.cluster_queues]
     all_queues = tuple(lq.key for lq in scenario.local_queues)
+    try:
+        settings, templates = dra_settings(raw), claim_templates(raw)
+    except DraScenarioError as exc:
+        raise ScenarioError(str(exc)) from exc
     for wc in raw.get("workloadClasses") or ():
         name = str(wc["name"])
         queues = tuple(str(q) for q in wc.get("queues") or ["*"])
         try:
+            devices = claim_requests(wc, f"workloadClass {name}", settings, templates)
             pod_set = PodSet.of(
                 "main",
                 int(wc.get("pods", 1)),
@@ -166,8 +172,15 @@ def parse_scenario(raw: Mapping[str, Any], default_name: str = "scenario") -> Sc
                 dict(wc.get("nodeSelector") or {}),
                 topology_request=topology_request.from_api(wc.get("topologyRequest")),
             )
+        except DraScenarioError as exc:
+            raise ScenarioError(str(exc)) from exc
         except ValueError as exc:
             raise ScenarioError(f"workloadClass {name}: {exc}") from exc
+        if devices:
+            summed = dict(pod_set.requests)
+            for resource, milli in devices.items():
+                summed[resource] = summed.get(resource, 0) + milli
+            pod_set = replace(pod_set, requests=summed)
         scenario.classes.append(
             WorkloadClass(
                 name=name,
