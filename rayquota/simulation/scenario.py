@@ -58,6 +58,10 @@ one exists; times are in seconds; quantities are Kubernetes quantities::
     nodes:
       - {name: h100, count: 4, blocks: 2, racks: 2, cpu: "64", memory: 512Gi, gpus: 8}
     domainLevel: topology.rayquota.io/rack    # the level the report's per-domain use is given at
+    # DRA devices (optional, see scenario_dra): Kueue's deviceClassMappings, ResourceClaimTemplate
+    # bodies, and a workload class's resourceClaims (a pod spec's), charged as the operator does.
+    deviceClassMappings: [{name: example.com/gpu, deviceClassNames: [gpu.example.com]}]
+    resourceClaimTemplates: [{metadata: {name: two-gpus}, spec: {spec: {devices: {requests: [...]}}}}]
 """
 
 from __future__ import annotations
