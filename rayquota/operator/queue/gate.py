@@ -19,7 +19,8 @@ from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
 from rayquota.operator.queue import caps, check_states, converter
 from rayquota.operator.queue.adapters.capabilities import ClustersCappedOneByOne, PartTemplates
-from rayquota.operator.queue.adapters.protocol import KindAdapter, allocation_of
+from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice

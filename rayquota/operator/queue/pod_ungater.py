@@ -15,7 +15,7 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.queue import pod_gate
 from rayquota.operator.queue.adapters import CLUSTER_KIND
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pod_release import PodReleases

@@ -29,7 +29,9 @@ from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, kueue_metrics, metrics, naming
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdapter, gate_cleared_by_hand
+from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions

@@ -19,7 +19,7 @@ from typing import Any
 
 from rayquota.operator.queue import pod_gate, topology_request
 from rayquota.operator.queue.adapters import CLUSTER_KIND
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.job_pod_ungater import JOB_KIND
 from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner

@@ -10,21 +10,20 @@ from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue import event_filters
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.adapters.protocol import (
-    Body,
-    Edit,
-    Grant,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RayKind,
-    SpecSuspendKind,
-    TemplateAt,
-    allocation_of,
-    changed,
     cluster_spec_templates,
     cluster_templates,
-    edited,
     inject_cluster,
-    placements,
     restore_cluster,
+)
+from rayquota.operator.queue.adapters.record_helpers import (
+    SpecSuspendKind,
+    allocation_of,
+    changed,
+    edited,
+    placements,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, cluster_pod_sets, single_part

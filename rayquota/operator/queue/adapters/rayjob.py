@@ -13,27 +13,23 @@ from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters.job import topology_assigned
+from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.adapters.protocol import (
-    JOB_NAME_LABEL,
-    LEGACY_JOB_NAME_LABEL,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RAY_CLUSTER_PODS,
-    Body,
-    Edit,
-    Grant,
-    PodLookup,
-    PodWatch,
     RayKind,
-    SpecSuspendKind,
-    TemplateAt,
-    allocation_of,
-    changed,
     cluster_spec_templates,
     cluster_templates,
-    edited,
     inject_cluster,
-    placements,
     restore_cluster,
+)
+from rayquota.operator.queue.adapters.record_helpers import (
+    SpecSuspendKind,
+    allocation_of,
+    changed,
+    edited,
+    placements,
 )
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice

@@ -11,22 +11,20 @@ from typing import Any
 from rayquota.operator.core import resources
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, gate_free
-from rayquota.operator.queue.adapters.protocol import (
-    Body,
-    Edit,
-    Grant,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, SuspendGate, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RayKind,
-    SuspendGate,
-    TemplateAt,
-    allocation_of,
-    changed,
     cluster_spec_templates,
     cluster_templates,
-    edited,
     inject_cluster,
+    restore_cluster,
+)
+from rayquota.operator.queue.adapters.record_helpers import (
+    allocation_of,
+    changed,
+    edited,
     no_pods_hold_quota,
     placements,
-    restore_cluster,
 )
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.pod_set_words import joined_names
