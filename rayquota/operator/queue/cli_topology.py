@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rayquota.operator.queue import converter
+from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND
+from rayquota.operator.queue.adapters.capabilities import ChildrenMarkedByLabel
 from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, cluster_node, pod_key
 from rayquota.operator.ray import labels
 from rayquota.operator.ray.pod_resources import pod_requests
@@ -27,21 +29,25 @@ _NOT_MAIN = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
 def _owner(pod: Obj, clusters: Mapping[tuple[str, str], Obj]) -> tuple[str, str] | None:
-    """(owner kind as the Workload labels name it, owner name) of a Ray pod: its RayCluster's
-    RayJob or RayService, else the RayCluster; a submitter pod's RayJob."""
+    """(owner kind as the Workload labels name it, owner name) of a Ray pod: the queued object
+    its cluster is accounted through (a RayJob, a RayService), else the cluster; a pod outside
+    a cluster marked as a child of a kind (a RayJob's submitter): that kind's object."""
     meta = pod["metadata"]
     pod_labels = meta.get("labels") or {}
     cluster_name = pod_labels.get(labels.RAY_CLUSTER)
     if cluster_name:
         cluster = clusters.get((str(meta.get("namespace")), str(cluster_name)))
+        parents = ADAPTERS[CLUSTER_KIND].accounted_through
         for ref in (cluster or {}).get("metadata", {}).get("ownerReferences") or ():
-            if ref.get("controller") and ref.get("kind") in ("RayJob", "RayService"):
+            if ref.get("controller") and ref.get("kind") in parents:
                 return str(ref["kind"]).lower(), str(ref["name"])
-        return "raycluster", str(cluster_name)
-    if pod_labels.get(labels.ORIGINATED_FROM_CRD) == "RayJob" and pod_labels.get(
-        labels.ORIGINATED_FROM_CR_NAME
-    ):
-        return "rayjob", str(pod_labels[labels.ORIGINATED_FROM_CR_NAME])
+        return CLUSTER_KIND.lower(), str(cluster_name)
+    owner_name = pod_labels.get(labels.ORIGINATED_FROM_CR_NAME)
+    for kind, adapter in ADAPTERS.items():
+        if owner_name and isinstance(adapter, ChildrenMarkedByLabel):
+            key, value = adapter.child_marker
+            if pod_labels.get(key) == value:
+                return kind.lower(), str(owner_name)
     return None
 
 

@@ -1,4 +1,5 @@
-"""Which watch events of Ray objects and pods can change what the Workload reconciler decides.
+"""Which watch events of queued objects and pods can change what the Workload reconciler decides
+(the shared views; each kind's own filter is in its record, `adapters/<kind>.py`).
 
 The reconciler is level-triggered, so skipping an event is safe exactly when nothing it reads
 changed. Under a flood of RayJobs most events are the Ray reconcilers' own status writes
@@ -20,11 +21,8 @@ from typing import Any
 
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.core.pods import FINISHED_POD_PHASES, pod_ready
-from rayquota.operator.ray import labels
 
 Body = Mapping[str, Any]
-# The RayJob status fields the Workload reconciler reads (RayJobAdapter: finished, cluster_name).
-RAYJOB_STATUS_READ = ("jobDeploymentStatus", "rayClusterName")
 
 
 def object_view(obj: Body) -> tuple[Any, ...]:
@@ -36,23 +34,6 @@ def object_view(obj: Body) -> tuple[Any, ...]:
         meta.get("deletionTimestamp"),
         meta.get("ownerReferences"),
     )
-
-
-def rayjob_changed(event: str, new: Body, old: Body | None) -> bool:
-    if event != MODIFIED or old is None:
-        return True
-    status, old_status = new.get("status") or {}, old.get("status") or {}
-    return object_view(new) != object_view(old) or any(
-        status.get(field) != old_status.get(field) for field in RAYJOB_STATUS_READ
-    )
-
-
-def raycluster_changed(event: str, new: Body, old: Body | None) -> bool:
-    if event != MODIFIED or old is None:
-        return True
-    if (new["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD) == "RayService":
-        return True
-    return object_view(new) != object_view(old)
 
 
 def _pod_view(pod: Body) -> tuple[Any, ...]:

@@ -11,23 +11,23 @@ does not know, allows nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
 from rayquota.operator.queue import caps, check_states, converter
-from rayquota.operator.queue.adapters.protocol import allocation_of, cluster_templates
+from rayquota.operator.queue.adapters.capabilities import ClustersCappedOneByOne, PartTemplates
+from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import Queued, QueueObjects
-from rayquota.operator.queue.podsets import Role
 from rayquota.operator.queue.topology_caps import cluster_domains
 from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
 from rayquota.operator.ray import conditions
-from rayquota.operator.ray.labels import submission_mode
 from rayquota.operator.ray.pod_resources import held_by
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.queueing import ResourceFlavor
@@ -96,16 +96,17 @@ class QueueGate:
         if admission is None:
             return NOTHING
         name = str(cluster["metadata"]["name"])
-        children = self.objects.children(queued.kind, queued.obj)
-        if queued.kind == "RayJob":
-            children = [c for c in children if c["metadata"]["name"] == name]
+        all_children = self.objects.children(queued.kind, queued.obj)
+        children: Sequence[Mapping[str, Any]] = all_children
+        if isinstance(queued.adapter, ClustersCappedOneByOne):
+            children = queued.adapter.capped_with(all_children, name)
         demand, allocation = allocation_of(queued.adapter, queued.obj, children, admission)
         share = allocation.get(name)
         placements = caps.admitted_placements(admission, self.flavors)
         if share is None or placements is None:
             return NOTHING
         head_domains, worker_domains = cluster_domains(demand, name, admission)
-        held_elsewhere = self._held_elsewhere(queued, children, name)
+        held_elsewhere = self._held_elsewhere(queued, all_children, name)
         return replace(
             caps.part_caps(demand, share, admission, placements, held_elsewhere),
             head_domains=head_domains,
@@ -113,9 +114,7 @@ class QueueGate:
         )
 
     def _held_elsewhere(self, queued: Queued, children: list[dict[str, Any]], part: str) -> dict[str, int]:
-        """What the pods of the object's other clusters (a deleted one's too) hold."""
-        if queued.kind == "RayJob":
-            children = self.objects.children(queued.kind, queued.obj)
+        """What the pods of the object's other clusters (all its children; a deleted one's too) hold."""
         by_part = self.objects.pods_by_part(queued, children, self.lingering_parts(queued.workload))
         return held_by(p for name, pods in by_part.items() if name != part for p in pods)
 
@@ -156,7 +155,7 @@ class QueueGate:
         misses: list[str] = []
         for name in parts:
             misses += caps.template_misses(
-                self._templates(kind, obj, children, name), demand.pod_set_of[name], placements
+                self._templates(queued.adapter, obj, children, name), demand.pod_set_of[name], placements
             )
         if misses:
             return GateVerdict(True, False, WAITING_FOR_PLACEMENT, "; ".join(misses))
@@ -164,22 +163,12 @@ class QueueGate:
 
     @staticmethod
     def _templates(
-        kind: str, obj: Mapping[str, Any], children: list[dict[str, Any]], part: str
+        adapter: KindAdapter, obj: Mapping[str, Any], children: list[dict[str, Any]], part: str
     ) -> list[tuple[Any, Mapping[str, Any]]]:
-        """The pod templates the builders read for one part: a RayJob's own (its cluster spec
-        and submitter), a standalone cluster's spec, or a RayService child's spec."""
-        spec = obj.get("spec") or {}
-        if kind == "RayJob":
-            templates: list[tuple[Any, Mapping[str, Any]]] = list(
-                cluster_templates(dict(spec.get("rayClusterSpec") or {}))
-            )
-            if submission_mode(obj) == "K8sJobMode":
-                templates.append(((Role.SUBMITTER, ""), spec.get("submitterPodTemplate") or {}))
-            return templates
-        if kind == "RayCluster":
-            return list(cluster_templates(dict(spec)))
-        child = next((c for c in children if c["metadata"]["name"] == part), None)
-        return list(cluster_templates(dict(child.get("spec") or {}))) if child is not None else []
+        """The pod templates the builders read for one part, as the kind says (``PartTemplates``)."""
+        if isinstance(adapter, PartTemplates):
+            return adapter.part_templates(obj, children, part)
+        return []
 
     # --- the status condition ------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from rayquota.operator.core import resources as core_resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, PodWatch, pod_watches
+from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND, KindAdapter, PodWatch, pod_watches
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.dra import context as dra_context
 from rayquota.operator.ray import labels
@@ -27,7 +27,7 @@ from rayquota.operator.ray.redis_cleanup import REDIS_CLEANUP_FINALIZER
 
 RESOURCE_OF_KIND: dict[str, Resource] = {kind: adapter.resource for kind, adapter in ADAPTERS.items()}
 # The kinds whose RayClusters are their children.
-PARENT_KINDS = ADAPTERS["RayCluster"].accounted_through
+PARENT_KINDS = ADAPTERS[CLUSTER_KIND].accounted_through
 OWNER_INDEX = "queue-owner"
 WORKLOAD_INDEX = "queue-workload"
 POD_INDEX = "queue-pods"
@@ -62,7 +62,7 @@ def accounted_elsewhere(kind: str, obj: Mapping[str, Any]) -> bool:
 
 
 def is_child(cluster: Mapping[str, Any]) -> bool:
-    return accounted_elsewhere("RayCluster", cluster)
+    return accounted_elsewhere(CLUSTER_KIND, cluster)
 
 
 def workload_key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
@@ -190,7 +190,7 @@ class QueueObjects:
         return self.queued(kind, dict(obj))
 
     def queued_owner_of_cluster(self, cluster: Mapping[str, Any]) -> Queued | None:
-        return self.queued_owner("RayCluster", cluster)
+        return self.queued_owner(CLUSTER_KIND, cluster)
 
     def parent_unknown(self, cluster: Mapping[str, Any]) -> bool:
         """A child whose parent (RayJob, RayService) the cache does not show: it may be queued,
@@ -218,7 +218,7 @@ class QueueObjects:
         """Is one of these clusters being deleted with its Redis cleanup still to run? The cleanup
         Job's pod starts only once the head is gone, on the head's quota: until the finalizer
         is off, the quota is not free even when no pod is left for a moment."""
-        store = self.informers["RayCluster"].store
+        store = self.informers[CLUSTER_KIND].store
         for name in parts:
             cluster = store.get(namespace, name)
             meta = (cluster or {}).get("metadata") or {}
@@ -258,7 +258,7 @@ class QueueObjects:
         for uid in owner_uids:
             owned = [uid] + [
                 str(c["metadata"]["uid"])
-                for c in self.informers["RayCluster"].store.by_index(OWNER_INDEX, uid)
+                for c in self.informers[CLUSTER_KIND].store.by_index(OWNER_INDEX, uid)
             ]
             for informer in self.pod_informers.values():
                 for owner in owned:

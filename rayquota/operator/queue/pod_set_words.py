@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from rayquota.operator.queue.podsets import Demand, GroupKey, Role
 
@@ -25,7 +25,25 @@ POD_SET_WORDS_ANNOTATION = "rayquota.io/pod-set-names"
 _POD_SET = re.compile(r"\bpod set ([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\b")
 
 
-def _joined(names: list[str]) -> str:
+class KindRecord(Protocol):
+    """What the words need of an integration record: its kind (and, optionally, ``OwnersInWords``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+
+@runtime_checkable
+class OwnersInWords(Protocol):
+    """A record's capability (adapters/capabilities.py): how its pods' owners are named in
+    messages. Without it: ``<kind> `<name>```."""
+
+    def owners_in_words(self, name: str, parts: Collection[str], live: Collection[str]) -> str | None:
+        """``parts``: the parts a group of pods is in; ``live``: the object's existing child
+        clusters. None: the default words."""
+        ...
+
+
+def joined_names(names: list[str]) -> str:
     quoted = [f"`{n}`" for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" and {quoted[-1]}"
 
@@ -41,11 +59,12 @@ def _phrase(key: GroupKey, owners: str) -> str:
     return f"worker group `{group}` of {owners}"
 
 
-def pod_set_words(kind: str, name: str, demand: Demand, clusters: Iterable[str]) -> dict[str, str]:
-    """Pod set name -> words, for an object of ``kind`` called ``name`` whose child RayClusters
-    are ``clusters``. A RayService's pods are placed by cluster (an upgrade runs two); a RayJob
-    has one cluster, named after the job, so the job's name is what its user knows (and the
-    words do not change when the cluster is created: no extra Workload write)."""
+def pod_set_words(record: KindRecord, name: str, demand: Demand, clusters: Iterable[str]) -> dict[str, str]:
+    """Pod set name -> words, for an object of ``record``'s kind called ``name`` whose child
+    clusters are ``clusters``. A kind says how its owners are named (``OwnersInWords``: a
+    RayService's pods by cluster, an upgrade runs two); otherwise the object's kind and name
+    are what its user knows (a RayJob's one cluster is named after it, and the words do not
+    change when the cluster is created: no extra Workload write)."""
     live = set(clusters)
     places: dict[str, dict[GroupKey, list[str]]] = {}
     for part, groups in demand.pod_set_of.items():
@@ -57,12 +76,11 @@ def pod_set_words(kind: str, name: str, demand: Demand, clusters: Iterable[str])
     for pod_set, keys in places.items():
         phrases = []
         for key, parts in keys.items():
-            if kind == "RayCluster":
-                owners = f"cluster `{name}`"
-            elif kind == "RayService" and all(p in live for p in parts):
-                owners = ("cluster " if len(parts) == 1 else "clusters ") + _joined(sorted(parts))
-            else:
-                owners = f"{kind} `{name}`"
+            owners = None
+            if isinstance(record, OwnersInWords):
+                owners = record.owners_in_words(name, parts, live)
+            if owners is None:
+                owners = f"{record.kind} `{name}`"
             phrases.append(_phrase(key, owners))
         words[pod_set] = " and ".join(sorted(set(phrases)))
     return words

@@ -14,7 +14,8 @@ from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
 from rayquota.operator.queue import pod_gate
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters import CLUSTER_KIND
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.pod_release import PodReleases
@@ -30,7 +31,7 @@ class PodUngater:
 
     def register(self) -> None:
         controller = self.manager.controller("pod-ungater", self.reconcile)
-        controller.watch(self.objects.informers["RayCluster"])
+        controller.watch(self.objects.informers[CLUSTER_KIND])
         controller.watch(self.objects.pod_informers[RAY_CLUSTER_PODS.name], _cluster_of_pod, primary=False)
         controller.watch(self.objects.workloads, self._clusters_of_workload, primary=False)
 
@@ -50,7 +51,7 @@ class PodUngater:
         if not any(pod_gate.gated(p) for p in pods):
             self.releases.nothing_held(key)
             return None
-        cluster = self.objects.informers["RayCluster"].store.get(key.namespace, key.name)
+        cluster = self.objects.informers[CLUSTER_KIND].store.get(key.namespace, key.name)
         if cluster is None:
             return None  # not cached yet (its event brings us back) or gone with its pods
         holding = pod_gate.releases(self.gate.caps_for(cluster), pods)

@@ -312,9 +312,10 @@ def pods_per_pod_set(
 def live_pods_per_pod_set(
     demand: Demand,
     pods_by_part: Mapping[str, Sequence[Mapping[str, Any]]],
-    group_of_pod: GroupOfPod = group_key_of_pod,
+    group_of_pod: GroupOfPod,
 ) -> dict[str, int]:
-    """How many pods that hold quota (not finished; terminating ones still do) each pod set has."""
+    """How many pods that hold quota (not finished; terminating ones still do) each pod set has,
+    grouped by the kind's own rule (no default: the Ray rule misplaces other kinds' pods)."""
     return pods_per_pod_set(demand, pods_by_part, group_of_pod, lambda pod: not pod_finished(pod))
 
 

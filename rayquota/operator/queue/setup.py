@@ -15,6 +15,9 @@ from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import converter, event_filters, naming
 from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
+from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
+from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
+from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.api_group import KUEUE_MODE, of_mode
 from rayquota.operator.queue.finalizers import InUseFinalizers
@@ -137,7 +140,7 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
             queued = objects.owner_of_workload(ObjectKey.of(workload))
             if queued is None:
                 return []
-            if queued.kind == "RayCluster":
+            if isinstance(queued.adapter, RunsItsOwnCluster):
                 return [ObjectKey.of(queued.obj)]
             return [ObjectKey.of(c) for c in objects.children(queued.kind, queued.obj)]
 
@@ -151,8 +154,8 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
 
             return keys
 
-        ray.jobs.controller.watch(objects.workloads, owner_of_kind("RayJob"), primary=False)
-        ray.services.controller.watch(objects.workloads, owner_of_kind("RayService"), primary=False)
+        ray.jobs.controller.watch(objects.workloads, owner_of_kind(RayJobAdapter.kind), primary=False)
+        ray.services.controller.watch(objects.workloads, owner_of_kind(RayServiceAdapter.kind), primary=False)
 
     gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
     manager.gate = gate

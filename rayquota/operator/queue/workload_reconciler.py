@@ -28,7 +28,10 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import converter, creation_order, kueue_metrics, metrics, naming
 from rayquota.operator.queue.adapters import Edit
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS, KindAdapter, gate_cleared_by_hand
+from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
+from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
@@ -148,8 +151,8 @@ class WorkloadReconciler:
         ]
         pods = [p for part_pods in pods_by_part.values() for p in part_pods]
         clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
-        if queued.kind == "RayCluster":
-            clusters.append(str(obj["metadata"]["name"]))
+        if isinstance(adapter, RunsItsOwnCluster):
+            clusters.append(adapter.own_cluster(obj))
 
         def pods_gone() -> bool:
             return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
@@ -190,7 +193,7 @@ class WorkloadReconciler:
             held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part, adapter.group_of_pod))
             api_pod_sets = [converter.api_pod_set(ps) for ps in held]
             words = pod_set_words(
-                queued.kind,
+                adapter,
                 str(obj["metadata"]["name"]),
                 demand,
                 (str(c["metadata"]["name"]) for c in children),

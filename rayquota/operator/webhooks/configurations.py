@@ -15,8 +15,8 @@ from typing import Any
 
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError, Conflict, KubeClient, NotFound
-from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.adapters.protocol import JOB_NAME_LABEL
+from rayquota.operator.queue.adapters import ADAPTERS, child_markers
+from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL
 from rayquota.operator.ray import labels
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,9 @@ def webhook_configurations(
     url: str, ca_bundle: str, queue_label_keys: tuple[str, ...], hold_pods: bool = False
 ) -> tuple[dict[str, Any], ...]:
     """One webhook per queue label key (a selector cannot OR two keys), plus one for the
-    children of RayJobs and RayServices, which may not carry the label; with ``hold_pods``
-    (admission-only mode) the pod gates' too (Ray clusters' pods, Jobs' pods)."""
+    children of the kinds that mark theirs (RayJobs', RayServices'), which may not carry the
+    label; with ``hold_pods`` (admission-only mode) the pod gates' too (Ray clusters' pods,
+    Jobs' pods)."""
 
     def hook(
         name: str, path: str, rules: list[dict[str, Any]], selector: Mapping[str, Any] | None
@@ -135,7 +136,7 @@ def webhook_configurations(
     ]
     children: Mapping[str, Any] = {
         "matchExpressions": [
-            {"key": labels.ORIGINATED_FROM_CRD, "operator": "In", "values": ["RayJob", "RayService"]}
+            {"key": key, "operator": "In", "values": values} for key, values in child_markers().items()
         ]
     }
     cluster_queue_rules = [_rule("rayquota.io", ("clusterqueues",), ["CREATE", "UPDATE"])]

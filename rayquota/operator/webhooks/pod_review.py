@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue import pod_gate, topology_request
-from rayquota.operator.queue.adapters.protocol import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters import CLUSTER_KIND
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.job_pod_ungater import JOB_KIND
 from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
@@ -30,7 +31,7 @@ HELD = "held at its scheduling gate until its queue's admission covers it"
 
 def _cluster_name(pod: Mapping[str, Any]) -> str | None:
     for ref in pod["metadata"].get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == "RayCluster":
+        if ref.get("controller") and ref.get("kind") == CLUSTER_KIND:
             return str(ref["name"])
     name = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
     return str(name) if name else None
@@ -78,7 +79,7 @@ def hold_pod(pod: Mapping[str, Any], namespace: str, objects: QueueObjects) -> V
     if name is None:
         job_name = _job_name(pod)
         return ALLOW if job_name is None else hold_job_pod(pod, namespace, job_name, objects)
-    cluster = objects.informers["RayCluster"].store.get(namespace, name)
+    cluster = objects.informers[CLUSTER_KIND].store.get(namespace, name)
     if cluster is not None and not objects.parent_unknown(cluster):
         owner = objects.queued_owner_of_cluster(cluster)
         if owner is None:
@@ -111,7 +112,7 @@ def keep_gate(
     if name is None:
         return ALLOW
     where = f"pod {namespace}/{old['metadata'].get('name')}"
-    cluster = objects.informers["RayCluster"].store.get(namespace, name)
+    cluster = objects.informers[CLUSTER_KIND].store.get(namespace, name)
     if cluster is None:
         return Verdict(
             False, f"{where}: {pod_gate.SCHEDULING_GATE} stays until its RayCluster {name} is seen"

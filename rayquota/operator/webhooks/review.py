@@ -9,7 +9,7 @@ from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
 from rayquota.operator.queue import converter, namespace_selection, topology_request
-from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND
 from rayquota.operator.queue.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.objects import QueueObjects, is_child
 from rayquota.operator.queue.template_quantities import quantity_errors
@@ -165,7 +165,7 @@ def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects,
     if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-    if kind == "RayCluster" and is_child(obj):
+    if kind == CLUSTER_KIND and is_child(obj):
         if _held_at_pods(obj, objects):
             return ALLOW  # its parent's operator writes its suspend; its pods are held instead
         caps = gate.caps_for(obj)

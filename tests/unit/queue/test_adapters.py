@@ -4,7 +4,7 @@ import copy
 
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.adapters.protocol import gate_cleared_by_hand
+from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 from rayquota.operator.queue.coverage import allocate
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand

@@ -6,7 +6,9 @@ import copy
 from typing import Any
 
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
-from rayquota.operator.queue.event_filters import pod_changed, raycluster_changed, rayjob_changed
+from rayquota.operator.queue.adapters.raycluster import raycluster_changed
+from rayquota.operator.queue.adapters.rayjob import rayjob_changed
+from rayquota.operator.queue.event_filters import pod_changed
 from tests.unit.queue import bodies
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
@@ -23,7 +24,7 @@ def test_a_rayservice_upgrade_names_each_cluster() -> None:
         service, "greeter-new", bodies.cluster_spec(bodies.gpu_worker_group("gpu", 2, 2))
     )
     demand = rayservice_demand(service, [old, new])
-    words = pod_set_words("RayService", "greeter", demand, ["greeter-old", "greeter-new"])
+    words = pod_set_words(ADAPTERS["RayService"], "greeter", demand, ["greeter-old", "greeter-new"])
     by_role = {ps.name: ps for ps in demand.pod_sets}
     assert set(words) == set(by_role)
     workers = sorted(words[ps.name] for ps in demand.pod_sets if ps.role is Role.WORKER)
@@ -38,12 +39,14 @@ def test_a_rayservice_upgrade_names_each_cluster() -> None:
 
 def test_a_rayservice_before_its_first_cluster_and_a_rayjob_are_named_after_the_object() -> None:
     service_demand = rayservice_demand(bodies.rayservice("greeter"), [])
-    words = pod_set_words("RayService", "greeter", service_demand, [])
+    words = pod_set_words(ADAPTERS["RayService"], "greeter", service_demand, [])
     assert sorted(words.values()) == [
         "the head of RayService `greeter`",
         "worker group `gpu` of RayService `greeter`",
     ]
-    job_words = pod_set_words("RayJob", "first", rayjob_demand(bodies.rayjob("first")), ["first-x1"])
+    job_words = pod_set_words(
+        ADAPTERS["RayJob"], "first", rayjob_demand(bodies.rayjob("first")), ["first-x1"]
+    )
     assert job_words == {
         "head": "the head of RayJob `first`",
         "gpu": "worker group `gpu` of RayJob `first`",
@@ -51,7 +54,7 @@ def test_a_rayservice_before_its_first_cluster_and_a_rayjob_are_named_after_the_
     }
     cluster = bodies.raycluster("demo")
     cluster["spec"] = bodies.cluster_spec(bodies.gpu_worker_group("gpu"))
-    assert pod_set_words("RayCluster", "demo", raycluster_demand(cluster), [])["gpu"] == (
+    assert pod_set_words(ADAPTERS["RayCluster"], "demo", raycluster_demand(cluster), [])["gpu"] == (
         "worker group `gpu` of cluster `demo`"
     )
 

@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 from rayquota.operator.queue import naming, podsets
-from rayquota.operator.queue.adapters.raycluster import raycluster_demand
+from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter, raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.coverage import allocate
@@ -168,7 +168,7 @@ def test_held_demand_keeps_quota_until_surplus_pods_are_gone() -> None:
     demand = raycluster_demand(cluster)
     pods = [bodies.pod("demo", "head"), *[bodies.pod("demo", "worker", "gpu") for _ in range(3)]]
     pods.append(bodies.pod("demo", "worker", "gpu", phase="Succeeded"))
-    live = podsets.live_pods_per_pod_set(demand, {"demo": pods})
+    live = podsets.live_pods_per_pod_set(demand, {"demo": pods}, RayClusterAdapter().group_of_pod)
     assert live == {"head": 1, "gpu": 3}
     held = {ps.name: ps.count for ps in podsets.held_demand(demand, live)}
     assert held == {"head": 1, "gpu": 3}

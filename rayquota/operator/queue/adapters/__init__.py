@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rayquota.operator.queue.adapters.capabilities import ChildrenMarkedByLabel
 from rayquota.operator.queue.adapters.job import JobAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
@@ -10,6 +11,10 @@ from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
 from rayquota.operator.queue.adapters.rayjob_beside import BesideKubeRayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
 from rayquota.operator.queue.adapters.rayservice_beside import BesideKubeRayServiceAdapter
+
+# The cluster kind: the children of the kinds with child clusters, whose pods the cluster
+# planner caps through the gate (`QueueGate.caps_for`).
+CLUSTER_KIND = RayClusterAdapter.kind
 
 ADAPTERS: dict[str, KindAdapter] = {
     adapter.kind: adapter
@@ -24,9 +29,14 @@ ADAPTERS: dict[str, KindAdapter] = {
 # Admission-only mode beside KubeRay's operator: the records whose gate differs there.
 BESIDE_KUBERAY: dict[str, KindAdapter] = {
     **ADAPTERS,
-    "RayCluster": BesideKubeRayClusterAdapter(),
-    "RayJob": BesideKubeRayJobAdapter(),
-    "RayService": BesideKubeRayServiceAdapter(),
+    **{
+        adapter.kind: adapter
+        for adapter in (
+            BesideKubeRayClusterAdapter(),
+            BesideKubeRayJobAdapter(),
+            BesideKubeRayServiceAdapter(),
+        )
+    },
 }
 
 
@@ -35,8 +45,19 @@ def registry(beside_kuberay: bool, kueue_api: bool = False) -> dict[str, KindAda
     with Kueue's ``kueue.x-k8s.io/elastic-job`` annotation (as in Kueue)."""
     records = BESIDE_KUBERAY if beside_kuberay else ADAPTERS
     if kueue_api and not beside_kuberay:
-        return {**records, "RayJob": RayJobAdapter(elastic_by_annotation_only=True)}
+        return {**records, RayJobAdapter.kind: RayJobAdapter(elastic_by_annotation_only=True)}
     return records
+
+
+def child_markers() -> dict[str, list[str]]:
+    """Label key -> the sorted values that mark the children of the kinds that mark theirs
+    (``capabilities.ChildrenMarkedByLabel``)."""
+    out: dict[str, list[str]] = {}
+    for adapter in ADAPTERS.values():
+        if isinstance(adapter, ChildrenMarkedByLabel):
+            key, value = adapter.child_marker
+            out.setdefault(key, []).append(value)
+    return {key: sorted(values) for key, values in out.items()}
 
 
 def pod_watches() -> tuple[PodWatch, ...]:
@@ -46,4 +67,14 @@ def pod_watches() -> tuple[PodWatch, ...]:
     )
 
 
-__all__ = ["ADAPTERS", "BESIDE_KUBERAY", "Edit", "KindAdapter", "PodWatch", "pod_watches", "registry"]
+__all__ = [
+    "ADAPTERS",
+    "BESIDE_KUBERAY",
+    "CLUSTER_KIND",
+    "Edit",
+    "KindAdapter",
+    "PodWatch",
+    "child_markers",
+    "pod_watches",
+    "registry",
+]

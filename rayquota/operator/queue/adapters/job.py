@@ -27,17 +27,11 @@ from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters import job_partial
+from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
-from rayquota.operator.queue.adapters.protocol import (
-    JOB_NAME_LABEL,
-    LEGACY_JOB_NAME_LABEL,
-    Body,
-    Edit,
-    Grant,
-    PodLookup,
-    PodWatch,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
+from rayquota.operator.queue.adapters.record_helpers import (
     SpecSuspendKind,
-    TemplateAt,
     allocation_of,
     changed,
     edited,

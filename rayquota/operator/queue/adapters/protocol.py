@@ -1,25 +1,22 @@
-"""The integration record: the one interface every queued kind implements, and the helpers
-the kinds share. A record is the only place a kind is declared (its API resource, the owners it
+"""The integration record: the one interface every queued kind implements (`KindAdapter`) and
+the types it names. A record is the only place a kind is declared (its API resource, the owners it
 is accounted through, how its pods are found, its demand, its gate, its change filter, its RBAC
 grants); `objects`, `setup`, `event_filters`, the webhooks, `permissions` and the CLI views read
-them from the registry (`adapters/__init__.py`). Records are pure: they return edited copies,
+them from the registry (`adapters/__init__.py`). What only some kinds can do is in
+`capabilities.py`; the helpers records share are in `record_helpers.py` (every kind),
+`ray_kind.py` (the Ray kinds) and `job_labels.py`. Records are pure: they return edited copies,
 never write, never call the engine."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.queue import placement
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.coverage import PartAllocation, allocate
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, GroupKey, Role, group_key_of_pod
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.podsets import Demand, GroupKey
 from rayquota.queueing import ResourceFlavor
 
 Body = Mapping[str, Any]
@@ -65,11 +62,6 @@ class SuspendGate:
         return ".".join(self.path)
 
 
-# What the Job controller labels its pods with (the newer key, and the older one).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-LEGACY_JOB_NAME_LABEL = "job-name"
-
-
 @dataclass(frozen=True)
 class PodWatch:
     """One filtered pod informer a kind finds its pods in: pods carrying ``selector``'s label,
@@ -99,10 +91,6 @@ class PodWatch:
         return []
 
 
-# The pods of RayClusters (the RayCluster reconciler's informer too: one watch).
-RAY_CLUSTER_PODS = PodWatch("ray-cluster", labels.RAY_CLUSTER, (labels.RAY_CLUSTER,), "RayCluster")
-
-
 class PodLookup(Protocol):
     def pods(self, watch: PodWatch, namespace: str, value: str) -> list[Any]:
         """The pods ``watch`` indexes under ``namespace/value`` (``value`` made a label value)."""
@@ -116,21 +104,6 @@ class TemplateAt:
     path: str
     template: Mapping[str, Any]
     hosts: int = 1
-
-
-def cluster_spec_templates(path: str, cluster_spec: Mapping[str, Any]) -> list[TemplateAt]:
-    """The head's and each worker group's pod template of a RayCluster spec at ``path``."""
-    head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
-    out = [TemplateAt(f"{path}.headGroupSpec.template", head)]
-    for index, group in enumerate(cluster_spec.get("workerGroupSpecs") or ()):
-        out.append(
-            TemplateAt(
-                f"{path}.workerGroupSpecs[{index}].template",
-                group.get("template") or {},
-                int(group.get("numOfHosts") or 1),
-            )
-        )
-    return out
 
 
 # A grant: verbs (space-separated) on a resource, or on its subresource ("status").
@@ -228,128 +201,3 @@ class KindAdapter(Protocol):
     def finished(self, obj: Body) -> bool: ...
 
     def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool: ...
-
-
-# --- shared helpers ---------------------------------------------------------------------------
-
-
-def edited(obj: Body) -> dict[str, Any]:
-    return copy.deepcopy(dict(obj))
-
-
-def changed(kind: str, before: Body, after: dict[str, Any]) -> list[Edit]:
-    return [] if after == before else [Edit(kind, after)]
-
-
-def allocation_of(
-    adapter: KindAdapter, obj: Body, children: Sequence[Body], admission: AdmittedSlice | None
-) -> tuple[Demand, dict[str, PartAllocation]]:
-    demand = adapter.pod_sets(obj, children)
-    admitted = admission.counts() if admission is not None else None
-    return demand, allocate(demand, admitted, adapter.running_parts(obj, children))
-
-
-def placements(admission: AdmittedSlice, flavors: Mapping[str, ResourceFlavor]) -> dict[str, dict[str, Any]]:
-    """pod set name -> the nodeSelector/tolerations of the flavors it was admitted to."""
-    return {
-        ps.name: placement.flavor_placement(
-            flavors[f] for f in sorted(set(ps.flavors.values())) if f in flavors
-        )
-        for ps in admission.pod_sets
-    }
-
-
-def cluster_templates(
-    cluster_spec: MutableMapping[str, Any],
-) -> list[tuple[GroupKey, MutableMapping[str, Any]]]:
-    """Every pod template of a RayCluster spec with the group its pods belong to."""
-    out: list[tuple[GroupKey, MutableMapping[str, Any]]] = []
-    head = cluster_spec.get("headGroupSpec") or {}
-    if "template" in head:
-        out.append(((Role.HEAD, ""), head["template"]))
-    for group in cluster_spec.get("workerGroupSpecs") or []:
-        if "template" in group:
-            out.append(((Role.WORKER, str(group.get("groupName") or "")), group["template"]))
-    return out
-
-
-def inject_cluster(
-    cluster_spec: MutableMapping[str, Any], pod_set_of: Mapping[GroupKey, str], by_pod_set: Mapping[str, Any]
-) -> None:
-    for key, template in cluster_templates(cluster_spec):
-        name = pod_set_of.get(key)
-        if name is not None and name in by_pod_set:
-            placement.inject(template, by_pod_set[name])
-
-
-def restore_cluster(cluster_spec: MutableMapping[str, Any]) -> None:
-    for _, template in cluster_templates(cluster_spec):
-        placement.restore(template)
-
-
-def spec_suspended(obj: Body) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend"))
-
-
-def set_spec_suspend(kind: str, obj: Body) -> list[Edit]:
-    """The gate of a RayJob and of a standalone RayCluster: ``spec.suspend``."""
-    after = edited(obj)
-    after["spec"]["suspend"] = True
-    return changed(kind, obj, after)
-
-
-def gate_cleared_by_hand(obj: Mapping[str, Any]) -> bool:
-    """Was the gate of this unadmitted, ungated object cleared by someone? An object still at
-    its first generation is as its author created it: written without ``suspend`` (no webhook set
-    it), it is gated quietly. Any later spec change since means someone (after the queue or a
-    webhook had set the gate) cleared it."""
-    return int(obj["metadata"].get("generation") or 1) > 1
-
-
-def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
-    """Finished pods release their node's resources; any other pod (terminating too) holds them."""
-    return all(pod_finished(p) for p in pods)
-
-
-class SpecSuspendKind:
-    """A kind gated by its own top-level ``spec.suspend`` (RayJob, RayCluster, Job): whose quota
-    is free once none of its pods hold any."""
-
-    kind: str
-    gate = SuspendGate(("spec", "suspend"))
-
-    def is_suspended(self, obj: Body) -> bool:
-        return self.gate.is_set(obj)
-
-    def suspend(self, obj: Body, children: Sequence[Body]) -> list[Edit]:
-        return set_spec_suspend(self.kind, obj)
-
-    def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
-        return no_pods_hold_quota(pods)
-
-
-class RayKind:
-    """What the Ray kinds share: their pods are found by their clusters' names (the
-    ``ray.io/cluster`` label) and counted in groups by the Ray labels."""
-
-    accounted_through: tuple[str, ...] = ()
-    child_kind: str | None = "RayCluster"
-    pod_watches: tuple[PodWatch, ...] = (RAY_CLUSTER_PODS,)
-    children_held_at_pods = False
-
-    def creation_refusal(self, obj: Body, queue: str) -> str | None:
-        return None
-
-    def group_of_pod(self, pod: Body) -> GroupKey:
-        return group_key_of_pod(pod)
-
-    def cluster_names(self, obj: Body, children: Sequence[Body]) -> list[str]:
-        return [str(c["metadata"]["name"]) for c in children]
-
-    def pods_by_part(
-        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
-    ) -> dict[str, list[Any]]:
-        namespace = str(obj["metadata"]["namespace"])
-        names = self.cluster_names(obj, children)
-        names += [name for name in known if name not in names]
-        return {name: pods.pods(RAY_CLUSTER_PODS, namespace, name) for name in names}

@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import resources
+from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue import event_filters
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.adapters.protocol import (
-    Body,
-    Edit,
-    Grant,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RayKind,
-    SpecSuspendKind,
-    TemplateAt,
-    allocation_of,
-    changed,
     cluster_spec_templates,
-    edited,
+    cluster_templates,
     inject_cluster,
-    placements,
     restore_cluster,
 )
+from rayquota.operator.queue.adapters.record_helpers import (
+    SpecSuspendKind,
+    allocation_of,
+    changed,
+    edited,
+    placements,
+)
 from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, cluster_pod_sets, single_part
+from rayquota.operator.queue.podsets import Demand, GroupKey, cluster_pod_sets, single_part
+from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor
 
 
@@ -57,13 +59,21 @@ def worker_sizes_update(local: Body, remote: Body) -> dict[str, Any] | None:
     return None if wanted == dict(remote_spec) else wanted
 
 
+def raycluster_changed(event: str, new: Body, old: Body | None) -> bool:
+    if event != MODIFIED or old is None:
+        return True
+    if (new["metadata"].get("labels") or {}).get(labels.ORIGINATED_FROM_CRD) == "RayService":
+        return True
+    return event_filters.object_view(new) != event_filters.object_view(old)
+
+
 class RayClusterAdapter(RayKind, SpecSuspendKind):
     kind = "RayCluster"
     resource = resources.RAYCLUSTERS
     # A RayJob's or RayService's cluster runs on its parent's quota.
     accounted_through = ("RayJob", "RayService")
     child_kind = None
-    change_filter = staticmethod(event_filters.raycluster_changed)
+    change_filter = staticmethod(raycluster_changed)
     grants: tuple[Grant, ...] = ((resources.RAYCLUSTERS, "update"),)
     # Its state and endpoints come back from the worker; sizes set in the manager follow.
     multicluster = MultiClusterPart(spec_update=worker_sizes_update)
@@ -76,6 +86,17 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return raycluster_demand(obj)
+
+    # Capabilities (adapters/capabilities.py).
+
+    def own_cluster(self, obj: Body) -> str:
+        return str(obj["metadata"]["name"])
+
+    def part_templates(self, obj: Body, children: Sequence[Body], part: str) -> list[tuple[GroupKey, Body]]:
+        return list(cluster_templates(dict(obj.get("spec") or {})))
+
+    def owners_in_words(self, name: str, parts: Collection[str], live: Collection[str]) -> str | None:
+        return f"cluster `{name}`"
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else {str(obj["metadata"]["name"])}

@@ -9,29 +9,27 @@ from typing import Any
 
 from rayquota.api.ray_v1 import JobDeploymentStatus
 from rayquota.operator.core import resources
+from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters.job import topology_assigned
+from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.adapters.protocol import (
-    JOB_NAME_LABEL,
-    LEGACY_JOB_NAME_LABEL,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RAY_CLUSTER_PODS,
-    Body,
-    Edit,
-    Grant,
-    PodLookup,
-    PodWatch,
     RayKind,
+    cluster_spec_templates,
+    cluster_templates,
+    inject_cluster,
+    restore_cluster,
+)
+from rayquota.operator.queue.adapters.record_helpers import (
     SpecSuspendKind,
-    TemplateAt,
     allocation_of,
     changed,
-    cluster_spec_templates,
     edited,
-    inject_cluster,
     placements,
-    restore_cluster,
 )
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice
@@ -148,6 +146,19 @@ def rayjob_demand(
     return single_part(part, keyed)
 
 
+# The RayJob status fields the Workload reconciler reads (finished, cluster_name).
+RAYJOB_STATUS_READ = ("jobDeploymentStatus", "rayClusterName")
+
+
+def rayjob_changed(event: str, new: Body, old: Body | None) -> bool:
+    if event != MODIFIED or old is None:
+        return True
+    status, old_status = new.get("status") or {}, old.get("status") or {}
+    return event_filters.object_view(new) != event_filters.object_view(old) or any(
+        status.get(field) != old_status.get(field) for field in RAYJOB_STATUS_READ
+    )
+
+
 # Demands remembered per RayJob spec; the oldest are dropped beyond this many.
 DEMAND_MEMO_SIZE = 20_000
 
@@ -156,7 +167,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
     kind = "RayJob"
     resource = resources.RAYJOBS
     pod_watches = (RAY_CLUSTER_PODS, SUBMITTER_PODS)
-    change_filter = staticmethod(event_filters.rayjob_changed)
+    change_filter = staticmethod(rayjob_changed)
     grants: tuple[Grant, ...] = ((resources.RAYJOBS, "update"), (resources.RAYCLUSTERS, "update"))
     # Created once in the worker; its status (jobStatus, jobDeploymentStatus, ...) comes back.
     multicluster = MultiClusterPart()
@@ -189,6 +200,23 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)
+
+    # Capabilities (adapters/capabilities.py).
+
+    child_marker = (labels.ORIGINATED_FROM_CRD, "RayJob")
+
+    def capped_with(self, children: Sequence[Body], part: str) -> list[Body]:
+        """A retry's new cluster is capped by itself; the old one's pods count as held elsewhere."""
+        return [c for c in children if c["metadata"]["name"] == part]
+
+    def part_templates(self, obj: Body, children: Sequence[Body], part: str) -> list[tuple[GroupKey, Body]]:
+        """Its clusters are built from its own cluster spec, its submitter from its template."""
+        spec = obj.get("spec") or {}
+        cluster_spec = dict(spec.get("rayClusterSpec") or {})
+        templates: list[tuple[GroupKey, Body]] = list(cluster_templates(cluster_spec))
+        if submission_mode(obj) == "K8sJobMode":
+            templates.append(((Role.SUBMITTER, ""), spec.get("submitterPodTemplate") or {}))
+        return templates
 
     def pod_templates(self, obj: Body) -> list[TemplateAt]:
         spec = obj.get("spec") or {}

@@ -4,30 +4,30 @@ at creation), and each child RayCluster is ungated only when the admitted slice 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, gate_free
-from rayquota.operator.queue.adapters.protocol import (
-    Body,
-    Edit,
-    Grant,
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, SuspendGate, TemplateAt
+from rayquota.operator.queue.adapters.ray_kind import (
     RayKind,
-    SuspendGate,
-    TemplateAt,
-    allocation_of,
-    changed,
     cluster_spec_templates,
-    edited,
+    cluster_templates,
     inject_cluster,
-    no_pods_hold_quota,
-    placements,
     restore_cluster,
 )
+from rayquota.operator.queue.adapters.record_helpers import (
+    allocation_of,
+    changed,
+    edited,
+    no_pods_hold_quota,
+    placements,
+)
 from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.pod_set_words import joined_names
 from rayquota.operator.queue.podsets import (
     HEAD_POD_SET,
     Demand,
@@ -37,6 +37,7 @@ from rayquota.operator.queue.podsets import (
     cluster_pod_sets,
     shape_key,
 )
+from rayquota.operator.ray import labels
 from rayquota.queueing import ResourceFlavor
 
 
@@ -155,6 +156,21 @@ class RayServiceAdapter(RayKind):
 
     def is_suspended(self, obj: Body) -> bool:
         return self.gate.is_set(obj)
+
+    # Capabilities (adapters/capabilities.py).
+
+    child_marker = (labels.ORIGINATED_FROM_CRD, "RayService")
+
+    def part_templates(self, obj: Body, children: Sequence[Body], part: str) -> list[tuple[GroupKey, Body]]:
+        """The pods of a part are built from that child cluster's own spec."""
+        child = next((c for c in children if c["metadata"]["name"] == part), None)
+        return list(cluster_templates(dict(child.get("spec") or {}))) if child is not None else []
+
+    def owners_in_words(self, name: str, parts: Collection[str], live: Collection[str]) -> str | None:
+        """Its pods are placed by cluster (an upgrade runs two), once the clusters exist."""
+        if not all(p in live for p in parts):
+            return None
+        return ("cluster " if len(parts) == 1 else "clusters ") + joined_names(sorted(parts))
 
     def pod_templates(self, obj: Body) -> list[TemplateAt]:
         return cluster_spec_templates(

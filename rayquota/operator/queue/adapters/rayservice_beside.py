@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rayquota.operator.queue.adapters.protocol import Body, Edit, SuspendGate, allocation_of, changed, edited
+from rayquota.operator.queue.adapters.protocol import Body, Edit, SuspendGate
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
+from rayquota.operator.queue.adapters.record_helpers import allocation_of, changed, edited
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.queueing import ResourceFlavor
 
