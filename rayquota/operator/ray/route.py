@@ -33,21 +33,38 @@ def is_openshift(served_groups: Iterable[str]) -> bool:
     return not OPENSHIFT_API_GROUPS.isdisjoint(served_groups)
 
 
-def route_name(cluster_name: str, namespace: str) -> str:
+def route_name(cluster_name: str, namespace: str) -> str | None:
     """``<cluster>-head-route``, cut at its end to leave room for the namespace in the host, then
-    to KubeRay's object-name rules."""
-    name = f"{cluster_name}-head-route"[: max(_HOST_LABEL_BUDGET - len(namespace), 1)]
-    return labels.kuberay_trimmed(name, 50, letter_first=True)
+    to KubeRay's object-name rules. None when the namespace leaves no room at all (KubeRay's
+    controller fails there too)."""
+    budget = _HOST_LABEL_BUDGET - len(namespace)
+    if budget < 1:
+        return None
+    return labels.kuberay_trimmed(f"{cluster_name}-head-route"[:budget], 50, letter_first=True)
+
+
+def unroutable(cluster: Mapping[str, Any]) -> str | None:
+    """Why no Route can be made for this cluster, or None."""
+    namespace = str(cluster["metadata"]["namespace"])
+    if route_name(str(cluster["metadata"]["name"]), namespace) is not None:
+        return None
+    return (
+        f"no OpenShift Route for enableIngress: namespace {namespace!r} is {len(namespace)} characters, "
+        f"over the {_HOST_LABEL_BUDGET - 1} a Route's host '<name>-<namespace>' leaves room for"
+    )
 
 
 def build_route(cluster: Mapping[str, Any]) -> dict[str, Any]:
     meta = cluster["metadata"]
     name, namespace = str(meta["name"]), str(meta["namespace"])
+    route = route_name(name, namespace)
+    if route is None:
+        raise ValueError(unroutable(cluster))
     return {
         "apiVersion": ROUTES.api_version,
         "kind": "Route",
         "metadata": {
-            "name": route_name(name, namespace),
+            "name": route,
             "namespace": namespace,
             "labels": {
                 labels.RAY_CLUSTER: labels.label_value(name),

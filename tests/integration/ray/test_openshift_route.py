@@ -76,9 +76,9 @@ def raycluster(name: str) -> dict[str, Any]:
     }
 
 
-def test_enable_ingress_on_openshift_makes_a_route_to_the_head_services_actual_name_and_port(
-    kube: Kube,
-) -> None:
+def test_route(kube: Kube) -> None:
+    """enableIngress on OpenShift makes a Route to the head Service's actual name and port (a short
+    test name: a Route's host leaves its namespace at most 50 characters)."""
     kube.apply(raycluster("dash"))
     route = wait_for("the head's Route", lambda: kube.get("route", "dash-head-route"), 60)
     service = wait_for("the head Service", lambda: kube.get("service", "team-dash"), 30)

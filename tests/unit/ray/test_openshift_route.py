@@ -90,3 +90,14 @@ def test_routes_only_on_openshift_and_not_with_use_ingress_on_openshift() -> Non
     assert honoured.use_ingress_on_openshift
     assert not dataclasses.replace(honoured, openshift=True).openshift_routes
     assert not operator_config_from_env({"USE_INGRESS_ON_OPENSHIFT": "false"}).use_ingress_on_openshift
+
+
+def test_a_namespace_too_long_for_a_route_host_is_named_and_no_route_built() -> None:
+    cluster = ingress_cluster()
+    cluster["metadata"]["namespace"] = "n" * 51
+    assert route.route_name("demo", "n" * 51) is None
+    problem = route.unroutable(cluster)
+    assert problem is not None and repr("n" * 51) in problem and "51 characters" in problem
+    with pytest.raises(ValueError, match="51 characters"):
+        route.build_route(cluster)
+    assert route.unroutable(ingress_cluster()) is None

@@ -297,6 +297,10 @@ class RayClusterReconciler:
         """The dashboard's OpenShift Route: created when the cluster has none, as KubeRay does."""
         if route.routes_of(cluster, routes):
             return
+        problem = route.unroutable(cluster)
+        if problem is not None:  # for good: a namespace is never renamed, so no retry
+            self.manager.recorder.post(cluster, "Warning", "FailedToCreateRoute", problem)
+            return
         await self._create_owned(cluster, route.ROUTES, route.build_route(cluster), failures)
 
     async def _drop_legacy_finalizer(self, cluster: Obj) -> None:
