@@ -97,7 +97,9 @@ def test_route(kube: Kube) -> None:
         "app.kubernetes.io/name": "kuberay",
         "app.kubernetes.io/created-by": "kuberay-operator",
     }
-    assert route["metadata"]["annotations"] == {"haproxy.router.openshift.io/timeout": "5m"}
+    # All of the cluster's annotations, as KubeRay copies them (kubectl's last-applied one too).
+    assert route["metadata"]["annotations"] == cluster["metadata"]["annotations"]
+    assert route["metadata"]["annotations"]["haproxy.router.openshift.io/timeout"] == "5m"
     [owner] = route["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == (
         "RayCluster",
