@@ -445,9 +445,14 @@ def crd_schemas_section() -> str:
     return section[: section.index(end) + len(end)]
 
 
-def report(explained: list[tuple[Difference, str]], docs: list[dict[str, Any]], info: RunInfo) -> str:
+def report(
+    explained: list[tuple[Difference, str]],
+    docs: list[dict[str, Any]],
+    info: RunInfo,
+    version: str = peers.KUBERAY_VERSION,
+) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
-    lines = [HEADER.format(version=peers.KUBERAY_VERSION, manifests=names, crd_schemas=crd_schemas_section())]
+    lines = [HEADER.format(version=version, manifests=names, crd_schemas=crd_schemas_section())]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
         f"## Result of the last run\n\n"
@@ -474,9 +479,27 @@ def _short(value: Any, limit: int = 160) -> str:
 # --- main -----------------------------------------------------------------------------------------
 
 
-def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
+@dataclass(frozen=True)
+class Peer:
+    """The KubeRay operator compared against: its binary, its CRDs and the version it reports."""
+
+    binary: Path | None = None  # None: the pinned v1.6.2, built by `rayquota peers build kuberay`
+    crds: Path | None = None
+    version: str = peers.KUBERAY_VERSION
+
+    def argv(self, metrics_port: int, health_port: int) -> list[str]:
+        argv = peers.kuberay_command(
+            metrics_port=metrics_port, health_port=health_port, namespaces=[NAMESPACE]
+        )
+        if self.binary is not None:
+            argv[0] = str(self.binary)
+        return argv
+
+
+def run(out: Path | None, keep: bool, cluster_prefix: str, command: str, peer: Peer = Peer()) -> int:
     binaries.ensure_all()
-    peers.build_kuberay()
+    if peer.binary is None or peer.crds is None:
+        peers.build_kuberay()
     docs = manifests()
     started = dt.datetime.now(dt.UTC)
     theirs = LocalCluster(name=f"{cluster_prefix}-kuberay")
@@ -486,10 +509,10 @@ def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
             cluster.up()
             if not keep:
                 stack.callback(cluster.down, purge=True)
-        install_crds(theirs, peers.kuberay_crd_dir())
+        install_crds(theirs, peer.crds or peers.kuberay_crd_dir())
         install_crds(ours)
         kuberay_argv = [
-            *peers.kuberay_command(metrics_port=free_port(), health_port=free_port(), namespaces=[NAMESPACE]),
+            *peer.argv(free_port(), free_port()),
             f"--feature-gates={KUBERAY_FEATURE_GATES}",
         ]
         our_argv = [
@@ -510,7 +533,7 @@ def run(out: Path | None, keep: bool, cluster_prefix: str, command: str) -> int:
             apply_all(cluster, docs)
         kuberay_objects, our_objects = settled(theirs), settled(ours)
     explained = explain(compare(kuberay_objects, our_objects), KNOWN_DIFFERENCES)
-    text = report(explained, docs, RunInfo(started, git_commit(), command))
+    text = report(explained, docs, RunInfo(started, git_commit(), command), peer.version)
     if out is None:
         print(text)
     else:
@@ -531,9 +554,26 @@ def main() -> int:
         default="parity",
         help="the two clusters are named <prefix>-kuberay and <prefix>-rayquota",
     )
+    parser.add_argument(
+        "--kuberay-binary",
+        type=Path,
+        help="the peer's operator binary (default: the pinned v1.6.2); e.g. "
+        "~/.cache/rayquota/bin/kuberay-operator-v1.7.0/kuberay-operator (tools/build_kuberay_from_source.sh)",
+    )
+    parser.add_argument(
+        "--kuberay-crds",
+        type=Path,
+        help="the peer's CRD directory (its ray-operator/config/crd/bases), with --kuberay-binary",
+    )
+    parser.add_argument(
+        "--kuberay-version", default=peers.KUBERAY_VERSION, help="the peer's version, for the report"
+    )
     args = parser.parse_args()
+    if (args.kuberay_binary is None) != (args.kuberay_crds is None):
+        parser.error("--kuberay-binary and --kuberay-crds go together: a binary runs against its own CRDs")
     command = shlex.join(["python", "benchmarks/kuberay_side_by_side.py", *sys.argv[1:]])
-    return run(args.out, args.keep, args.cluster_prefix, command)
+    peer = Peer(args.kuberay_binary, args.kuberay_crds, args.kuberay_version)
+    return run(args.out, args.keep, args.cluster_prefix, command, peer)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -33,7 +34,7 @@ from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
 from rayquota.operator.queue.api_group import of_mode
-from rayquota.operator.ray import labels, redis_cleanup
+from rayquota.operator.ray import labels, redis_cleanup, route
 from rayquota.operator.ray.raycronjob.clock import Clock
 from rayquota.operator.visibility import setup as visibility_setup
 from rayquota.operator.visibility.setup import VisibilityComponent
@@ -166,6 +167,7 @@ async def _main(
     if stop_flag is not None:
         helpers.append(asyncio.create_task(_watch_thread_flag(stop_flag, shutdown)))
     client = KubeClient.from_environment()
+    config = await _with_openshift(client, config)
     manager = Manager(client, scope, workers=config.workers, resync_interval_s=config.resync_interval_s)
     application = build(manager, config, dashboard, clock=clock)
     components = application.components
@@ -187,6 +189,20 @@ async def _main(
         if serve_metrics and kuberay_metrics is not None:
             REGISTRY.unregister(kuberay_metrics)
         await client.close()
+
+
+async def _with_openshift(client: KubeClient, config: OperatorConfig) -> OperatorConfig:
+    """KubeRay looks once, at start-up, whether the API server is OpenShift's (Routes for
+    enableIngress); not asked when nothing would change."""
+    if config.openshift is not None or not config.reconcilers_enabled or config.use_ingress_on_openshift:
+        return config
+    groups = (await client.get("/apis") or {}).get("groups") or []
+    openshift = route.is_openshift(str(group.get("name")) for group in groups)
+    if openshift:
+        log.info(
+            "OpenShift API groups served: enableIngress makes OpenShift Routes (USE_INGRESS_ON_OPENSHIFT)"
+        )
+    return dataclasses.replace(config, openshift=openshift)
 
 
 async def _run_as_leader(

@@ -226,6 +226,7 @@ def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = N
         queue=queue,
         created_by=kuberay.createdByLabel,
         gcs_ft_redis_cleanup=kuberay.gcsFtRedisCleanup,
+        use_ingress_on_openshift=kuberay.useIngressOnOpenShift,
         local_time_zone=local_time_zone,
     )
 

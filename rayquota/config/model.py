@@ -235,6 +235,8 @@ class KubeRay(Section):
     clusterDomain: str = "cluster.local"
     createdByLabel: str = "kuberay-operator"
     gcsFtRedisCleanup: bool = True
+    useIngressOnOpenShift: bool = False
+    """KubeRay's USE_INGRESS_ON_OPENSHIFT: Ingresses, not Routes, for enableIngress on OpenShift."""
     submitterImage: str = "rayproject/ray:2.41.0"
     rayJobStopTimeout: PositiveSeconds = 300.0
 

@@ -83,6 +83,7 @@ ENV_OVERRIDES: tuple[Override, ...] = tuple(
         ("CLUSTER_DOMAIN", "kuberay.clusterDomain"),
         ("RAYQUOTA_CREATED_BY_LABEL", "kuberay.createdByLabel"),
         ("ENABLE_GCS_FT_REDIS_CLEANUP", "kuberay.gcsFtRedisCleanup"),
+        ("USE_INGRESS_ON_OPENSHIFT", "kuberay.useIngressOnOpenShift"),
         ("RAYQUOTA_SUBMITTER_IMAGE", "kuberay.submitterImage"),
         ("RAYQUOTA_RAYJOB_STOP_TIMEOUT", "kuberay.rayJobStopTimeout"),
         ("RAYQUOTA_DASHBOARD_RESOLVER", "rayDashboard.resolver"),

@@ -35,6 +35,7 @@ class Components:
             "ray": self.ray,
             "raycronjob": self.ray.cronjobs if self.ray is not None else None,
             "networkpolicy": self.ray.network_policies if self.ray is not None else None,
+            "openshiftroute": self.ray.clusters.routes if self.ray is not None else None,
             "queue": self.queue,
             "webhooks": self.webhooks,
             "multikueue": self.multikueue,
@@ -43,7 +44,11 @@ class Components:
 
     def describe(self) -> str:
         """For the start-up log: each component once, the webhooks with where they are served."""
-        described = [name for name in self.names() if name not in ("webhooks", "raycronjob", "networkpolicy")]
+        described = [
+            name
+            for name in self.names()
+            if name not in ("webhooks", "raycronjob", "networkpolicy", "openshiftroute")
+        ]
         if self.ray is not None and self.ray.cronjobs is not None:
             described[0] = "ray (with RayCronJob)"
         if self.webhooks is not None:

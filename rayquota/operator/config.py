@@ -88,6 +88,16 @@ class OperatorConfig:
     # KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP: False deletes a GCS fault-tolerant cluster without
     # cleaning its Redis first.
     gcs_ft_redis_cleanup: bool = True
+    # KubeRay's USE_INGRESS_ON_OPENSHIFT: True makes Ingresses for enableIngress even on OpenShift.
+    use_ingress_on_openshift: bool = False
+    # Whether the API server is OpenShift's (it serves one of OpenShift's API groups); None: asked
+    # once at start-up, as KubeRay does.
+    openshift: bool | None = None
     # The zone of a RayCronJob schedule without timeZone (the process's $TZ, as Go reads it);
     # None: /etc/localtime.
     local_time_zone: dt.tzinfo | None = None
+
+    @property
+    def openshift_routes(self) -> bool:
+        """enableIngress makes an OpenShift Route, not an Ingress (ray/route.py)."""
+        return bool(self.openshift) and not self.use_ingress_on_openshift

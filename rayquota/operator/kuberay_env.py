@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 CLUSTER_DOMAIN = "CLUSTER_DOMAIN"
-# Honoured: CLUSTER_DOMAIN and ENABLE_GCS_FT_REDIS_CLEANUP, the overrides of the configuration's
-# kuberay.clusterDomain and kuberay.gcsFtRedisCleanup (rayquota.config.overrides).
-HONOURED = (CLUSTER_DOMAIN, "ENABLE_GCS_FT_REDIS_CLEANUP")
+# Honoured: the overrides of the configuration's kuberay.clusterDomain, kuberay.gcsFtRedisCleanup
+# and kuberay.useIngressOnOpenShift (rayquota.config.overrides).
+HONOURED = (CLUSTER_DOMAIN, "ENABLE_GCS_FT_REDIS_CLEANUP", "USE_INGRESS_ON_OPENSHIFT")
 
 
 def _is_true(value: str) -> bool:
@@ -70,9 +70,6 @@ KUBERAY_ENV: Mapping[str, KubeRayEnvSetting] = {
     ),
     "ENABLE_ZERO_DOWNTIME": KubeRayEnvSetting(
         _is_false, "rayquota always upgrades a RayService by a new cluster when its cluster spec changes"
-    ),
-    "USE_INGRESS_ON_OPENSHIFT": KubeRayEnvSetting(
-        _is_false, "rayquota makes an Ingress for enableIngress, never an OpenShift Route"
     ),
     "ENABLE_LOGIN_SHELL": KubeRayEnvSetting(_is_true, "rayquota starts Ray with `/bin/bash -c`"),
     "ENABLE_DETERMINISTIC_HEAD_POD_NAME": KubeRayEnvSetting(

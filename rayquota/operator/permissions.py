@@ -20,6 +20,7 @@ from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.ray.ingress import INGRESSES
 from rayquota.operator.ray.networkpolicy import NETWORK_POLICIES
 from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
+from rayquota.operator.ray.route import ROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -120,6 +121,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
     # spec.networkPolicy (ray/networkpolicy.py, KubeRay's RayClusterNetworkPolicy gate on): the
     # head's and each worker group's NetworkPolicy, kept to the spec, stale ones deleted.
     "networkpolicy": frozenset(_grant(NETWORK_POLICIES, "get create update delete")),
+    # enableIngress on OpenShift without USE_INGRESS_ON_OPENSHIFT (ray/route.py): the head's Route.
+    "openshiftroute": frozenset(_grant(ROUTES, "create")),
     # RayCronJob (ray/raycronjob): creates the RayJob of each run, records the run in its status.
     "raycronjob": frozenset(
         _grant(resources.RAYJOBS, "create") | _grant(resources.RAYCRONJOBS, "update", "status")

@@ -108,6 +108,18 @@ a test renders the chart against gate by gate. */}}
 {{- if and .Values.reconcilers.enabled $enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* Non-empty when enableIngress makes OpenShift Routes: an OpenShift API server (the operator
+looks at its API groups at start-up) and USE_INGRESS_ON_OPENSHIFT not true in `env`. */}}
+{{- define "rayquota.openShiftRoutes" -}}
+{{- $ingress := false -}}
+{{- range .Values.env -}}
+{{- if and (eq .name "USE_INGRESS_ON_OPENSHIFT") (eq (lower (toString .value)) "true") -}}{{- $ingress = true -}}{{- end -}}
+{{- end -}}
+{{- $caps := .Capabilities.APIVersions -}}
+{{- $openshift := or ($caps.Has "route.openshift.io/v1") ($caps.Has "security.openshift.io/v1") ($caps.Has "config.openshift.io/v1") -}}
+{{- if and .Values.reconcilers.enabled $openshift (not $ingress) -}}true{{- end -}}
+{{- end -}}
+
 {{/* KubeRay values rayquota cannot honour are refused here, by name, at install. */}}
 {{- define "rayquota.refuseKubeRayValues" -}}
 {{- with .Values.batchScheduler -}}

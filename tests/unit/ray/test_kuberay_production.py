@@ -118,7 +118,6 @@ def test_a_rayservice_may_not_name_its_head_service() -> None:
         ("RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS", "10"),
         ("DELETE_RAYJOB_CR_AFTER_JOB_FINISHES", "true"),
         ("ENABLE_ZERO_DOWNTIME", "false"),
-        ("USE_INGRESS_ON_OPENSHIFT", "false"),
         ("ENABLE_LOGIN_SHELL", "true"),
         ("ENABLE_DETERMINISTIC_HEAD_POD_NAME", "true"),
         ("ENABLE_WEBHOOKS", "true"),

@@ -33,7 +33,7 @@ from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import UNREACHABLE, ApiError, Conflict
-from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, services
+from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, route, services
 from rayquota.operator.ray.auth_token import AuthTokens
 from rayquota.operator.ray.hashing import spec_hash
 from rayquota.operator.ray.podspec import PodContext, build_head_pod
@@ -102,6 +102,12 @@ class RayClusterReconciler:
         self.caps: ClusterCaps = Uncapped()
         self.redis_cleanup = redis_cleanup.RedisCleanup(manager)
         self.ingresses = manager.informer(ingress.INGRESSES, label_selector=labels.RAY_CLUSTER)
+        # OpenShift (seen at start-up) without USE_INGRESS_ON_OPENSHIFT: Routes instead of Ingresses.
+        self.routes = (
+            manager.informer(route.ROUTES, label_selector=labels.RAY_CLUSTER)
+            if config.openshift_routes
+            else None
+        )
         self.clusters = manager.informer(resources.RAYCLUSTERS)
         owned = {OWNER_INDEX: owner_uids}
         self.pods = manager.informer(resources.PODS, label_selector=labels.RAY_CLUSTER, indexers=owned)
@@ -116,6 +122,7 @@ class RayClusterReconciler:
         self.controller = manager.controller("raycluster", self.reconcile)
         self.controller.watch(self.clusters)
         children = (self.pods, self.services, *self.rbac.values(), self.ingresses, self.redis_cleanup.jobs)
+        children += (self.routes,) if self.routes is not None else ()
         for informer in children:
             self.controller.watch(informer, owning_cluster)
         self.pods.on_change(self._observe_pod)
@@ -255,6 +262,11 @@ class RayClusterReconciler:
         """The dashboard's Ingress (enableIngress): created, and brought back to the spec."""
         if not ingress.enabled(cluster):
             return
+        if self.routes is not None:
+            await self._ensure_route(
+                cluster, self.routes.store.list(cluster["metadata"]["namespace"]), failures
+            )
+            return
         wanted = ingress.build_ingress(cluster)
         meta = wanted["metadata"]
         live = self.ingresses.store.get(meta["namespace"], meta["name"])
@@ -280,6 +292,16 @@ class RayClusterReconciler:
         self.manager.recorder.post(
             cluster, "Normal", "UpdatedIngress", f"Updated Ingress {meta['namespace']}/{meta['name']}"
         )
+
+    async def _ensure_route(self, cluster: Obj, routes: list[Obj], failures: list[str]) -> None:
+        """The dashboard's OpenShift Route: created when the cluster has none, as KubeRay does."""
+        if route.routes_of(cluster, routes):
+            return
+        problem = route.unroutable(cluster)
+        if problem is not None:  # for good: a namespace is never renamed, so no retry
+            self.manager.recorder.post(cluster, "Warning", "FailedToCreateRoute", problem)
+            return
+        await self._create_owned(cluster, route.ROUTES, route.build_route(cluster), failures)
 
     async def _drop_legacy_finalizer(self, cluster: Obj) -> None:
         finalizers = [f for f in cluster["metadata"].get("finalizers") or [] if f != LEGACY_FINALIZER]
