@@ -102,7 +102,12 @@ class WebhookServer:
         queue = self.objects.queue_name(kind, obj)
         exists = queue is None or await self._local_queue_exists(str(req.get("namespace") or ""), queue)
         verdict = review.mutate(
-            kind, obj, self.objects, self.dispatched, queue_exists=exists, allowed=self.allowed_security_fields
+            kind,
+            obj,
+            self.objects,
+            self.dispatched,
+            queue_exists=exists,
+            allowed=self.allowed_security_fields,
         )
         return web.json_response(_response(req["uid"], verdict))
 

@@ -76,9 +76,7 @@ def test_the_charts_webhooks_take_the_certificate_it_names() -> None:
 
 
 def test_a_keeper_without_a_port_keeps_the_secret_only() -> None:
-    settings = webhooks_from_env(
-        {"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "h"}
-    )
+    settings = webhooks_from_env({"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "h"})
     assert settings is not None and settings.port is None and settings.keeper is not None
 
 

@@ -238,11 +238,15 @@ def test_network_policy_is_accepted_with_its_feature_gate_on_and_refused_naming_
     ):
         off = review.mutate(kind, obj, objects())
         assert not off.allowed, kind
-        assert f"{path} is refused: the RayClusterNetworkPolicy feature gate is off" in off.message, off.message
+        assert f"{path} is refused: the RayClusterNetworkPolicy feature gate is off" in off.message, (
+            off.message
+        )
         assert review.mutate(kind, obj, objects(), allowed=on).allowed, kind
         # An update adding it to a stored object: the same rule.
         old = copy.deepcopy(obj)
-        old["spec"].get("rayClusterSpec", old["spec"].get("rayClusterConfig", old["spec"])).pop("networkPolicy")
+        old["spec"].get("rayClusterSpec", old["spec"].get("rayClusterConfig", old["spec"])).pop(
+            "networkPolicy"
+        )
         store = objects()
         refused = review.validate_gate(kind, obj, old, store, QueueGate(store))
         assert not refused.allowed and path in refused.message, kind
