@@ -5,6 +5,7 @@ invariants throughout."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -55,6 +56,67 @@ def _succeeded(job_id: str) -> dict[str, Any]:
     }
 
 
+class _Player(threading.Thread):
+    """Plays the fake heads and the user for whatever KubeRay got to, from before the RayJobs
+    are applied until they all ended: a head (and its Ray job) is registered as soon as KubeRay
+    names the cluster.
+
+    Why a thread of its own (the `k8sjob-plain` flake of session 12): in K8sJobMode the kwok
+    submitter pod succeeds a second after it starts, and KubeRay v1.6.2 then gives the Ray job
+    30 s (its DefaultSubmitterFinishedTimeout) to be terminal on the head, or marks the RayJob
+    Failed (JobDeploymentStatusTransitionGracePeriodExceeded). Its dashboard calls fail with
+    "no such host" until the head's hosts line exists, and each failure requeues the RayJob with
+    exponential backoff (20 s between tries after a dozen). The heads used to be registered in
+    the main thread's poll only after all eight RayJobs were applied (eight kubectl calls, many
+    seconds under load), so under load KubeRay reached the submitter's end first."""
+
+    def __init__(self, cell: Cell, jobs: Mapping[str, tuple[str, bool]]) -> None:
+        super().__init__(name=f"player-{cell.ns}", daemon=True)
+        self.cell, self.jobs = cell, jobs
+        self.done: set[str] = set()
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._stop_event.is_set() and len(self.done) < len(self.jobs):
+                self.step()
+                self._stop_event.wait(0.1)
+        except BaseException as exc:  # reported by the main thread's wait
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+
+    def finished(self) -> bool:
+        if self.error is not None:
+            raise AssertionError(f"the player failed: {self.error!r}") from self.error
+        return len(self.done) == len(self.jobs)
+
+    def step(self) -> None:
+        """Heads and Ray jobs first (no API call: quick), then the user's patches."""
+        heads, current = self.cell.stage.heads, self.cell.sampler.current("RayJob")
+        for name, (mode, _) in self.jobs.items():
+            status = (current.get(name) or {}).get("status") or {}
+            cluster, job_id = status.get("rayClusterName"), status.get("jobId")
+            if cluster and not heads.has(cluster):
+                heads.add(cluster, namespace=self.cell.ns)
+            if cluster and job_id and job_id not in heads.head(cluster).jobs and mode != "HTTPMode":
+                heads.head(cluster).jobs[job_id] = _succeeded(job_id)
+            if mode == "HTTPMode" and cluster and job_id in heads.head(cluster).jobs:
+                heads.head(cluster).jobs[job_id]["status"] = "SUCCEEDED"
+            if status.get("jobStatus") == "SUCCEEDED" and (
+                mode == "SidecarMode" or status.get("jobDeploymentStatus") == "Complete"
+            ):
+                self.done.add(name)
+        for name, (mode, _) in self.jobs.items():
+            job = current.get(name) or {}
+            waiting = ((job.get("status") or {}).get("jobDeploymentStatus")) == "Waiting"
+            if mode == "InteractiveMode" and waiting and not (job.get("spec") or {}).get("jobId"):
+                self.cell.patch("rayjob", name, {"spec": {"jobId": f"{name}-1"}}, "merge")
+
+
 def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admitted_and_finish(
     stage: Stage,
 ) -> None:
@@ -68,33 +130,12 @@ def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admi
     cell, heads = Cell(stage, gpus=6), stage.heads
     sampler = cell.sampler
     jobs = {_name(m, s): (m, s) for m in MODES for s in (False, True)}
-    done: set[str] = set()
+    player = _Player(cell, jobs)
     try:
+        player.start()  # before the first RayJob exists: no head is registered late
         for mode, suspended in jobs.values():
             cell.apply(_job(cell, mode, suspended, heads.dashboard_port))
-
-        def step() -> bool:
-            """Play the heads and the user for whatever KubeRay got to; True once all ended."""
-            for name, (mode, _) in jobs.items():
-                job = sampler.current("RayJob").get(name) or {}
-                status = job.get("status") or {}
-                cluster, job_id = status.get("rayClusterName"), status.get("jobId")
-                if cluster and not heads.has(cluster):
-                    heads.add(cluster, namespace=cell.ns)
-                waiting = status.get("jobDeploymentStatus") == "Waiting"
-                if mode == "InteractiveMode" and waiting and not (job.get("spec") or {}).get("jobId"):
-                    cell.patch("rayjob", name, {"spec": {"jobId": f"{name}-1"}}, "merge")
-                if cluster and job_id and job_id not in heads.head(cluster).jobs and mode != "HTTPMode":
-                    heads.head(cluster).jobs[job_id] = _succeeded(job_id)
-                if mode == "HTTPMode" and cluster and job_id in heads.head(cluster).jobs:
-                    heads.head(cluster).jobs[job_id]["status"] = "SUCCEEDED"
-                if status.get("jobStatus") == "SUCCEEDED" and (
-                    mode == "SidecarMode" or status.get("jobDeploymentStatus") == "Complete"
-                ):
-                    done.add(name)
-            return len(done) == len(jobs)
-
-        cell.wait("every RayJob at KubeRay's end", step, 420)
+        cell.wait("every RayJob at KubeRay's end", player.finished, 420)
         for name, (mode, _) in jobs.items():
             if mode == "SidecarMode":
                 continue
@@ -113,6 +154,7 @@ def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admi
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{describe(sampler)}") from exc
     finally:
+        player.stop()
         cell.close(*(("rayjob", n) for n in jobs))
 
 
