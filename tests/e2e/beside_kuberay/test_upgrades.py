@@ -82,7 +82,7 @@ def _gpus_by_pod_set(workload: Mapping[str, Any]) -> list[int]:
     return sorted(g for g in usage if g)
 
 
-def _one_gpu_workers(cell: Cell, service: str) -> None:
+def one_gpu_workers(cell: Cell, service: str) -> None:
     """The user's edit: each worker asks for 1 GPU instead of 2 (a new shape: a new cluster)."""
     limits = {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
     path = "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/resources"
@@ -120,7 +120,7 @@ def new_cluster_upgrade(cell: Cell, first_serves: bool) -> None:
         # KubeRay reached the head and gave it the Serve config; its applications deploy.
         cell.wait("KubeRay's Serve config on the first head", lambda: heads.serve_puts(first) >= 1, 120)
         assert _role(sampler, "up", "active") is None
-    _one_gpu_workers(cell, "up")
+    one_gpu_workers(cell, "up")
     new = cell.wait(
         "KubeRay's cluster for the new shape",
         lambda: next((n for n in service_clusters(sampler, "up") if n != first), None),
