@@ -20,6 +20,7 @@ from tests.e2e.beside_kuberay.harness import (
     running_on_pool,
     service_clusters,
 )
+from tests.e2e.beside_kuberay.rayjob_modes import JOBS, rayjobs_in_every_mode
 
 
 def rayservice_waits_then_runs(cell: Cell) -> None:
@@ -67,7 +68,7 @@ def first_admissions(cell: Cell) -> None:
     a RayJob over quota. What KubeRay reaches without a real Ray head: the admitted objects' pods
     Running on the flavor, and the RayJob's submitter Job created; the one over quota gets no
     cluster at all. (The Ray job itself and the Serve application need a head: not judged here;
-    test_rayjob_modes.py runs RayJobs to their end against fake heads.)"""
+    rayjob_modes.py runs RayJobs to their end against fake heads.)"""
     sampler = cell.sampler
     job_spec: dict[str, Any] = {
         "entrypoint": "python -c 'print(1)'",
@@ -140,13 +141,18 @@ def first_admissions(cell: Cell) -> None:
 def test_first_admissions_beside_kuberay_created_suspended_or_not_and_a_rayservice_waiting_for_quota(
     stage: Stage,
 ) -> None:
-    """The two cells side by side, each in a namespace of its own."""
+    """The three cells side by side, each in a namespace of its own."""
     run_cells(
         {
             "a RayService under a tight quota": (
                 Cell(stage, gpus=5),
                 rayservice_waits_then_runs,
                 (("rayservice", "up"), ("rayservice", "next")),
+            ),
+            "RayJobs in every submission mode": (
+                Cell(stage, gpus=6),
+                rayjobs_in_every_mode,
+                tuple(("rayjob", name) for name in JOBS),
             ),
             "first admissions": (
                 Cell(stage, gpus=4),

@@ -1,7 +1,8 @@
 """RayJobs in each of KubeRay v1.6.2's submission modes beside its real operator, created
 suspended and not (webhooks on, as `rayquota run --no-reconcilers` starts), run to KubeRay's
 own end against fake Ray heads (tests/e2e/kuberay_heads.py), with the gate sampler's
-invariants throughout."""
+invariants throughout. A cell of test_gates.py's run (side by side with the first-admission
+cells)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ from typing import Any
 
 from tests.e2e.beside_kuberay.harness import (
     Cell,
-    Stage,
     admitted_gpus,
     cluster_spec,
-    describe,
     queued,
     running_on_pool,
 )
@@ -41,6 +40,10 @@ def _job(cell: Cell, mode: str, suspended: bool, dashboard_port: int) -> dict[st
 
 def _name(mode: str, suspended: bool) -> str:
     return f"{mode.removesuffix('Mode').lower()}-{'suspended' if suspended else 'plain'}"
+
+
+JOBS = {_name(m, s): (m, s) for m in MODES for s in (False, True)}
+"""RayJob name -> (submission mode, created suspended)."""
 
 
 def _succeeded(job_id: str) -> dict[str, Any]:
@@ -117,9 +120,7 @@ class _Player(threading.Thread):
                 self.cell.patch("rayjob", name, {"spec": {"jobId": f"{name}-1"}}, "merge")
 
 
-def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admitted_and_finish(
-    stage: Stage,
-) -> None:
+def rayjobs_in_every_mode(cell: Cell) -> None:
     """Eight RayJobs (4 modes x created suspended or not), 1 GPU each, under a 6-GPU queue: at
     most six run at once, each only once admitted, its pods on the flavor; each runs to
     KubeRay's end: its Ray job SUCCEEDED on its (fake) head and, but in SidecarMode, the
@@ -127,16 +128,14 @@ def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admi
     after its pods are gone, which lets the waiting ones in. InteractiveMode waits for the
     user's job id (spec.jobId). SidecarMode's submitter is a container of the head pod, which
     never ends on kwok: KubeRay reports the Ray job SUCCEEDED and keeps the RayJob Running."""
-    cell, heads = Cell(stage, gpus=6), stage.heads
-    sampler = cell.sampler
-    jobs = {_name(m, s): (m, s) for m in MODES for s in (False, True)}
-    player = _Player(cell, jobs)
+    heads, sampler = cell.stage.heads, cell.sampler
+    player = _Player(cell, JOBS)
     try:
         player.start()  # before the first RayJob exists: no head is registered late
-        for mode, suspended in jobs.values():
+        for mode, suspended in JOBS.values():
             cell.apply(_job(cell, mode, suspended, heads.dashboard_port))
         cell.wait("every RayJob at KubeRay's end", player.finished, 420)
-        for name, (mode, _) in jobs.items():
+        for name, (mode, _) in JOBS.items():
             if mode == "SidecarMode":
                 continue
             cell.wait(
@@ -147,15 +146,12 @@ def test_rayjobs_in_every_submission_mode_created_suspended_or_not_run_once_admi
                 120,
             )
         # Each ran: its pods were let through on the flavor at some point.
-        for name in jobs:
+        for name in JOBS:
             assert sampler.first("Pod", lambda p, n=name: _of_job(p, n) and _on_pool(p)), f"{name} never ran"
         sampler.assert_holds()
-        sampler.assert_no_write_fight({f"RayJob/{n}": 1 for n in jobs})
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{describe(sampler)}") from exc
+        sampler.assert_no_write_fight({f"RayJob/{n}": 1 for n in JOBS})
     finally:
         player.stop()
-        cell.close(*(("rayjob", n) for n in jobs))
 
 
 def _of_job(pod: Mapping[str, Any], job: str) -> bool:
