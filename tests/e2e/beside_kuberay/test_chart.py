@@ -187,9 +187,9 @@ def test_without_webhooks_a_rayservice_upgrade_beyond_quota_is_flagged_and_one_c
     and the ClusterQueue is named after the namespace.)"""
     cluster, namespace = kuberay_cluster, kuberay_namespace
     crds = sorted(str(p) for p in (REPO / "crds").glob("rayquota.io_*.yaml"))
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", *[a for p in crds for a in ("-f", p)], timeout=300
-    )
+    files = [a for p in crds for a in ("-f", p)]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", *files, timeout=300)
+    cluster.kubectl("wait", "--for=condition=Established", *files, "--timeout=120s", timeout=180)
     first_address = 0x4E0000 + (os.getpid() % 200) * 256 + 1  # 127.78.x.1 on: apart from the stage
     heads = FakeHeads(HostsFile(tmp_path / "hosts"), namespace, free_port(), first_address)
     heads.start()
