@@ -260,8 +260,9 @@ def _rayservices_without_webhooks(stage: Stage) -> None:
             "the new shape admitted", lambda: admitted_gpus(cell.workload_of("RayService", "up")) == 6, 90
         )
         cell.wait("KubeRay making the new cluster active", lambda: _active(sampler, "up") == new, 120)
-        # Created without suspend, nothing left: held only after the fact.
-        cell.apply(gpu_service(cell.ns, "late", workers=2, gpus_per_worker=1))
+        # Created without suspend, 6 GPUs: it never fits beside `up` (also once KubeRay deletes
+        # the replaced cluster). Held only after the fact.
+        cell.apply(gpu_service(cell.ns, "late", workers=3, gpus_per_worker=2))
         cell.wait(
             "the late RayService suspended, waiting with a reason, its cluster's pods gone",
             lambda: (
