@@ -27,6 +27,7 @@ import yaml
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.ports import free_port
 from tests.e2e.beside_kuberay.harness import (
+    POOL,
     Cell,
     Stage,
     admitted_gpus,
@@ -41,6 +42,7 @@ from tests.e2e.chart import CHART, helm, service_account_kubeconfig
 from tests.e2e.kuberay_heads import FakeHeads, HostsFile, with_hosts_file
 from tests.e2e.test_chart_install import LocalOperator, assert_only_declared_requests, declared_grants
 from tests.gate_sampler import GateSampler
+from tests.integration.queue.conftest import GPU_TOLERATION
 from tests.polling import wait_for
 from tests.quota import (
     REPO,
@@ -224,6 +226,10 @@ def _rayservices_without_webhooks(stage: Stage) -> None:
     try:
         body = served_service(cell.ns, "up", heads.dashboard_port)
         body["spec"]["rayClusterConfig"]["suspend"] = True  # as written for Kueue: held
+        # Written for the pool: without the pod webhook nothing adds the flavor's placement to a
+        # RayService's pods (the pod gate's ungater does), and the GPU nodes are tainted.
+        worker = body["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+        worker.update(nodeSelector={"rayquota.io/gpu-pool": POOL}, tolerations=[GPU_TOLERATION])
         cell.apply(body)
         first = cell.wait(
             "KubeRay's first cluster, once admitted",
