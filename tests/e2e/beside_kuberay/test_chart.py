@@ -250,17 +250,20 @@ def _rayservices_without_webhooks(stage: Stage) -> None:
         heads.add(new, serving=True, namespace=cell.ns)
         # No pod webhook: KubeRay's pods for it run at once, 6 GPUs on a 5-GPU quota.
         cell.wait("the new cluster's pods Running, ungated", lambda: _running(pods_of(sampler, new), 3), 150)
+        # Said again as KubeRay adds pods (its head first): the words come to name the workers.
         flagged = cell.wait(
-            "a PodsBeyondQuota Warning on the new cluster",
-            lambda: [e for e in _warnings(cell, "PodsBeyondQuota") if new in e["involvedObject"]["name"]],
+            "a PodsBeyondQuota Warning on the new cluster naming its workers",
+            lambda: [
+                m
+                for e in _warnings(cell, "PodsBeyondQuota")
+                if e["involvedObject"]["name"] == new
+                and "2 pod(s) of worker group 'gpu'" in (m := str(e["message"]))
+            ],
             60,
         )
-        message = str(flagged[0]["message"])
-        assert "worker group 'gpu'" in message and "pod webhooks off" in message, message
+        assert "pod webhooks off" in flagged[0], flagged
+        cell.wait("the Workload waiting, naming GPUs", lambda: "nvidia.com/gpu" in _reason(cell, "up"), 60)
         assert admitted_gpus(cell.workload_of("RayService", "up")) == 4
-        assert "nvidia.com/gpu" in str(
-            (cell.workload_of("RayService", "up") or {}).get("status", {}).get("pendingReason")
-        )
         cell.set_gpus(6)
         cell.wait(
             "the new shape admitted", lambda: admitted_gpus(cell.workload_of("RayService", "up")) == 6, 90
@@ -272,12 +275,8 @@ def _rayservices_without_webhooks(stage: Stage) -> None:
         cell.wait(
             "the late RayService suspended, waiting with a reason, its cluster's pods gone",
             lambda: (
-                (sampler.current("RayService").get("late") or {})
-                .get("spec", {})
-                .get("rayClusterConfig", {})
-                .get("suspend")
-                is True
-                and ((cell.workload_of("RayService", "late") or {}).get("status") or {}).get("pendingReason")
+                _config_suspended(sampler, "late")
+                and _reason(cell, "late")
                 and all(c["spec"].get("suspend") for c in service_clusters(sampler, "late").values())
                 and not any(pods_of(sampler, n) for n in service_clusters(sampler, "late"))
             ),
