@@ -14,6 +14,7 @@ from rayquota.operator.queue.multikueue.setup import MultiKueueComponent
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.ray import setup as ray_setup
 from rayquota.operator.ray.raycronjob.clock import Clock
+from rayquota.operator.ray.security_fields import allowed_fields
 from rayquota.operator.ray.setup import RayControllers
 from rayquota.operator.webhooks import setup as webhooks_setup
 from rayquota.operator.webhooks.setup import WebhookComponent
@@ -70,7 +71,10 @@ def setup_components(manager: Manager, config: OperatorConfig, *, clock: Clock |
     )
     queue = queue_setup.setup(manager, ray, config.queue) if config.queue_enabled else None
     if queue is not None and config.webhooks is not None:
-        webhooks = webhooks_setup.setup(manager, config.webhooks, queue)
+        # The webhooks accept what the operator's feature gates turn on (networkPolicy with
+        # RayClusterNetworkPolicy), as the reconcilers do, and refuse the rest.
+        allowed = allowed_fields(config.feature_gates.enabled)
+        webhooks = webhooks_setup.setup(manager, config.webhooks, queue, allowed)
     else:
         webhooks = None
     multikueue = (

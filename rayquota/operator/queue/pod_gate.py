@@ -234,6 +234,29 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
     return Holding(tuple(out), tuple(dict.fromkeys(waiting)))
 
 
+def beyond_quota(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> tuple[str, ...]:
+    """The live pods of a cluster under quota that run without the gate although the recorded
+    admission does not cover them, in words (empty: none). Only a pod created without the gate
+    can be such a pod (the ungater lets none through beyond the caps): with the pod webhooks
+    off (or down), KubeRay's pods start at once."""
+    if caps is None:
+        return ()
+    names = _caps_by_label(caps)
+    counts: dict[str | None, int] = {}
+    for pod in pods:
+        if not gated(pod) and _live(pod):
+            label = group_of(pod)
+            counts[label] = counts.get(label, 0) + 1
+    words = []
+    for label, count in sorted(counts.items(), key=lambda item: (item[0] is not None, item[0] or "")):
+        group = None if label is None else names.get(label, label)
+        cap = (1 if caps.head else 0) if group is None else caps.worker_cap(group)
+        if count > cap:
+            what = "the head" if group is None else f"{count - cap} pod(s) of worker group {group!r}"
+            words.append(f"{what} run(s) beyond the admitted quota (it covers {cap})")
+    return tuple(words)
+
+
 @dataclass(frozen=True)
 class PodSetRoom:
     """What a recorded admission gives the pods of one pod set that a controller other than

@@ -19,6 +19,11 @@ from rayquota.operator.queue import pod_gate
 log = logging.getLogger(__name__)
 
 PODS_HELD = "PodsHeldByQuota"
+PODS_BEYOND = "PodsBeyondQuota"
+BEYOND_CAUSE = (
+    "they were created without rayquota's scheduling gate (are the pod webhooks off?), so "
+    "nothing holds them until the admission covers them"
+)
 RETRY_AFTER_FAILED_PATCH_S = 1.0
 
 
@@ -27,6 +32,7 @@ class PodReleases:
         self.manager = manager
         # owner -> the words last posted, so an owner that keeps waiting says it once.
         self._said: dict[ObjectKey, tuple[str, ...]] = {}
+        self._beyond: dict[ObjectKey, tuple[str, ...]] = {}
         self._released: set[str] = set()
 
     def as_released(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -41,6 +47,20 @@ class PodReleases:
 
     def nothing_held(self, key: ObjectKey) -> None:
         self._said.pop(key, None)
+
+    def forget(self, key: ObjectKey) -> None:
+        """The cluster is gone: nothing said about it is kept."""
+        self._said.pop(key, None)
+        self._beyond.pop(key, None)
+
+    def flag_beyond(self, key: ObjectKey, owner: Mapping[str, Any], words: tuple[str, ...]) -> None:
+        """Say (once per change, as a Warning on ``owner``) which pods run beyond the quota."""
+        if not words:
+            self._beyond.pop(key, None)
+            return
+        if self._beyond.get(key) != words:
+            self._beyond[key] = words
+            self.manager.recorder.post(owner, "Warning", PODS_BEYOND, "; ".join(words) + ": " + BEYOND_CAUSE)
 
     async def apply(
         self, key: ObjectKey, owner: Mapping[str, Any], holding: pod_gate.Holding

@@ -48,13 +48,18 @@ class PodUngater:
     async def reconcile(self, key: ObjectKey) -> Result | None:
         held = self.objects.pods(RAY_CLUSTER_PODS, key.namespace, key.name)
         pods = [self.releases.as_released(p) for p in held]
+        cluster = self.objects.informers[CLUSTER_KIND].store.get(key.namespace, key.name)
+        if cluster is None:
+            self.releases.forget(key)
+            return None  # not cached yet (its event brings us back) or gone with its pods
+        caps = self.gate.caps_for(cluster) if pods else None
+        # A suspended cluster's pods are KubeRay's to delete: not flagged meanwhile.
+        suspended = bool((cluster.get("spec") or {}).get("suspend"))
+        self.releases.flag_beyond(key, cluster, () if suspended else pod_gate.beyond_quota(caps, pods))
         if not any(pod_gate.gated(p) for p in pods):
             self.releases.nothing_held(key)
             return None
-        cluster = self.objects.informers[CLUSTER_KIND].store.get(key.namespace, key.name)
-        if cluster is None:
-            return None  # not cached yet (its event brings us back) or gone with its pods
-        holding = pod_gate.releases(self.gate.caps_for(cluster), pods)
+        holding = pod_gate.releases(caps, pods)
         return await self.releases.apply(key, cluster, holding)
 
 

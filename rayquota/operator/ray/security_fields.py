@@ -85,9 +85,10 @@ CLUSTER_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def object_refusals(kind: str, obj: Mapping[str, Any]) -> list[str]:
+def object_refusals(kind: str, obj: Mapping[str, Any], allowed: Collection[str] = ()) -> list[str]:
     """The refusals for a whole object of ``kind`` (empty for a kind without a cluster spec). A
-    RayCronJob's template is refused as the RayJobs it would make."""
+    RayCronJob's template is refused as the RayJobs it would make. ``allowed``: as for
+    :func:`refusals`."""
     path = CLUSTER_SPEC_PATHS.get(kind)
     if path is None:
         return []
@@ -97,4 +98,4 @@ def object_refusals(kind: str, obj: Mapping[str, Any]) -> list[str]:
     if not isinstance(node, Mapping):
         return []
     owner = "RayJob" if kind == "RayCronJob" else kind
-    return refusals(node, ".".join(path), owner)
+    return refusals(node, ".".join(path), owner, allowed)

@@ -3,7 +3,7 @@ operator's caches. Each kind's gate is the one its integration record names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +59,10 @@ def _topology_refusal(kind: str, obj: Body, objects: QueueObjects) -> Verdict | 
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
 
 
-def _security_refusal(kind: str, obj: Body) -> Verdict | None:
-    """Fields asking for security rayquota does not provide (the reconcilers refuse them too)."""
-    errors = object_refusals(kind, obj)
+def _security_refusal(kind: str, obj: Body, allowed: Collection[str]) -> Verdict | None:
+    """Fields asking for security rayquota does not provide (the reconcilers refuse them too);
+    ``allowed``: the gated fields whose feature gate is on (security_fields.allowed_fields)."""
+    errors = object_refusals(kind, obj, allowed)
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
 
 
@@ -75,6 +76,7 @@ def mutate(
     objects: QueueObjects,
     dispatched: Dispatched | None = None,
     queue_exists: bool = True,
+    allowed: Collection[str] = (),
 ) -> Verdict:
     """CREATE of a queued object: what its kind refuses in a queue is refused, with the field
     and the value (topology annotations that cannot be read too); otherwise it is born suspended
@@ -82,8 +84,10 @@ def mutate(
     child is born gated). In a queue that dispatches to worker clusters (``dispatched``:
     namespace, LocalQueue), ``spec.managedBy`` names MultiKueue unless it is set (Kueue's
     defaulting): nothing of it runs here. ``queue_exists``: whether its LocalQueue exists (a
-    warning names a missing one: a typo in the label is said at ``kubectl apply`` time)."""
-    refused = _type_refusal(kind, obj) or _security_refusal(kind, obj)
+    warning names a missing one: a typo in the label is said at ``kubectl apply`` time).
+    ``allowed``: the gated security fields whose feature gate is on (``networkPolicy`` with
+    RayClusterNetworkPolicy); the others are refused, naming the field."""
+    refused = _type_refusal(kind, obj) or _security_refusal(kind, obj, allowed)
     if refused is not None:
         return refused
     queue = objects.queue_name(kind, obj)
@@ -152,12 +156,22 @@ def carry_gate_over(kind: str, obj: Body, old: Body, objects: QueueObjects) -> V
     )
 
 
-def validate_gate(kind: str, obj: Body, old: Body | None, objects: QueueObjects, gate: QueueGate) -> Verdict:
+def validate_gate(
+    kind: str,
+    obj: Body,
+    old: Body | None,
+    objects: QueueObjects,
+    gate: QueueGate,
+    allowed: Collection[str] = (),
+) -> Verdict:
     """UPDATE that clears a gate: allowed only as far as the recorded admission covers; and no
-    queued object gets topology annotations that cannot be read."""
+    queued object gets topology annotations that cannot be read, nor a security field whose
+    feature gate is off (``allowed``: those whose gate is on)."""
     if old is not None and objects.queue_name(kind, obj) is not None:
         refused = (
-            _type_refusal(kind, obj) or _security_refusal(kind, obj) or _topology_refusal(kind, obj, objects)
+            _type_refusal(kind, obj)
+            or _security_refusal(kind, obj, allowed)
+            or _topology_refusal(kind, obj, objects)
         )
         if refused is not None:
             return refused

@@ -52,8 +52,11 @@ class WebhookServer:
         serving: ServingCertificate,
         registration: LoopbackRegistration | None = None,
         dispatched: review.Dispatched | None = None,
+        allowed_security_fields: frozenset[str] = frozenset(),
     ) -> None:
-        """`registration`: configurations this server registers for itself (loopback only)."""
+        """`registration`: configurations this server registers for itself (loopback only).
+        `allowed_security_fields`: gated RayCluster fields whose feature gate is on (accepted;
+        the others are refused, naming the field)."""
         self.manager = manager
         self.objects = objects
         self.gate = gate
@@ -62,6 +65,7 @@ class WebhookServer:
         self.serving = serving
         self.registration = registration
         self.dispatched = dispatched
+        self.allowed_security_fields = allowed_security_fields
         # The LocalQueue cache (a queue label naming none is warned about at creation).
         self.local_queues: Informer = manager.informer(objects.api.local_queues, interned=True)
         self.app = web.Application()
@@ -97,7 +101,14 @@ class WebhookServer:
             return web.json_response(_response(req["uid"], verdict))
         queue = self.objects.queue_name(kind, obj)
         exists = queue is None or await self._local_queue_exists(str(req.get("namespace") or ""), queue)
-        verdict = review.mutate(kind, obj, self.objects, self.dispatched, queue_exists=exists)
+        verdict = review.mutate(
+            kind,
+            obj,
+            self.objects,
+            self.dispatched,
+            queue_exists=exists,
+            allowed=self.allowed_security_fields,
+        )
         return web.json_response(_response(req["uid"], verdict))
 
     async def _local_queue_exists(self, namespace: str, name: str) -> bool:
@@ -143,7 +154,12 @@ class WebhookServer:
         if not self._ours(req):
             return web.json_response(_response(req["uid"], review.ALLOW))
         verdict = review.validate_gate(
-            req["kind"]["kind"], req["object"], req.get("oldObject"), self.objects, self.gate
+            req["kind"]["kind"],
+            req["object"],
+            req.get("oldObject"),
+            self.objects,
+            self.gate,
+            allowed=self.allowed_security_fields,
         )
         if not verdict.allowed:
             self.manager.recorder.post(req["oldObject"], "Warning", "QuotaGateProtected", verdict.message)

@@ -32,7 +32,14 @@ class WebhookComponent:
         return f"webhooks ({where}, {self.settings.certificate} certificate)"
 
 
-def setup(manager: Manager, settings: WebhookSettings, queue: QueueComponent) -> WebhookComponent:
+def setup(
+    manager: Manager,
+    settings: WebhookSettings,
+    queue: QueueComponent,
+    allowed_security_fields: frozenset[str] = frozenset(),
+) -> WebhookComponent:
+    """`allowed_security_fields`: the gated RayCluster fields whose feature gate is on
+    (security_fields.allowed_fields); the webhooks accept those and refuse the others."""
     keeper = None
     if settings.keeper is not None:
         keeper = CertificateKeeper(manager.client, settings.keeper)
@@ -50,6 +57,7 @@ def setup(manager: Manager, settings: WebhookSettings, queue: QueueComponent) ->
         serving=serving,
         registration=registration,
         dispatched=queue.dispatching.dispatches,
+        allowed_security_fields=allowed_security_fields,
     )
     manager.add_runnable("admission webhooks", server.run)
     return WebhookComponent(settings, server, keeper)

@@ -1,8 +1,10 @@
 """The stage the beside-KubeRay tests share (see harness.py): built once for the package, since
 a control plane, KubeRay's operator and rayquota's take most of a minute to start. Each test
-takes fresh namespaces from the stage's pool (the operators watch them all). The chart test
-(test_chart.py) installs its own rayquota with the chart and runs its own KubeRay on a
-namespace of its own; it runs first, before the stage's operators exist."""
+takes fresh namespaces from the stage's pool (the operators watch them all). The webhooks-off
+tests (test_chart.py: the chart's rayquota, and `rayquota run --no-webhooks` beside a KubeRay
+with fake heads) run their own rayquota and KubeRay on a namespace of their own; they run
+first, before the stage's operators exist (two rayquota operators would both write every
+ClusterQueue's status)."""
 
 from __future__ import annotations
 

@@ -301,3 +301,28 @@ def side_by_side(**scenarios: Callable[[], None]) -> None:
             if error is not None:
                 failures.append(f"{name}: {type(error).__name__}: {error}")
     assert not failures, "\n\n".join(failures)
+
+
+Scenario = tuple["Cell", Callable[["Cell"], None], tuple[tuple[str, str], ...]]
+"""A cell, what runs on it, and the objects (kind, name) to delete after."""
+
+
+def run_cells(cells: Mapping[str, Scenario]) -> None:
+    """Each named scenario on its cell, side by side (side_by_side); a failure carries its
+    namespace's pods and Workloads (describe). Every cell is closed afterwards, its objects
+    deleted."""
+
+    def attached(cell: Cell, scenario: Callable[[Cell], None]) -> Callable[[], None]:
+        def one() -> None:
+            try:
+                scenario(cell)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{describe(cell.sampler)}") from exc
+
+        return one
+
+    try:
+        side_by_side(**{name: attached(cell, scenario) for name, (cell, scenario, _) in cells.items()})
+    finally:
+        for cell, _, objects in cells.values():
+            cell.close(*objects)

@@ -17,13 +17,12 @@ from tests.e2e.beside_kuberay.harness import (
     Stage,
     admitted_gpus,
     cluster_spec,
-    describe,
     first_pod,
     gone_before,
     held,
     queued,
+    run_cells,
     running_on_pool,
-    side_by_side,
 )
 
 
@@ -251,29 +250,20 @@ def gate_kept(cell: Cell) -> None:
 
 
 def test_scale_up_suspend_resume_preemption_deletion_and_the_gate_beside_kuberay(stage: Stage) -> None:
-    cells = {
-        "scale-up": (Cell(stage, gpus=2), scale_up, ("raycluster", "grow")),
-        "suspend-resume": (Cell(stage, gpus=2), suspend_resume, ("raycluster", "rc")),
-        "preemption-deletion": (
-            Cell(stage, gpus=2, preemption={"withinClusterQueue": "LowerPriority"}),
-            preemption_and_deletion,
-            ("raycluster", "victim"),
-        ),
-        "gate-kept": (Cell(stage, gpus=1), gate_kept, ("raycluster", "waits")),
-        "rayjob-scale-up": (Cell(stage, gpus=2), rayjob_scale_up, ("rayjob", "elastic")),
-    }
-
-    def run(cell: Cell, scenario: Any) -> Any:
-        def one() -> None:
-            try:
-                scenario(cell)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{describe(cell.sampler)}") from exc
-
-        return one
-
-    try:
-        side_by_side(**{name: run(cell, scenario) for name, (cell, scenario, _) in cells.items()})
-    finally:
-        for cell, _, obj in cells.values():
-            cell.close(obj, ("rayjob", "job"), ("raycluster", "urgent"))
+    run_cells(
+        {
+            "scale-up": (Cell(stage, gpus=2), scale_up, (("raycluster", "grow"),)),
+            "suspend-resume": (
+                Cell(stage, gpus=2),
+                suspend_resume,
+                (("raycluster", "rc"), ("rayjob", "job")),
+            ),
+            "preemption-deletion": (
+                Cell(stage, gpus=2, preemption={"withinClusterQueue": "LowerPriority"}),
+                preemption_and_deletion,
+                (("raycluster", "victim"), ("raycluster", "urgent")),
+            ),
+            "gate-kept": (Cell(stage, gpus=1), gate_kept, (("raycluster", "waits"),)),
+            "rayjob-scale-up": (Cell(stage, gpus=2), rayjob_scale_up, (("rayjob", "elastic"),)),
+        }
+    )

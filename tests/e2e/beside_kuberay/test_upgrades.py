@@ -13,13 +13,12 @@ from typing import Any
 from tests.e2e.beside_kuberay.harness import (
     Cell,
     Stage,
-    describe,
     gpu_service,
     held,
     pods_of,
+    run_cells,
     running_on_pool,
     service_clusters,
-    side_by_side,
 )
 from tests.gate_sampler import GateSampler
 
@@ -83,7 +82,7 @@ def _gpus_by_pod_set(workload: Mapping[str, Any]) -> list[int]:
     return sorted(g for g in usage if g)
 
 
-def _one_gpu_workers(cell: Cell, service: str) -> None:
+def one_gpu_workers(cell: Cell, service: str) -> None:
     """The user's edit: each worker asks for 1 GPU instead of 2 (a new shape: a new cluster)."""
     limits = {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}
     path = "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/resources"
@@ -121,7 +120,7 @@ def new_cluster_upgrade(cell: Cell, first_serves: bool) -> None:
         # KubeRay reached the head and gave it the Serve config; its applications deploy.
         cell.wait("KubeRay's Serve config on the first head", lambda: heads.serve_puts(first) >= 1, 120)
         assert _role(sampler, "up", "active") is None
-    _one_gpu_workers(cell, "up")
+    one_gpu_workers(cell, "up")
     new = cell.wait(
         "KubeRay's cluster for the new shape",
         lambda: next((n for n in service_clusters(sampler, "up") if n != first), None),
@@ -351,31 +350,18 @@ def _newest_worker_was_held(sampler: GateSampler, cluster: str, count: int) -> b
 def test_rayservice_upgrades_wait_for_quota_at_their_pods_then_complete_without_a_fight(stage: Stage) -> None:
     """The upgrade cells side by side, each in namespaces of its own: NewCluster before and after
     the first cluster serves, and NewClusterWithIncrementalUpgrade."""
-    cells = {
-        "new-cluster, before the first serves": (
-            Cell(stage, gpus=5),
-            lambda c: new_cluster_upgrade(c, False),
-            "up",
-        ),
-        "new-cluster, after the first serves": (
-            Cell(stage, gpus=5),
-            lambda c: new_cluster_upgrade(c, True),
-            "up",
-        ),
-        "incremental": (Cell(stage, gpus=3), incremental_upgrade, "inc"),
-    }
-
-    def run(cell: Cell, scenario: Any) -> Any:
-        def one() -> None:
-            try:
-                scenario(cell)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{describe(cell.sampler)}") from exc
-
-        return one
-
-    try:
-        side_by_side(**{name: run(cell, scenario) for name, (cell, scenario, _) in cells.items()})
-    finally:
-        for cell, _, service in cells.values():
-            cell.close(("rayservice", service))
+    run_cells(
+        {
+            "new-cluster, before the first serves": (
+                Cell(stage, gpus=5),
+                lambda c: new_cluster_upgrade(c, False),
+                (("rayservice", "up"),),
+            ),
+            "new-cluster, after the first serves": (
+                Cell(stage, gpus=5),
+                lambda c: new_cluster_upgrade(c, True),
+                (("rayservice", "up"),),
+            ),
+            "incremental": (Cell(stage, gpus=3), incremental_upgrade, (("rayservice", "inc"),)),
+        }
+    )

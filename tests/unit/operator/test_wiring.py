@@ -17,12 +17,16 @@ from rayquota.operator.webhook_settings import CertificateSource, WebhookSetting
 from tests.config_env import operator_config_from_env, webhooks_from_env
 
 
-def offline(config: OperatorConfig) -> tuple[Manager, str]:
+def offline_manager() -> Manager:
     import kubernetes.client
 
     configuration = kubernetes.client.Configuration()
     configuration.host = "http://127.0.0.1:9"  # never contacted
-    manager = Manager(KubeClient(configuration), NamespaceScope.of(None))
+    return Manager(KubeClient(configuration), NamespaceScope.of(None))
+
+
+def offline(config: OperatorConfig) -> tuple[Manager, str]:
+    manager = offline_manager()
     return manager, setup_components(manager, config).describe()
 
 
@@ -72,9 +76,7 @@ def test_the_charts_webhooks_take_the_certificate_it_names() -> None:
 
 
 def test_a_keeper_without_a_port_keeps_the_secret_only() -> None:
-    settings = webhooks_from_env(
-        {"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "h"}
-    )
+    settings = webhooks_from_env({"RAYQUOTA_WEBHOOK_CERT_SECRET": "cert", "RAYQUOTA_WEBHOOK_HOSTS": "h"})
     assert settings is not None and settings.port is None and settings.keeper is not None
 
 
@@ -137,3 +139,19 @@ def test_the_environment_wins_unless_webhooks_are_turned_off(
 )
 def test_run_webhooks_flag(argv: list[str], expected: bool | None) -> None:
     assert build_parser().parse_args(["run", *argv]).webhooks is expected
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_the_webhooks_accept_network_policy_exactly_when_its_feature_gate_is_on(gate: bool) -> None:
+    """Issue 34: the webhook server is told what the feature gates turn on, in both modes."""
+    for reconcilers in (True, False):
+        config = OperatorConfig(
+            reconcilers_enabled=reconcilers,
+            webhooks=WebhookSettings.loopback(8443),
+            feature_gates=FeatureGates.parse(f"RayClusterNetworkPolicy={str(gate).lower()}"),
+        )
+        manager = offline_manager()
+        components = setup_components(manager, config)
+        assert components.webhooks is not None and components.webhooks.server is not None
+        expected = frozenset({"networkPolicy"}) if gate else frozenset()
+        assert components.webhooks.server.allowed_security_fields == expected

@@ -176,3 +176,23 @@ def test_pods_of_a_group_with_assigned_domains_are_pinned_to_a_domain_with_room(
     assert full.releases == ()
     tight = AdmittedCaps(head=True, workers={"gpu": 3}, worker_domains={"gpu": (({rack: "r1"}, 1),)})
     assert "topology domains are full" in pod_gate.releases(tight, [running, pod("w1")]).waiting[0]
+
+
+def test_pods_running_without_the_gate_beyond_the_admission_are_named_and_those_covered_are_not() -> None:
+    """Pods KubeRay created while the pod webhooks were off run at once: those the recorded
+    admission does not cover are said (the ungater posts them as a PodsBeyondQuota Warning);
+    held, finished and deleting pods, and pods under no quota, are not."""
+    through = [pod("h", None, held=False), pod("w1", held=False), pod("w2", held=False)]
+    assert pod_gate.beyond_quota(caps(workers=2), through) == ()
+    assert pod_gate.beyond_quota(caps(workers=1), through) == (
+        "1 pod(s) of worker group 'gpu' run(s) beyond the admitted quota (it covers 1)",
+    )
+    assert pod_gate.beyond_quota(NOTHING, through) == (
+        "the head run(s) beyond the admitted quota (it covers 0)",
+        "2 pod(s) of worker group 'gpu' run(s) beyond the admitted quota (it covers 0)",
+    )
+    assert pod_gate.beyond_quota(None, through) == ()
+    done, going = pod("w3", held=False), pod("w4", held=False)
+    done["status"]["phase"] = "Succeeded"
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pod_gate.beyond_quota(caps(workers=2), [*through, done, going, pod("w5")]) == ()

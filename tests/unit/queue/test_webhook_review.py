@@ -216,3 +216,43 @@ def test_a_status_is_not_held_to_what_the_schema_requires() -> None:
         "status": {"conditions": [{"reason": "Initializing"}]},
     }
     assert not [e for e in type_errors("RayService", body) if e.startswith("status")]
+
+
+def test_network_policy_is_accepted_with_its_feature_gate_on_and_refused_naming_the_field_when_off() -> None:
+    """Issue 34: the reconciler builds spec.networkPolicy behind RayClusterNetworkPolicy; the
+    webhooks accept it then (at creation and on an update), and refuse it otherwise, naming the
+    field where it sits in each kind."""
+    policy = {"ingressRules": []}
+    cluster = bodies.raycluster(**{naming.QUEUE_LABEL: "q"})
+    cluster["spec"]["networkPolicy"] = policy
+    job = bodies.rayjob()
+    job["spec"]["rayClusterSpec"]["networkPolicy"] = policy
+    service = bodies.rayservice()
+    service["metadata"]["labels"] = {naming.QUEUE_LABEL: "q"}
+    service["spec"]["rayClusterConfig"]["networkPolicy"] = policy
+    on = frozenset({"networkPolicy"})
+    for kind, obj, path in (
+        ("RayCluster", cluster, "spec.networkPolicy"),
+        ("RayJob", job, "spec.rayClusterSpec.networkPolicy"),
+        ("RayService", service, "spec.rayClusterConfig.networkPolicy"),
+    ):
+        off = review.mutate(kind, obj, objects())
+        assert not off.allowed, kind
+        assert f"{path} is refused: the RayClusterNetworkPolicy feature gate is off" in off.message, (
+            off.message
+        )
+        assert review.mutate(kind, obj, objects(), allowed=on).allowed, kind
+        # An update adding it to a stored object: the same rule.
+        old = copy.deepcopy(obj)
+        old["spec"].get("rayClusterSpec", old["spec"].get("rayClusterConfig", old["spec"])).pop(
+            "networkPolicy"
+        )
+        store = objects()
+        refused = review.validate_gate(kind, obj, old, store, QueueGate(store))
+        assert not refused.allowed and path in refused.message, kind
+        assert review.validate_gate(kind, obj, old, store, QueueGate(store), allowed=on).allowed, kind
+    # The gate turns on networkPolicy alone: mutual TLS stays refused.
+    cluster["spec"]["tlsOptions"] = {"enabled": False}
+    verdict = review.mutate("RayCluster", cluster, objects(), allowed=on)
+    assert not verdict.allowed and "spec.tlsOptions is refused" in verdict.message
+    assert "networkPolicy" not in verdict.message
