@@ -1,6 +1,7 @@
 """The autoscaler folder: rayquota's operator (own Ray reconcilers, queue on) on ``as-*``
-namespaces, the queue folder's per-test quota and gate sampler, and a node agent per test that
-runs real Ray (head, autoscaler, workers) for the pods kwok runs."""
+namespaces (the queue folder's ``running_operator``), the queue folder's ``kube``, ``quota`` and
+``gate_sampler`` fixtures, and a node agent per test that runs real Ray (head, autoscaler, workers) for the
+pods kwok runs."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 import pytest
 
 from tests.integration.autoscaler.node_agent import NodeAgent
-from tests.integration.queue.conftest import Quota, running_operator
-from tests.integration.queue.conftest import gate_sampler as gate_sampler  # the same fixture
-from tests.integration.ray.kubehelpers import Kube
+
+# The queue folder's fixtures themselves, not copies.
+from tests.integration.queue.conftest import gate_sampler as gate_sampler
+from tests.integration.queue.conftest import kube as kube
+from tests.integration.queue.conftest import quota as quota
+from tests.integration.queue.conftest import running_operator
 
 PREFIX = "as"
 
@@ -27,20 +31,6 @@ def namespace_prefix() -> str:
 def autoscaler_operator(crds_installed: None) -> Iterator[Path]:
     with running_operator(PREFIX) as dashboard_map:
         yield dashboard_map
-
-
-@pytest.fixture
-def kube(control_plane: Any, namespace: str) -> Kube:
-    return Kube(control_plane, namespace)
-
-
-@pytest.fixture
-def quota(control_plane: Any, namespace: str) -> Iterator[Quota]:
-    q = Quota(control_plane, namespace)
-    try:
-        yield q
-    finally:
-        q.delete_all()
 
 
 @pytest.fixture
