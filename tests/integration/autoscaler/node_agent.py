@@ -81,6 +81,9 @@ class NodeAgent:
     workers: dict[str, Worker] = field(default_factory=dict)
     times: dict[str, PodTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    head_pod: str = ""
+    head_starts: int = 1
+    autoscaler_starts: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -125,6 +128,7 @@ class NodeAgent:
             elif node_type == "worker" and name not in self.workers and self.head is not None:
                 self._start_worker(pod)
         if self.head is not None:
+            self._keep_head_up()
             self._note_joined()
 
     # --- head and autoscaler --------------------------------------------------------------------
@@ -140,8 +144,34 @@ class NodeAgent:
         if any(c.name == "autoscaler" for c in pod.spec.containers):
             self._start_autoscaler(pod.metadata.name)
 
+    def _keep_head_up(self) -> None:
+        """A container restart, as the kubelet does: under load a started Ray head can still
+        die (its client server gives up waiting for the GCS and ``ray start --block`` ends the
+        rest); it is started again on the same ports (the autoscaler, the workers and the
+        operator's dashboard address keep theirs), and an autoscaler that exited is started
+        again; each at most MAX_STARTS times."""
+        assert self.head is not None and self.head.process is not None
+        if self.head.process.poll() is not None:
+            if self.head_starts >= MAX_STARTS:
+                if self.head_starts == MAX_STARTS:
+                    self.errors.append(f"the Ray head failed {self.head_starts} starts")
+                    self.head_starts += 1  # given up
+                return
+            self.head_starts += 1
+            self.head.restart(timeout_s=HEAD_START_S)
+        if self.autoscaler is not None and self.autoscaler.poll() is not None:
+            if self.autoscaler_starts >= MAX_STARTS:
+                if self.autoscaler_starts == MAX_STARTS:
+                    self.errors.append(f"the autoscaler exited {self.autoscaler_starts} times")
+                    self.autoscaler_starts += 1  # given up
+                return
+            _end_session(self.autoscaler)
+            self._start_autoscaler(self.head_pod)
+
     def _start_autoscaler(self, head_pod: str) -> None:
         assert self.head is not None
+        self.head_pod = head_pod
+        self.autoscaler_starts += 1
         custom = client.CustomObjectsApi(self.api)
         cluster = custom.get_namespaced_custom_object(
             "ray.io", "v1", self.namespace, "rayclusters", self.cluster
@@ -164,7 +194,7 @@ class NodeAgent:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
         env.pop("KUBECONFIG", None)  # nothing but the ServiceAccount's token
-        with (self.head.temp_dir / "autoscaler.log").open("wb") as log:
+        with (self.head.temp_dir / "autoscaler.log").open("ab") as log:
             self.autoscaler = subprocess.Popen(
                 [
                     sys.executable, str(HERE / "run_autoscaler.py"), self.cluster, self.namespace,
@@ -245,7 +275,10 @@ class NodeAgent:
         waiting = [n for n in self.workers if self.times[n].joined is None]
         if not waiting:
             return
-        joined = self.ray_nodes()
+        try:
+            joined = self.ray_nodes()
+        except OSError:  # the dashboard busy or restarting: asked again on the next step
+            return
         for name in waiting:
             if name in joined:
                 self.times[name].joined = time.monotonic()
