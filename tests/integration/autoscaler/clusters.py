@@ -4,6 +4,8 @@ admitted GPUs)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,3 +84,20 @@ def admitted_gpus(workload: Mapping[str, Any] | None) -> int:
         int((a.get("resourceUsage") or {}).get("nvidia.com/gpu", "0"))
         for a in admission.get("podSetAssignments") or []
     )
+
+
+# The task the driver runs: one GPU, no CPU; it answers with the pod its Ray node runs for.
+DRIVER = """
+import json, os, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+@ray.remote(num_gpus=1, num_cpus=0)
+def where():
+    return os.environ.get("RAY_CLOUD_INSTANCE_ID")
+print(json.dumps(ray.get(where.remote())), flush=True)
+"""
+
+
+def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
+    out, err = driver.communicate(timeout=timeout_s)
+    assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
+    return str(json.loads(out.strip().splitlines()[-1]))

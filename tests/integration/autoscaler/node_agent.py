@@ -5,9 +5,10 @@ the pod's Ray container would: for the head pod a real Ray head on loopback (and
 answers, Ray's autoscaler as the head's sidecar, see :mod:`run_autoscaler`), for a worker pod
 ``ray start --address <head> --block`` with the resources of the pod's generated ``ray start``
 command (``KUBERAY_GEN_RAY_START_CMD``). Each Ray node is identified by its pod's name as
-KubeRay's are (``RAY_CLOUD_INSTANCE_ID``, ``RAY_NODE_TYPE_NAME``), so the autoscaler maps Ray
-nodes to pods. A worker's processes are stopped, by the id of the session they run in, when its
-pod is gone or being deleted.
+KubeRay's are (``RAY_CLOUD_INSTANCE_ID``, ``RAY_NODE_TYPE_NAME``), so the v2 autoscaler maps Ray
+nodes to pods; for the v1 autoscaler, which maps them by IP, each pod's IP is set to a loopback
+address of its own and its Ray node listens there (``loopback_pod_ips``). A worker's processes
+are stopped, by the id of the session they run in, when its pod is gone or being deleted.
 
 Timings (monotonic seconds) are kept per pod: first seen, seen Running, Ray node joined.
 """
@@ -43,12 +44,24 @@ RESOURCE_OPTIONS = ("--num-cpus", "--num-gpus", "--memory", "--resources")
 # Literal variables of the pod's Ray container that Ray itself reads.
 PASSED_ENV = ("RAY_enable_autoscaler_v2",)
 MAX_STARTS = 4
+# A raylet given no port for its agents waits 15 s for each agent to write the port it chose, then
+# aborts: too short on a loaded 2-core machine (heads and workers died this way). Given them, it
+# does not wait.
+AGENT_PORT_OPTIONS = ("--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port")
 # A head's start is given this long per attempt (the machine may be loaded; 3 attempts).
 HEAD_START_S = 240.0
 
 
 class AutoscaledHead(RayHead):
-    """The head of an autoscaled cluster: no Serve (nothing here deploys to it)."""
+    """The head of an autoscaled cluster: no Serve (nothing here deploys to it), and its agents'
+    ports chosen up front (see AGENT_PORT_OPTIONS), kept when it is started again."""
+
+    agent_ports: list[str] | None = None
+
+    def _command(self, same_ports: bool = False) -> list[str]:
+        if not same_ports or self.agent_ports is None:
+            self.agent_ports = agent_port_options()
+        return [*super()._command(same_ports), *self.agent_ports]
 
     def _start_serve(self, timeout_s: float, env: dict[str, str], same_ports: bool = False) -> None:
         return None
@@ -81,6 +94,10 @@ class NodeAgent:
     workers: dict[str, Worker] = field(default_factory=dict)
     times: dict[str, PodTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Ray's v1 autoscaler knows a Ray node by its IP and a pod by its podIP: each pod gets a
+    # loopback address of its own (the head 127.0.0.1), its Ray node listens there.
+    loopback_pod_ips: bool = False
+    pod_ips: dict[str, str] = field(default_factory=dict)
     head_pod: str = ""
     head_starts: int = 1
     autoscaler_starts: int = 0
@@ -138,6 +155,8 @@ class NodeAgent:
         options = _start_options(container)
         env = {**_ray_env(container), **_identity(pod)}
         head = AutoscaledHead(num_cpus=int(float(options.get("--num-cpus", "1"))), env=env)
+        if self.loopback_pod_ips:
+            self._set_pod_ip(pod, LOOPBACK)
         self.head = head
         head.start(timeout_s=HEAD_START_S)
         self.times[pod.metadata.name].joined = time.monotonic()
@@ -226,10 +245,11 @@ class NodeAgent:
         env = {**os.environ, **_ray_env(pod.spec.containers[0]), **_identity(pod)}
         env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        address = self._worker_ip(pod) if self.loopback_pod_ips else LOOPBACK
         command = [
             str(VENV_BIN / "ray"), "start", f"--address={LOOPBACK}:{self.head.gcs_port}", "--block",
-            f"--node-ip-address={LOOPBACK}", "--disable-usage-stats",
-            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+            f"--node-ip-address={address}", "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={free_port()}", *agent_port_options(),
             *args,
         ]  # fmt: skip
         with (self.head.temp_dir / f"worker-{pod.metadata.name}.log").open("ab") as log:
@@ -237,6 +257,21 @@ class NodeAgent:
                 command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         self.workers[pod.metadata.name] = Worker(pod.metadata.name, process)
+
+    def _worker_ip(self, pod: Any) -> str:
+        """The pod's own loopback address (127.0.0.N, N from 2), written as its IP, kept across
+        restarts of its Ray worker."""
+        name = pod.metadata.name
+        if name not in self.pod_ips:
+            self.pod_ips[name] = f"127.0.0.{len(self.pod_ips) + 2}"
+            self._set_pod_ip(pod, self.pod_ips[name])
+        return self.pod_ips[name]
+
+    def _set_pod_ip(self, pod: Any, address: str) -> None:
+        """What a kubelet reports: the pod's IP, here the loopback address its Ray node listens
+        on (kwok gave it one of its CIDR and leaves a pod with an IP alone)."""
+        status = {"status": {"podIP": address, "podIPs": [{"ip": address}]}}
+        self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, status)
 
     def _restart_worker(self, pod: Any) -> None:
         """Ray gives a node 30 s to register with the GCS, too short on a loaded machine: a
@@ -295,6 +330,10 @@ class NodeAgent:
             self.head.stop()
         if hasattr(self, "api"):
             self.api.close()
+
+
+def agent_port_options() -> list[str]:
+    return [f"{option}={free_port()}" for option in AGENT_PORT_OPTIONS]
 
 
 def _env_value(container: Any, name: str) -> str | None:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from tests.integration.autoscaler.clusters import (
     admitted_gpus,
     autoscaled_cluster,
     replicas,
+    task_answer,
     workers,
 )
 from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
@@ -39,45 +39,6 @@ from tests.polling import holds
 
 # Its own Ray head (the node agent's) and Ray workers: with the other Ray-head tests on one worker.
 pytestmark = pytest.mark.starts_ray_heads
-
-# The task the driver runs: one GPU, no CPU; it answers with the pod its Ray node runs for.
-DRIVER = """
-import json, os, sys, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-@ray.remote(num_gpus=1, num_cpus=0)
-def where():
-    return os.environ.get("RAY_CLOUD_INSTANCE_ID")
-print(json.dumps(ray.get(where.remote())), flush=True)
-"""
-
-
-@pytest.fixture
-def drivers() -> Iterator[Callable[[NodeAgent], subprocess.Popen[str]]]:
-    """``drivers(agent)`` starts the driver on the agent's head; each is ended after the test."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(agent: NodeAgent) -> subprocess.Popen[str]:
-        assert agent.head is not None
-        address = f"127.0.0.1:{agent.head.gcs_port}"
-        driver = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        started.append(driver)
-        return driver
-
-    try:
-        yield start
-    finally:
-        for driver in started:
-            if driver.poll() is None:
-                driver.kill()
-                driver.communicate(timeout=30)
-
-
-def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
-    out, err = driver.communicate(timeout=timeout_s)
-    assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
-    return str(json.loads(out.strip().splitlines()[-1]))
 
 
 def timed(what: str, probe: Callable[[], Any], timeout_s: float = 120.0) -> float:

@@ -125,8 +125,9 @@ def test_an_elastic_rayjob_scales_up_under_the_v2_autoscaler_when_quota_allows(
     reason = wait_for("the scale-up waiting, naming the group", waiting_reason, timeout_s=60)
     assert "1 more nvidia.com/gpu" in reason, reason
     said = explain(str(control_plane.kubeconfig), "rayjob/ej", namespace)
-    (waits,) = [line for line in said.splitlines() if "scale-up" in line and "waits" in line]
-    assert f"worker group `{GROUP}`" in waits and "1 more nvidia.com/gpu" in waits, said
+    waits = [line for line in said.splitlines() if "scale-up" in line and "waits" in line]
+    assert len(waits) == 1 and "1 more nvidia.com/gpu" in waits[0], said
+    assert f"worker group `{GROUP}` of RayJob `ej`: 1 pods asked, 0 admitted" in said, said
     holds("no worker pod while the scale-up waits", lambda: not workers(sampler, cluster), seconds=3)
 
     # Quota freed: the slice is admitted, the pod lands on a100, the task runs there, the job ends.
