@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,8 @@ RESOURCE_OPTIONS = ("--num-cpus", "--num-gpus", "--memory", "--resources")
 # Literal variables of the pod's Ray container that Ray itself reads.
 PASSED_ENV = ("RAY_enable_autoscaler_v2",)
 MAX_STARTS = 4
+# Set to a folder: the Ray logs of each agent's head (autoscaler, workers) are copied there on stop.
+KEEP_LOGS_ENV = "RAYQUOTA_TEST_KEEP_RAY_LOGS"
 # A raylet given no port for its agents waits 15 s for each agent to write the port it chose, then
 # aborts: too short on a loaded 2-core machine (heads and workers died this way). Given them, it
 # does not wait.
@@ -327,6 +330,10 @@ class NodeAgent:
         if self.autoscaler is not None:
             _end_session(self.autoscaler)
         if self.head is not None:
+            keep = os.environ.get(KEEP_LOGS_ENV)
+            if keep:  # the Ray logs go with the head's temp dir: a copy for whoever debugs
+                shutil.copytree(self.head.temp_dir, Path(keep) / self.cluster, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.sock", "sockets"))  # fmt: skip
             self.head.stop()
         if hasattr(self, "api"):
             self.api.close()

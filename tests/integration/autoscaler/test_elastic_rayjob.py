@@ -117,17 +117,32 @@ def test_an_elastic_rayjob_scales_up_under_the_v2_autoscaler_when_quota_allows(
     # The entrypoint's GPU task: the autoscaler asks for a worker; the slice waits for the GPU.
     wait_for("the autoscaler asking for 1 worker", lambda: replicas(sampler, cluster) == 1, RAY_START_S)
 
+    seen: list[Any] = []
+
     def waiting_reason() -> str | None:
-        status = (workload_of(kube, "RayJob", "ej") or {}).get("status") or {}
-        reason = str(status.get("pendingReason") or "")
+        workload = workload_of(kube, "RayJob", "ej") or {}
+        seen[:] = [workload.get("spec"), workload.get("status")]
+        reason = str((workload.get("status") or {}).get("pendingReason") or "")
         return reason if f"worker group `{GROUP}`" in reason else None
 
-    reason = wait_for("the scale-up waiting, naming the group", waiting_reason, timeout_s=60)
+    try:
+        reason = wait_for("the scale-up waiting, naming the group", waiting_reason, timeout_s=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the Workload: {seen}; the RayJob: {rayjob()}") from None
     assert "1 more nvidia.com/gpu" in reason, reason
-    said = explain(str(control_plane.kubeconfig), "rayjob/ej", namespace)
+    grown = f"worker group `{GROUP}` of RayJob `ej`: 1 pods asked, 0 admitted: "
+
+    def explained() -> str | None:
+        said = explain(str(control_plane.kubeconfig), "rayjob/ej", namespace)
+        seen[:] = [said, workload_of(kube, "RayJob", "ej"), replicas(sampler, cluster)]
+        return said if grown in said else None
+
+    try:
+        said = wait_for("explain naming the waiting group", explained, timeout_s=30, interval_s=1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; seen: {seen}") from None
     waits = [line for line in said.splitlines() if "scale-up" in line and "waits" in line]
     assert len(waits) == 1 and "1 more nvidia.com/gpu" in waits[0], said
-    assert f"worker group `{GROUP}` of RayJob `ej`: 1 pods asked, 0 admitted" in said, said
     holds("no worker pod while the scale-up waits", lambda: not workers(sampler, cluster), seconds=3)
 
     # Quota freed: the slice is admitted, the pod lands on a100, the task runs there, the job ends.
