@@ -51,8 +51,9 @@ def test_the_v1_autoscaler_scales_a_worker_group_under_quota(
     kube.apply(gpu_job("holder", QUEUE, parallelism=1, completions=None, gpus=1))
     wait_for("the Job admitted", lambda: is_admitted(workload_of(kube, "Job", "holder")), timeout_s=60)
     cluster = autoscaled_cluster("rc", version="v1")
-    # The v1 autoscaler's idle timeout is the cluster's (KubeRay passes it as idle_timeout_minutes).
+    # v1 has the cluster's idle timeout only (a group's is v2's; KubeRay refuses it with v1).
     cluster["spec"]["autoscalerOptions"]["idleTimeoutSeconds"] = 5
+    del cluster["spec"]["workerGroupSpecs"][0]["idleTimeoutSeconds"]
     kube.apply(cluster)
     agent = node_agent("rc", loopback_pod_ips=True)
     wait_for(
