@@ -276,8 +276,12 @@ class NodeAgent:
     def _set_pod_ip(self, pod: Any, address: str) -> None:
         """What a kubelet reports: the pod's IP, here the loopback address its Ray node listens
         on (kwok gave it one of its CIDR and leaves a pod with an IP alone)."""
-        status = {"status": {"podIP": address, "podIPs": [{"ip": address}]}}
-        self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, status)
+        # A JSON patch (a list): a strategic merge would add to podIPs, not replace its one IP.
+        patch = [
+            {"op": "add", "path": "/status/podIP", "value": address},
+            {"op": "add", "path": "/status/podIPs", "value": [{"ip": address}]},
+        ]
+        self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, patch)
 
     def _restart_worker(self, pod: Any) -> None:
         """Ray gives a node 30 s to register with the GCS, too short on a loaded machine: a
