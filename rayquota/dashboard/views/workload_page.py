@@ -15,6 +15,7 @@ from rayquota.dashboard.views.ray_objects import gate_state, ray_state
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.cli_views import workload_phase
 from rayquota.operator.queue.coverage import allocate
+from rayquota.operator.queue.pod_set_words import words_of
 from rayquota.operator.queue.podsets import Demand
 from rayquota.operator.queue.workload_status import SCALE_UP_WAITING
 
@@ -87,6 +88,7 @@ def pod_sets(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
     spec = workload.get("spec") or {}
     admission = (workload.get("status") or {}).get("admission") or {}
     assigned = {str(ps["name"]): ps for ps in admission.get("podSetAssignments") or []}
+    words = words_of(workload)  # "worker group `gpu` of cluster `rc`": the pod set as its user knows it
     out = []
     for ps in spec.get("podSets") or []:
         name = str(ps.get("name"))
@@ -102,6 +104,7 @@ def pod_sets(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "name": name,
+                "words": words.get(name, ""),
                 "count": int(ps.get("count") or 0),
                 "perPod": ", ".join(f"{k} {v}" for k, v in sorted(requests.items())) or "-",
                 "admittedCount": got.get("count"),

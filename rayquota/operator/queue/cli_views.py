@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue import check_states, cli_topology, converter
+from rayquota.operator.queue import check_states, cli_topology, converter, slice_growth
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.driver import AdmittedSlice, Driver, workload_key_of
-from rayquota.operator.queue.pod_set_words import reason_in_words
+from rayquota.operator.queue.pod_set_words import reason_in_words, words_of
 from rayquota.operator.queue.workload_status import is_evicted, is_finished
 from rayquota.queueing import (
     Admit,
@@ -337,9 +337,7 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     if workload_phase(workload) == "Admitted":
         waiting = driver.pending_reason(key)
         if waiting:
-            # An upgrade (a RayService's new cluster) or a scale-up asks for more than is admitted.
-            words = reason_in_words(waiting, workload)
-            lines.append(f"  more is asked for (an upgrade or a scale-up) and waits: {words}")
+            lines.extend(_waiting_slice(workload, spec, reason_in_words(waiting, workload)))
     if workload_phase(workload) not in ("Pending", "Inadmissible"):
         return "\n".join(lines)
     ahead = _ahead(state, engine, key, cluster_queue)
@@ -365,6 +363,20 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     ):
         lines.append(f"  why it waits: {reason_in_words(status.pending_reason, workload)}")
     return "\n".join(lines)
+
+
+def _waiting_slice(workload: Obj, spec: Workload, why: str) -> list[str]:
+    """An admitted Workload asking for more (a RayService's upgrade adds its new cluster's pod
+    sets, an autoscaler's scale-up raises a worker group's count): why the difference waits,
+    then each grown pod set in its user's words and how much more it asks for."""
+    admission = recorded_admission(workload)
+    grown = slice_growth.growth(spec, admission[1] if admission else ())
+    kind = (workload["metadata"].get("labels") or {}).get("rayquota.io/owner-kind")
+    upgrade = kind == "rayservice" and any(g.admitted == 0 for g in grown)
+    lines = [f"  more is asked for ({'an upgrade' if upgrade else 'a scale-up'}) and waits: {why}"]
+    words = words_of(workload)
+    lines.extend(f"    {slice_growth.growth_line(g, words)}" for g in grown)
+    return lines
 
 
 def _quota_keys(engine: Engine, cluster_queue: str) -> list[tuple[str, str]]:

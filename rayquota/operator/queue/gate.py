@@ -139,6 +139,8 @@ class QueueGate:
         allocation = allocate(demand, admission.counts(), ())
         parts = list(demand.parts) if part is None else [part]
         uncovered = [p for p in parts if not (allocation.get(p) and allocation[p].runs)]
+        if uncovered and _grows_in_place(queued, obj, children, demand.pod_sets, admission):
+            uncovered = []  # its autoscaler's scale-up waits as a slice; its pods are capped
         if uncovered:
             return GateVerdict(
                 False,
@@ -202,3 +204,20 @@ class QueueGate:
             message=message,
             slice_waiting=waiting.startswith(SCALE_UP_WAITING),
         )
+
+
+def _grows_in_place(
+    queued: Queued,
+    obj: Mapping[str, Any],
+    children: list[dict[str, Any]],
+    demand: Iterable[Any],
+    admission: AdmittedSlice,
+) -> bool:
+    """An elastic object (a RayJob sized by its live cluster's autoscaler) whose demand is its
+    admitted pod sets with larger counts: it keeps running at its admitted size while the
+    scale-up slice waits (the RayCluster planner caps each group's pods at the admission). Not
+    a withdrawal of its quota, which would stop the job and delete its cluster."""
+    elastic = getattr(queued.adapter, "is_elastic", None)
+    if not children or elastic is None or not elastic(obj):
+        return False
+    return {ps.name for ps in demand} == {ps.name for ps in admission.pod_sets}

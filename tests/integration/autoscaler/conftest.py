@@ -1,19 +1,26 @@
 """The autoscaler folder: rayquota's operator (own Ray reconcilers, queue on) on ``as-*``
-namespaces, the queue folder's per-test quota and gate sampler, and a node agent per test that
-runs real Ray (head, autoscaler, workers) for the pods kwok runs."""
+namespaces (the queue folder's ``running_operator``), the queue folder's ``kube``, ``quota`` and
+``gate_sampler`` fixtures, and a node agent per test that runs real Ray (head, autoscaler, workers) for the
+pods kwok runs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.autoscaler.clusters import DRIVER
 from tests.integration.autoscaler.node_agent import NodeAgent
-from tests.integration.queue.conftest import Quota, running_operator
-from tests.integration.queue.conftest import gate_sampler as gate_sampler  # the same fixture
-from tests.integration.ray.kubehelpers import Kube
+
+# The queue folder's fixtures themselves, not copies.
+from tests.integration.queue.conftest import gate_sampler as gate_sampler
+from tests.integration.queue.conftest import kube as kube
+from tests.integration.queue.conftest import quota as quota
+from tests.integration.queue.conftest import running_operator
 
 PREFIX = "as"
 
@@ -30,27 +37,15 @@ def autoscaler_operator(crds_installed: None) -> Iterator[Path]:
 
 
 @pytest.fixture
-def kube(control_plane: Any, namespace: str) -> Kube:
-    return Kube(control_plane, namespace)
-
-
-@pytest.fixture
-def quota(control_plane: Any, namespace: str) -> Iterator[Quota]:
-    q = Quota(control_plane, namespace)
-    try:
-        yield q
-    finally:
-        q.delete_all()
-
-
-@pytest.fixture
-def node_agent(control_plane: Any, namespace: str) -> Iterator[Callable[[str], NodeAgent]]:
-    """``node_agent(cluster)`` starts an agent for RayCluster ``cluster``; stopped (every Ray
-    process it started gone) after the test."""
+def node_agent(control_plane: Any, namespace: str) -> Iterator[Callable[..., NodeAgent]]:
+    """``node_agent(cluster, loopback_pod_ips=False)`` starts an agent for RayCluster ``cluster``
+    (see NodeAgent.loopback_pod_ips); stopped (every Ray process it started gone) after the test."""
     agents: list[NodeAgent] = []
 
-    def start(cluster: str) -> NodeAgent:
-        agent = NodeAgent(Path(control_plane.kubeconfig), namespace, cluster).start()
+    def start(cluster: str, loopback_pod_ips: bool = False) -> NodeAgent:
+        agent = NodeAgent(
+            Path(control_plane.kubeconfig), namespace, cluster, loopback_pod_ips=loopback_pod_ips
+        ).start()
         agents.append(agent)
         return agent
 
@@ -59,3 +54,26 @@ def node_agent(control_plane: Any, namespace: str) -> Iterator[Callable[[str], N
     finally:
         for agent in agents:
             agent.stop()
+
+
+@pytest.fixture
+def drivers() -> Iterator[Callable[[NodeAgent], subprocess.Popen[str]]]:
+    """``drivers(agent)`` starts the driver on the agent's head; each is ended after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(agent: NodeAgent) -> subprocess.Popen[str]:
+        assert agent.head is not None
+        address = f"127.0.0.1:{agent.head.gcs_port}"
+        driver = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        started.append(driver)
+        return driver
+
+    try:
+        yield start
+    finally:
+        for driver in started:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate(timeout=30)

@@ -5,9 +5,10 @@ the pod's Ray container would: for the head pod a real Ray head on loopback (and
 answers, Ray's autoscaler as the head's sidecar, see :mod:`run_autoscaler`), for a worker pod
 ``ray start --address <head> --block`` with the resources of the pod's generated ``ray start``
 command (``KUBERAY_GEN_RAY_START_CMD``). Each Ray node is identified by its pod's name as
-KubeRay's are (``RAY_CLOUD_INSTANCE_ID``, ``RAY_NODE_TYPE_NAME``), so the autoscaler maps Ray
-nodes to pods. A worker's processes are stopped, by the id of the session they run in, when its
-pod is gone or being deleted.
+KubeRay's are (``RAY_CLOUD_INSTANCE_ID``, ``RAY_NODE_TYPE_NAME``), so the v2 autoscaler maps Ray
+nodes to pods; for the v1 autoscaler, which maps them by IP, each pod's IP is set to a loopback
+address of its own and its Ray node listens there (``loopback_pod_ips``). A worker's processes
+are stopped, by the id of the session they run in, when its pod is gone or being deleted.
 
 Timings (monotonic seconds) are kept per pod: first seen, seen Running, Ray node joined.
 """
@@ -18,6 +19,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,13 +44,30 @@ HERE = Path(__file__).resolve().parent
 RESOURCE_OPTIONS = ("--num-cpus", "--num-gpus", "--memory", "--resources")
 # Literal variables of the pod's Ray container that Ray itself reads.
 PASSED_ENV = ("RAY_enable_autoscaler_v2",)
-MAX_STARTS = 4
+# Starts of one Ray node while its pod lives (a container's restarts). Its raylet still waits 15 s
+# for its dashboard agent's listen port whatever it is given; at load 15-25 on 2 cores a start
+# fails that way about one time in two.
+MAX_STARTS = 8
+# Set to a folder: the Ray logs of each agent's head (autoscaler, workers) are copied there on stop.
+KEEP_LOGS_ENV = "RAYQUOTA_TEST_KEEP_RAY_LOGS"
+# A raylet given no port for its agents waits 15 s for each agent to write the port it chose, then
+# aborts: too short on a loaded 2-core machine (heads and workers died this way). Given them, it
+# does not wait.
+AGENT_PORT_OPTIONS = ("--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port")
 # A head's start is given this long per attempt (the machine may be loaded; 3 attempts).
 HEAD_START_S = 240.0
 
 
 class AutoscaledHead(RayHead):
-    """The head of an autoscaled cluster: no Serve (nothing here deploys to it)."""
+    """The head of an autoscaled cluster: no Serve (nothing here deploys to it), and its agents'
+    ports chosen up front (see AGENT_PORT_OPTIONS), kept when it is started again."""
+
+    agent_ports: list[str] | None = None
+
+    def _command(self, same_ports: bool = False) -> list[str]:
+        if not same_ports or self.agent_ports is None:
+            self.agent_ports = agent_port_options()
+        return [*super()._command(same_ports), *self.agent_ports]
 
     def _start_serve(self, timeout_s: float, env: dict[str, str], same_ports: bool = False) -> None:
         return None
@@ -81,6 +100,13 @@ class NodeAgent:
     workers: dict[str, Worker] = field(default_factory=dict)
     times: dict[str, PodTimes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Ray's v1 autoscaler knows a Ray node by its IP and a pod by its podIP: each pod gets a
+    # loopback address of its own (the head 127.0.0.1), its Ray node listens there.
+    loopback_pod_ips: bool = False
+    pod_ips: dict[str, str] = field(default_factory=dict)
+    head_pod: str = ""
+    head_starts: int = 1
+    autoscaler_starts: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -125,6 +151,7 @@ class NodeAgent:
             elif node_type == "worker" and name not in self.workers and self.head is not None:
                 self._start_worker(pod)
         if self.head is not None:
+            self._keep_head_up()
             self._note_joined()
 
     # --- head and autoscaler --------------------------------------------------------------------
@@ -134,14 +161,42 @@ class NodeAgent:
         options = _start_options(container)
         env = {**_ray_env(container), **_identity(pod)}
         head = AutoscaledHead(num_cpus=int(float(options.get("--num-cpus", "1"))), env=env)
+        if self.loopback_pod_ips:
+            self._set_pod_ip(pod, LOOPBACK)
         self.head = head
         head.start(timeout_s=HEAD_START_S)
         self.times[pod.metadata.name].joined = time.monotonic()
         if any(c.name == "autoscaler" for c in pod.spec.containers):
             self._start_autoscaler(pod.metadata.name)
 
+    def _keep_head_up(self) -> None:
+        """A container restart, as the kubelet does: under load a started Ray head can still
+        die (its client server gives up waiting for the GCS and ``ray start --block`` ends the
+        rest); it is started again on the same ports (the autoscaler, the workers and the
+        operator's dashboard address keep theirs), and an autoscaler that exited is started
+        again; each at most MAX_STARTS times."""
+        assert self.head is not None and self.head.process is not None
+        if self.head.process.poll() is not None:
+            if self.head_starts >= MAX_STARTS:
+                if self.head_starts == MAX_STARTS:
+                    self.errors.append(f"the Ray head failed {self.head_starts} starts")
+                    self.head_starts += 1  # given up
+                return
+            self.head_starts += 1
+            self.head.restart(timeout_s=HEAD_START_S)
+        if self.autoscaler is not None and self.autoscaler.poll() is not None:
+            if self.autoscaler_starts >= MAX_STARTS:
+                if self.autoscaler_starts == MAX_STARTS:
+                    self.errors.append(f"the autoscaler exited {self.autoscaler_starts} times")
+                    self.autoscaler_starts += 1  # given up
+                return
+            _end_session(self.autoscaler)
+            self._start_autoscaler(self.head_pod)
+
     def _start_autoscaler(self, head_pod: str) -> None:
         assert self.head is not None
+        self.head_pod = head_pod
+        self.autoscaler_starts += 1
         custom = client.CustomObjectsApi(self.api)
         cluster = custom.get_namespaced_custom_object(
             "ray.io", "v1", self.namespace, "rayclusters", self.cluster
@@ -164,7 +219,7 @@ class NodeAgent:
             "RAY_USAGE_STATS_ENABLED": "0",
         }
         env.pop("KUBECONFIG", None)  # nothing but the ServiceAccount's token
-        with (self.head.temp_dir / "autoscaler.log").open("wb") as log:
+        with (self.head.temp_dir / "autoscaler.log").open("ab") as log:
             self.autoscaler = subprocess.Popen(
                 [
                     sys.executable, str(HERE / "run_autoscaler.py"), self.cluster, self.namespace,
@@ -196,10 +251,11 @@ class NodeAgent:
         env = {**os.environ, **_ray_env(pod.spec.containers[0]), **_identity(pod)}
         env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        address = self._worker_ip(pod) if self.loopback_pod_ips else LOOPBACK
         command = [
             str(VENV_BIN / "ray"), "start", f"--address={LOOPBACK}:{self.head.gcs_port}", "--block",
-            f"--node-ip-address={LOOPBACK}", "--disable-usage-stats",
-            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+            f"--node-ip-address={address}", "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={free_port()}", *agent_port_options(),
             *args,
         ]  # fmt: skip
         with (self.head.temp_dir / f"worker-{pod.metadata.name}.log").open("ab") as log:
@@ -207,6 +263,25 @@ class NodeAgent:
                 command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         self.workers[pod.metadata.name] = Worker(pod.metadata.name, process)
+
+    def _worker_ip(self, pod: Any) -> str:
+        """The pod's own loopback address (127.0.0.N, N from 2), written as its IP, kept across
+        restarts of its Ray worker."""
+        name = pod.metadata.name
+        if name not in self.pod_ips:
+            self.pod_ips[name] = f"127.0.0.{len(self.pod_ips) + 2}"
+            self._set_pod_ip(pod, self.pod_ips[name])
+        return self.pod_ips[name]
+
+    def _set_pod_ip(self, pod: Any, address: str) -> None:
+        """What a kubelet reports: the pod's IP, here the loopback address its Ray node listens
+        on (kwok gave it one of its CIDR and leaves a pod with an IP alone)."""
+        # A JSON patch (a list): a strategic merge would add to podIPs, not replace its one IP.
+        patch = [
+            {"op": "add", "path": "/status/podIP", "value": address},
+            {"op": "add", "path": "/status/podIPs", "value": [{"ip": address}]},
+        ]
+        self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, patch)
 
     def _restart_worker(self, pod: Any) -> None:
         """Ray gives a node 30 s to register with the GCS, too short on a loaded machine: a
@@ -245,7 +320,10 @@ class NodeAgent:
         waiting = [n for n in self.workers if self.times[n].joined is None]
         if not waiting:
             return
-        joined = self.ray_nodes()
+        try:
+            joined = self.ray_nodes()
+        except OSError:  # the dashboard busy or restarting: asked again on the next step
+            return
         for name in waiting:
             if name in joined:
                 self.times[name].joined = time.monotonic()
@@ -259,9 +337,17 @@ class NodeAgent:
         if self.autoscaler is not None:
             _end_session(self.autoscaler)
         if self.head is not None:
+            keep = os.environ.get(KEEP_LOGS_ENV)
+            if keep:  # the Ray logs go with the head's temp dir: a copy for whoever debugs
+                shutil.copytree(self.head.temp_dir, Path(keep) / self.cluster, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.sock", "sockets"))  # fmt: skip
             self.head.stop()
         if hasattr(self, "api"):
             self.api.close()
+
+
+def agent_port_options() -> list[str]:
+    return [f"{option}={free_port()}" for option in AGENT_PORT_OPTIONS]
 
 
 def _env_value(container: Any, name: str) -> str | None:

@@ -14,15 +14,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.gate_sampler import GateSampler
+from tests.integration.autoscaler.clusters import (
+    GROUP,
+    QUEUE,
+    RAY_START_S,
+    admitted_gpus,
+    autoscaled_cluster,
+    replicas,
+    task_answer,
+    workers,
+)
 from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
@@ -30,118 +39,6 @@ from tests.polling import holds
 
 # Its own Ray head (the node agent's) and Ray workers: with the other Ray-head tests on one worker.
 pytestmark = pytest.mark.starts_ray_heads
-
-GROUP = "gpu-workers"
-QUEUE = "team"
-# Under a loaded 2-core machine a Ray head takes from 15 s to minutes to start.
-RAY_START_S = 300.0
-
-# The task the driver runs: one GPU, no CPU; it answers with the pod its Ray node runs for.
-DRIVER = """
-import json, os, sys, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-@ray.remote(num_gpus=1, num_cpus=0)
-def where():
-    return os.environ.get("RAY_CLOUD_INSTANCE_ID")
-print(json.dumps(ray.get(where.remote())), flush=True)
-"""
-
-
-def autoscaled_cluster(name: str) -> dict[str, Any]:
-    """A RayCluster as a KubeRay user writes one for the v2 autoscaler: no worker at first, at
-    most 1; a worker asks for 1 GPU and no Ray CPU; idle workers go after 5 s."""
-    head = {
-        "name": "ray-head",
-        "image": "rayproject/ray:2.41.0",
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-    }
-    worker = {
-        "name": "ray-worker",
-        "image": "rayproject/ray:2.41.0-gpu",
-        "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-            "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-        },
-    }
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
-        "spec": {
-            "enableInTreeAutoscaling": True,
-            "autoscalerOptions": {"version": "v2", "upscalingMode": "Default"},
-            # No Ray CPU on the head (KubeRay's advice for autoscaled clusters): tasks go to workers.
-            "headGroupSpec": {
-                "rayStartParams": {"num-cpus": "0"},
-                "template": {"spec": {"containers": [head]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": GROUP,
-                    "replicas": 0,
-                    "minReplicas": 0,
-                    "maxReplicas": 1,
-                    "idleTimeoutSeconds": 5,
-                    "rayStartParams": {"num-cpus": "0"},
-                    "template": {"spec": {"containers": [worker]}},
-                }
-            ],
-        },
-    }
-
-
-@pytest.fixture
-def drivers() -> Iterator[Callable[[NodeAgent], subprocess.Popen[str]]]:
-    """``drivers(agent)`` starts the driver on the agent's head; each is ended after the test."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(agent: NodeAgent) -> subprocess.Popen[str]:
-        assert agent.head is not None
-        address = f"127.0.0.1:{agent.head.gcs_port}"
-        driver = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        started.append(driver)
-        return driver
-
-    try:
-        yield start
-    finally:
-        for driver in started:
-            if driver.poll() is None:
-                driver.kill()
-                driver.communicate(timeout=30)
-
-
-def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
-    out, err = driver.communicate(timeout=timeout_s)
-    assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
-    return str(json.loads(out.strip().splitlines()[-1]))
-
-
-def replicas(sampler: GateSampler, cluster: str) -> int | None:
-    live = sampler.current("RayCluster").get(cluster)
-    if live is None:
-        return None
-    group = next(g for g in live["spec"]["workerGroupSpecs"] if g["groupName"] == GROUP)
-    return int(group.get("replicas") or 0)
-
-
-def workers(sampler: GateSampler, cluster: str) -> list[Mapping[str, Any]]:
-    return [
-        p
-        for p in sampler.current("Pod").values()
-        if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
-        and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
-    ]
-
-
-def admitted_gpus(workload: Mapping[str, Any] | None) -> int:
-    admission = ((workload or {}).get("status") or {}).get("admission") or {}
-    return sum(
-        int((a.get("resourceUsage") or {}).get("nvidia.com/gpu", "0"))
-        for a in admission.get("podSetAssignments") or []
-    )
 
 
 def timed(what: str, probe: Callable[[], Any], timeout_s: float = 120.0) -> float:

@@ -7,6 +7,7 @@ from rayquota.dashboard.queue_model import QueueModel
 from rayquota.dashboard.views.cohorts import cohorts_page
 from rayquota.dashboard.views.common import HIDDEN, Page
 from rayquota.dashboard.views.queue_order import QueueScope, queue_order_page
+from rayquota.dashboard.views.workload_page import pod_sets as workload_page_pod_sets
 
 from .cache_fixture import cluster_queue, feed, flavor, local_queue, new_cache, workload
 
@@ -190,3 +191,14 @@ def test_the_cohorts_page_shows_the_operators_inactive_condition() -> None:
     page = cohorts_page(QueueModel(cache).snapshot(), cache.cluster_queues.store.list())
     [entry] = page["clusterQueues"]
     assert entry["inactive"] == "FlavorNotFound: Can't admit new workloads: ResourceFlavor a100 not found"
+
+
+def test_the_workload_page_names_each_pod_set_as_its_user_knows_it_beside_what_was_admitted() -> None:
+    """A scale-up waiting: the page's pod set rows say which worker group asks for more."""
+    grown = workload("ns", "rc", "q", 1, created=T0, admitted_to="gpu", count=2, admitted_count=1)
+    grown["metadata"]["annotations"] = {
+        "rayquota.io/pod-set-names": '{"gpu":"worker group `gpu` of cluster `rc`"}'
+    }
+    (row,) = workload_page_pod_sets(grown)
+    assert row["words"] == "worker group `gpu` of cluster `rc`"
+    assert (row["count"], row["admittedCount"]) == (2, 1)

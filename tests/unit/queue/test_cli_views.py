@@ -222,3 +222,47 @@ def test_a_workload_beyond_the_maximum_capacity_is_inadmissible() -> None:
     [row] = [line for line in cli_views.workloads_table(queue_state).splitlines() if "rayjob/huge" in line]
     assert "Inadmissible" in row
     assert "Inadmissible" in cli_views.explain(queue_state, "rayjob", "huge", "ns").splitlines()[0]
+
+
+def cluster_workload(asked: int, admitted: int) -> dict[str, Any]:
+    """An admitted RayCluster's Workload whose autoscaler raised worker group `gpu-workers` from
+    ``admitted`` to ``asked`` pods of 1 GPU (its only pod set: the engine's sentence names none)."""
+    body = job_workload("rc", admitted, "2026-01-01T00:00:00Z", admitted=True)
+    body["metadata"]["labels"] = {"rayquota.io/owner-kind": "raycluster", "rayquota.io/owner-name": "rc"}
+    body["metadata"]["annotations"] = {
+        "rayquota.io/pod-set-names": '{"gpu":"worker group `gpu-workers` of cluster `rc`"}'
+    }
+    body["spec"]["podSets"][0].update(count=asked, requests={"nvidia.com/gpu": "1"})
+    body["status"]["admission"]["podSetAssignments"][0]["count"] = admitted
+    return body
+
+
+def test_explain_an_autoscaler_scale_up_that_waits_names_the_group_and_what_it_lacks() -> None:
+    full = QueueState(
+        flavors=[{"metadata": {"name": "a100"}, "spec": {}}],
+        cluster_queues=[gpu_queue("team", 2, usage=2)],
+        local_queues=[{"metadata": {"name": "team", "namespace": "ns"}, "spec": {"clusterQueue": "team"}}],
+        workloads=[
+            cluster_workload(asked=2, admitted=1),
+            job_workload("first", 1, "2026-01-01T00:00:01Z", True),
+        ],
+    )
+    lines = cli_views.explain(full, "raycluster", "rc", "ns").splitlines()
+    (waits,) = [line for line in lines if "waits" in line]
+    assert "a scale-up" in waits and "upgrade" not in waits and "1 more nvidia.com/gpu" in waits
+    grown = lines[lines.index(waits) + 1]
+    assert (
+        grown.strip()
+        == "worker group `gpu-workers` of cluster `rc`: 2 pods asked, 1 admitted: 1 more nvidia.com/gpu"
+    )
+
+
+def test_explain_a_scale_up_that_fits_says_nothing_waits() -> None:
+    free = QueueState(
+        flavors=[{"metadata": {"name": "a100"}, "spec": {}}],
+        cluster_queues=[gpu_queue("team", 2, usage=1)],
+        local_queues=[{"metadata": {"name": "team", "namespace": "ns"}, "spec": {"clusterQueue": "team"}}],
+        workloads=[cluster_workload(asked=2, admitted=1)],
+    )
+    text = cli_views.explain(free, "raycluster", "rc", "ns")
+    assert "waits" not in text and "pods asked" not in text

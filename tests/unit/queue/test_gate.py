@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from rayquota.operator.core import Placement, QueueCondition
@@ -243,3 +244,21 @@ class PodsByCluster:
 
     def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
         return self.by_cluster.get(value.split("/", 1)[-1], [])
+
+
+def test_an_elastic_job_whose_autoscaler_asks_for_more_keeps_its_admission() -> None:
+    """Its live cluster raised to 3 workers, 2 admitted: the scale-up waits as a slice (the
+    planner caps the pods); the job is not told its quota went (that stops it, deletes its cluster)."""
+    gate, cluster = admitted_to_a100(workers=2)
+    job = the_job(gate)
+    job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    cluster["spec"] = copy.deepcopy(job["spec"]["rayClusterSpec"])
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    group["replicas"] = 3
+    verdict = gate.may_run("RayJob", job)
+    assert verdict is not None and verdict.admitted
+    # The same growth without the autoscaler (the job's own spec asks for 3) is not admitted.
+    del job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"]
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 3
+    verdict = gate.may_run("RayJob", job)
+    assert verdict is not None and not verdict.admitted

@@ -40,7 +40,7 @@ export function renderWorkload(page) {
     table(
       "Pod sets",
       ["Pod set", "Pods", "Per pod", "Admitted pods", "Flavors", "Admitted usage"],
-      page.podSets.map((p) => h("tr", {}, h("td", {}, p.name), h("td", {}, p.count), h("td", {}, p.perPod), h("td", {}, p.admittedCount ?? "-"), h("td", {}, Object.entries(p.flavors).map(([r, f]) => `${r}: ${f}`).join(", ") || "-"), h("td", {}, p.usage || "-"))),
+      page.podSets.map((p) => h("tr", {}, h("td", {}, p.words ? `${p.words} (${p.name})` : p.name), h("td", {}, p.count), h("td", {}, p.perPod), h("td", {}, p.admittedCount ?? "-"), h("td", {}, Object.entries(p.flavors).map(([r, f]) => `${r}: ${f}`).join(", ") || "-"), h("td", {}, p.usage || "-"))),
     ),
     owner
       ? h(

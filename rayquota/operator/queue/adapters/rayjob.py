@@ -188,7 +188,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         uid, generation = meta.get("uid"), meta.get("generation")
         templates = (at.template.get("spec") or {} for at in self.pod_templates(obj))
         live = None
-        if children and is_elastic(obj, annotation_required=self.elastic_by_annotation_only):
+        if children and self.is_elastic(obj):
             live = children[0]
         if uid is None or generation is None or dra.names_claims(templates):
             return rayjob_demand(obj, part, live)
@@ -197,6 +197,10 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         labels_key = tuple(sorted((meta.get("labels") or {}).items()))
         memo_key = (uid, generation, part, labels_key, live is not None, live_generation)
         return self._demands.get(memo_key, lambda: rayjob_demand(obj, part, live))
+
+    def is_elastic(self, obj: Body) -> bool:
+        """Sized by its live cluster (see :func:`is_elastic`), in this operator's mode."""
+        return is_elastic(obj, annotation_required=self.elastic_by_annotation_only)
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else set(self.pod_sets(obj, children).parts)

@@ -1,0 +1,102 @@
+"""Ray's v1 autoscaler (Ray's monitor with the KubeRay node provider), for real, under quota.
+
+The v1 autoscaler knows a worker pod by its ``status.podIP`` and a Ray node by the IP its raylet
+reports, and joins the two by IP. Here every Ray node runs on loopback, so the node agent gives
+each pod a loopback address of its own (the head 127.0.0.1, workers 127.0.0.N) as its pod IP,
+and starts the pod's Ray node on it (``loopback_pod_ips``). With the queue's only GPU held by a
+Job, a GPU task makes the autoscaler raise the worker group; the scale-up waits, naming the
+group, with no pod; deleting the Job lets it through, onto the a100 flavor, and the task runs on
+the new Ray node. The idle worker is then found by its IP and removed (``workersToDelete``), and
+the Workload shrinks (the gate sampler, throughout).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gate_sampler import GateSampler
+from tests.integration.autoscaler.clusters import (
+    GROUP,
+    QUEUE,
+    RAY_START_S,
+    admitted_gpus,
+    autoscaled_cluster,
+    replicas,
+    task_answer,
+    workers,
+)
+from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
+from tests.integration.ray.kubehelpers import Kube, wait_for
+from tests.polling import holds
+
+# Its own Ray head (the node agent's) and Ray workers: with the other Ray-head tests on one worker.
+pytestmark = pytest.mark.starts_ray_heads
+
+
+def test_the_v1_autoscaler_scales_a_worker_group_under_quota(
+    autoscaler_operator: Path,
+    kube: Kube,
+    quota: Quota,
+    gate_sampler: Any,
+    node_agent: Callable[..., NodeAgent],
+    drivers: Callable[[NodeAgent], subprocess.Popen[str]],
+) -> None:
+    sampler: GateSampler = gate_sampler(quota.a100_team_queue(1))
+    kube.apply(gpu_job("holder", QUEUE, parallelism=1, completions=None, gpus=1))
+    wait_for("the Job admitted", lambda: is_admitted(workload_of(kube, "Job", "holder")), timeout_s=60)
+    cluster = autoscaled_cluster("rc", version="v1")
+    # v1 has the cluster's idle timeout only (a group's is v2's; KubeRay refuses it with v1).
+    cluster["spec"]["autoscalerOptions"]["idleTimeoutSeconds"] = 5
+    del cluster["spec"]["workerGroupSpecs"][0]["idleTimeoutSeconds"]
+    kube.apply(cluster)
+    agent = node_agent("rc", loopback_pod_ips=True)
+    wait_for(
+        "the Ray head and its autoscaler",
+        lambda: agent.autoscaler is not None or agent.errors,
+        timeout_s=3 * HEAD_START_S,
+    )
+    assert not agent.errors, agent.errors
+
+    # Quota held: the autoscaler's request waits, naming the group, with no pod.
+    driver = drivers(agent)
+    wait_for("the autoscaler asking for 1 worker", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
+
+    def waiting_reason() -> str | None:
+        status = (workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}
+        reason = str(status.get("pendingReason") or "")
+        return reason if f"worker group `{GROUP}`" in reason else None
+
+    wait_for("the scale-up waiting, naming the group", waiting_reason, timeout_s=60)
+    holds("no worker pod while the scale-up waits", lambda: not workers(sampler, "rc"), seconds=3)
+
+    # Quota freed: the pod (on a100: the sampler), its Ray node on the pod's IP, the task there.
+    kube.kubectl("delete", "job", "holder", "--wait=false")
+    pod = wait_for("the worker pod", lambda: workers(sampler, "rc"), timeout_s=120)[0]["metadata"]["name"]
+    assert pod == task_answer(driver, RAY_START_S), "the task did not run on the new pod's Ray node"
+    assert (sampler.current("Pod")[pod].get("status") or {}).get("podIP") == agent.pod_ips[pod]
+    assert admitted_gpus(workload_of(kube, "RayCluster", "rc")) == 1
+
+    # Idle: the v1 autoscaler finds the worker by its IP and removes it; the Workload shrinks.
+    def marked_for_deletion(rc: Mapping[str, Any]) -> bool:
+        strategy = rc["spec"]["workerGroupSpecs"][0].get("scaleStrategy") or {}
+        return pod in (strategy.get("workersToDelete") or [])
+
+    wait_for(
+        "the autoscaler deleting the idle worker",
+        lambda: sampler.ever("RayCluster", marked_for_deletion),
+        180,
+    )
+    wait_for("the idle worker's pod gone", lambda: not workers(sampler, "rc"), timeout_s=120)
+    wait_for(
+        "the Workload shrunk",
+        lambda: admitted_gpus(workload_of(kube, "RayCluster", "rc")) == 0,
+        timeout_s=60,
+    )
+    assert not agent.errors, agent.errors
+    sampler.assert_no_write_fight({"RayCluster/rc": 4})
