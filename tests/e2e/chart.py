@@ -97,6 +97,13 @@ def service_account_kubeconfig(cluster: LocalCluster, namespace: str, account: s
     return kubeconfig
 
 
+def is_discovery(line: str) -> bool:
+    """A discovery read (``/api``, ``/apis``, a group or a version): every authenticated user may
+    make it (the built-in ``system:discovery`` role), so it asks the chart for no grant."""
+    path = line.split(" ", 1)[-1].split("?", 1)[0].strip("/").split("/")
+    return (path[0] == "api" and len(path) <= 2) or (path[0] == "apis" and len(path) <= 3)
+
+
 def grant_of_request(line: str) -> tuple[str, str, str]:
     """(api group, resource[/subresource], RBAC verb) of one request-log line."""
     method, path = line.split(" ", 1)

@@ -27,7 +27,7 @@ from cryptography import x509
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.permissions import offline_manager, reads_of, required_permissions
-from tests.e2e.chart import CHART, REPO, grant_of_request, helm, service_account_kubeconfig
+from tests.e2e.chart import CHART, REPO, grant_of_request, helm, is_discovery, service_account_kubeconfig
 from tests.polling import wait_for
 from tests.quota import (
     Quota,
@@ -129,7 +129,11 @@ class LocalOperator:
         return self.log()
 
     def grants(self) -> set[tuple[str, str, str]]:
-        return {grant_of_request(line) for line in self.requests.read_text().splitlines() if line}
+        return {
+            grant_of_request(line)
+            for line in self.requests.read_text().splitlines()
+            if line and not is_discovery(line)
+        }
 
 
 def declared_grants(reconcilers: bool, self_issued_cert: bool) -> set[tuple[str, str, str]]:

@@ -372,11 +372,18 @@ def _waiting_slice(workload: Obj, spec: Workload, why: str) -> list[str]:
     admission = recorded_admission(workload)
     grown = slice_growth.growth(spec, admission[1] if admission else ())
     kind = (workload["metadata"].get("labels") or {}).get("rayquota.io/owner-kind")
-    upgrade = kind == "rayservice" and any(g.admitted == 0 for g in grown)
-    lines = [f"  more is asked for ({'an upgrade' if upgrade else 'a scale-up'}) and waits: {why}"]
+    lines = [f"  more is asked for ({_growth_cause(kind, grown)}) and waits: {why}"]
     words = words_of(workload)
     lines.extend(f"    {slice_growth.growth_line(g, words)}" for g in grown)
     return lines
+
+
+def _growth_cause(kind: str | None, grown: Sequence[slice_growth.Growth]) -> str:
+    """A RayService's new pod set is its upgrade's; a pod set of its that grows may be an
+    upgrade to the same shape (the clusters share it) or its autoscaler: both are said."""
+    if kind != "rayservice":
+        return "a scale-up"
+    return "an upgrade" if any(g.admitted == 0 for g in grown) else "an upgrade or a scale-up"
 
 
 def _quota_keys(engine: Engine, cluster_queue: str) -> list[tuple[str, str]]:

@@ -155,7 +155,8 @@ def upgrade_waits_for_quota(
     # `rayquota explain` says why the admitted service's upgrade waits.
     explained = cli_views.explain(fetched_state(), "rayservice", NAME, kube.ns)
     assert "Admitted" in explained.splitlines()[0], explained
-    assert "an upgrade or a scale-up) and waits: " in explained and f"`{pending}`" in explained, explained
+    said = ("(an upgrade) and waits: ", "(an upgrade or a scale-up) and waits: ")
+    assert any(words in explained for words in said) and f"`{pending}`" in explained, explained
     cluster_queue = workload_status(kube)["admission"]["clusterQueue"]
     # For a while: the pending cluster stays gated with no pods; the active one keeps its pods.
     def still_waiting() -> None:
