@@ -12,7 +12,7 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.feature_gates import KUBERAY_GATES, FeatureGates, refusal
 from rayquota.operator.permissions import Permission, offline_manager, required_permissions
 from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES
-from tests.e2e.chart import KUBERAY_VALUES, configuration_of, find, render, settings_of, template
+from tests.e2e.chart import KUBERAY_VALUES, configuration_of, documents, find, render, settings_of, template
 from tests.e2e.test_chart_rbac import assert_same, granted, grants
 
 CLUSTER_SCOPED_KINDS = {
@@ -94,9 +94,10 @@ def test_each_feature_gate_is_refused_exactly_when_the_operator_refuses_it(name:
     reason = refusal(name, enabled)
     if reason is None:
         assert result.returncode == 0, result.stderr
-        rendered = configuration_of([d for d in yaml.safe_load_all(result.stdout) if d])
+        objects = documents(result.stdout)
+        rendered = configuration_of(objects)
         assert rendered.configuration.kuberay.featureGates == f"{name}={str(enabled).lower()}"
-        settings_of([d for d in yaml.safe_load_all(result.stdout) if d])  # the operator accepts it
+        settings_of(objects)  # the operator accepts it
     else:
         assert result.returncode != 0
         assert f"featureGates: {name}={str(enabled).lower()} is refused" in result.stderr, result.stderr
