@@ -109,6 +109,7 @@ def ray_head(request: pytest.FixtureRequest) -> Iterator[RayHead]:
     from tests.integration.ray.rayhead import RayHead
 
     head = RayHead()
+    head.shared = True
     head.start()
     request.config.stash[SHARED_RAY_HEAD] = head
     try:
@@ -125,6 +126,17 @@ def _stop_shared_ray_head(config: pytest.Config) -> None:
     head.stop()
     leftovers = head.processes()
     assert not leftovers, f"Ray processes left behind: {[p.pid for p in leftovers]}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    from tests.integration.ray.rayhead import set_current_test
+
+    set_current_test(item)  # a Ray head it starts must be declared (tests/integration/ray/rayhead.py)
+    try:
+        yield
+    finally:
+        set_current_test(None)
 
 
 @pytest.hookimpl(hookwrapper=True)

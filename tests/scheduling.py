@@ -5,11 +5,13 @@ own package-scoped operators and at most its own shared Ray head. The unit of wo
 worker is a *group*, chosen per test from where it lives and what it uses, so a new test file
 is placed without anyone listing it:
 
-- every module with a test that uses a real Ray head (the ``ray_head`` fixture, directly or
-  through another fixture, or a head of its own, marked ``starts_ray_heads``) joins the one
-  group ``ray-heads``: those tests run on one worker, so the run never has more heads alive
-  than one worker starts (its shared head, plus a module's second head in upgrade tests), and
-  the shared head is started once;
+- every module with a test that uses a real Ray head joins one of three groups, each run whole
+  by one worker: ``ray-heads-shared`` for modules that use only the shared head (the
+  ``ray_head`` fixture, started once per worker that needs it), ``ray-heads-extra`` for modules
+  that start a head beside it (a module's second head, ``second_ray_head``, in upgrade tests, or
+  heads of their own next to the shared one), ``ray-heads-own`` for modules that start only
+  heads of their own, one at a time (marked ``starts_ray_heads``). So the run never has more
+  than four heads alive (1 + 2 + 1), whichever worker runs what;
 - a package whose conftest sets ``DISTRIBUTE_AS_ONE_GROUP = True`` (its package fixture is a
   control plane or a fleet of its own) is one group, so that fixture is started once;
 - any other module is a group of its own.
@@ -40,8 +42,11 @@ TESTS = Path(__file__).resolve().parent
 # the groups, and tests.integration.ray.rayhead's count of the run's live Ray heads.
 RUN_DIR_ENV = "RAYQUOTA_TEST_RUN_DIR"
 GROUPS_FILE = "groups.json"
-RAY_HEADS_GROUP = "ray-heads"
+RAY_HEADS_EXTRA_GROUP = "ray-heads-extra"
+RAY_HEADS_SHARED_GROUP = "ray-heads-shared"
+RAY_HEADS_OWN_GROUP = "ray-heads-own"
 RAY_HEAD_FIXTURE = "ray_head"
+SECOND_RAY_HEAD_FIXTURE = "second_ray_head"
 OWN_RAY_HEADS_MARK = "starts_ray_heads"
 WHOLE_PACKAGE_FLAG = "DISTRIBUTE_AS_ONE_GROUP"
 # What a test costs, roughly (seconds), by where it runs: only the order of the groups uses it.
@@ -63,8 +68,17 @@ def runs_on_a_cluster(item: pytest.Item) -> bool:
 
 def uses_a_ray_head(item: pytest.Item) -> bool:
     """The shared head (the ``ray_head`` fixture) or heads of its own (marked ``starts_ray_heads``)."""
+    return starts_extra_ray_heads(item) or uses_the_shared_ray_head(item)
+
+
+def uses_the_shared_ray_head(item: pytest.Item) -> bool:
+    return RAY_HEAD_FIXTURE in getattr(item, "fixturenames", ())
+
+
+def starts_extra_ray_heads(item: pytest.Item) -> bool:
+    """A head that is not the shared one: the ``second_ray_head`` fixture or heads of its own."""
     own = item.get_closest_marker(OWN_RAY_HEADS_MARK) is not None
-    return own or RAY_HEAD_FIXTURE in getattr(item, "fixturenames", ())
+    return own or SECOND_RAY_HEAD_FIXTURE in getattr(item, "fixturenames", ())
 
 
 def _module_of_nodeid(nodeid: str) -> str:
@@ -83,12 +97,18 @@ def _package_as_one_group(item: pytest.Item) -> str | None:
 
 def groups_of(items: Sequence[pytest.Item]) -> dict[str, str]:
     """Each test's group (nodeid -> group; see the module's docstring)."""
-    with_heads = {_module_of_nodeid(i.nodeid) for i in items if runs_on_a_cluster(i) and uses_a_ray_head(i)}
+    on_cluster = [i for i in items if runs_on_a_cluster(i)]
+    with_shared = {_module_of_nodeid(i.nodeid) for i in on_cluster if uses_the_shared_ray_head(i)}
+    with_extra = {_module_of_nodeid(i.nodeid) for i in on_cluster if starts_extra_ray_heads(i)}
     groups: dict[str, str] = {}
     for item in items:
         module = _module_of_nodeid(item.nodeid)
-        if module in with_heads:
-            groups[item.nodeid] = RAY_HEADS_GROUP
+        if module in with_extra and module in with_shared:
+            groups[item.nodeid] = RAY_HEADS_EXTRA_GROUP
+        elif module in with_extra:
+            groups[item.nodeid] = RAY_HEADS_OWN_GROUP
+        elif module in with_shared:
+            groups[item.nodeid] = RAY_HEADS_SHARED_GROUP
         else:
             groups[item.nodeid] = _package_as_one_group(item) or module
     return groups
@@ -122,7 +142,7 @@ def weight(nodeid: str) -> float:
 
 
 def package_of_group(group: str) -> str:
-    """A group's folder: a module's, or the group itself (a whole package; ``ray-heads``)."""
+    """A group's folder: a module's, or the group itself (a whole package; a Ray heads group)."""
     return group.rsplit("/", 1)[0] if group.endswith(".py") else group
 
 

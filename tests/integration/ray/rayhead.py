@@ -1,10 +1,16 @@
 """The tests' real Ray heads: the package's local Ray head (rayquota.operator.ray.localhead),
 counted. A head is a raylet, a GCS, a dashboard and often a Serve controller: on a 2-core machine
-more than two alive at once slow every test beside them, so starting a third fails the test that
+more than four alive at once slow every test beside them, so starting a fifth fails the test that
 asks for it (the suite's budget is a test too). The count is the whole run's: every pytest process
 of it (the xdist workers of `make test`) records its live heads in the run's folder
 (``$RAYQUOTA_TEST_RUN_DIR``, made by tests/conftest.py), so a head started by one worker counts
-against the others too."""
+against the others too.
+
+Four is what tests/scheduling.py's three Ray head groups start at most (a shared head in two
+workers, one extra head beside one of them, one head of its own in the third). A test that starts
+a head without saying so (the ``ray_head`` or ``second_ray_head`` fixture, or the
+``starts_ray_heads`` mark) would land in any group, so it fails at once, whichever worker runs
+it, instead of exceeding the count by chance."""
 
 from __future__ import annotations
 
@@ -19,14 +25,16 @@ from pathlib import Path
 from typing import ClassVar
 
 import psutil
+import pytest
 
 from rayquota.operator.ray.localhead import LOOPBACK, LocalRayHead
 from rayquota.ports import free_port
+from tests import scheduling
 from tests.scheduling import RUN_DIR_ENV
 
-__all__ = ["MAX_ALIVE", "RUN_DIR_ENV", "RayHead", "free_port", "most_alive_in_run"]
+__all__ = ["MAX_ALIVE", "RUN_DIR_ENV", "RayHead", "free_port", "most_alive_in_run", "set_current_test"]
 
-MAX_ALIVE = 2
+MAX_ALIVE = 4
 _HEAD_FILE_PREFIX = "ray-head-"
 _MOST_ALIVE_FILE = "ray-heads-most-alive"
 
@@ -35,14 +43,29 @@ class TooManyRayHeads(AssertionError):
     pass
 
 
+class UndeclaredRayHead(AssertionError):
+    pass
+
+
+_current_test: pytest.Item | None = None
+
+
+def set_current_test(item: pytest.Item | None) -> None:
+    """The test this process runs now (tests/conftest.py, around each test's setup, call and teardown)."""
+    global _current_test
+    _current_test = item
+
+
 class RayHead(LocalRayHead):
     """A local Ray head that counts the heads of this test run alive at once."""
 
     alive: ClassVar[set[int]] = set()  # this process's
     most_alive: ClassVar[int] = 0  # this process's; the run's: most_alive_in_run()
+    shared = False  # the run's shared head (the ``ray_head`` fixture's)
 
     def start(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
         if id(self) not in RayHead.alive:
+            self._check_declared()
             self._count_in()
         try:
             super().start(timeout_s, attempts)
@@ -55,6 +78,22 @@ class RayHead(LocalRayHead):
             super().stop()
         finally:
             self._count_out()
+
+    def _check_declared(self) -> None:
+        """A head on a control-plane test is started only by a test that says it uses one."""
+        item = _current_test
+        if item is None or not scheduling.runs_on_a_cluster(item):
+            return
+        if self.shared and scheduling.uses_a_ray_head(item):
+            return
+        if not self.shared and scheduling.starts_extra_ray_heads(item):
+            return
+        raise UndeclaredRayHead(
+            f"{item.nodeid} starts a Ray head it does not declare: use the `ray_head` fixture "
+            "(the shared head) or `second_ray_head`, or mark the module "
+            f"`pytestmark = pytest.mark.{scheduling.OWN_RAY_HEADS_MARK}` when it starts heads of "
+            "its own, so tests/scheduling.py puts it in a Ray head group"
+        )
 
     def _count_in(self) -> None:
         with _run_registry() as run_dir:
@@ -84,7 +123,6 @@ class RayHead(LocalRayHead):
 
     def _run_file(self, run_dir: Path) -> Path:
         return run_dir / f"{_HEAD_FILE_PREFIX}{os.getpid()}-{id(self)}"
-
 
     def remove_serve_applications(self, timeout_s: float = 60.0) -> None:
         """Delete every Serve application (a declarative deploy of none, with the head's own HTTP

@@ -25,7 +25,7 @@ from tests.integration.ray.podenv import container_env
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import Dashboards, serve_config
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.starts_ray_heads]
 
 SHARED_SECRET = "shared-token"
 RAY_VERSION = "2.60.0"

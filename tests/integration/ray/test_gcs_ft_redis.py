@@ -31,7 +31,7 @@ from tests.integration.ray.podenv import container_env, start_flags
 from tests.integration.ray.rayhead import RayHead
 from tests.redis_server import RedisServer
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.starts_ray_heads]
 
 VENV_BIN = Path(sys.executable).parent
 DEMO_APP = "rayquota.operator.ray.rayservice_demo_app:app"
