@@ -23,6 +23,7 @@ import base64
 import contextlib
 import datetime as dt
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,11 +117,19 @@ def viewer_role(group: VisibilityGroup) -> dict[str, Any]:
     }
 
 
-async def endpoint_answers(port: int, host: str = LOOPBACK, timeout_s: float = 2.0) -> bool:
-    """Whether something accepts connections where the loopback Service sends the aggregator."""
+async def endpoint_answers(port: int, ca_bundle: str, host: str = LOOPBACK, timeout_s: float = 2.0) -> bool:
+    """Whether the holder of a registration still serves where the loopback Service sends the
+    aggregator: a TLS handshake at ``port`` that the registration's own caBundle verifies under
+    the Service's name. Each operator issues its own throw-away CA, so a port reused by another
+    process (or another operator) does not pass for the holder: only its key does."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    except (OSError, TimeoutError):
+        context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+    except (ValueError, ssl.SSLError):
+        return False
+    try:
+        connecting = asyncio.open_connection(host, port, ssl=context, server_hostname=service_host())
+        _, writer = await asyncio.wait_for(connecting, timeout_s)
+    except (OSError, TimeoutError):  # ssl.SSLError is an OSError
         return False
     writer.close()
     with contextlib.suppress(OSError):
@@ -134,7 +143,8 @@ class LoopbackApiRegistration:
     The APIServices are cluster-scoped, so of several operators on one control plane one holds
     them: within a deployment only the leader runs this (the pending-workloads API is a
     leader-only runnable); between operators with separate leases (other namespaces, other
-    releases) the first to register holds them while its endpoint answers. The holder is written
+    releases) the first to register holds them while its endpoint answers with a certificate of
+    the registration's CA (`endpoint_answers`). The holder is written
     on the preferred version's APIService (``HOLDER_ANNOTATION``); the others follow it. Every
     `RECHECK_S` a registration whose endpoint no longer answers (its operator was killed) is
     replaced, with the read resourceVersion so that of two operators taking over one wins. A
@@ -148,7 +158,7 @@ class LoopbackApiRegistration:
         ca_bundle: str,
         *,
         holder: str,
-        answers: Callable[[int], Awaitable[bool]] = endpoint_answers,
+        answers: Callable[[int, str], Awaitable[bool]] = endpoint_answers,
     ) -> None:
         self.client = client
         self.group = group
@@ -210,9 +220,9 @@ class LoopbackApiRegistration:
             return False
         if self._is_mine(current):
             return True
-        port = service.get("port")
-        if isinstance(port, int) and await self.answers(port):
-            self._say_waiting(current, f"its endpoint (port {port}) answers")
+        port, ca_bundle = service.get("port"), current["spec"].get("caBundle")
+        if isinstance(port, int) and isinstance(ca_bundle, str) and await self.answers(port, ca_bundle):
+            self._say_waiting(current, f"its endpoint (port {port}) answers with its certificate")
             return False
         return True
 

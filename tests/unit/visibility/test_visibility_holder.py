@@ -5,6 +5,9 @@ one's is replaced, the chart's is never touched, a stop deletes only what this p
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 from rayquota.operator.kube import Conflict, KubeClient
@@ -13,8 +16,12 @@ from rayquota.operator.visibility.registration import (
     API_SERVICES,
     HOLDER_ANNOTATION,
     LoopbackApiRegistration,
+    LoopbackCertificate,
     api_service,
+    endpoint_answers,
 )
+from rayquota.operator.webhook_settings import LOOPBACK
+from rayquota.ports import free_port
 
 GROUP = discovery.of_mode("kueue")
 PREFERRED = API_SERVICES.path(name=GROUP.apiservice_name("v1beta2"))
@@ -58,7 +65,7 @@ class StoredObjects:
 
 
 def _operator(store: StoredObjects, holder: str, live_ports: set[int]) -> LoopbackApiRegistration:
-    async def answers(port: int) -> bool:
+    async def answers(port: int, ca_bundle: str) -> bool:
         return port in live_ports
 
     return LoopbackApiRegistration(cast(KubeClient, store), GROUP, "Y2E=", holder=holder, answers=answers)
@@ -100,3 +107,43 @@ def test_the_charts_apiservice_is_never_taken() -> None:
     asyncio.run(store.create(API_SERVICES.path(), chart))
     assert not asyncio.run(_operator(store, "op-a", set()).claim(1001))
     assert store.objects[PREFERRED]["spec"]["service"]["name"] == "rayquota"
+
+
+def _serve_until_done(context: ssl.SSLContext | None, checks: Callable[[int], Awaitable[None]]) -> None:
+    async def run() -> None:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(accept, LOOPBACK, 0, ssl=context)
+        try:
+            await checks(server.sockets[0].getsockname()[1])
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(run())
+
+
+def _tls(certificate: LoopbackCertificate, folder: Path) -> ssl.SSLContext:
+    (folder / "cert.pem").write_bytes(certificate.cert)
+    (folder / "key.pem").write_bytes(certificate.key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    return context
+
+
+def test_the_holder_is_alive_only_while_its_own_certificate_answers_at_its_port(tmp_path: Path) -> None:
+    """A port now served by someone else (a plain listener, or another operator with its own CA)
+    does not keep a dead holder's registration; the holder's own endpoint does."""
+    holder, other = LoopbackCertificate.issue(), LoopbackCertificate.issue()
+
+    async def the_holder(port: int) -> None:
+        assert await endpoint_answers(port, holder.ca_bundle)
+        assert not await endpoint_answers(port, other.ca_bundle)
+
+    async def a_plain_listener(port: int) -> None:
+        assert not await endpoint_answers(port, holder.ca_bundle)
+
+    _serve_until_done(_tls(holder, tmp_path), the_holder)
+    _serve_until_done(None, a_plain_listener)
+    assert not asyncio.run(endpoint_answers(free_port(), holder.ca_bundle))  # nothing there
