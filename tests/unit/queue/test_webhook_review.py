@@ -238,7 +238,8 @@ def test_network_policy_is_accepted_with_its_feature_gate_on_and_refused_naming_
     ):
         off = review.mutate(kind, obj, objects())
         assert not off.allowed, kind
-        assert f"{path} is refused: the RayClusterNetworkPolicy feature gate is off" in off.message, (
+        refused = f'{path} is refused (set to {{"ingressRules": []}}): the RayClusterNetworkPolicy feature gate is off'
+        assert refused in off.message, (
             off.message
         )
         assert review.mutate(kind, obj, objects(), allowed=on).allowed, kind
