@@ -49,7 +49,8 @@ def test_the_webhook_refuses_a_queued_raycluster_asking_for_network_isolation(ku
     cluster = raycluster("isolated", networkPolicy={"mode": "DenyAll"})
     cluster["metadata"]["labels"] = dict(QUEUE_LABEL)
     message = refused(kube, cluster)
-    assert "admission webhook" in message and "spec.networkPolicy is refused" in message, message
+    assert "admission webhook" in message, message
+    assert 'spec.networkPolicy is refused (set to {"mode": "DenyAll"})' in message, message
     assert kube.get("raycluster", "isolated") is None
 
 
@@ -59,4 +60,57 @@ def test_the_webhook_refuses_a_queued_rayjob_asking_for_mutual_tls(kube: Kube) -
     job = rayjob("encrypted", rayClusterSpec=spec, shutdownAfterJobFinishes=True)
     job["metadata"]["labels"] = dict(QUEUE_LABEL)
     message = refused(kube, job)
-    assert "spec.rayClusterSpec.tlsOptions is refused" in message and "mutual TLS" in message, message
+    assert 'spec.rayClusterSpec.tlsOptions is refused (set to {"enabled": true})' in message, message
+    assert "mutual TLS" in message, message
+
+
+def _queued_cluster(name: str, **spec: Any) -> dict[str, Any]:
+    cluster = raycluster(name, **spec)
+    cluster["metadata"]["labels"] = dict(QUEUE_LABEL)
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        (
+            "historyServerOptions",
+            {"collectorOptions": {}},
+            'spec.historyServerOptions is refused (set to {"collectorOptions": {}})',
+        ),
+        (
+            # Ray before 2.52.0 has no token auth: it would run open.
+            "authOptions",
+            {"mode": "token"},
+            "spec.authOptions.mode is 'token' but spec.rayVersion is 2.41.0: 2.52.0 or later",
+        ),
+        (
+            "authOptions",
+            {"enableK8sTokenAuth": True},
+            "spec.authOptions.enableK8sTokenAuth is true but spec.authOptions.mode is not 'token'",
+        ),
+        (
+            "authOptions",
+            {"mode": "token", "enableK8sTokenAuth": True},
+            "spec.authOptions.enableK8sTokenAuth is true but spec.rayVersion is 2.41.0: 2.55.0 or later",
+        ),
+    ],
+    ids=["historyServerOptions", "token-mode-old-ray", "k8s-tokens-without-token-mode", "k8s-tokens-old-ray"],
+)
+def test_the_webhook_refuses_a_queued_raycluster_asking_for_security_it_would_not_get(
+    kube: Kube, field: str, value: dict[str, Any], refusal: str
+) -> None:
+    message = refused(kube, _queued_cluster("asks", **{field: value}))
+    assert "admission webhook" in message and refusal in message, message
+    assert kube.get("raycluster", "asks") is None
+
+
+def test_the_webhook_refuses_kubernetes_token_auth_on_a_queued_rayjob(kube: Kube) -> None:
+    spec = copy.deepcopy(CLUSTER_SPEC)
+    spec["rayVersion"] = "2.60.0"
+    spec["authOptions"] = {"mode": "token", "enableK8sTokenAuth": True}
+    job = rayjob("tokens", rayClusterSpec=spec, shutdownAfterJobFinishes=True)
+    job["metadata"]["labels"] = dict(QUEUE_LABEL)
+    message = refused(kube, job)
+    assert "spec.rayClusterSpec.authOptions.enableK8sTokenAuth: true is refused" in message, message
+    assert kube.get("rayjob", "tokens") is None
