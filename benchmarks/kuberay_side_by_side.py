@@ -145,6 +145,13 @@ KNOWN_DIFFERENCES = (
         "label; KubeRay's submitter pods carry only the Job controller's labels.",
     ),
     KnownDifference(
+        r"(Pod/.*|Job/.*\.spec\.template)\.metadata\.labels\."
+        r"(ray\.io/originated-from-cr-name|ray\.io/originated-from-crd|app\.kubernetes\.io/created-by)",
+        "KubeRay v1.7.0 labels the submitter's pod template with the RayJob's name, its kind and the "
+        "operator (so a NetworkPolicy admits the submitter by them); v1.6.2 put them on the Job only. "
+        "We follow v1.7.0.",
+    ),
+    KnownDifference(
         r"Service/.*-headless\.metadata\.labels\.ray\.io/cluster",
         "Our Service cache selects on `ray.io/cluster`, so the multi-host headless Service carries it "
         "besides KubeRay's `ray.io/headless-worker-svc`.",

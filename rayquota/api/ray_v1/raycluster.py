@@ -176,14 +176,18 @@ class WorkerGroupNetworkPolicyRules(NetworkPolicyRules):
     group_name: str
 
 
+GROUP_NAME_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["groupName"]}
+
+
 class NetworkPolicyConfig(K8sModel):
     """NetworkPolicies for the head and worker pods (intra-cluster traffic always allowed)."""
 
     mode: NetworkPolicyMode | None = NetworkPolicyMode.DENY_ALL
     head: NetworkPolicyRules | None = None
     worker: NetworkPolicyRules | None = None
+    # Keyed by groupName, as KubeRay v1.7.0 declares it (the API server refuses a group twice).
     worker_groups: (
-        Annotated[list[WorkerGroupNetworkPolicyRules], Field(max_length=MAX_WORKER_GROUPS)] | None
+        Annotated[list[WorkerGroupNetworkPolicyRules], Field(json_schema_extra=GROUP_NAME_LIST)] | None
     ) = None
 
 

@@ -17,8 +17,14 @@ and a Warning event; nothing is created) and by the admission webhook for queued
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
+
+from rayquota.operator.ray import auth_token
+
+# A refused value is shown up to this many characters (a NetworkPolicy's rules can be long).
+SHOWN_VALUE_CHARS = 80
 
 # Field (in a RayCluster spec) -> why rayquota refuses it when present.
 GATED_FIELDS: Mapping[str, str] = {
@@ -62,10 +68,10 @@ def refusals(
     allowed: Collection[str] = (),
 ) -> list[str]:
     """One message per refused field set in ``cluster_spec``, each naming the field by its path
-    (``prefix`` is where the spec sits in the object) and saying why. ``allowed``: gated fields
+    (``prefix`` is where the spec sits in the object) and its value, and saying why. ``allowed``: gated fields
     whose feature gate is on (allowed_fields)."""
     errors = [
-        f"{prefix}.{name} is refused: {why}"
+        f"{prefix}.{name} is refused (set to {shown(cluster_spec[name])}): {why}"
         for name, why in GATED_FIELDS.items()
         if cluster_spec.get(name) is not None and name not in allowed
     ]
@@ -74,6 +80,12 @@ def refusals(
     if isinstance(options, Mapping) and options.get("enableK8sTokenAuth") is True and reason:
         errors.append(f"{prefix}.authOptions.enableK8sTokenAuth: true is refused: {reason}")
     return errors
+
+
+def shown(value: Any) -> str:
+    """A refused value as the user wrote it (JSON), cut short past SHOWN_VALUE_CHARS."""
+    text = json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
 
 
 # Where a RayCluster spec sits in each kind that carries one.
@@ -86,8 +98,9 @@ CLUSTER_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
 
 
 def object_refusals(kind: str, obj: Mapping[str, Any], allowed: Collection[str] = ()) -> list[str]:
-    """The refusals for a whole object of ``kind`` (empty for a kind without a cluster spec). A
-    RayCronJob's template is refused as the RayJobs it would make. ``allowed``: as for
+    """The refusals for a whole object of ``kind`` (empty for a kind without a cluster spec), with
+    KubeRay's token auth rules (auth_token.validation_errors): what the admission webhook refuses.
+    A RayCronJob's template is refused as the RayJobs it would make. ``allowed``: as for
     :func:`refusals`."""
     path = CLUSTER_SPEC_PATHS.get(kind)
     if path is None:
@@ -98,4 +111,7 @@ def object_refusals(kind: str, obj: Mapping[str, Any], allowed: Collection[str] 
     if not isinstance(node, Mapping):
         return []
     owner = "RayJob" if kind == "RayCronJob" else kind
-    return refusals(node, ".".join(path), owner, allowed)
+    prefix = ".".join(path)
+    # Token auth asked for in a way KubeRay refuses (no token mode, an old Ray, both a Secret and
+    # Kubernetes tokens) is refused at admission too, not only by the reconciler.
+    return refusals(node, prefix, owner, allowed) + auth_token.validation_errors(node, prefix)

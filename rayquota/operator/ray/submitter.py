@@ -153,7 +153,13 @@ def submitter_job(
             auth_token.add_token_volume(pod_spec)  # the submitter's own account token, mounted
     pod_spec.setdefault("restartPolicy", "Never")
     template_meta = template.setdefault("metadata", {})
-    template_meta["labels"] = {**(template_meta.get("labels") or {}), labels.RAY_JOB_SUBMITTER: "true"}
+    # KubeRay v1.7.0 stamps its own labels on the submitter's pod template over the user's (so a
+    # NetworkPolicy can admit the submitter by them); ours marks it for the queue integration.
+    template_meta["labels"] = {
+        **(template_meta.get("labels") or {}),
+        **submitter_labels(meta["name"]),
+        labels.RAY_JOB_SUBMITTER: "true",
+    }
     backoff = (spec.get("submitterConfig") or {}).get("backoffLimit")
     return {
         "apiVersion": "batch/v1",
@@ -172,7 +178,7 @@ def submitter_job(
 
 
 def submitter_labels(rayjob_name: str) -> dict[str, str]:
-    """The Job's labels (KubeRay's; its pods get only the Job controller's own)."""
+    """KubeRay's labels on the Job and (as v1.7.0 does; v1.6.2 left them off) on its pod template."""
     return {
         labels.ORIGINATED_FROM_CR_NAME: labels.label_value(rayjob_name),
         labels.ORIGINATED_FROM_CRD: "RayJob",

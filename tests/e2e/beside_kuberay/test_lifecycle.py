@@ -47,6 +47,26 @@ def _set_active(cell: Cell, kind: str, name: str, active: bool) -> None:
     assert out.returncode == 0, out.stderr
 
 
+def kuberay_saw_it_ready(cell: Cell, name: str) -> bool:
+    """KubeRay has reconciled the RayCluster unsuspended with all its pods Running: its status
+    says ``ready`` and not ``RayClusterSuspending``.
+
+    Wait for this before suspending a cluster that has just started. KubeRay (v1.6.2, and v1.7.0
+    alike) records an expectation for each pod it creates and clears it only in a later reconcile
+    that runs unsuspended. Suspension deletes the pods without clearing the expectations. If the
+    cluster is suspended before such a reconcile, and resumed less than 30 s after the pods were
+    created, KubeRay creates no pods. The stale expectations stay unmet until their 30 s timeout.
+    After that, KubeRay waits for its next event or its periodic requeue (300 s). Under load, the
+    reconcile that follows the pods' creation can come after the suspension.
+    (`raycluster_controller.go` reconcilePods, `expectations/scale_expectations.go`.)"""
+    status = cell.sampler.current("RayCluster").get(name, {}).get("status") or {}
+    suspending = any(
+        c.get("type") == "RayClusterSuspending" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    return status.get("state") == "ready" and not suspending
+
+
 def scale_up(cell: Cell) -> None:
     """An autoscaling RayCluster (1 worker x 1 GPU) under a 2-GPU queue; the Ray autoscaler's
     write raises its group to 3 replicas. KubeRay creates the 2 new pods at once: they are held
@@ -168,6 +188,7 @@ def suspend_resume(cell: Cell) -> None:
     }
     cell.apply(queued("RayJob", cell.ns, "job", job))
     cell.wait("the RayCluster running", lambda: running_on_pool(cell.pods("rc"), 2), 150)
+    cell.wait("KubeRay seeing the RayCluster ready", lambda: kuberay_saw_it_ready(cell, "rc"), 60)
     job_cluster = cell.wait(
         "the RayJob's cluster running",
         lambda: (
@@ -211,6 +232,7 @@ def preemption_and_deletion(cell: Cell) -> None:
     cell.quota.apply("WorkloadPriorityClass", "high", {"value": 1000})
     cell.apply(_raycluster(cell, "victim", workers=2))
     cell.wait("the victim running", lambda: running_on_pool(cell.pods("victim"), 3), 150)
+    cell.wait("KubeRay seeing the victim ready", lambda: kuberay_saw_it_ready(cell, "victim"), 60)
     cell.apply(
         _raycluster(cell, "urgent", workers=2, **{"rayquota.io/priority-class": cell.quota.name("high")})
     )

@@ -61,21 +61,52 @@ def warning(kube: Kube, name: str, reason: str) -> str:
     return wait_for(f"a {reason} Warning event on {name}", found, 60)
 
 
-def test_a_raycluster_asking_for_network_isolation_is_refused_by_the_reconciler(kube: Kube) -> None:
-    kube.apply(raycluster("isolated", networkPolicy={"mode": "DenyAllIngress"}))
-    message = warning(kube, "isolated", "InvalidRayClusterSpec")
-    assert "spec.networkPolicy is refused" in message and "NetworkPolicies" in message, message
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("networkPolicy", {"mode": "DenyAllIngress"}, "NetworkPolicies"),
+        ("tlsOptions", {"enabled": True}, "mutual TLS"),
+        ("historyServerOptions", {"collectorOptions": {}}, "history server collector"),
+    ],
+    ids=["networkPolicy", "tlsOptions", "historyServerOptions"],
+)
+def test_a_raycluster_asking_for_security_it_would_not_get_is_refused_by_the_reconciler(
+    kube: Kube, field: str, value: dict[str, Any], why: str
+) -> None:
+    """With KubeRay's default feature gates (and no webhook), each field is refused naming the
+    field and its value, and nothing of the cluster is made."""
+    name = field.lower()
+    kube.apply(raycluster(name, **{field: value}))
+    refused = f"spec.{field} is refused (set to {json.dumps(value, sort_keys=True)})"
+    message = warning(kube, name, "InvalidRayClusterSpec")
+    assert refused in message and why in message, message
 
     def failed() -> dict[str, Any] | None:
-        cluster = kube.get("raycluster", "isolated") or {}
+        cluster = kube.get("raycluster", name) or {}
         found = condition(cluster, "ReplicaFailure")
         return found if found and found.get("reason") == "ValidationFailed" else None
 
-    assert (
-        "spec.networkPolicy is refused" in wait_for("ReplicaFailure ValidationFailed", failed, 60)["message"]
+    assert refused in wait_for("ReplicaFailure ValidationFailed", failed, 60)["message"]
+    assert kube.pods(name) == []
+    assert kube.list("services", f"ray.io/cluster={name}") == []
+
+
+def test_a_rayservice_asking_for_kubernetes_token_auth_is_refused_by_the_reconciler(kube: Kube) -> None:
+    spec = copy.deepcopy(CLUSTER_SPEC)
+    spec["rayVersion"] = "2.60.0"
+    spec["authOptions"] = {"mode": "token", "enableK8sTokenAuth": True}
+    kube.apply(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayService",
+            "metadata": {"name": "k8s-auth-svc"},
+            "spec": {"rayClusterConfig": spec},
+        }
     )
-    assert kube.pods("isolated") == []
-    assert kube.list("services", "ray.io/cluster=isolated") == []
+    message = warning(kube, "k8s-auth-svc", "InvalidRayServiceSpec")
+    assert "spec.rayClusterConfig.authOptions.enableK8sTokenAuth: true is refused" in message, message
+    assert "KubeRay does not support Kubernetes token auth for a RayService" in message, message
+    assert kube.list("rayclusters") == []
 
 
 def test_a_rayjob_asking_for_kubernetes_token_auth_is_refused_by_the_reconciler(kube: Kube) -> None:

@@ -238,9 +238,9 @@ def test_network_policy_is_accepted_with_its_feature_gate_on_and_refused_naming_
     ):
         off = review.mutate(kind, obj, objects())
         assert not off.allowed, kind
-        assert f"{path} is refused: the RayClusterNetworkPolicy feature gate is off" in off.message, (
-            off.message
-        )
+        shown = '{"ingressRules": []}'
+        refused = f"{path} is refused (set to {shown}): the RayClusterNetworkPolicy feature gate is off"
+        assert refused in off.message, off.message
         assert review.mutate(kind, obj, objects(), allowed=on).allowed, kind
         # An update adding it to a stored object: the same rule.
         old = copy.deepcopy(obj)

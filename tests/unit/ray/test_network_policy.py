@@ -57,7 +57,9 @@ def test_no_policies_without_the_field_and_ports_compare_as_stored() -> None:
 def test_the_field_is_refused_unless_the_gate_is_on() -> None:
     body = cluster(networkPolicy={})
     [error] = validate_cluster(body)
-    assert error.startswith("spec.networkPolicy is refused: the RayClusterNetworkPolicy feature gate is off")
+    assert error.startswith(
+        "spec.networkPolicy is refused (set to {}): the RayClusterNetworkPolicy feature gate is off"
+    )
     on = allowed_fields(FeatureGates.parse("RayClusterNetworkPolicy=true").enabled)
     assert validate_cluster(body, on) == []
     assert validate_cluster(cluster(tlsOptions={"enabled": True}), on) != []  # only its own field

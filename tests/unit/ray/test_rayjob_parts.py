@@ -177,6 +177,27 @@ def test_submitter_pod_template_is_respected() -> None:
     assert pod["spec"]["containers"][0]["command"] == ["/bin/bash", "-ce", "--"]
 
 
+def test_the_submitter_pod_template_carries_kuberay_v1_7_0s_labels_over_the_users() -> None:
+    """KubeRay v1.7.0 (rayjob_controller.go, getSubmitterTemplate) stamps the RayJob's name, its
+    kind and the operator on the submitter's pod template, over any the user gave (a
+    NetworkPolicy admits the submitter by them); the user's other labels stay."""
+    template = {
+        "metadata": {"labels": {"x": "y", "ray.io/originated-from-crd": "mine"}},
+        "spec": {"containers": [{"name": "mine", "image": "custom"}]},
+    }
+    job = submitter.submitter_job(rayjob(submitterPodTemplate=template), "id", "addr:8265", "ray:img")
+    assert job["spec"]["template"]["metadata"]["labels"] == {
+        "x": "y",
+        "ray.io/originated-from-cr-name": "job",
+        "ray.io/originated-from-crd": "RayJob",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+        "ray.io/job-submitter": "true",
+    }
+    assert template["metadata"]["labels"]["ray.io/originated-from-crd"] == "mine"  # not changed in place
+    default = submitter.submitter_job(rayjob(), "id", "addr:8265", "ray:img")["spec"]["template"]
+    assert default["metadata"]["labels"]["ray.io/originated-from-cr-name"] == "job"
+
+
 def test_job_submission_payload() -> None:
     body = rayjob(entrypointResources='{"accel": 1}', entrypointNumGpus=0.5, runtimeEnvYAML="pip: [requests]")
     payload = submitter.job_submission(body, "sub-1").to_payload()

@@ -5,6 +5,7 @@ and by the admission webhook."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -41,7 +42,8 @@ def test_a_gated_security_field_is_refused_by_the_raycluster_validation(
 ) -> None:
     errors = validate_cluster(cluster(**{field: value}))
     assert len(errors) == 1, errors
-    assert errors[0].startswith(f"spec.{field} is refused: "), errors
+    shown = json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    assert errors[0].startswith(f"spec.{field} is refused (set to {shown}): "), errors
     assert why in errors[0]
 
 
@@ -121,3 +123,41 @@ def test_the_webhook_refuses_a_queued_object_asking_for_security_on_create_and_u
     gate = review.validate_gate("RayJob", new, old, _objects(), None)  # type: ignore[arg-type]
     assert not gate.allowed and "spec.rayClusterSpec.historyServerOptions is refused" in gate.message
     assert review.mutate("RayJob", bodies.rayjob(), _objects()).allowed
+
+
+def test_a_long_refused_value_is_shown_cut_short() -> None:
+    rules = [{"from": [{"podSelector": {"matchLabels": {"team": f"t{i}"}}}]} for i in range(10)]
+    [error] = refusals({"networkPolicy": {"head": {"ingressRules": rules}}}, "spec")
+    shown = error.removeprefix("spec.networkPolicy is refused (set to ").partition("): ")[0]
+    assert shown.startswith('{"head": {"ingressRules": [{"from": ') and shown.endswith("...")
+    assert len(shown) == 80
+
+
+def test_the_webhook_refuses_token_auth_kuberay_refuses_naming_the_field_and_value() -> None:
+    """KubeRay's auth rules (validation.go): Kubernetes tokens need mode token, Ray 2.55.0 and no
+    Secret of the user's. The reconciler refused them; the webhook now refuses them at admission."""
+    cluster = bodies.raycluster(**{naming.QUEUE_LABEL: "q"})
+    cluster["spec"]["rayVersion"] = "2.60.0"
+    cluster["spec"]["authOptions"] = {"enableK8sTokenAuth": True}
+    verdict = review.mutate("RayCluster", cluster, _objects())
+    assert not verdict.allowed
+    assert "spec.authOptions.enableK8sTokenAuth is true but spec.authOptions.mode is not 'token'" in (
+        verdict.message
+    )
+    cluster["spec"]["authOptions"] = {"mode": "token", "enableK8sTokenAuth": True, "secretName": "mine"}
+    verdict = review.mutate("RayCluster", cluster, _objects())
+    assert not verdict.allowed and "spec.authOptions.secretName is set ('mine')" in verdict.message
+    cluster["spec"]["authOptions"] = {"mode": "token", "enableK8sTokenAuth": True}
+    cluster["spec"]["rayVersion"] = "2.54.0"
+    verdict = review.mutate("RayCluster", cluster, _objects())
+    assert not verdict.allowed and "spec.rayVersion is 2.54.0: 2.55.0 or later" in verdict.message
+    cluster["spec"]["rayVersion"] = "2.55.0"
+    assert review.mutate("RayCluster", cluster, _objects()).allowed
+
+    service = bodies.rayservice()
+    service["metadata"]["labels"] = {naming.QUEUE_LABEL: "q"}
+    service["spec"]["rayClusterConfig"]["rayVersion"] = "2.60.0"
+    service["spec"]["rayClusterConfig"]["authOptions"] = {"mode": "token", "enableK8sTokenAuth": True}
+    verdict = review.mutate("RayService", service, _objects())
+    assert not verdict.allowed
+    assert "spec.rayClusterConfig.authOptions.enableK8sTokenAuth: true is refused" in verdict.message
