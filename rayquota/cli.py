@@ -191,8 +191,8 @@ def _dashboard(args: argparse.Namespace) -> int:
     from rayquota.operator.queue.api_group import of_mode
 
     try:
-        settings = _dashboard_configuration(args)
-        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url")
+        settings, configured_prometheus = _dashboard_configuration(args)
+        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url") or configured_prometheus
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -205,8 +205,6 @@ def _dashboard(args: argparse.Namespace) -> int:
             url=args.url,
             api=api,
         )
-    if prometheus is None and settings.dashboard is not None:
-        prometheus = settings.dashboard.prometheus_url
     return dashboard_main.run(
         namespaces=args.namespace or None,
         settings=DashboardSettings(
@@ -221,15 +219,20 @@ def _dashboard(args: argparse.Namespace) -> int:
     )
 
 
-def _dashboard_configuration(args: argparse.Namespace) -> Settings:
-    """The configuration `rayquota run` would read (file, environment overrides), for the dashboard."""
+def _dashboard_configuration(args: argparse.Namespace) -> tuple[Settings, str | None]:
+    """The configuration `rayquota run` would read (file, environment overrides), for the dashboard,
+    and its dashboard.prometheusUrl (the dashboard section is otherwise the operator's own)."""
     from rayquota import config as configuration
     from rayquota.config import environment
+    from rayquota.config.build import named
+    from rayquota.dashboard.settings import checked_prometheus_url
 
     loaded = configuration.load(Path(args.config) if args.config else None, environment.process())
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return configuration.settings(loaded)
+    section = loaded.configuration.dashboard
+    prometheus = checked_prometheus_url(section.prometheusUrl, named("dashboard.prometheusUrl"))
+    return configuration.settings(loaded), prometheus
 
 
 def _install(args: argparse.Namespace) -> int:
