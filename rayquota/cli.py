@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rayquota.config.build import Settings
     from rayquota.operator.config import OperatorConfig
     from rayquota.operator.visibility.settings import VisibilitySettings
     from rayquota.operator.webhook_settings import WebhookSettings
@@ -83,13 +84,13 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
 def _run(args: argparse.Namespace) -> int:
     from rayquota import config as configuration
     from rayquota.app import main as app_main
+    from rayquota.config import environment
     from rayquota.operator.ray.raycronjob.schedule import time_zone
 
     try:
-        loaded = configuration.load(
-            Path(args.config) if args.config else None, os.environ, _flag_overrides(args)
-        )
-        settings = configuration.settings(loaded, local_time_zone=time_zone(None, os.environ))
+        env = environment.process()
+        loaded = configuration.load(Path(args.config) if args.config else None, env, _flag_overrides(args))
+        settings = configuration.settings(loaded, local_time_zone=time_zone(None, env))
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
     if args.print_config:
@@ -187,19 +188,23 @@ def _explain(args: argparse.Namespace) -> int:
 def _dashboard(args: argparse.Namespace) -> int:
     from rayquota.dashboard import main as dashboard_main
     from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
+    from rayquota.operator.queue.api_group import of_mode
 
+    try:
+        settings, configured_prometheus = _dashboard_configuration(args)
+        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url") or configured_prometheus
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    api = of_mode(settings.operator.queue.api_mode)
     if args.dashboard_command == "token":
         return dashboard_main.token(
             namespace=args.token_namespace,
             service_account=args.service_account,
             duration_s=args.duration,
             url=args.url,
+            api=api,
         )
-    try:
-        prometheus = checked_prometheus_url(args.prometheus_url, "--prometheus-url")
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     return dashboard_main.run(
         namespaces=args.namespace or None,
         settings=DashboardSettings(
@@ -209,7 +214,25 @@ def _dashboard(args: argparse.Namespace) -> int:
             prometheus_url=prometheus,
         ),
         verbose=args.verbose,
+        api=api,
+        fair_sharing=settings.operator.queue.fair_sharing,
     )
+
+
+def _dashboard_configuration(args: argparse.Namespace) -> tuple[Settings, str | None]:
+    """The configuration `rayquota run` would read (file, environment overrides), for the dashboard,
+    and its dashboard.prometheusUrl (the dashboard section is otherwise the operator's own)."""
+    from rayquota import config as configuration
+    from rayquota.config import environment
+    from rayquota.config.build import named
+    from rayquota.dashboard.settings import checked_prometheus_url
+
+    loaded = configuration.load(Path(args.config) if args.config else None, environment.process())
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    section = loaded.configuration.dashboard
+    prometheus = checked_prometheus_url(section.prometheusUrl, named("dashboard.prometheusUrl"))
+    return configuration.settings(loaded), prometheus
 
 
 def _install(args: argparse.Namespace) -> int:
@@ -378,9 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument(
         "--prometheus-url",
-        default=os.environ.get("RAYQUOTA_DASHBOARD_PROMETHEUS_URL"),
         help="draw the History page from this Prometheus (it scrapes the operator's /metrics) instead "
-        "of the dashboard's own samples (default: $RAYQUOTA_DASHBOARD_PROMETHEUS_URL)",
+        "of the dashboard's own samples (default: the configuration's dashboard.prometheusUrl, "
+        "$RAYQUOTA_DASHBOARD_PROMETHEUS_URL)",
+    )
+    dashboard.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the operator's configuration file (queue.api, fairSharing, dashboard.prometheusUrl), read "
+        "with its environment overrides as `rayquota run` reads it",
     )
     dashboard.add_argument("--verbose", "-v", action="store_true")
     dsub = dashboard.add_subparsers(dest="dashboard_command")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 import kubernetes
 import yaml
 
+from rayquota.config import environment
 from rayquota.kueuectl_bodies import FlagError
 from rayquota.operator.kube import ApiError, KubeClient
 from rayquota.operator.queue.api_group import MODES, QUEUE_API_ENV, QueueApi, of_mode
@@ -223,7 +223,7 @@ async def _run(target: Target, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        target = target_of(args, os.environ)
+        target = target_of(args, environment.process())
         return asyncio.run(_run(target, args))
     except FlagError as exc:
         print(f"error: {exc}", file=sys.stderr)

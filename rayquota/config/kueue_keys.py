@@ -28,12 +28,40 @@ def _refused_sections(config: Configuration, verdict: Verdict) -> None:
         "tls": "rayquota's servers do not take TLS options; it would not get the security it asks for",
     }
     for key, reason in reasons.items():
-        if getattr(config, key) is not None:
-            verdict.refusals.append(f"{key}: not supported ({reason})")
-    for key in sorted((config.resources.model_extra or {}) if config.resources is not None else ()):
+        if (value := getattr(config, key)) is not None:
+            verdict.refusals.append(f"{key}: {value!r} not supported ({reason})")
+    extra = (config.resources.model_extra or {}) if config.resources is not None else {}
+    for key in sorted(extra):
         verdict.refusals.append(
-            f"resources.{key}: not supported (rayquota counts resources as pods request them; "
+            f"resources.{key}: {extra[key]!r} not supported (rayquota counts resources as pods request them; "
             "of Kueue's resources only deviceClassMappings is honoured)"
+        )
+    if config.metrics.customLabels:
+        verdict.refusals.append(
+            f"metrics.customLabels: {config.metrics.customLabels!r} not supported "
+            "(rayquota adds no custom labels to its metrics)"
+        )
+
+
+def _multikueue(config: Configuration, verdict: Verdict) -> None:
+    section = config.multiKueue
+    if section is None:
+        return
+    refused = {
+        "externalFrameworks": (section.externalFrameworks, "rayquota dispatches only the kinds it queues"),
+        "clusterProfile": (
+            section.clusterProfile,
+            "rayquota reads the workers' credentials from kubeconfig Secrets, not the ClusterProfile API",
+        ),
+    }
+    for key, (value, reason) in refused.items():
+        if value:
+            verdict.refusals.append(f"multiKueue.{key}: {value!r} not supported ({reason})")
+    if section.incrementalDispatcherConfig is not None:
+        verdict.warnings.append(
+            f"multiKueue.incrementalDispatcherConfig: {section.incrementalDispatcherConfig!r} ignored "
+            "(it configures Kueue's incremental dispatcher; "
+            f"the dispatcher is {section.dispatcherName.value})"
         )
 
 
@@ -52,7 +80,8 @@ def _namespace_selector(config: Configuration, verdict: Verdict) -> None:
         return
     if config.manageJobsWithoutQueueName:
         verdict.refusals.append(
-            "managedJobsNamespaceSelector: not supported with manageJobsWithoutQueueName: true "
+            f"managedJobsNamespaceSelector: {config.managedJobsNamespaceSelector!r} not supported "
+            "with manageJobsWithoutQueueName: true "
             "(rayquota would queue unlabelled objects in every namespace)"
         )
     else:
@@ -94,9 +123,15 @@ def _ignored(config: Configuration, verdict: Verdict) -> None:
     }
     for key, value in harmless.items():
         if value is not None:
-            verdict.warnings.append(f"{key}: Kueue's setting, ignored by rayquota")
+            verdict.warnings.append(f"{key}: {value!r}: Kueue's setting, ignored by rayquota")
     if config.metrics.enableClusterQueueResources:
         verdict.warnings.append("metrics.enableClusterQueueResources: Kueue's setting, ignored by rayquota")
+    local = config.metrics.localQueueMetrics
+    if local is not None and (not local.enable or local.localQueueSelector is not None):
+        verdict.warnings.append(
+            f"metrics.localQueueMetrics: {local.model_dump(exclude_none=True)!r} ignored "
+            "(rayquota serves the metrics of every LocalQueue)"
+        )
     internal = config.internalCertManagement
     if internal is not None and internal.webhookServiceName is not None:
         verdict.warnings.append(
@@ -105,7 +140,14 @@ def _ignored(config: Configuration, verdict: Verdict) -> None:
         )
 
 
-CHECKS: tuple[Check, ...] = (_refused_sections, _fair_sharing, _namespace_selector, _frameworks, _ignored)
+CHECKS: tuple[Check, ...] = (
+    _refused_sections,
+    _multikueue,
+    _fair_sharing,
+    _namespace_selector,
+    _frameworks,
+    _ignored,
+)
 
 
 def judge(config: Configuration) -> Verdict:

@@ -107,7 +107,7 @@ def _problem(error: Mapping[str, Any], sources: Mapping[str, str]) -> str:
     where = sources.get(key, "")
     if where.startswith("env "):
         return f"{key} ({where.removeprefix('env ')}={error['input']!r}): {error['msg']}"
-    got = f"; got {error['input']!r}" if error["type"] not in ("extra_forbidden", "missing") else ""
+    got = f"; got {error['input']!r}" if error["type"] != "missing" else ""
     origin = f" (from {where})" if where else ""
     message = "unknown key (refused)" if error["type"] == "extra_forbidden" else error["msg"]
     return f"{key}: {message}{got}{origin}"

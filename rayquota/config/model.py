@@ -117,6 +117,11 @@ class MultiKueue(Section):
     probeInterval: PositiveSeconds = 2.0
     nominationTimeout: PositiveSeconds = 60.0
     kubeconfigPathPrefix: str = "/etc/multikueue/kubeconfigs"
+    # Kueue's keys rayquota refuses by name (kueue_keys.py says why); typed loosely so the
+    # refusal, not a shape error, is what the user reads.
+    externalFrameworks: list[Any] | None = None
+    clusterProfile: dict[str, Any] | None = None
+    incrementalDispatcherConfig: dict[str, Any] | None = None
 
     @field_validator("dispatcherName", mode="before")
     @classmethod
@@ -161,11 +166,20 @@ class InternalCertManagement(Section):
     """rayquota's: the webhook configurations whose caBundle the leader keeps current."""
 
 
+class LocalQueueMetrics(Section):
+    """Kueue's metrics.localQueueMetrics; rayquota serves every LocalQueue's metrics (kueue_keys)."""
+
+    enable: bool = False
+    localQueueSelector: dict[str, Any] | None = None
+
+
 class Metrics(Section):
     """Kueue's `metrics.bindAddress` (":8080"; "0" turns serving off)."""
 
     bindAddress: str = ":8080"
     enableClusterQueueResources: bool = False
+    customLabels: list[Any] | None = None
+    localQueueMetrics: LocalQueueMetrics | None = None
 
 
 class Health(Section):

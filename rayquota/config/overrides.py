@@ -11,6 +11,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rayquota.config.environment import TOOL_VARIABLES
+
 
 @dataclass(frozen=True)
 class Override:
@@ -100,9 +102,7 @@ ENV_OVERRIDES: tuple[Override, ...] = tuple(
 # RAYQUOTA_* variables other parts of rayquota read (the local control plane, the test suite):
 # not the operator's settings, but not typos either.
 OTHER_KNOWN = (
-    "RAYQUOTA_CACHE_DIR",
-    "RAYQUOTA_NODES_FILE",
-    "RAYQUOTA_STATE_DIR",
+    *TOOL_VARIABLES,
     "RAYQUOTA_FAULTS_KEEP_LOGS",
     "RAYQUOTA_FUZZ_EXAMPLES",
     "RAYQUOTA_SCREENSHOTS_DIR",

@@ -18,8 +18,7 @@ from rayquota.dashboard.settings import DashboardSettings
 from rayquota.dashboard.viewer_rbac import ensure_viewer, request_token
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue.admission_loop import fair_sharing_from_env
-from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.queueing.fairsharing import FairSharing
 
 log = logging.getLogger("rayquota.dashboard")
@@ -61,7 +60,11 @@ def run(
     verbose: bool = False,
     stop_flag: threading.Event | None = None,
     ready: Callable[[int], None] | None = None,
+    api: QueueApi = RAYQUOTA,
+    fair_sharing: bool | FairSharing | None = False,
 ) -> int:
+    """``api`` and ``fair_sharing``: the configuration's queue.api and fairSharing (`rayquota
+    dashboard` reads the configuration as `rayquota run` does)."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
@@ -70,7 +73,8 @@ def run(
     if not os.environ.get("KUBECONFIG") and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: KUBECONFIG is not set and not running in a cluster", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(namespaces, settings, stop_flag, ready or _announce(settings.bind)))
+    announce = ready or _announce(settings.bind)
+    return asyncio.run(_serve(namespaces, settings, stop_flag, announce, api, fair_sharing))
 
 
 async def _serve(
@@ -78,16 +82,12 @@ async def _serve(
     settings: DashboardSettings,
     stop_flag: threading.Event | None,
     ready: Callable[[int], None],
+    api: QueueApi,
+    fair_sharing: bool | FairSharing | None,
 ) -> int:
     client = KubeClient.from_environment()
     manager = Manager(client, NamespaceScope.of(namespaces))
-    attach(
-        manager,
-        settings,
-        QueueApi.from_env(os.environ),
-        ready,
-        fair_sharing=fair_sharing_from_env(os.environ),
-    )
+    attach(manager, settings, api, ready, fair_sharing=fair_sharing)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if threading.current_thread() is threading.main_thread():
@@ -111,13 +111,15 @@ async def _watch_flag(flag: threading.Event, stop: asyncio.Event) -> None:
     stop.set()
 
 
-def token(*, namespace: str, service_account: str, duration_s: int, url: str | None) -> int:
+def token(
+    *, namespace: str, service_account: str, duration_s: int, url: str | None, api: QueueApi = RAYQUOTA
+) -> int:
     """Make sure the viewer ServiceAccount exists with read-only access, and print a token."""
 
     async def issue() -> str:
         client = KubeClient.from_environment()
         try:
-            await ensure_viewer(client, namespace, service_account)
+            await ensure_viewer(client, namespace, service_account, api)
             return await request_token(client, namespace, service_account, duration_s)
         finally:
             await client.close()

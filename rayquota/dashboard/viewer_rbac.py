@@ -4,13 +4,12 @@ admin kubeconfig carries a client certificate rather than a token (the local con
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND
 
 FIELD_MANAGER = "rayquota-dashboard"
@@ -40,8 +39,7 @@ def viewer_rules(api: QueueApi) -> list[dict[str, Any]]:
     ]
 
 
-async def ensure_viewer(client: KubeClient, namespace: str, name: str, api: QueueApi | None = None) -> None:
-    api = api or QueueApi.from_env(os.environ)
+async def ensure_viewer(client: KubeClient, namespace: str, name: str, api: QueueApi = RAYQUOTA) -> None:
     await client.apply(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from rayquota.config import environment
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
 
@@ -22,7 +22,7 @@ def path_additions(scripts_dir: Path | None = None) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    nodes = os.environ.get("RAYQUOTA_NODES_FILE")
+    nodes = environment.tool_variable("RAYQUOTA_NODES_FILE")
     cluster = LocalCluster(name=args.name, nodes_file=Path(nodes) if nodes else None)
     try:
         match args.cluster_command:

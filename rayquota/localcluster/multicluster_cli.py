@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from rayquota.config import environment
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError
 from rayquota.localcluster.multicluster import MultiCluster
@@ -68,7 +69,7 @@ def run_operators(fleet: MultiCluster, extra: list[str]) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    nodes = os.environ.get("RAYQUOTA_NODES_FILE")
+    nodes = environment.tool_variable("RAYQUOTA_NODES_FILE")
     fleet = MultiCluster(prefix=args.prefix, workers=args.workers, nodes_file=Path(nodes) if nodes else None)
     try:
         match args.multicluster_command:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rayquota.config import environment
+
 
 def repo_root() -> Path:
     """The checkout that holds ``tools/`` (the package is used from a source tree)."""
@@ -17,7 +19,7 @@ def repo_root() -> Path:
 
 def cache_root() -> Path:
     """Binaries live outside the repository so every clone reuses them."""
-    env = os.environ.get("RAYQUOTA_CACHE_DIR")
+    env = environment.tool_variable("RAYQUOTA_CACHE_DIR")
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -26,7 +28,7 @@ def cache_root() -> Path:
 
 def state_root() -> Path:
     """Per-cluster state (certificates, etcd data, logs, kubeconfig)."""
-    env = os.environ.get("RAYQUOTA_STATE_DIR")
+    env = environment.tool_variable("RAYQUOTA_STATE_DIR")
     return Path(env) if env else cache_root() / "clusters"
 
 

@@ -1,14 +1,18 @@
 """The chart renders rayquota's configuration file into a ConfigMap, mounts it and passes it with
---config; what it renders is a configuration the operator accepts."""
+--config; what it renders is a configuration the operator accepts. In Kueue-API mode it takes
+Kueue's own Configuration unchanged (kueueConfiguration), and the RBAC follows the configuration."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from rayquota.config import ConfigError, build, load
-from tests.e2e.chart import configuration_of, find, render
+from tests.e2e.chart import configuration_of, find, render, template
 
 
 def test_the_configuration_is_rendered_mounted_and_passed(tmp_path: Path) -> None:
@@ -65,3 +69,136 @@ def test_an_unknown_key_in_operator_configuration_is_refused_by_the_operator(tmp
     objects = render("operatorConfiguration.waitForPodReady.timeout=5m")
     with pytest.raises(ConfigError, match=r"waitForPodReady: unknown key \(refused\)"):
         configuration_of(objects, tmp_path)
+
+
+# Kueue's own Configuration as Kueue's chart takes it (managerConfig.controllerManagerConfigYaml):
+# the keys of Kueue v0.19.2's default manager configuration, and a few behaviours set.
+KUEUE_CONFIGURATION = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8443
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Workload.kueue.x-k8s.io: 10
+clientConnection:
+  qps: 300
+  burst: 500
+manageJobsWithoutQueueName: true
+waitForPodsReady:
+  timeout: 5m
+  requeuingStrategy: {timestamp: Eviction, backoffLimitCount: 3}
+fairSharing:
+  preemptionStrategies: [LessThanInitialShare]
+integrations:
+  frameworks: [batch/job, ray.io/rayjob, ray.io/raycluster, pod]
+"""
+
+
+def _values_file(tmp_path: Path, kueue_configuration: str, kueue_api: bool = True) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(
+        yaml.safe_dump({"kueueApi": {"enabled": kueue_api}, "kueueConfiguration": kueue_configuration})
+    )
+    return path
+
+
+def _lease_names(objects: list[dict[str, Any]]) -> list[str]:
+    [role] = find(objects, "Role", "rq-rayquota")
+    return [
+        name
+        for rule in role["rules"]
+        if "resourceNames" in rule and "leases" in rule["resources"]
+        for name in rule["resourceNames"]
+    ]
+
+
+def test_kueues_own_configuration_is_rendered_unchanged_in_kueue_api_mode(tmp_path: Path) -> None:
+    objects = render(files=(_values_file(tmp_path, KUEUE_CONFIGURATION),))
+    loaded = configuration_of(objects, tmp_path)
+    config = loaded.configuration
+    assert config.apiVersion == "config.kueue.x-k8s.io/v1beta2"
+    operator = build.settings(loaded).operator
+    assert operator.queue.api_mode == "kueue"
+    assert operator.queue.labels.manage_jobs_without_queue_name
+    ready = operator.queue.wait_for_pods_ready
+    assert ready is not None and (ready.timeout_s, ready.backoff_limit_count) == (300, 3)
+    assert config.fairSharing is not None and config.fairSharing.preemptionStrategies == [
+        "LessThanInitialShare"
+    ]
+    # The chart's wiring stays: its namespace, its webhook certificate, its address.
+    assert config.namespace == "rayquota-system" and config.bindAddress == "0.0.0.0"
+    assert config.internalCertManagement is not None
+    assert config.internalCertManagement.webhookSecretName == "rq-rayquota-webhook-cert"
+    # Kueue's Lease name is the one the Role grants.
+    assert config.leaderElection.resourceName == "c1f6bfd2.kueue.x-k8s.io"
+    assert _lease_names(objects) == ["c1f6bfd2.kueue.x-k8s.io"]
+    warned = "\n".join(loaded.warnings)
+    assert "clientConnection" in warned and "integrations.frameworks: pod" in warned
+
+
+def test_the_lease_the_configuration_names_is_the_one_the_role_grants() -> None:
+    assert _lease_names(render()) == ["rayquota-operator"]
+    assert _lease_names(render("operatorConfiguration.leaderElection.resourceName=team-a")) == ["team-a"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kueue_api", "message"),
+    [
+        (KUEUE_CONFIGURATION, False, r"kueueConfiguration: Kueue's Configuration needs Kueue-API mode"),
+        (
+            KUEUE_CONFIGURATION.replace("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1"),
+            True,
+            r'kueueConfiguration.apiVersion: "config.kueue.x-k8s.io/v1beta1": expected',
+        ),
+        (
+            KUEUE_CONFIGURATION.replace("port: 9443", "port: 9444"),
+            True,
+            r'kueueConfiguration.webhook: \{"port":9444\} is the chart\'s to set '
+            r'\(from its values: \{"port":9443\}',
+        ),
+        (
+            KUEUE_CONFIGURATION + "internalCertManagement: {enable: false}\n",
+            True,
+            r'kueueConfiguration.internalCertManagement: \{"enable":false\} is the chart\'s to set',
+        ),
+        (
+            KUEUE_CONFIGURATION + "namespace: kueue-system\n",
+            True,
+            r'kueueConfiguration.namespace: "kueue-system"',
+        ),
+        ("apiVersion: [", True, r"kueueConfiguration: not a YAML mapping"),
+    ],
+)
+def test_kueue_configuration_the_chart_cannot_take_is_refused_naming_key_and_value(
+    tmp_path: Path, text: str, kueue_api: bool, message: str
+) -> None:
+    result = template(files=(_values_file(tmp_path, text, kueue_api),))
+    assert result.returncode != 0
+    assert re.search(message, result.stderr), result.stderr
+
+
+def test_kueues_device_class_mappings_open_the_claim_templates_to_the_operator(tmp_path: Path) -> None:
+    mapping = "resources:\n  deviceClassMappings:\n  - {name: example.com/gpu, deviceClassNames: [gpu.x]}\n"
+    objects = render(files=(_values_file(tmp_path, KUEUE_CONFIGURATION + mapping),))
+    granted = {
+        resource
+        for role in find(objects, "ClusterRole")
+        for rule in role["rules"]
+        for resource in rule.get("resources", [])
+    }
+    assert "resourceclaimtemplates" in granted
+    assert "resourceclaimtemplates" not in {
+        resource
+        for role in find(render(files=(_values_file(tmp_path, KUEUE_CONFIGURATION),)), "ClusterRole")
+        for rule in role["rules"]
+        for resource in rule.get("resources", [])
+    }

@@ -76,10 +76,11 @@ namespaceSelector: {{- toYaml (index . 2) | nindent 2 }}
 {{- end -}}
 
 {{/* Non-empty when the queue integration reads ResourceClaimTemplates (docs/dra.md): device
-classes mapped to quota (operatorConfiguration.resources.deviceClassMappings) and the DRA
-integration not switched off (operatorConfiguration.queue.dra.integration). */}}
+classes mapped to quota (the configuration's resources.deviceClassMappings, from
+operatorConfiguration or kueueConfiguration) and the DRA integration not switched off
+(queue.dra.integration). */}}
 {{- define "rayquota.draClaimTemplates" -}}
-{{- $config := .Values.operatorConfiguration | default dict -}}
+{{- $config := include "rayquota.configuration" . | fromYaml -}}
 {{- $mappings := (($config.resources | default dict).deviceClassMappings) | default list -}}
 {{- $dra := (($config.queue | default dict).dra) | default dict -}}
 {{- $off := and (hasKey $dra "integration") (not $dra.integration) -}}

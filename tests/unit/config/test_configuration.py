@@ -145,9 +145,9 @@ def test_kueues_own_configuration_is_read_unchanged(tmp_path: Path) -> None:
         ),
         (
             "resources: {excludeResourcePrefixes: [example.com/]}\n",
-            "resources.excludeResourcePrefixes: not supported",
+            r"resources.excludeResourcePrefixes: \['example.com/'\] not supported",
         ),
-        ("tls: {minVersion: VersionTLS13}\n", "tls: not supported"),
+        ("tls: {minVersion: VersionTLS13}\n", r"tls: \{'minVersion': 'VersionTLS13'\} not supported"),
         (
             "fairSharing: {preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]}\n",
             "fairSharing.preemptionStrategies",
@@ -189,7 +189,8 @@ def _every_section() -> Configuration:
         "internalCertManagement",
         "resources",
     )
-    return Configuration.model_validate({key: {} for key in sections})
+    every = {key: {} for key in sections}
+    return Configuration.model_validate({**every, "metrics": {"localQueueMetrics": {}}})
 
 
 def test_every_override_names_a_key_of_the_model() -> None:

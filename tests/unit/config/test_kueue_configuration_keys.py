@@ -1,0 +1,163 @@
+"""Kueue's own Configuration (v0.19.2, config.kueue.x-k8s.io/v1beta2) is read unchanged: every key
+Kueue has is known to rayquota (honoured, refused by name or accepted with a warning, never refused
+as an unknown key), and every refusal names the key and the value it was given."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rayquota.config import ConfigError, Loaded, load
+
+KUEUE_HEADER = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+
+# One sample of each of Kueue v0.19.2's Configuration keys (facts of Kueue's API, as Kueue's
+# configuration_types.go names them), each a file of its own.
+KUEUE_KEYS = {
+    "namespace": "namespace: kueue-system",
+    "manageJobsWithoutQueueName": "manageJobsWithoutQueueName: false",
+    "managedJobsNamespaceSelector": "managedJobsNamespaceSelector: {matchLabels: {a: b}}",
+    "internalCertManagement": (
+        "internalCertManagement: {enable: false, webhookServiceName: s, webhookSecretName: c}"
+    ),
+    "waitForPodsReady": (
+        "waitForPodsReady: {timeout: 5m, blockAdmission: true, recoveryTimeout: 3m, requeuingStrategy: "
+        "{timestamp: Eviction, backoffLimitCount: null, backoffBaseSeconds: 60, backoffMaxSeconds: 3600}}"
+    ),
+    "clientConnection": "clientConnection: {qps: 300, burst: 500}",
+    "integrations": "integrations: {frameworks: [batch/job, ray.io/rayjob, pod]}",
+    "integrations.externalFrameworks": "integrations: {externalFrameworks: [Foo.v1.example.com]}",
+    "integrations.labelKeysToCopy": "integrations: {labelKeysToCopy: [team]}",
+    "multiKueue": (
+        "multiKueue: {gcInterval: 1m, origin: o, workerLostTimeout: 15m, "
+        "dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once}"
+    ),
+    "multiKueue.externalFrameworks": "multiKueue: {externalFrameworks: [{name: Foo.v1.example.com}]}",
+    "multiKueue.clusterProfile": "multiKueue: {clusterProfile: {credentialsProviders: []}}",
+    "multiKueue.incrementalDispatcherConfig": "multiKueue: {incrementalDispatcherConfig: {stepSize: 2}}",
+    "fairSharing": (
+        "fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}"
+    ),
+    "admissionFairSharing": (
+        "admissionFairSharing: {usageHalfLifeTime: 168h, usageSamplingInterval: 5m, "
+        "resourceWeights: {cpu: 0}}"
+    ),
+    "resources.deviceClassMappings": (
+        "resources: {deviceClassMappings: [{name: example.com/gpu, deviceClassNames: [gpu.example.com]}]}"
+    ),
+    "resources.excludeResourcePrefixes": "resources: {excludeResourcePrefixes: [example.com/]}",
+    "resources.quotaCheckStrategy": "resources: {quotaCheckStrategy: BlockUndeclared}",
+    "resources.transformations": (
+        "resources: {transformations: [{input: nvidia.com/mig-4g.5gb, strategy: Replace}]}"
+    ),
+    "featureGates": "featureGates: {TopologyAwareScheduling: true}",
+    "objectRetentionPolicies": "objectRetentionPolicies: {workloads: {afterFinished: 1h}}",
+    "visibilityServer": "visibilityServer: {bindAddress: 0.0.0.0, bindPort: 8082}",
+    "webhook": "webhook: {port: 9443, host: 0.0.0.0, certDir: /tmp/k8s-webhook-server/serving-certs}",
+    "leaderElection": (
+        "leaderElection: {leaderElect: true, resourceName: c1f6bfd2.kueue.x-k8s.io, "
+        "resourceNamespace: kueue-system, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s, "
+        "resourceLock: leases}"
+    ),
+    "metrics": "metrics: {bindAddress: ':8443', enableClusterQueueResources: true}",
+    "metrics.customLabels": "metrics: {customLabels: [{name: team, sourceLabelKey: example.com/team}]}",
+    "metrics.localQueueMetrics": (
+        "metrics: {localQueueMetrics: {enable: true, localQueueSelector: {matchLabels: {a: b}}}}"
+    ),
+    "health": (
+        "health: {healthProbeBindAddress: ':8081', readinessEndpointName: readyz, "
+        "livenessEndpointName: healthz}"
+    ),
+    "pprofBindAddress": "pprofBindAddress: ':8083'",
+    "controller": "controller: {groupKindConcurrency: {Job.batch: 5}, cacheSyncTimeout: 2m}",
+    "tls": "tls: {minVersion: VersionTLS13, cipherSuites: [TLS_AES_128_GCM_SHA256]}",
+}
+
+
+def _outcome(tmp_path: Path, text: str) -> str:
+    """ "" when the file loads (with its warnings), else the refusal."""
+    try:
+        loaded = load_text(tmp_path, text)
+    except ConfigError as error:
+        return str(error)
+    return "\n".join(loaded.warnings)
+
+
+@pytest.mark.parametrize("key", sorted(KUEUE_KEYS))
+def test_every_kueue_key_is_known(tmp_path: Path, key: str) -> None:
+    assert "unknown key" not in _outcome(tmp_path, KUEUE_KEYS[key])
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "metrics.customLabels",
+            r"metrics.customLabels: \[\{'name': 'team', 'sourceLabelKey': 'example.com/team'\}\] "
+            r"not supported",
+        ),
+        (
+            "multiKueue.externalFrameworks",
+            r"multiKueue.externalFrameworks: \[\{'name': 'Foo.v1.example.com'\}\] not supported",
+        ),
+        (
+            "multiKueue.clusterProfile",
+            r"multiKueue.clusterProfile: \{'credentialsProviders': \[\]\} not supported",
+        ),
+        ("tls", r"tls: \{'minVersion': 'VersionTLS13', .*\} not supported"),
+        (
+            "objectRetentionPolicies",
+            r"objectRetentionPolicies: \{'workloads': \{'afterFinished': '1h'\}\} not supported",
+        ),
+        ("resources.quotaCheckStrategy", r"resources.quotaCheckStrategy: 'BlockUndeclared' not supported"),
+    ],
+)
+def test_a_kueue_key_rayquota_lacks_is_refused_naming_key_and_value(
+    tmp_path: Path, key: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_text(tmp_path, KUEUE_KEYS[key])
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "multiKueue.incrementalDispatcherConfig",
+            r"multiKueue.incrementalDispatcherConfig: \{'stepSize': 2\} ignored",
+        ),
+        ("metrics.localQueueMetrics", r"metrics.localQueueMetrics: .*'localQueueSelector'.* ignored"),
+        ("pprofBindAddress", r"pprofBindAddress: ':8083': Kueue's setting, ignored"),
+    ],
+)
+def test_a_harmless_kueue_key_is_accepted_with_a_warning_naming_its_value(
+    tmp_path: Path, key: str, message: str
+) -> None:
+    assert any(re.search(message, w) for w in load_text(tmp_path, KUEUE_KEYS[key]).warnings)
+
+
+def test_kueues_incremental_dispatcher_is_refused_naming_the_value(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"multiKueue.dispatcherName: .*got 'kueue.x-k8s.io/multikueue-dispatcher-incremental'",
+    ):
+        load_text(tmp_path, "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental}")
+
+
+def test_an_unknown_key_is_refused_naming_its_value(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"waitForPodsReady.timout: unknown key \(refused\); got '5m' \(from file "
+    ):
+        load_text(tmp_path, "waitForPodsReady: {timout: 5m}")
+    with pytest.raises(
+        ConfigError, match=r"metrics.localQueueMetrics.selector: unknown key \(refused\); got 'x'"
+    ):
+        load_text(tmp_path, "metrics: {localQueueMetrics: {selector: x}}")
+
+
+def load_text(tmp_path: Path, text: str) -> Loaded:
+    path = tmp_path / "config.yaml"
+    path.write_text(KUEUE_HEADER + text + "\n")
+    return load(path)
