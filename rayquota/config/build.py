@@ -86,6 +86,8 @@ def _multikueue(config: Configuration) -> MultiKueueSettings | None:
         probe_interval_s=section.probeInterval,
         nomination_timeout_s=section.nominationTimeout,
         kubeconfig_path_prefix=section.kubeconfigPathPrefix,
+        incremental_step=section.incrementalDispatcherConfig.stepSize,
+        incremental_round_s=section.incrementalRoundTimeout,
     )
 
 
@@ -108,20 +110,24 @@ def webhooks(config: Configuration) -> WebhookSettings | None:
     """Where the admission webhooks are served and where their certificate comes from."""
     keeper, hook = _cert_keeper(config), config.webhook
     if hook.port is not None and hook.loopbackPort is not None:
-        raise ConfigError([
-            f"{named('webhook.port')} (the chart's webhooks) and {named('webhook.loopbackPort')} "
-            "(loopback webhooks for a local control plane) are both set: set one"
-        ])
+        raise ConfigError(
+            [
+                f"{named('webhook.port')} (the chart's webhooks) and {named('webhook.loopbackPort')} "
+                "(loopback webhooks for a local control plane) are both set: set one"
+            ]
+        )
     bind = hook.host or config.bindAddress
     if hook.port is not None:
         if keeper is not None:
             return WebhookSettings(CertificateSource.SECRET, hook.port, bind, keeper=keeper)
         if not hook.certDir:
-            raise ConfigError([
-                f"{named('webhook.port')} needs a certificate: "
-                f"{named('internalCertManagement.webhookSecretName')} (issued by the operator) or "
-                f"{named('webhook.certDir')} (cert-manager's files)"
-            ])
+            raise ConfigError(
+                [
+                    f"{named('webhook.port')} needs a certificate: "
+                    f"{named('internalCertManagement.webhookSecretName')} (issued by the operator) or "
+                    f"{named('webhook.certDir')} (cert-manager's files)"
+                ]
+            )
         return WebhookSettings(CertificateSource.FILES, hook.port, bind, cert_dir=hook.certDir)
     if hook.loopbackPort is not None:
         return WebhookSettings.loopback(hook.loopbackPort)
@@ -175,10 +181,12 @@ def visibility(config: Configuration) -> VisibilitySettings | None:
     if section.enable is False:
         return None
     if section.port is not None and section.loopbackPort is not None:
-        raise ConfigError([
-            f"{named('visibility.port')} (the chart's APIService) and {named('visibility.loopbackPort')} "
-            "(registered by the operator for a local control plane) are both set: set one"
-        ])
+        raise ConfigError(
+            [
+                f"{named('visibility.port')} (the chart's APIService) and {named('visibility.loopbackPort')} "
+                "(registered by the operator for a local control plane) are both set: set one"
+            ]
+        )
     if section.port is not None:
         bind = section.host or config.bindAddress
         return VisibilitySettings(section.port, bind, loopback=False, cert_dir=section.certDir)

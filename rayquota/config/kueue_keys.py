@@ -57,12 +57,6 @@ def _multikueue(config: Configuration, verdict: Verdict) -> None:
     for key, (value, reason) in refused.items():
         if value:
             verdict.refusals.append(f"multiKueue.{key}: {value!r} not supported ({reason})")
-    if section.incrementalDispatcherConfig is not None:
-        verdict.warnings.append(
-            f"multiKueue.incrementalDispatcherConfig: {section.incrementalDispatcherConfig!r} ignored "
-            "(it configures Kueue's incremental dispatcher; "
-            f"the dispatcher is {section.dispatcherName.value})"
-        )
 
 
 def _fair_sharing(config: Configuration, verdict: Verdict) -> None:

@@ -98,9 +98,20 @@ class AdmissionFairSharing(Section):
 class Dispatcher(StrEnum):
     ALL_AT_ONCE = "AllAtOnce"
     MOST_FREE_QUOTA = "MostFreeQuota"
+    INCREMENTAL = "Incremental"
 
 
-KUEUE_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+# Kueue's dispatcherName values, read as ours.
+KUEUE_DISPATCHERS = {
+    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once": Dispatcher.ALL_AT_ONCE,
+    "kueue.x-k8s.io/multikueue-dispatcher-incremental": Dispatcher.INCREMENTAL,
+}
+
+
+class IncrementalDispatcherConfig(Section):
+    """Kueue's multiKueue.incrementalDispatcherConfig: how many workers each round adds."""
+
+    stepSize: Annotated[int, Field(ge=1)] = 3
 
 
 class MultiKueue(Section):
@@ -121,12 +132,15 @@ class MultiKueue(Section):
     # refusal, not a shape error, is what the user reads.
     externalFrameworks: list[Any] | None = None
     clusterProfile: dict[str, Any] | None = None
-    incrementalDispatcherConfig: dict[str, Any] | None = None
+    incrementalDispatcherConfig: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
+    incrementalRoundTimeout: PositiveSeconds = 300.0
+    """rayquota's: how long an Incremental round lasts (fixed at 5 minutes in Kueue)."""
 
     @field_validator("dispatcherName", mode="before")
     @classmethod
     def _kueue_name(cls, raw: Any) -> Any:
-        return Dispatcher.ALL_AT_ONCE.value if raw == KUEUE_ALL_AT_ONCE else raw
+        known = KUEUE_DISPATCHERS.get(raw) if isinstance(raw, str) else None
+        return known.value if known is not None else raw
 
 
 class LeaderElection(Section):

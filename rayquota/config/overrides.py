@@ -54,6 +54,8 @@ ENV_OVERRIDES: tuple[Override, ...] = tuple(
         ("RAYQUOTA_MULTIKUEUE_PROBE_INTERVAL", "multiKueue.probeInterval"),
         ("RAYQUOTA_MULTIKUEUE_NOMINATION_TIMEOUT", "multiKueue.nominationTimeout"),
         ("RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX", "multiKueue.kubeconfigPathPrefix"),
+        ("RAYQUOTA_MULTIKUEUE_INCREMENTAL_STEP", "multiKueue.incrementalDispatcherConfig.stepSize"),
+        ("RAYQUOTA_MULTIKUEUE_INCREMENTAL_ROUND", "multiKueue.incrementalRoundTimeout"),
         ("RAYQUOTA_LEASE_NAME", f"{_LEASE}.resourceName"),
         ("RAYQUOTA_LEASE_NAMESPACE", f"{_LEASE}.resourceNamespace"),
         ("RAYQUOTA_LEASE_DURATION", f"{_LEASE}.leaseDuration"),

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tests.gate_sampler import GateSampler
+from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.queue.conftest import workload_of
+from tests.integration.ray.kubehelpers import Kube, wait_for
 
 GROUP = "gpu-workers"
 QUEUE = "team"
@@ -101,3 +104,32 @@ def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
     out, err = driver.communicate(timeout=timeout_s)
     assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
     return str(json.loads(out.strip().splitlines()[-1]))
+
+
+def wait_for_autoscaler(agent: NodeAgent) -> NodeAgent:
+    """The node agent's Ray head and the autoscaler beside it, started without an error."""
+    wait_for(
+        "the Ray head and its autoscaler",
+        lambda: agent.autoscaler is not None or agent.errors,
+        timeout_s=3 * HEAD_START_S,
+    )
+    assert not agent.errors, agent.errors
+    return agent
+
+
+def waiting_for_group(kube: Kube, kind: str, name: str) -> str | None:
+    """The Workload's pendingReason once it names the autoscaled group (a scale-up waiting)."""
+    status = (workload_of(kube, kind, name) or {}).get("status") or {}
+    reason = str(status.get("pendingReason") or "")
+    return reason if f"worker group `{GROUP}`" in reason else None
+
+
+def marked_for_deletion(pod: str) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a RayCluster lists ``pod`` in the group's ``workersToDelete`` (the autoscaler's
+    scale-down)."""
+
+    def listed(cluster: Mapping[str, Any]) -> bool:
+        strategy = cluster["spec"]["workerGroupSpecs"][0].get("scaleStrategy") or {}
+        return pod in (strategy.get("workersToDelete") or [])
+
+    return listed

@@ -13,7 +13,7 @@ the Workload shrinks (the gate sampler, throughout).
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,18 @@ import pytest
 
 from tests.gate_sampler import GateSampler
 from tests.integration.autoscaler.clusters import (
-    GROUP,
     QUEUE,
     RAY_START_S,
     admitted_gpus,
     autoscaled_cluster,
+    marked_for_deletion,
     replicas,
     task_answer,
+    wait_for_autoscaler,
+    waiting_for_group,
     workers,
 )
-from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.autoscaler.node_agent import NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.polling import holds
@@ -55,24 +57,16 @@ def test_the_v1_autoscaler_scales_a_worker_group_under_quota(
     cluster["spec"]["autoscalerOptions"]["idleTimeoutSeconds"] = 5
     del cluster["spec"]["workerGroupSpecs"][0]["idleTimeoutSeconds"]
     kube.apply(cluster)
-    agent = node_agent("rc", loopback_pod_ips=True)
-    wait_for(
-        "the Ray head and its autoscaler",
-        lambda: agent.autoscaler is not None or agent.errors,
-        timeout_s=3 * HEAD_START_S,
-    )
-    assert not agent.errors, agent.errors
+    agent = wait_for_autoscaler(node_agent("rc", loopback_pod_ips=True))
 
     # Quota held: the autoscaler's request waits, naming the group, with no pod.
     driver = drivers(agent)
     wait_for("the autoscaler asking for 1 worker", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
-
-    def waiting_reason() -> str | None:
-        status = (workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}
-        reason = str(status.get("pendingReason") or "")
-        return reason if f"worker group `{GROUP}`" in reason else None
-
-    wait_for("the scale-up waiting, naming the group", waiting_reason, timeout_s=60)
+    wait_for(
+        "the scale-up waiting, naming the group",
+        lambda: waiting_for_group(kube, "RayCluster", "rc"),
+        timeout_s=60,
+    )
     holds("no worker pod while the scale-up waits", lambda: not workers(sampler, "rc"), seconds=3)
 
     # Quota freed: the pod (on a100: the sampler), its Ray node on the pod's IP, the task there.
@@ -83,13 +77,9 @@ def test_the_v1_autoscaler_scales_a_worker_group_under_quota(
     assert admitted_gpus(workload_of(kube, "RayCluster", "rc")) == 1
 
     # Idle: the v1 autoscaler finds the worker by its IP and removes it; the Workload shrinks.
-    def marked_for_deletion(rc: Mapping[str, Any]) -> bool:
-        strategy = rc["spec"]["workerGroupSpecs"][0].get("scaleStrategy") or {}
-        return pod in (strategy.get("workersToDelete") or [])
-
     wait_for(
         "the autoscaler deleting the idle worker",
-        lambda: sampler.ever("RayCluster", marked_for_deletion),
+        lambda: sampler.ever("RayCluster", marked_for_deletion(pod)),
         180,
     )
     wait_for("the idle worker's pod gone", lambda: not workers(sampler, "rc"), timeout_s=120)

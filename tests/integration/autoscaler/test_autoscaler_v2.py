@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,18 @@ import pytest
 
 from tests.gate_sampler import GateSampler
 from tests.integration.autoscaler.clusters import (
-    GROUP,
     QUEUE,
     RAY_START_S,
     admitted_gpus,
     autoscaled_cluster,
+    marked_for_deletion,
     replicas,
     task_answer,
+    wait_for_autoscaler,
+    waiting_for_group,
     workers,
 )
-from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.autoscaler.node_agent import NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.polling import holds
@@ -56,13 +58,7 @@ def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
 ) -> None:
     sampler: GateSampler = gate_sampler(quota.a100_team_queue(1))
     kube.apply(autoscaled_cluster("rc"))
-    agent = node_agent("rc")
-    wait_for(
-        "the Ray head and its autoscaler",
-        lambda: agent.autoscaler is not None or agent.errors,
-        timeout_s=3 * HEAD_START_S,
-    )
-    assert not agent.errors, agent.errors
+    agent = wait_for_autoscaler(node_agent("rc"))
     timings: dict[str, float] = {}
 
     # 1. Quota free: a GPU task -> the autoscaler's request -> admitted -> pod -> Ray node -> task.
@@ -79,14 +75,9 @@ def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
     kube.apply(gpu_job("holder", QUEUE, parallelism=1, completions=None, gpus=1))
     wait_for("the Job waiting", lambda: (workload_of(kube, "Job", "holder") or {}).get("status"))
     assert not is_admitted(workload_of(kube, "Job", "holder"))
-
-    def marked_for_deletion(rc: Mapping[str, Any]) -> bool:
-        strategy = rc["spec"]["workerGroupSpecs"][0].get("scaleStrategy") or {}
-        return pod in (strategy.get("workersToDelete") or [])
-
     wait_for(
         "the autoscaler deleting the idle worker",
-        lambda: sampler.ever("RayCluster", marked_for_deletion),
+        lambda: sampler.ever("RayCluster", marked_for_deletion(pod)),
         timeout_s=120,
     )
     wait_for("the idle worker's pod gone", lambda: not workers(sampler, "rc"), timeout_s=120)
@@ -98,14 +89,12 @@ def test_the_v2_autoscaler_scales_a_worker_group_under_quota(
     # 3. Quota held: the scale-up waits, naming the group, with no pod; freeing the GPU lets it on.
     driver = drivers(agent)
     asked = timed("the autoscaler asking again", lambda: replicas(sampler, "rc") == 1, RAY_START_S)
-
-    def waiting_message() -> str | None:
-        """An admitted Workload asking for more says why it waits in status.pendingReason."""
-        status = (workload_of(kube, "RayCluster", "rc") or {}).get("status") or {}
-        reason = str(status.get("pendingReason") or "")
-        return reason if f"worker group `{GROUP}`" in reason else None
-
-    message = wait_for("the scale-up waiting, naming the group", waiting_message, timeout_s=60)
+    # An admitted Workload asking for more says why it waits in status.pendingReason.
+    message = wait_for(
+        "the scale-up waiting, naming the group",
+        lambda: waiting_for_group(kube, "RayCluster", "rc"),
+        timeout_s=60,
+    )
     holds("no worker pod while the scale-up waits", lambda: not workers(sampler, "rc"), seconds=5)
     kube.kubectl("delete", "job", "holder", "--wait=false")
     freed = time.monotonic()

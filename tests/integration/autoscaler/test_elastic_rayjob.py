@@ -30,9 +30,10 @@ from tests.integration.autoscaler.clusters import (
     admitted_gpus,
     autoscaled_spec,
     replicas,
+    wait_for_autoscaler,
     workers,
 )
-from tests.integration.autoscaler.node_agent import HEAD_START_S, NodeAgent
+from tests.integration.autoscaler.node_agent import NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.polling import holds
@@ -104,13 +105,7 @@ def test_an_elastic_rayjob_scales_up_under_the_v2_autoscaler_when_quota_allows(
 
     cluster = wait_for("the RayJob's cluster", lambda: (rayjob().get("status") or {}).get("rayClusterName"))
     assert is_admitted(workload_of(kube, "RayJob", "ej")), "the RayJob ran before its admission"
-    agent = node_agent(cluster)
-    wait_for(
-        "the Ray head and its autoscaler",
-        lambda: agent.autoscaler is not None or agent.errors,
-        timeout_s=3 * HEAD_START_S,
-    )
-    assert not agent.errors, agent.errors
+    agent = wait_for_autoscaler(node_agent(cluster))
     assert agent.head is not None
     route_dashboard(autoscaler_operator, namespace, cluster, agent.head.dashboard_url)
 

@@ -7,7 +7,9 @@ which must close promptly."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from rayquota.localcluster.multicluster import CHECK_NAME
 from tests.integration.multicluster.conftest import (
     WORKER_LOST_TIMEOUT_S,
     Fleet,
@@ -33,11 +35,31 @@ STALE_WINDOW_BOUND_S = 120
 API_SERVER_START_S = 120
 
 
+def redispatch_state(manager: Side, cluster_queue: str, spare: Side) -> dict[str, Any]:
+    """Where a re-dispatch stands, stage by stage: the manager's Workloads (evicted, requeued,
+    reserved again, the check's state), its queue and check, and what worker2 holds."""
+    return {
+        "manager workloads": [
+            (w["metadata"]["name"], w.get("status")) for w in manager.kube.list("workloads")
+        ],
+        "manager clusterqueue": (manager.kube.get("clusterqueue.rayquota.io", cluster_queue) or {}).get(
+            "status"
+        ),
+        "manager admissioncheck": (manager.kube.get("admissioncheck.rayquota.io", CHECK_NAME) or {}).get(
+            "status"
+        ),
+        "manager events": [
+            (e["involvedObject"]["name"], e["reason"], e["message"]) for e in manager.kube.list("events")
+        ],
+        "worker2 workloads": [(w["metadata"]["name"], w.get("status")) for w in spare.kube.list("workloads")],
+    }
+
+
 def test_a_lost_workers_workloads_run_again_elsewhere_once_and_its_stale_copies_go(
     fleet: Fleet, sides: dict[str, Side]
 ) -> None:
     manager, lost, spare = sides["manager"], sides["worker1"], sides["worker2"]
-    manager_queue(manager, 16)
+    manager_cq = manager_queue(manager, 16)
     worker_queue(lost, 8)
     worker_queue(spare, 0)  # both jobs start in worker1
     for job in JOBS:
@@ -54,12 +76,13 @@ def test_a_lost_workers_workloads_run_again_elsewhere_once_and_its_stale_copies_
         down = True
         worker_queue(spare, 8)  # room for both in worker2 now
         for job in JOBS:
-            wait_for(
+            wait_or_show(
                 f"{job} admitted in worker2",
                 lambda job=job: (
                     check_state(wl := manager_workload(manager, "RayJob", job)).get("state") == "Ready"
                     and (wl or {})["status"].get("clusterName") == "worker2"
                 ),
+                lambda: redispatch_state(manager, manager_cq, spare),
                 timeout_s=WORKER_LOST_TIMEOUT_S + 120,
             )
         wait_or_show(

@@ -1,6 +1,6 @@
 """A MultiKueueCluster whose kubeconfig could run a command in the manager's operator or drop TLS
 is refused: ``Active=False``, reason ``InsecureKubeConfig``, the field named, and the command
-never run (Kueue's MultiKueue rules)."""
+never run; a Path outside the allowed folder says ``BadKubeConfig`` (Kueue's MultiKueue rules)."""
 
 from __future__ import annotations
 
@@ -102,15 +102,16 @@ def test_unsafe_worker_kubeconfigs_are_refused_with_the_field_named(fleet: Fleet
             got = manager.kubectl("get", "multikueueclusters.rayquota.io", name, "-o", "json", check=False)
             return condition(json.loads(got.stdout), "Active") if got.returncode == 0 else None
 
-        expected = {names[form]: field for form, (_text, field) in unsafe.items()}
-        expected[outside] = "not under the allowed folder /etc/multikueue/kubeconfigs"
-        for name, field in expected.items():
+        expected = {names[form]: ("InsecureKubeConfig", field) for form, (_text, field) in unsafe.items()}
+        # Kueue checks the path while reading the kubeconfig: its reason is BadKubeConfig.
+        expected[outside] = ("BadKubeConfig", "not under the allowed folder /etc/multikueue/kubeconfigs")
+        for name, (reason, field) in expected.items():
             refused = wait_for(
-                f"{name}: Active=False InsecureKubeConfig",
-                lambda name=name: (
+                f"{name}: Active=False {reason}",
+                lambda name=name, reason=reason: (
                     (c := active_condition(name)) is not None
                     and c.get("status") == "False"
-                    and c.get("reason") == "InsecureKubeConfig"
+                    and c.get("reason") == reason
                     and c
                 ),
                 timeout_s=60,

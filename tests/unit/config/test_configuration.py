@@ -250,3 +250,16 @@ def test_admission_fair_sharing_reaches_the_engine_with_kueue_names(tmp_path: Pa
     off = RAYQUOTA_HEADER + text + "featureGates: {AdmissionFairSharing: false}\n"
     queue = build.operator_config(load(write(tmp_path, off)).configuration).queue
     assert queue.admission_fair_sharing is None
+
+
+def test_kueues_incremental_dispatcher_and_its_step_size(tmp_path: Path) -> None:
+    text = RAYQUOTA_HEADER + (
+        "multiKueue: {enable: true, dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental,\n"
+        "  incrementalDispatcherConfig: {stepSize: 2}, incrementalRoundTimeout: 30}\n"
+    )
+    multikueue = build.operator_config(load(write(tmp_path, text)).configuration).multikueue
+    assert multikueue is not None
+    assert multikueue.dispatcher is Dispatcher.INCREMENTAL
+    assert (multikueue.incremental_step, multikueue.incremental_round_s) == (2, 30.0)
+    with pytest.raises(ConfigError, match="stepSize"):
+        load(write(tmp_path, RAYQUOTA_HEADER + "multiKueue: {incrementalDispatcherConfig: {stepSize: 0}}\n"))

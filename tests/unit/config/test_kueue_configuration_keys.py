@@ -124,10 +124,6 @@ def test_a_kueue_key_rayquota_lacks_is_refused_naming_key_and_value(
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        (
-            "multiKueue.incrementalDispatcherConfig",
-            r"multiKueue.incrementalDispatcherConfig: \{'stepSize': 2\} ignored",
-        ),
         ("metrics.localQueueMetrics", r"metrics.localQueueMetrics: .*'localQueueSelector'.* ignored"),
         ("pprofBindAddress", r"pprofBindAddress: ':8083': Kueue's setting, ignored"),
     ],
@@ -138,12 +134,16 @@ def test_a_harmless_kueue_key_is_accepted_with_a_warning_naming_its_value(
     assert any(re.search(message, w) for w in load_text(tmp_path, KUEUE_KEYS[key]).warnings)
 
 
-def test_kueues_incremental_dispatcher_is_refused_naming_the_value(tmp_path: Path) -> None:
-    with pytest.raises(
-        ConfigError,
-        match=r"multiKueue.dispatcherName: .*got 'kueue.x-k8s.io/multikueue-dispatcher-incremental'",
-    ):
-        load_text(tmp_path, "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental}")
+def test_kueues_incremental_dispatcher_and_its_config_are_read(tmp_path: Path) -> None:
+    text = (
+        "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental,"
+        " incrementalDispatcherConfig: {stepSize: 2}}"
+    )
+    loaded = load_text(tmp_path, text)
+    multikueue = loaded.configuration.multiKueue
+    assert multikueue is not None and multikueue.dispatcherName.value == "Incremental"
+    assert multikueue.incrementalDispatcherConfig.stepSize == 2
+    assert not any("incremental" in w.lower() for w in loaded.warnings)
 
 
 def test_an_unknown_key_is_refused_naming_its_value(tmp_path: Path) -> None:

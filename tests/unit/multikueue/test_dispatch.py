@@ -136,6 +136,39 @@ def test_most_free_quota_keeps_its_choice_then_widens_after_the_timeout() -> Non
     assert plan.create == ["w1"] and plan.nominate == ("w1", "w2")
 
 
+def test_incremental_nominates_workers_by_name_in_rounds_and_keeps_earlier_nominees() -> None:
+    # Kueue's Incremental dispatcher: ``step`` workers by name, ``step`` more each round.
+    policy = Policy(Dispatcher.INCREMENTAL, 60.0, 30.0, incremental_step=2, incremental_round_s=100.0)
+    fleet = [up("w5"), up("w3"), up("w1"), up("w4"), up("w2")]
+
+    def at(waited: float, nominated: tuple[str, ...] = ()) -> Local:
+        return Local(CheckState.PENDING, A, reserved=True, nominated=nominated, pending_since=NOW - waited)
+
+    first = decide(at(1.0), fleet, policy, NOW)
+    assert first.nominate == ("w1", "w2") and first.create == ["w1", "w2"]
+    assert first.requeue_after_s == 99.0  # the next round
+    with_copies = [up(w.name, RemoteCopy(A)) if w.name in ("w1", "w2") else w for w in fleet]
+    same_round = decide(at(50.0, ("w1", "w2")), with_copies, policy, NOW)
+    assert same_round.nominate is None and same_round.create == [] and same_round.delete == []
+    second = decide(at(150.0, ("w1", "w2")), with_copies, policy, NOW)
+    assert second.nominate == ("w1", "w2", "w3", "w4") and second.create == ["w3", "w4"]
+    assert second.delete == [] and second.requeue_after_s == 50.0
+    last = decide(at(250.0, ("w1", "w2", "w3", "w4")), fleet, policy, NOW)
+    assert last.nominate == ("w1", "w2", "w3", "w4", "w5")
+    assert last.requeue_after_s is None  # every worker nominated: no further round
+
+
+def test_incremental_keeps_an_unreachable_nominee_and_removes_copies_outside_the_round() -> None:
+    policy = Policy(Dispatcher.INCREMENTAL, 60.0, 30.0, incremental_step=2, incremental_round_s=100.0)
+    fleet = [Worker("w1", reachable=False), up("w2"), up("w3", RemoteCopy(A))]
+    plan = decide(local(), fleet, policy, NOW)
+    assert plan.nominate == ("w1", "w2")  # w1 gets its copy when it is back
+    assert plan.create == ["w2"] and plan.delete == ["w3"]
+    # The first admission among the nominees wins, as with every dispatcher.
+    won = decide(local(nominated=("w1", "w2")), [fleet[0], up("w2", admitted())], policy, NOW)
+    assert won.ready == "w2"
+
+
 copies = st.one_of(
     st.none(),
     st.builds(

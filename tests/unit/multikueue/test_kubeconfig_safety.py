@@ -3,14 +3,17 @@ with the field named (Kueue's MultiKueue rules, plus client-certificate file pat
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
-from rayquota.operator.queue.multikueue.kubeconfig import InsecureWorkerConfig, client_of
+from rayquota.operator.kube import KubeClient
+from rayquota.operator.queue.multikueue.kubeconfig import InsecureWorkerConfig, client_of, kubeconfig_text
 from rayquota.operator.queue.multikueue.kubeconfig_safety import UnsafeKubeconfig, allowed_path, refuse_unsafe
 from rayquota.operator.queue.multikueue.worker import WorkerConfigError
 from tests.config_env import multikueue_from_env
@@ -123,3 +126,52 @@ def test_the_allowed_folder_is_kueues_unless_set() -> None:
     assert multikueue_from_env(on).kubeconfig_path_prefix == "/etc/multikueue/kubeconfigs"  # type: ignore[union-attr]
     custom = multikueue_from_env({**on, "RAYQUOTA_MULTIKUEUE_KUBECONFIG_PATH_PREFIX": "/srv/kc"})
     assert custom is not None and custom.kubeconfig_path_prefix == "/srv/kc"
+
+
+class _Secrets:
+    """The operator's namespace as kubeconfig_text reads it: GET of one Secret."""
+
+    def __init__(self, secrets: dict[str, dict[str, Any]]) -> None:
+        self.secrets = secrets
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        return self.secrets.get(path.rsplit("/", 1)[-1])
+
+
+def _text_of(source: dict[str, Any], secrets: dict[str, dict[str, Any]], prefix: str) -> str:
+    local = cast(KubeClient, _Secrets(secrets))
+    return asyncio.run(kubeconfig_text(local, {"kubeConfig": source}, "rayquota-system", prefix))
+
+
+def test_a_kubeconfig_that_cannot_be_had_says_kueues_bad_kubeconfig(tmp_path: Path) -> None:
+    allowed = tmp_path / "kubeconfigs"
+    allowed.mkdir()
+    (allowed / "worker1").write_text("kind: Config\n")
+    encoded = base64.b64encode(b"kind: Config\n").decode()
+    assert _text_of({"location": "w1"}, {"w1": {"data": {"kubeconfig": encoded}}}, str(allowed)) == (
+        "kind: Config\n"
+    )
+    assert _text_of({"locationType": "Path", "location": str(allowed / "worker1")}, {}, str(allowed))
+    for source, secrets, words in [
+        ({"location": "missing"}, {}, "Secret rayquota-system/missing not found"),
+        ({"location": "w1"}, {"w1": {"data": {}}}, "has no key 'kubeconfig'"),
+        (
+            {"locationType": "Path", "location": str(tmp_path / "elsewhere")},
+            {},
+            "not under the allowed folder",
+        ),
+        ({"locationType": "Path", "location": str(allowed / "absent")}, {}, "kubeconfig file"),
+    ]:
+        with pytest.raises(WorkerConfigError, match=words) as failed:
+            _text_of(source, secrets, str(allowed))
+        # Kueue's reason for a kubeconfig it could not load (not InsecureKubeConfig).
+        assert failed.value.reason == "BadKubeConfig", (source, failed.value)
+        assert not isinstance(failed.value, InsecureWorkerConfig)
+    with pytest.raises(WorkerConfigError, match="clusterProfileRef") as profile:
+        asyncio.run(
+            kubeconfig_text(cast(KubeClient, _Secrets({})), {"clusterProfileRef": {"name": "p"}}, "ns")
+        )
+    assert profile.value.reason == "BadClusterProfile"
+    with pytest.raises(WorkerConfigError, match="not a YAML mapping") as unreadable:
+        client_of("just text")
+    assert unreadable.value.reason == "BadKubeConfig"

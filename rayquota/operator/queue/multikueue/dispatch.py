@@ -16,8 +16,10 @@ The rules, in order:
 4. Check Pending: the first worker whose copy was admitted wins (the earliest admission; a
    worker that already holds the object wins first): the object is created there, the other
    copies removed, and the check turns Ready naming it.
-5. Otherwise the workload is copied to the nominated workers (every reachable one, or with the
-   MostFreeQuota dispatcher the one with the most room for it) and removed from the others.
+5. Otherwise the workload is copied to the nominated workers (every reachable one; with the
+   MostFreeQuota dispatcher the one with the most room for it; with the Incremental dispatcher
+   the first ``step`` workers by name, ``step`` more each round while it waits) and removed from
+   the others.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class Policy:
     dispatcher: Dispatcher = Dispatcher.ALL_AT_ONCE
     worker_lost_timeout_s: float = 300.0
     nomination_timeout_s: float = 60.0
+    incremental_step: int = 3
+    incremental_round_s: float = 300.0
 
 
 @dataclass
@@ -102,7 +106,7 @@ def decide(local: Local, workers: Sequence[Worker], policy: Policy, now: float) 
     if local.state is CheckState.READY:
         _keep_running(local, workers, current, plan, policy, now)
     else:
-        _dispatch(local, list(reachable.values()), current, plan, policy, now)
+        _dispatch(local, workers, list(reachable.values()), current, plan, policy, now)
     plan.delete = sorted(set(plan.delete) | stale)
     plan.fence = sorted(
         name
@@ -153,6 +157,7 @@ def _keep_running(
 
 def _dispatch(
     local: Local,
+    workers: Sequence[Worker],
     reachable: list[Worker],
     current: dict[str, RemoteCopy],
     plan: Plan,
@@ -170,10 +175,14 @@ def _dispatch(
         plan.sync = winner
         plan.ready = winner
         return
-    nominated = _nominees(local, reachable, policy, now, plan)
+    if policy.dispatcher is Dispatcher.INCREMENTAL:
+        nominated = _incremental(local, workers, policy, now, plan)
+    else:
+        nominated = _nominees(local, reachable, policy, now, plan)
     if nominated != tuple(sorted(local.nominated)):
         plan.nominate = nominated
-    plan.create = [name for name in nominated if name not in current]
+    can_reach = {w.name for w in reachable}
+    plan.create = [name for name in nominated if name not in current and name in can_reach]
     plan.delete = sorted(name for name in current if name not in nominated)
 
 
@@ -194,3 +203,18 @@ def _nominees(
     ranked = sorted(enumerate(reachable), key=lambda item: (-item[1].room, item[0]))
     best = ranked[0][1]
     return (best.name,) if best.room >= 1 else everyone
+
+
+def _incremental(
+    local: Local, workers: Sequence[Worker], policy: Policy, now: float, plan: Plan
+) -> tuple[str, ...]:
+    """Kueue's Incremental dispatcher: the configured workers by name, ``step`` of them in the
+    first round and ``step`` more each round while the workload has not been admitted; a
+    round's nominees stay nominated (an unreachable one gets its copy when it is back)."""
+    ordered = sorted(w.name for w in workers)
+    step = max(1, policy.incremental_step)
+    waited = max(0.0, now - local.pending_since)
+    rounds = 1 + int(waited // policy.incremental_round_s)
+    if rounds * step < len(ordered):
+        plan.wait(rounds * policy.incremental_round_s - waited)
+    return tuple(ordered[: rounds * step])

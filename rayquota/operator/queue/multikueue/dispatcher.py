@@ -49,7 +49,11 @@ class WorkloadDispatcher:
         self.workers = workers
         self.writes = writes
         self.policy = Policy(
-            settings.dispatcher, settings.worker_lost_timeout_s, settings.nomination_timeout_s
+            settings.dispatcher,
+            settings.worker_lost_timeout_s,
+            settings.nomination_timeout_s,
+            settings.incremental_step,
+            settings.incremental_round_s,
         )
 
     async def reconcile(self, key: ObjectKey) -> Result | None:

@@ -22,12 +22,23 @@ from rayquota.operator.queue.multikueue.kubeconfig_safety import (
     refuse_unsafe,
 )
 
+# Kueue's reasons on a MultiKueueCluster's Active=False condition: the kubeconfig could not be
+# had or read (a missing Secret or key, a Path outside the allowed folder, unreadable text).
+BAD_KUBECONFIG_REASON = "BadKubeConfig"
+
 
 class WorkerConfigError(Exception):
     """The worker's kubeconfig cannot be had or read (the MultiKueueCluster says why, with
     :attr:`reason` as its condition's reason)."""
 
-    reason = "BadConfig"
+    reason = BAD_KUBECONFIG_REASON
+
+
+class UnsupportedClusterProfile(WorkerConfigError):
+    """``clusterSource.clusterProfileRef``: not read (Kueue's reason for a ClusterProfile it
+    cannot use)."""
+
+    reason = "BadClusterProfile"
 
 
 class InsecureWorkerConfig(WorkerConfigError):
@@ -44,13 +55,14 @@ async def kubeconfig_text(
 ) -> str:
     source = cluster_source.get("kubeConfig")
     if not source:
-        raise WorkerConfigError("clusterSource.clusterProfileRef is not supported: use kubeConfig")
+        raise UnsupportedClusterProfile("clusterSource.clusterProfileRef is not supported: use kubeConfig")
     location = str(source.get("location") or "")
     if (source.get("locationType") or LocationType.SECRET) == LocationType.PATH:
         try:
             path = allowed_path(location, path_prefix)
         except UnsafeKubeconfig as exc:
-            raise InsecureWorkerConfig(str(exc)) from exc
+            # Kueue reads the path before it validates the content: BadKubeConfig, not Insecure.
+            raise WorkerConfigError(str(exc)) from exc
         try:
             return await asyncio.to_thread(path.read_text)
         except OSError as exc:

@@ -16,6 +16,9 @@ class Dispatcher(StrEnum):
     """Ours: a copy only in the worker with the most free quota for the workload (how many more
     like it fit there); in every worker when none has room, or when the chosen one has not
     admitted within ``nomination_timeout_s``."""
+    INCREMENTAL = "Incremental"
+    """Kueue's: the workers in rounds, ``incremental_step`` more (by name) each
+    ``incremental_round_s`` while the workload waits; earlier nominees stay nominated."""
 
 
 @dataclass(frozen=True)
@@ -33,5 +36,9 @@ class MultiKueueSettings:
     probe_interval_s: float = 2.0
     probe_timeout_s: float = 5.0
     nomination_timeout_s: float = 60.0
+    # Incremental: how many workers a round adds (Kueue's stepSize, default 3) and how long a
+    # round lasts (Kueue's fixed 5 minutes).
+    incremental_step: int = 3
+    incremental_round_s: float = 300.0
     # Where ``locationType: Path`` kubeconfigs may be read from (Kueue's fixed folder).
     kubeconfig_path_prefix: str = DEFAULT_PATH_PREFIX
