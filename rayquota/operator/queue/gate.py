@@ -81,13 +81,6 @@ class QueueGate:
     # --- pods: the RayCluster planner's caps ------------------------------------------------
 
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
-        # The demand is read with the namespace's claim templates bound, as the Workload's
-        # reconciler reads it: a pod set's shape (and a RayService's pod set names) count the
-        # DRA devices of its claims.
-        with self.objects.claim_reading(str(cluster["metadata"].get("namespace") or "")):
-            return self._caps_for(cluster)
-
-    def _caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
         if queued is None:
             # A child whose parent the cache does not show is capped at nothing until it does.
@@ -121,10 +114,6 @@ class QueueGate:
     # --- children and submitters: may a part run? -------------------------------------------
 
     def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
-        with self.objects.claim_reading(str(obj["metadata"].get("namespace") or "")):
-            return self._may_run(kind, obj, part)
-
-    def _may_run(self, kind: str, obj: Mapping[str, Any], part: str | None) -> GateVerdict | None:
         queued = self.objects.queued(kind, dict(obj))
         if queued is None:
             return None

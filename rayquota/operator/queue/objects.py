@@ -9,7 +9,6 @@ accounted through its parent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +93,11 @@ class QueueObjects:
     adapters: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
     # ResourceClaimTemplates (queue/dra): read only where device classes are mapped.
     claim_templates: Informer | None = None
+
+    def __post_init__(self) -> None:
+        # The demand reads (every kind's pod_sets) count the claims of the object's namespace
+        # from these caches: no caller binds anything.
+        dra_context.install(self)
 
     @classmethod
     def register(
@@ -265,15 +269,15 @@ class QueueObjects:
                     pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
 
-    def claim_reading(self, namespace: str) -> AbstractContextManager[None]:
-        """Bind the DRA settings and this namespace's ResourceClaimTemplates while a demand is
-        read (queue/dra/context.py)."""
+    def claim_reading(self, namespace: str) -> dra_context.ClaimReading:
+        """The DRA settings and this namespace's ResourceClaimTemplates, from the cache: every
+        demand read binds it itself (queue/dra/context.py)."""
         informer = self.claim_templates
 
         def claim_template(name: str) -> Mapping[str, Any] | None:
             return None if informer is None else informer.store.get(namespace, name)
 
-        return dra_context.reading(self.settings.dra, claim_template)
+        return dra_context.ClaimReading(self.settings.dra, claim_template)
 
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)

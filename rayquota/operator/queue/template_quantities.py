@@ -18,9 +18,14 @@ CONTAINER_LISTS = ("containers", "initContainers")
 
 
 def quantity_errors(kind: str, obj: Mapping[str, Any], *, missing_claim_templates: bool = True) -> list[str]:
-    """Also the DRA claims that cannot be counted (bound by ``dra.reading``), and, with
+    """Also the DRA claims that cannot be counted (read from the object's namespace), and, with
     ``missing_claim_templates``, the ResourceClaimTemplates named that do not exist (the webhook
     lets an object be created before its templates; the queue waits for them)."""
+    with dra.namespace_reading(dra.namespace_of(obj)):
+        return _quantity_errors(kind, obj, missing_claim_templates)
+
+
+def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates: bool) -> list[str]:
     errors: list[str] = []
     for at in ADAPTERS[kind].pod_templates(obj):
         spec = at.template.get("spec") if isinstance(at.template, Mapping) else None

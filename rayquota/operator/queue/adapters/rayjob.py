@@ -32,6 +32,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
     placements,
 )
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import (
     SUBMITTER_POD_SET,
@@ -182,6 +183,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         # flood. A spec change bumps the generation, so the memo never answers for an old spec.
         self._demands: BoundedMemo[tuple[object, ...], Demand] = BoundedMemo(DEMAND_MEMO_SIZE)
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
         meta = obj["metadata"]

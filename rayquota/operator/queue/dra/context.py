@@ -1,17 +1,21 @@
 """The DRA settings and ResourceClaimTemplate lookup for the object whose demand is being read.
 
 Kinds build their pod sets from API bodies alone (``podsets.pod_set``); a claim template is
-another object. The caller that reads one object's demand (the Workload reconciler, the
-webhook) binds the lookup of that object's namespace around the read with :func:`reading`;
-outside it, claims are charged nothing and refuse nothing."""
+another object. The demand read owns the lookup: every kind's ``pod_sets`` (and the quantity
+check) is wrapped by :func:`counting_claims`, which binds, for the object's namespace, the
+reading of the process's claim source (:func:`install`: the queue's watch-fed caches). No caller
+binds anything. A reading bound explicitly with :func:`reading` (the simulator, tests) wins;
+with neither, claims are charged nothing and refuse nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from rayquota.operator.queue.dra.claims import ClaimTemplateLookup, TemplateCharges, template_charges
 from rayquota.operator.queue.dra.settings import DraSettings
@@ -23,7 +27,23 @@ class ClaimReading:
     claim_template: ClaimTemplateLookup
 
 
+class ClaimSource(Protocol):
+    """Where a namespace's claim templates are read from (the queue's caches)."""
+
+    def claim_reading(self, namespace: str) -> ClaimReading: ...
+
+
 _CURRENT: ContextVar[ClaimReading | None] = ContextVar("rayquota_dra_reading", default=None)
+_SOURCE: list[weakref.ReferenceType[ClaimSource]] = []
+
+
+def install(source: ClaimSource) -> None:
+    """Make ``source`` the process's claim source (held weakly: it lives as long as its owner)."""
+    _SOURCE[:] = [weakref.ref(source)]
+
+
+def _installed() -> ClaimSource | None:
+    return _SOURCE[0]() if _SOURCE else None
 
 
 @contextmanager
@@ -33,6 +53,39 @@ def reading(settings: DraSettings, claim_template: ClaimTemplateLookup) -> Itera
         yield
     finally:
         _CURRENT.reset(token)
+
+
+@contextmanager
+def namespace_reading(namespace: str) -> Iterator[None]:
+    """The installed source's reading of ``namespace``, unless a reading is bound already."""
+    source = _installed()
+    if _CURRENT.get() is not None or source is None:
+        yield
+        return
+    token = _CURRENT.set(source.claim_reading(namespace))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+Read = TypeVar("Read", bound=Callable[..., Any])
+
+
+def counting_claims(read: Read) -> Read:
+    """Wrap a demand read ``read(self, obj, ...)`` so that it counts the claims of ``obj``'s
+    namespace."""
+
+    @functools.wraps(read)
+    def with_claims(self: Any, obj: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        with namespace_reading(namespace_of(obj)):
+            return read(self, obj, *args, **kwargs)
+
+    return with_claims  # type: ignore[return-value]
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 def charges(pod_spec: Mapping[str, Any], where: str) -> TemplateCharges:
