@@ -244,7 +244,7 @@ def beyond_quota(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> tuple[str, .
     names = _caps_by_label(caps)
     counts: dict[str | None, int] = {}
     for pod in pods:
-        if not gated(pod) and _live(pod):
+        if not gated(pod) and live(pod):
             label = group_of(pod)
             counts[label] = counts.get(label, 0) + 1
     words = []
@@ -269,7 +269,7 @@ class PodSetRoom:
     why_none: str = ""  # why nothing may run (count 0), in words
 
 
-def _live(pod: Pod) -> bool:
+def live(pod: Pod) -> bool:
     return not pod_finished(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
@@ -279,7 +279,7 @@ def pod_set_releases(room: PodSetRoom | None, pods: Sequence[Pod]) -> Holding:
     ones too: they hold their node until gone), then the gated ones, oldest first, each pinned
     to an assigned domain with room."""
     gated_pods = sorted(
-        (p for p in pods if gated(p) and _live(p)),
+        (p for p in pods if gated(p) and live(p)),
         key=lambda p: (str(p["metadata"].get("creationTimestamp", "")), p["metadata"]["name"]),
     )
     if room is None:
