@@ -23,6 +23,7 @@ from rayquota.operator.queue.adapters.protocol import KindAdapter
 from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
+from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import Queued, QueueObjects
 from rayquota.operator.queue.topology_caps import cluster_domains
@@ -109,7 +110,8 @@ class QueueGate:
     def _held_elsewhere(self, queued: Queued, children: list[dict[str, Any]], part: str) -> dict[str, int]:
         """What the pods of the object's other clusters (all its children; a deleted one's too) hold."""
         by_part = self.objects.pods_by_part(queued, children, self.lingering_parts(queued.workload))
-        return held_by(p for name, pods in by_part.items() if name != part for p in pods)
+        others = (p for name, pods in by_part.items() if name != part for p in pods)
+        return held_by(others, dra.quota_requests)
 
     # --- children and submitters: may a part run? -------------------------------------------
 

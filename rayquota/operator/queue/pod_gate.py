@@ -28,7 +28,6 @@ from typing import Any
 from rayquota.operator.core.gate import ANYWHERE, Placement
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.ray import labels
-from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.caps import Budget
 from rayquota.operator.ray.topology_pins import Domains, pins_for_new_pods
@@ -216,7 +215,7 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
         if conflicts:
             waiting.append(f"{what} cannot run where it was admitted: it sets {', '.join(conflicts)}")
             continue
-        requests = pod_requests(pod.get("spec") or {})
+        requests = budget.requests_of(pod.get("spec") or {})
         short = budget.short_of(requests)
         if short:
             waiting.append(f"{what} waits: its {', '.join(sorted(short))} would exceed the admitted quota")

@@ -12,6 +12,7 @@ from typing import Any
 
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import QuantityError, parse_quantity
 
 CONTAINER_LISTS = ("containers", "initContainers")
@@ -31,6 +32,7 @@ def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates:
         spec = at.template.get("spec") if isinstance(at.template, Mapping) else None
         if not isinstance(spec, Mapping):
             continue
+        readable_up_to = len(errors)
         for field in CONTAINER_LISTS:
             containers = spec.get(field)
             for index, container in enumerate(containers if isinstance(containers, list) else []):
@@ -41,6 +43,8 @@ def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates:
                     where = f"{at.path}.spec.{field}[{index}].resources.{amounts}"
                     errors += _unreadable(where, resources.get(amounts))
         errors += _unreadable(f"{at.path}.spec.overhead", spec.get("overhead"))
+        if len(errors) == readable_up_to:  # its quantities read: the DeviceClass-backed ones
+            errors += dra.backed(spec, pod_requests(spec), at.path).errors
         claims = dra.charges(spec, at.path)
         errors += claims.errors
         errors += [

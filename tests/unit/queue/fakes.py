@@ -89,6 +89,9 @@ class FakeStore:
     def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
         return []
 
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return list(self.objs)
+
 
 class FakeInformer:
     def __init__(self, objs: list[dict[str, Any]] | None = None) -> None:

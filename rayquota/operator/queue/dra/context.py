@@ -18,13 +18,21 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from rayquota.operator.queue.dra.claims import ClaimTemplateLookup, TemplateCharges, template_charges
+from rayquota.operator.queue.dra.extended import (
+    BackedRequests,
+    DeviceClassLookup,
+    backed_requests,
+    no_device_classes,
+)
 from rayquota.operator.queue.dra.settings import DraSettings
+from rayquota.operator.ray.pod_resources import pod_requests
 
 
 @dataclass(frozen=True)
 class ClaimReading:
     settings: DraSettings
     claim_template: ClaimTemplateLookup
+    device_classes: DeviceClassLookup = no_device_classes
 
 
 class ClaimSource(Protocol):
@@ -47,8 +55,12 @@ def _installed() -> ClaimSource | None:
 
 
 @contextmanager
-def reading(settings: DraSettings, claim_template: ClaimTemplateLookup) -> Iterator[None]:
-    token = _CURRENT.set(ClaimReading(settings, claim_template))
+def reading(
+    settings: DraSettings,
+    claim_template: ClaimTemplateLookup,
+    device_classes: DeviceClassLookup = no_device_classes,
+) -> Iterator[None]:
+    token = _CURRENT.set(ClaimReading(settings, claim_template, device_classes))
     try:
         yield
     finally:
@@ -94,6 +106,24 @@ def charges(pod_spec: Mapping[str, Any], where: str) -> TemplateCharges:
     if current is None or not pod_spec.get("resourceClaims"):
         return TemplateCharges()
     return template_charges(pod_spec, where, current.settings, current.claim_template)
+
+
+def backed(pod_spec: Mapping[str, Any], requests: Mapping[str, int], where: str) -> BackedRequests:
+    """``requests`` with the extended resources a DeviceClass backs charged to their quota
+    resource (queue/dra/extended.py). DeviceClasses are cluster-wide: outside a demand read
+    the installed source's are read, so a live pod's requests count as its pod set's did."""
+    current = _CURRENT.get()
+    if current is None:
+        source = _installed()
+        current = None if source is None else source.claim_reading("")
+    if current is None:
+        return BackedRequests(requests)
+    return backed_requests(pod_spec, requests, where, current.settings, current.device_classes)
+
+
+def quota_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """A pod's requests as the quota counts them (the caps' budget compares these)."""
+    return dict(backed(pod_spec, pod_requests(pod_spec), "pod").requests)
 
 
 def names_claims(pod_specs: Iterable[Mapping[str, Any]]) -> bool:
