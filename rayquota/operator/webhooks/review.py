@@ -167,9 +167,7 @@ def validate_gate(
     feature gate is off (``allowed``: those whose gate is on)."""
     if old is not None and objects.queue_name(kind, obj) is not None:
         refused = (
-            _type_refusal(kind, obj)
-            or _security_refusal(kind, obj, allowed)
-            or _topology_refusal(kind, obj)
+            _type_refusal(kind, obj) or _security_refusal(kind, obj, allowed) or _topology_refusal(kind, obj)
         )
         if refused is not None:
             return refused
