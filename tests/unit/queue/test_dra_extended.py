@@ -201,3 +201,15 @@ def test_without_a_backing_class_the_extended_resource_counts_as_itself() -> Non
     totals = podsets.resource_totals(objects.adapters["RayCluster"].pod_sets(cluster, []).pod_sets)
     assert totals["example.com/gpu"] == 4000 and "gpu-claims" not in totals
     assert quantity_errors("RayCluster", cluster) == []
+
+
+def test_a_rayjobs_demand_follows_a_device_class_created_after_it_was_read() -> None:
+    """The RayJob's demand is memoised by its generation; one asking for an extended resource a
+    DeviceClass backs is read again, so a class created later counts."""
+    objects = objects_with_classes(PLAIN)
+    job = bodies.rayjob(spec=bodies.cluster_spec(extended_group("2")))
+    job["metadata"]["generation"] = 1
+    adapter = type(ADAPTERS["RayJob"])()
+    assert "example.com/gpu" in podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
+    objects.device_classes.store.objs.append(GPU)  # type: ignore[union-attr]
+    assert "gpu-claims" in podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)

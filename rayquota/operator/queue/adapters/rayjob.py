@@ -192,7 +192,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         live = None
         if children and self.is_elastic(obj):
             live = children[0]
-        if uid is None or generation is None or dra.names_claims(templates):
+        if uid is None or generation is None or dra.reads_other_objects(templates):
             return rayjob_demand(obj, part, live)
         # An elastic RayJob's demand changes with its cluster's spec (its generation) too.
         live_generation = None if live is None else live["metadata"].get("generation")

@@ -22,6 +22,7 @@ from rayquota.operator.queue.dra.extended import (
     BackedRequests,
     DeviceClassLookup,
     backed_requests,
+    is_extended_resource_name,
     no_device_classes,
 )
 from rayquota.operator.queue.dra.settings import DraSettings
@@ -126,7 +127,28 @@ def quota_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
     return dict(backed(pod_spec, pod_requests(pod_spec), "pod").requests)
 
 
-def names_claims(pod_specs: Iterable[Mapping[str, Any]]) -> bool:
-    """Does any of these pod specs name resourceClaims? Its demand then depends on objects
-    beside it (claim templates) and on the bound reading: it is not memoised by spec alone."""
-    return any(isinstance(spec, Mapping) and spec.get("resourceClaims") for spec in pod_specs)
+def reads_other_objects(pod_specs: Iterable[Mapping[str, Any]]) -> bool:
+    """Does any of these pod specs name resourceClaims, or ask for an extended resource a
+    DeviceClass backs? Its demand then depends on objects beside it (claim templates, device
+    classes) and on the reading: it is not memoised by spec alone."""
+    specs = [spec for spec in pod_specs if isinstance(spec, Mapping)]
+    if any(spec.get("resourceClaims") for spec in specs):
+        return True
+    current = _CURRENT.get()
+    if current is None or current.device_classes is no_device_classes:
+        return False
+    return any(
+        is_extended_resource_name(name) and current.device_classes(name)
+        for spec in specs
+        for name in _requested_names(spec)
+    )
+
+
+def _requested_names(pod_spec: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for field in ("containers", "initContainers"):
+        for container in pod_spec.get(field) or []:
+            resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+            for amounts in ("requests", "limits"):
+                names.update(resources.get(amounts) or {})
+    return names
