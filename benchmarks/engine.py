@@ -26,22 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rayquota.queueing import (
     Admit,
-    ClusterQueue,
-    Cohort,
     Engine,
-    FlavorQuotas,
-    LocalQueue,
     Pending,
     PodSet,
     Preempt,
-    Preemption,
-    ReclaimWithinCohortPolicy,
     ResourceFlavor,
-    ResourceGroup,
     ResourceQuota,
-    WithinClusterQueuePolicy,
     Workload,
 )
+from rayquota.queueing.builders import cohorts_of_queues, one_flavor_group
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 # The baseline's mix per queue, scaled to 50 workloads: (name, count, cpu, priority)
@@ -59,26 +52,18 @@ def build(
     engine = Engine()
     engine.upsert_flavor(ResourceFlavor("default"))
     quota = {"cpu": ResourceQuota.of(20, borrowing_limit=100)}
-    group = (ResourceGroup(("cpu",), (FlavorQuotas("default", quota),)),)
-    preemption = Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY, ReclaimWithinCohortPolicy.ANY)
     workloads: list[Workload] = []
     created = 0.0
-    for c in range(cohorts):
-        engine.upsert_cohort(Cohort(f"cohort-{c}"))
-    for c in range(cohorts):
-        for q in range(queues_per_cohort):
-            name = f"cohort-{c}-cq-{q}"
-            spec = ClusterQueue(name, group, cohort=f"cohort-{c}", preemption=preemption)
-            engine.upsert_cluster_queue(spec)
-            engine.upsert_local_queue(LocalQueue(name, "default", name))
-            for kind, count, cpu, priority in mix:
-                pod_set = PodSet("main", 1, {"cpu": cpu * 1000})
-                for i in range(count):
-                    created += 0.001
-                    if distinct:
-                        # A shape of its own (cpu + i milli-cpu): no two workloads share a fit result.
-                        pod_set = PodSet("main", 1, {"cpu": cpu * 1000 + i})
-                    workloads.append(Workload(name, f"{kind}-{i}", "default", (pod_set,), priority, created))
+    groups = one_flavor_group("default", quota)
+    for name in cohorts_of_queues(engine, cohorts, queues_per_cohort, groups):
+        for kind, count, cpu, priority in mix:
+            pod_set = PodSet("main", 1, {"cpu": cpu * 1000})
+            for i in range(count):
+                created += 0.001
+                if distinct:
+                    # A shape of its own (cpu + i milli-cpu): no two workloads share a fit result.
+                    pod_set = PodSet("main", 1, {"cpu": cpu * 1000 + i})
+                workloads.append(Workload(name, f"{kind}-{i}", "default", (pod_set,), priority, created))
     return engine, workloads
 
 

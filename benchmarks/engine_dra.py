@@ -36,23 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rayquota.operator.queue import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.settings import DeviceClassMapping, DraSettings
-from rayquota.queueing import (
-    Admit,
-    ClusterQueue,
-    Cohort,
-    Decision,
-    Engine,
-    FlavorQuotas,
-    LocalQueue,
-    PodSet,
-    Preemption,
-    ReclaimWithinCohortPolicy,
-    ResourceFlavor,
-    ResourceGroup,
-    ResourceQuota,
-    WithinClusterQueuePolicy,
-    Workload,
-)
+from rayquota.queueing import Admit, Decision, Engine, PodSet, ResourceFlavor, ResourceQuota, Workload
+from rayquota.queueing.builders import cohorts_of_queues, one_flavor_group
 
 # (name, count per queue, cpu per pod, GPUs per pod, priority)
 MIX = (("small", 35, 1, 1, 50), ("medium", 10, 5, 2, 100), ("large", 5, 20, 4, 200))
@@ -90,20 +75,11 @@ def pod_template(side: str, cpu: int, gpus: int) -> dict[str, Any]:
 def build_engine(side: str, cohorts: int, queues_per_cohort: int) -> Engine:
     engine = Engine()
     engine.upsert_flavor(ResourceFlavor("default"))
-    gpu = SIDES[side]
     quota = {
         "cpu": ResourceQuota.of(20, borrowing_limit=100),
-        gpu: ResourceQuota.of(8, borrowing_limit=40),
+        SIDES[side]: ResourceQuota.of(8, borrowing_limit=40),
     }
-    group = (ResourceGroup(("cpu", gpu), (FlavorQuotas("default", quota),)),)
-    preemption = Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY, ReclaimWithinCohortPolicy.ANY)
-    for c in range(cohorts):
-        engine.upsert_cohort(Cohort(f"cohort-{c}"))
-        for q in range(queues_per_cohort):
-            name = f"cohort-{c}-cq-{q}"
-            spec = ClusterQueue(name, group, cohort=f"cohort-{c}", preemption=preemption)
-            engine.upsert_cluster_queue(spec)
-            engine.upsert_local_queue(LocalQueue(name, "default", name))
+    cohorts_of_queues(engine, cohorts, queues_per_cohort, one_flavor_group("default", quota))
     return engine
 
 

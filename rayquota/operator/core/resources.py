@@ -61,6 +61,8 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Prior
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
 )
+# The DeviceClasses that back an extended resource (spec.extendedResourceName).
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")

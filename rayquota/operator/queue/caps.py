@@ -17,6 +17,7 @@ from typing import Any
 from rayquota.operator.core.gate import Placement
 from rayquota.operator.queue import placement
 from rayquota.operator.queue.coverage import PartAllocation
+from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, Role
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
@@ -88,6 +89,7 @@ def part_caps(
             if role is Role.WORKER
         },
         budget=part_budget(share, admission, held_elsewhere),
+        requests_of=dra.quota_requests,
     )
 
 

@@ -23,6 +23,7 @@ from rayquota.operator.queue.adapters.protocol import KindAdapter
 from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission_memo import AdmissionMemo
 from rayquota.operator.queue.coverage import allocate
+from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.objects import Queued, QueueObjects
 from rayquota.operator.queue.topology_caps import cluster_domains
@@ -81,13 +82,6 @@ class QueueGate:
     # --- pods: the RayCluster planner's caps ------------------------------------------------
 
     def caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
-        # The demand is read with the namespace's claim templates bound, as the Workload's
-        # reconciler reads it: a pod set's shape (and a RayService's pod set names) count the
-        # DRA devices of its claims.
-        with self.objects.claim_reading(str(cluster["metadata"].get("namespace") or "")):
-            return self._caps_for(cluster)
-
-    def _caps_for(self, cluster: Mapping[str, Any]) -> AdmittedCaps | None:
         queued = self.objects.queued_owner_of_cluster(cluster)
         if queued is None:
             # A child whose parent the cache does not show is capped at nothing until it does.
@@ -116,15 +110,12 @@ class QueueGate:
     def _held_elsewhere(self, queued: Queued, children: list[dict[str, Any]], part: str) -> dict[str, int]:
         """What the pods of the object's other clusters (all its children; a deleted one's too) hold."""
         by_part = self.objects.pods_by_part(queued, children, self.lingering_parts(queued.workload))
-        return held_by(p for name, pods in by_part.items() if name != part for p in pods)
+        others = (p for name, pods in by_part.items() if name != part for p in pods)
+        return held_by(others, dra.quota_requests)
 
     # --- children and submitters: may a part run? -------------------------------------------
 
     def may_run(self, kind: str, obj: Mapping[str, Any], part: str | None = None) -> GateVerdict | None:
-        with self.objects.claim_reading(str(obj["metadata"].get("namespace") or "")):
-            return self._may_run(kind, obj, part)
-
-    def _may_run(self, kind: str, obj: Mapping[str, Any], part: str | None) -> GateVerdict | None:
         queued = self.objects.queued(kind, dict(obj))
         if queued is None:
             return None

@@ -94,8 +94,7 @@ class JobPodUngater:
         if queued is None:
             return None
         children = self.objects.children(queued.kind, queued.obj)
-        with self.objects.claim_reading(str(job["metadata"].get("namespace") or "")):
-            demand = queued.adapter.pod_sets(queued.obj, children)
+        demand = queued.adapter.pod_sets(queued.obj, children)
         admission = recorded_admission(self.objects.workload(queued.workload))
         return room_of(admission, job_pod_set(demand), self.gate.flavors)
 

@@ -9,7 +9,6 @@ accounted through its parent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +93,13 @@ class QueueObjects:
     adapters: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
     # ResourceClaimTemplates (queue/dra): read only where device classes are mapped.
     claim_templates: Informer | None = None
+    # DeviceClasses (queue/dra/extended.py): those naming an extended resource back it.
+    device_classes: Informer | None = None
+
+    def __post_init__(self) -> None:
+        # The demand reads (every kind's pod_sets) count the claims of the object's namespace
+        # from these caches: no caller binds anything.
+        dra_context.install(self)
 
     @classmethod
     def register(
@@ -116,6 +122,7 @@ class QueueObjects:
             )
             for watch in pod_watches()
         }
+        dra_read = settings.dra.integration and bool(settings.dra.mappings)
         objects = cls(
             settings,
             informers,
@@ -128,11 +135,8 @@ class QueueObjects:
             pod_informers,
             api=api,
             adapters=adapters,
-            claim_templates=(
-                manager.informer(core_resources.RESOURCE_CLAIM_TEMPLATES)
-                if settings.dra.integration and settings.dra.mappings
-                else None
-            ),
+            claim_templates=manager.informer(core_resources.RESOURCE_CLAIM_TEMPLATES) if dra_read else None,
+            device_classes=manager.informer(core_resources.DEVICE_CLASSES) if dra_read else None,
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
@@ -265,15 +269,21 @@ class QueueObjects:
                     pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
 
-    def claim_reading(self, namespace: str) -> AbstractContextManager[None]:
-        """Bind the DRA settings and this namespace's ResourceClaimTemplates while a demand is
-        read (queue/dra/context.py)."""
+    def claim_reading(self, namespace: str) -> dra_context.ClaimReading:
+        """The DRA settings and this namespace's ResourceClaimTemplates, from the cache: every
+        demand read binds it itself (queue/dra/context.py)."""
         informer = self.claim_templates
 
         def claim_template(name: str) -> Mapping[str, Any] | None:
             return None if informer is None else informer.store.get(namespace, name)
 
-        return dra_context.reading(self.settings.dra, claim_template)
+        return dra_context.ClaimReading(self.settings.dra, claim_template, self._device_classes_naming)
+
+    def _device_classes_naming(self, resource: str) -> list[Obj]:
+        informer = self.device_classes
+        if informer is None:
+            return []
+        return [c for c in informer.store.list() if _spec(c).get("extendedResourceName") == resource]
 
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
@@ -333,3 +343,7 @@ class PodLookups:
                 holders.discard(workload)
                 if not holders:
                     del self.by_key[key]
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("spec") or {}

@@ -28,7 +28,6 @@ from typing import Any
 from rayquota.operator.core.gate import ANYWHERE, Placement
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.ray import labels
-from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.caps import Budget
 from rayquota.operator.ray.topology_pins import Domains, pins_for_new_pods
@@ -216,7 +215,7 @@ def releases(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> Holding:
         if conflicts:
             waiting.append(f"{what} cannot run where it was admitted: it sets {', '.join(conflicts)}")
             continue
-        requests = pod_requests(pod.get("spec") or {})
+        requests = budget.requests_of(pod.get("spec") or {})
         short = budget.short_of(requests)
         if short:
             waiting.append(f"{what} waits: its {', '.join(sorted(short))} would exceed the admitted quota")
@@ -244,7 +243,7 @@ def beyond_quota(caps: AdmittedCaps | None, pods: Sequence[Pod]) -> tuple[str, .
     names = _caps_by_label(caps)
     counts: dict[str | None, int] = {}
     for pod in pods:
-        if not gated(pod) and _live(pod):
+        if not gated(pod) and live(pod):
             label = group_of(pod)
             counts[label] = counts.get(label, 0) + 1
     words = []
@@ -269,7 +268,7 @@ class PodSetRoom:
     why_none: str = ""  # why nothing may run (count 0), in words
 
 
-def _live(pod: Pod) -> bool:
+def live(pod: Pod) -> bool:
     return not pod_finished(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
@@ -279,7 +278,7 @@ def pod_set_releases(room: PodSetRoom | None, pods: Sequence[Pod]) -> Holding:
     ones too: they hold their node until gone), then the gated ones, oldest first, each pinned
     to an assigned domain with room."""
     gated_pods = sorted(
-        (p for p in pods if gated(p) and _live(p)),
+        (p for p in pods if gated(p) and live(p)),
         key=lambda p: (str(p["metadata"].get("creationTimestamp", "")), p["metadata"]["name"]),
     )
     if room is None:

@@ -9,7 +9,7 @@ they count as let through, so a reconcile ahead of the cache never lets a second
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result, resources
@@ -82,3 +82,31 @@ class PodReleases:
             self._said[key] = holding.waiting
             self.manager.recorder.post(owner, "Normal", PODS_HELD, "; ".join(holding.waiting))
         return None
+
+
+class ThroughGate:
+    """The pods of each owner seen waiting at the gate by this process: let through by the
+    ungater within the admission's caps. A live pod never seen gated was created without the
+    gate (the pod webhooks off or down), or let through before this process started: only then
+    is it worth comparing the running pods with the caps (``PodsBeyondQuota``)."""
+
+    def __init__(self) -> None:
+        self._seen_gated: dict[ObjectKey, set[str]] = {}
+
+    def bypassed(self, key: ObjectKey, pods: Sequence[Mapping[str, Any]]) -> bool:
+        """Record the gated pods; is any live ungated pod one never seen gated?"""
+        seen = self._seen_gated.get(key, set())
+        uids = {str(p["metadata"].get("uid")) for p in pods}
+        seen &= uids  # pods gone are forgotten
+        seen |= {str(p["metadata"].get("uid")) for p in pods if pod_gate.gated(p)}
+        if seen:
+            self._seen_gated[key] = seen
+        else:
+            self._seen_gated.pop(key, None)
+        return any(
+            str(p["metadata"].get("uid")) not in seen and not pod_gate.gated(p) and pod_gate.live(p)
+            for p in pods
+        )
+
+    def forget(self, key: ObjectKey) -> None:
+        self._seen_gated.pop(key, None)

@@ -18,7 +18,7 @@ from rayquota.operator.queue.adapters import CLUSTER_KIND
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.pod_release import PodReleases
+from rayquota.operator.queue.pod_release import PodReleases, ThroughGate
 from rayquota.operator.ray import labels
 
 
@@ -28,6 +28,7 @@ class PodUngater:
         self.objects = objects
         self.gate = gate
         self.releases = PodReleases(manager)
+        self.through_gate = ThroughGate()
 
     def register(self) -> None:
         controller = self.manager.controller("pod-ungater", self.reconcile)
@@ -51,12 +52,19 @@ class PodUngater:
         cluster = self.objects.informers[CLUSTER_KIND].store.get(key.namespace, key.name)
         if cluster is None:
             self.releases.forget(key)
+            self.through_gate.forget(key)
             return None  # not cached yet (its event brings us back) or gone with its pods
-        caps = self.gate.caps_for(cluster) if pods else None
+        any_gated = any(pod_gate.gated(p) for p in pods)
+        # The caps (the demand read against the admission) are read only when a pod waits at
+        # the gate, or when a live pod runs that never waited there (created without the gate:
+        # the pod webhooks are off or down). A pod the gate held was let through within them.
+        bypassed = self.through_gate.bypassed(key, held)
+        caps = self.gate.caps_for(cluster) if any_gated or bypassed else None
         # A suspended cluster's pods are KubeRay's to delete: not flagged meanwhile.
         suspended = bool((cluster.get("spec") or {}).get("suspend"))
-        self.releases.flag_beyond(key, cluster, () if suspended else pod_gate.beyond_quota(caps, pods))
-        if not any(pod_gate.gated(p) for p in pods):
+        beyond = pod_gate.beyond_quota(caps, pods) if bypassed and not suspended else ()
+        self.releases.flag_beyond(key, cluster, beyond)
+        if not any_gated:
             self.releases.nothing_held(key)
             return None
         holding = pod_gate.releases(caps, pods)

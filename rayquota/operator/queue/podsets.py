@@ -133,7 +133,7 @@ def pod_set(
         topology = topology_request.read(template, where or f"{name} pod template", hosts)
     except topology_request.TopologyAnnotationError as exc:
         topology = TopologyRequest(invalid=str(exc))
-    requests = pod_requests(spec)
+    requests = dict(dra.backed(spec, pod_requests(spec), where or f"{name} pod template").requests)
     for resource, amount in dra.charges(spec, where or f"{name} pod template").requests.items():
         requests[resource] = requests.get(resource, 0) + amount
     return PodSetDemand(name, role, count, requests, selector, tolerations, topology)

@@ -12,20 +12,27 @@ from typing import Any
 
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.ray.pod_resources import pod_requests
 from rayquota.queueing import QuantityError, parse_quantity
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
 
 def quantity_errors(kind: str, obj: Mapping[str, Any], *, missing_claim_templates: bool = True) -> list[str]:
-    """Also the DRA claims that cannot be counted (bound by ``dra.reading``), and, with
+    """Also the DRA claims that cannot be counted (read from the object's namespace), and, with
     ``missing_claim_templates``, the ResourceClaimTemplates named that do not exist (the webhook
     lets an object be created before its templates; the queue waits for them)."""
+    with dra.namespace_reading(dra.namespace_of(obj)):
+        return _quantity_errors(kind, obj, missing_claim_templates)
+
+
+def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates: bool) -> list[str]:
     errors: list[str] = []
     for at in ADAPTERS[kind].pod_templates(obj):
         spec = at.template.get("spec") if isinstance(at.template, Mapping) else None
         if not isinstance(spec, Mapping):
             continue
+        readable_up_to = len(errors)
         for field in CONTAINER_LISTS:
             containers = spec.get(field)
             for index, container in enumerate(containers if isinstance(containers, list) else []):
@@ -36,6 +43,8 @@ def quantity_errors(kind: str, obj: Mapping[str, Any], *, missing_claim_template
                     where = f"{at.path}.spec.{field}[{index}].resources.{amounts}"
                     errors += _unreadable(where, resources.get(amounts))
         errors += _unreadable(f"{at.path}.spec.overhead", spec.get("overhead"))
+        if len(errors) == readable_up_to:  # its quantities read: the DeviceClass-backed ones
+            errors += dra.backed(spec, pod_requests(spec), at.path).errors
         claims = dra.charges(spec, at.path)
         errors += claims.errors
         errors += [

@@ -36,13 +36,7 @@ from rayquota.operator.queue.admission_loop import AdmissionLoop
 from rayquota.operator.queue.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.creation_order import CreationVersions
 from rayquota.operator.queue.dra.words import naming_device_classes
-from rayquota.operator.queue.objects import (
-    PodKey,
-    PodLookups,
-    Queued,
-    QueueObjects,
-    RecordingLookup,
-)
+from rayquota.operator.queue.objects import PodKey, PodLookups, Queued, QueueObjects, RecordingLookup
 from rayquota.operator.queue.pending_writes import PendingWrites
 from rayquota.operator.queue.pod_set_words import pod_set_words, reason_in_words
 from rayquota.operator.queue.pods_ready import (
@@ -124,9 +118,7 @@ class WorkloadReconciler:
             self.restores.forget(key)
             self._release_when_pods_gone(key, workload)
             return None
-        # Every demand read below counts the DRA devices of the namespace's claim templates.
-        with self.objects.claim_reading(key.namespace):
-            return await self._queued(key, queued, workload)
+        return await self._queued(key, queued, workload)
 
     def parts_of(self, key: ObjectKey) -> list[str]:
         """The clusters a Workload's object was last seen with (a deleted one's pods count there

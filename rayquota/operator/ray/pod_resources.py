@@ -3,7 +3,7 @@ sets, the RayCluster planner's quota budget and the status columns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rayquota.operator.core.pods import pod_finished
@@ -39,11 +39,16 @@ def holds_resources(pod: Mapping[str, Any]) -> bool:
     return not pod_finished(pod) and (bool(spec.get("nodeName")) or not spec.get("schedulingGates"))
 
 
-def held_by(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """The requests of the pods that hold resources, summed per resource."""
+RequestsOf = Callable[[Mapping[str, Any]], dict[str, int]]
+
+
+def held_by(pods: Iterable[Mapping[str, Any]], requests_of: RequestsOf | None = None) -> dict[str, int]:
+    """The requests of the pods that hold resources, summed per resource (``requests_of``: a
+    pod spec's requests as the caller counts them; by default :func:`pod_requests`)."""
+    requests_of = requests_of or pod_requests
     total: dict[str, int] = {}
     for pod in pods:
         if holds_resources(pod):
-            for name, amount in pod_requests(pod.get("spec") or {}).items():
+            for name, amount in requests_of(pod.get("spec") or {}).items():
                 total[name] = total.get(name, 0) + amount
     return total

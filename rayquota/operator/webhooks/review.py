@@ -48,12 +48,10 @@ def _type_refusal(kind: str, obj: Body) -> Verdict | None:
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
 
 
-def _topology_refusal(kind: str, obj: Body, objects: QueueObjects) -> Verdict | None:
+def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
     """Topology annotations or resource quantities in its pod templates that cannot be read,
     DRA claims included (asked once the field types are known to be right)."""
-    namespace = str(obj["metadata"].get("namespace") or "")
-    with objects.claim_reading(namespace):
-        errors = topology_errors(kind, obj) + quantity_errors(kind, obj, missing_claim_templates=False)
+    errors = topology_errors(kind, obj) + quantity_errors(kind, obj, missing_claim_templates=False)
     if not errors:
         return None
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
@@ -93,7 +91,7 @@ def mutate(
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
-    refused = _topology_refusal(kind, obj, objects)
+    refused = _topology_refusal(kind, obj)
     if refused is not None:
         return refused
     record = objects.adapters[kind]
@@ -169,9 +167,7 @@ def validate_gate(
     feature gate is off (``allowed``: those whose gate is on)."""
     if old is not None and objects.queue_name(kind, obj) is not None:
         refused = (
-            _type_refusal(kind, obj)
-            or _security_refusal(kind, obj, allowed)
-            or _topology_refusal(kind, obj, objects)
+            _type_refusal(kind, obj) or _security_refusal(kind, obj, allowed) or _topology_refusal(kind, obj)
         )
         if refused is not None:
             return refused

@@ -10,17 +10,13 @@ from rayquota.queueing import (
     ClusterQueue,
     Cohort,
     Engine,
-    FlavorQuotas,
     LocalQueue,
     PodSet,
-    Preemption,
-    ReclaimWithinCohortPolicy,
     ResourceFlavor,
-    ResourceGroup,
     ResourceQuota,
-    WithinClusterQueuePolicy,
     Workload,
 )
+from rayquota.queueing.builders import RECLAIM, one_flavor_group
 
 NAMESPACE = "ns"
 GPU = "gpu"
@@ -54,9 +50,9 @@ def two_teams(nominal: int = 8) -> list[ResourceFlavor | Cohort | ClusterQueue |
         config.append(
             ClusterQueue(
                 team,
-                (ResourceGroup((GPU,), (FlavorQuotas("f", {GPU: ResourceQuota.of(nominal)}),)),),
+                one_flavor_group("f", {GPU: ResourceQuota.of(nominal)}),
                 cohort="pool",
-                preemption=Preemption(WithinClusterQueuePolicy.LOWER_PRIORITY, ReclaimWithinCohortPolicy.ANY),
+                preemption=RECLAIM,
             )
         )
         config.append(LocalQueue(NAMESPACE, team, team))
@@ -88,6 +84,9 @@ class FakeStore:
 
     def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
         return []
+
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return list(self.objs)
 
 
 class FakeInformer:

@@ -10,19 +10,29 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import cli_views, converter, naming
+from rayquota.operator.queue import cli_views, converter, naming, podsets
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
+from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.claims import ClaimError, devices_per_class, template_charges
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
 from rayquota.operator.queue.dra.words import naming_device_classes
 from rayquota.operator.queue.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
+from rayquota.operator.queue.template_quantities import quantity_errors
 from rayquota.queueing import PodSetAssignment
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 from tests.unit.queue.test_cli_views import state
-from tests.unit.queue.test_dra import GPU_CLASS, SETTINGS, TEMPLATES, dra_worker_group, exactly, lookup
+from tests.unit.queue.test_dra import (
+    GPU_CLASS,
+    MIG_CLASS,
+    SETTINGS,
+    TEMPLATES,
+    dra_worker_group,
+    exactly,
+    lookup,
+)
 from tests.unit.queue.test_gate import Informer
 
 # --- the gate reads a RayService child's demand with the claim templates bound -----------------
@@ -59,6 +69,32 @@ def test_an_admitted_dra_child_of_a_rayservice_may_run() -> None:
     gate, service = admitted_service_with_a_dra_child()
     verdict = gate.may_run("RayService", service, part="svc-a")
     assert verdict is not None and verdict.open, verdict
+
+
+def test_the_gates_demand_read_counts_the_claims_with_nothing_bound() -> None:
+    """The demand read owns the claim reading: the gate's ``allocation_of`` (and a kind's
+    ``pod_sets``), called with no reading bound by anyone, counts the DRA devices of the
+    namespace's claim templates from the queue's caches. On the old code a caller had to bind
+    them, and one that forgot charged nothing (last session's bug)."""
+    gate, service = admitted_service_with_a_dra_child()
+    queued = gate.objects.queued("RayService", service)
+    assert queued is not None
+    children = gate.objects.children("RayService", service)
+    demand, allocation = allocation_of(queued.adapter, service, children, None)
+    assert podsets.resource_totals(demand.pod_sets)["example.com/gpu"] == 2000
+    assert set(allocation) == {"svc-a"}
+    errors = quantity_errors("RayService", service)
+    assert errors == [], errors
+
+
+def test_the_demand_read_refuses_an_unmapped_class_with_nothing_bound() -> None:
+    """The quantity check reads the namespace's templates itself too: an unmapped DeviceClass is
+    named (the webhook and the queue's reason), with nothing bound by the caller."""
+    gate, service = admitted_service_with_a_dra_child()
+    child = gate.objects.children("RayService", service)[0]
+    child["spec"] = bodies.cluster_spec(dra_worker_group("gpu", 2, "mig"))
+    service["spec"]["rayClusterConfig"] = child["spec"]
+    assert any(f"DeviceClass {MIG_CLASS!r}" in e for e in quantity_errors("RayService", service))
 
 
 # --- the reason names the DeviceClasses --------------------------------------------------------

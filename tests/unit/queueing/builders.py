@@ -6,16 +6,14 @@ from rayquota.queueing import (
     ClusterQueue,
     Engine,
     FlavorQuotas,
-    LocalQueue,
     PodSet,
-    Preemption,
-    ReclaimWithinCohortPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
-    WithinClusterQueuePolicy,
     Workload,
 )
+from rayquota.queueing.builders import RECLAIM as RECLAIM  # the tests' policies, shared
+from rayquota.queueing.builders import add_queue
 
 GPU = "nvidia.com/gpu"
 
@@ -32,8 +30,7 @@ def gpu_group(*flavors: tuple[str, int, int | None, int | None]) -> tuple[Resour
 
 def queue(engine: Engine, spec: ClusterQueue) -> None:
     """Create a ClusterQueue and a LocalQueue ``<cq name>/q`` pointing at it."""
-    engine.upsert_cluster_queue(spec)
-    engine.upsert_local_queue(LocalQueue(spec.name, "q", spec.name))
+    add_queue(engine, spec)
 
 
 def gpus(
@@ -62,13 +59,6 @@ def engine_with_flavors(*names: str, **kwargs: object) -> Engine:
 def used(engine: Engine, cq: str, flavor: str = "h100") -> int:
     """Whole GPUs the queue holds in a flavor."""
     return engine.usage(cq).get((flavor, GPU), 0) // 1000
-
-
-RECLAIM = Preemption(
-    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
-    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
-)
-"""Kueue's baseline policies: lower priority within a queue, reclaim anything in the cohort."""
 
 
 def reclaiming_cohort(*names: str, cohort: str = "pool", gpus_each: int = 4) -> Engine:

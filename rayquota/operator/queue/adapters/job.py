@@ -37,6 +37,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
     edited,
     placements,
 )
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, Role, pod_set, single_part
 from rayquota.queueing import ResourceFlavor
@@ -159,6 +160,7 @@ class JobAdapter(SpecSuspendKind):
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
     multicluster = MultiClusterPart(status=mirrored_status, clean_spec=clean_copy)
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return job_demand(obj)
 

@@ -25,6 +25,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
     edited,
     placements,
 )
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand, GroupKey, cluster_pod_sets, single_part
 from rayquota.operator.ray import labels
@@ -84,6 +85,7 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
     def pod_templates(self, obj: Body) -> list[TemplateAt]:
         return cluster_spec_templates("spec", obj.get("spec") or {})
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return raycluster_demand(obj)
 

@@ -32,6 +32,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
     placements,
 )
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import (
     SUBMITTER_POD_SET,
@@ -182,6 +183,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         # flood. A spec change bumps the generation, so the memo never answers for an old spec.
         self._demands: BoundedMemo[tuple[object, ...], Demand] = BoundedMemo(DEMAND_MEMO_SIZE)
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
         meta = obj["metadata"]
@@ -190,7 +192,7 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         live = None
         if children and self.is_elastic(obj):
             live = children[0]
-        if uid is None or generation is None or dra.names_claims(templates):
+        if uid is None or generation is None or dra.reads_other_objects(templates):
             return rayjob_demand(obj, part, live)
         # An elastic RayJob's demand changes with its cluster's spec (its generation) too.
         live_generation = None if live is None else live["metadata"].get("generation")

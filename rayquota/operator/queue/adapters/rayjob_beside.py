@@ -27,6 +27,7 @@ from typing import Any
 
 from rayquota.operator.queue.adapters.protocol import Body, Edit
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter, rayjob_demand
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.podsets import Demand
 from rayquota.queueing import ResourceFlavor
@@ -61,6 +62,7 @@ class BesideKubeRayJobAdapter(RayJobAdapter):
     # The cluster KubeRay creates for it: its pods held at their scheduling gate.
     children_held_at_pods = True
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         scaled = with_live_replicas(obj, children[0]) if children else None
         if scaled is None:

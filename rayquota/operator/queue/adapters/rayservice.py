@@ -26,6 +26,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
     no_pods_hold_quota,
     placements,
 )
+from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.operator.queue.driver import AdmittedSlice
 from rayquota.operator.queue.pod_set_words import joined_names
 from rayquota.operator.queue.podsets import (
@@ -148,6 +149,7 @@ class RayServiceAdapter(RayKind):
     # Its conditions and service statuses come back; a new config or upgrade strategy follows.
     multicluster = MultiClusterPart(spec_update=upgrade_update)
 
+    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return rayservice_demand(obj, ordered_children(obj, children))
 

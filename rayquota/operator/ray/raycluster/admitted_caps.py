@@ -3,11 +3,12 @@ RayCluster planner (the queue's gate implements it; without a queue nothing is c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rayquota.operator.core.gate import ANYWHERE, Placement
+from rayquota.operator.ray.pod_resources import pod_requests
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class AdmittedCaps:
     # the assignment's order; None / absent: no assignment, pods go wherever the flavor allows.
     head_domains: tuple[tuple[Mapping[str, str], int], ...] | None = None
     worker_domains: Mapping[str, tuple[tuple[Mapping[str, str], int], ...]] = field(default_factory=dict)
+    # A pod spec's requests as the budget names them (the queue maps an extended resource a
+    # DeviceClass backs to its quota resource, as in its pod sets).
+    requests_of: Callable[[Mapping[str, Any]], dict[str, int]] = field(default=pod_requests, compare=False)
 
     def worker_cap(self, group: str) -> int:
         return int(self.workers.get(group, 0)) if self.head else 0

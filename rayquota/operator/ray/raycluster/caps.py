@@ -13,7 +13,7 @@ templates and its pods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,10 +53,14 @@ class Budget:
 
     limit: Mapping[str, int] | None
     held: dict[str, int] = field(default_factory=dict)
+    # A pod spec's requests as the limit names them (AdmittedCaps.requests_of).
+    requests_of: Callable[[Mapping[str, Any]], dict[str, int]] = pod_requests
 
     @classmethod
     def of(cls, caps: AdmittedCaps | None, pods: Sequence[Mapping[str, Any]]) -> Budget:
-        return cls(None if caps is None else caps.budget, held_by(pods))
+        if caps is None:
+            return cls(None, held_by(pods))
+        return cls(caps.budget, held_by(pods, caps.requests_of), caps.requests_of)
 
     def short_of(self, requests: Mapping[str, int]) -> list[str]:
         """The resources ``requests`` would take beyond the budget (none: it fits)."""
@@ -90,7 +94,7 @@ def within_budget(
     for unit in units:
         requests: dict[str, int] = {}
         for pod in unit:
-            for resource, amount in pod_requests(pod["spec"]).items():
+            for resource, amount in budget.requests_of(pod["spec"]).items():
                 requests[resource] = requests.get(resource, 0) + amount
         short = budget.short_of(requests)
         if short:
