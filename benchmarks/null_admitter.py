@@ -27,6 +27,7 @@ from typing import Any
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 USER_AGENT = "null-admitter"
+MERGE_PATCH = "application/merge-patch+json"
 WRITERS = 8  # status writes in flight
 CQ_STATUS_PERIOD_S = 0.5  # a changed ClusterQueue's status is written at most this often
 
@@ -167,23 +168,23 @@ class NullAdmitter:
 
     # -- writes --
 
-    def patch_status(self, path: str, body: Mapping[str, Any]) -> None:
+    def patch_status(self, namespace: str, plural: str, name: str, body: Mapping[str, Any]) -> None:
+        """One merge patch of an object's status (a namespaced one when ``namespace`` is set)."""
         try:
-            self.api.call_api(
-                path,
-                "PATCH",
-                header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
+            if namespace:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, plural, name, body, _content_type=MERGE_PATCH
+                )
+            else:
+                self.custom.patch_cluster_custom_object_status(
+                    GROUP, VERSION, plural, name, body, _content_type=MERGE_PATCH
+                )
             with self.lock:
                 self.writes += 1
         except Exception as exc:  # a conflict-free merge patch fails only if the object is gone
             with self.lock:
                 self.write_errors += 1
-            print(f"null-admitter: {path}: {str(exc)[:200]}", file=sys.stderr, flush=True)
+            print(f"null-admitter: {plural}/{name}: {str(exc)[:200]}", file=sys.stderr, flush=True)
 
     def admit(self, workload: Mapping[str, Any]) -> None:
         meta = workload["metadata"]
@@ -198,8 +199,7 @@ class NullAdmitter:
             )
             return
         patch = admission_status(workload, cq, tally.flavor, _now())
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{meta['namespace']}/workloads/{meta['name']}/status"
-        self.patch_status(path, patch)
+        self.patch_status(meta["namespace"], "workloads", meta["name"], patch)
         with self.lock:
             phase = self.state.get(meta["uid"], ("", 0, ""))[2]
             tally.pending -= 1
@@ -278,9 +278,7 @@ class NullAdmitter:
                 for name, _ in due:
                     self.tally[name].dirty = False
             for name, body in due:
-                self.queue_pool.submit(
-                    self.patch_status, f"/apis/{GROUP}/{VERSION}/clusterqueues/{name}/status", body
-                )
+                self.queue_pool.submit(self.patch_status, "", "clusterqueues", name, body)
 
 
 def main() -> int:
