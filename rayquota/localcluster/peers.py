@@ -9,7 +9,9 @@ Both build through wrapper modules in `tools/` that require the exact version: `
 module@version` asks the proxy for the module's version list (to check for deprecation), and
 the proxy refuses that list for both.
 
-Builds run under `nice -n 19`: the machine they run on is shared. Everything lands in
+Builds run under `nice -n 19` (`RAYQUOTA_BUILD_NICE` sets another value): the machine they run
+on is shared. An interrupted build is resumed, not restarted: go's build cache keeps every
+package compiled so far, and only the final links start again. Everything lands in
 `cache_root()/bin/<key>-<version>/` through a temporary directory and one rename, so a
 half-finished build is never mistaken for a finished one.
 """
