@@ -220,7 +220,7 @@ class NullAdmitter:
                 return
             with self.lock:
                 self.state[uid] = ("", 0, "pending")
-            self.pool.submit(self._count_pending_then_admit, obj)
+            self._count_pending_then_admit(obj)
         elif known[2] != "done" and _is_true(obj, "Finished"):
             with self.lock:
                 self.state[uid] = (known[0], 0, "done")
@@ -231,6 +231,8 @@ class NullAdmitter:
                     tally.dirty = True
 
     def _count_pending_then_admit(self, obj: Mapping[str, Any]) -> None:
+        """Counted pending on the watch's thread, as soon as seen: a backlog of admission
+        writes shows in the ClusterQueue's pendingWorkloads."""
         try:
             tally = self.queue_tally(
                 self.cluster_queue(obj["metadata"]["namespace"], obj["spec"]["queueName"])
@@ -241,7 +243,7 @@ class NullAdmitter:
         with self.lock:
             tally.pending += 1
             tally.dirty = True
-        self.admit(obj)
+        self.pool.submit(self.admit, obj)
 
     def follow(self) -> None:
         from kubernetes import watch
