@@ -7,7 +7,7 @@ and writes a summary; Kueue's checker judges the summary against the config's li
 controller differs between the runs: same runner, generator config, checker and binaries.
 
 Run:
-    .venv/bin/python benchmarks/kueue_side_by_side.py                      # both controllers
+    .venv/bin/python benchmarks/kueue_side_by_side.py                      # null, minimalkueue, rayquota
     .venv/bin/python benchmarks/kueue_side_by_side.py --controller minimalkueue
     .venv/bin/python benchmarks/kueue_side_by_side.py --scale large        # 1,000 CQs, 50,000 wls
     .venv/bin/python benchmarks/kueue_side_by_side.py --scale tas          # TAS: 640 nodes, 15,000 wls
@@ -16,6 +16,12 @@ With ``--scale tas`` the runner creates the 640 nodes of Kueue's TAS config (1 b
 x 64) and a Topology, starts the controller with TAS on (minimalkueue ``--enableTAS``), and the
 Workloads ask for required / preferred / sliced rack placement; the run ends with a check of
 every recorded topology assignment against the nodes (see ``tas_check.py``).
+
+Floors (``kueue_floors.py``): the default invocation first runs a null controller
+(``null_admitter.py``: one admission write per Workload, no quota) on the same runner, which
+measures what this API server delivers; the report then gives each side's wall and times to
+admission against it, against the quota-held floor computed from the generator config with the
+runner's hold times of that side's run, and against minimalkueue, with the evictions per side.
 
 Each run's artifacts (summary.yaml, wlStates.csv, the controller's logs and stats, the audit
 log) stay in --out/<controller>/. The last line printed is one JSON object with every figure.
@@ -35,7 +41,6 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,9 +48,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import harness
-from benchmarks.tas_check import AssignmentWatch, TasCheck
-from benchmarks.workload_journal import EvictionSummary, WorkloadJournal
+from benchmarks import harness, kueue_floors
+from benchmarks.kueue_report import NULL, ClassFigures, RunResult, compare, describe, floor_lines
+from benchmarks.tas_check import AssignmentWatch
+from benchmarks.workload_journal import WorkloadJournal
 from rayquota.localcluster import binaries, peers
 from rayquota.localcluster.cluster import AUDIT_POLICY
 from rayquota.ports import free_port
@@ -80,6 +86,19 @@ def rayquota_kueue_mode() -> list[str]:
     return ["sh", "-c", f"{shlex.join(kubectl)} >/dev/null && exec {shlex.join(operator)}"]
 
 
+def null_controller() -> list[str]:
+    """The API server's delivery floor: admits every Workload in one write, no quota."""
+    return [sys.executable, str(REPO / "benchmarks" / "null_admitter.py")]
+
+
+def null_admitter_stats(err_log: Path) -> dict[str, Any] | None:
+    """The null controller's own cost, the JSON line it writes to stderr at exit."""
+    for line in reversed(err_log.read_text().splitlines() if err_log.exists() else []):
+        if line.startswith('{"null_admitter"'):
+            return dict(json.loads(line)["null_admitter"])
+    return None
+
+
 def rayquota_kueue_mode_available() -> bool:
     cli = REPO / ".venv" / "bin" / "rayquota"
     help_text = subprocess.run([str(cli), "run", "--help"], capture_output=True, text=True).stdout
@@ -87,43 +106,6 @@ def rayquota_kueue_mode_available() -> bool:
 
 
 # ---- one run --------------------------------------------------------------------------------
-
-
-@dataclass
-class ClassFigures:
-    count: int
-    avg_admission_ms: float
-    p90_admission_ms: float
-    evictions: int
-
-
-@dataclass
-class RunResult:
-    controller: str
-    scale: str
-    wall_s: float
-    controller_cpu_s: float
-    controller_peak_rss_mb: float
-    classes: dict[str, ClassFigures]
-    cq_usage_pct: dict[str, float]
-    # ClusterQueue cpu-seconds held beyond the Workloads' runtimes: work lost to evictions plus
-    # the time between a Workload's runtime ending and the runner marking it Finished.
-    held_beyond_runtime_cpu_s: float
-    workloads: int
-    api_requests: int  # every client, from apiserver_request_total
-    api_requests_by_verb: dict[str, int]
-    controller_requests: int | None  # from the audit log, None without it
-    controller_writes: int | None
-    checker_passed: bool
-    checker_failures: list[str] = field(default_factory=list)
-    tas: TasCheck | None = None
-    journal: EvictionSummary | None = None  # with --journal: why each eviction happened
-    load_avg_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    load_avg_end: tuple[float, float, float] = (0.0, 0.0, 0.0)
-
-    @property
-    def evictions(self) -> int:
-        return sum(c.evictions for c in self.classes.values())
 
 
 def admission_times(wl_csv: Path) -> dict[str, list[int]]:
@@ -308,7 +290,10 @@ def run_once(
     started = time.monotonic()
     server = harness.ApiServer(run_dir / "kubeconfig")
     tas_journal = run_dir / "tas-journal.jsonl"
-    placement = AssignmentWatch(run_dir / "kubeconfig", tas_journal) if scale == "tas" else None
+    # The null controller places nothing: there is no placement to check.
+    placement = (
+        AssignmentWatch(run_dir / "kubeconfig", tas_journal) if scale == "tas" and name != NULL else None
+    )
     if placement is not None:
         placement.start()
     transitions = (
@@ -352,6 +337,7 @@ def run_once(
             json.dumps({c: harness.format_counts(n, 30) for c, n in per_client.items()}, indent=2)
         )
     passed, failures = run_checker(run_dir, stats_file, config / "rangespec.yaml")
+    holds = kueue_floors.runner_hold_beyond_runtime(run_dir / "wlStates.csv", generator)
     return RunResult(
         controller=name,
         scale=scale,
@@ -372,74 +358,10 @@ def run_once(
         journal=evictions,
         load_avg_start=load_avg_start,
         load_avg_end=load_avg_end,
+        runner_hold_beyond_runtime_s={k: round(v, 3) for k, v in sorted(holds.items())},
+        quota_floor_s=round(kueue_floors.quota_floor(generator, holds).wall_s, 1),
+        null_admitter=null_admitter_stats(run_dir / f"{name}.err.log") if name == NULL else None,
     )
-
-
-# ---- report ---------------------------------------------------------------------------------
-
-
-def describe(r: RunResult) -> list[str]:
-    lines = [
-        f"== {r.controller} ({r.scale}), load average {r.load_avg_start[0]:.1f} at the start, "
-        f"{r.load_avg_end[0]:.1f} at the end ==",
-        f"wall {r.wall_s:.1f}s; controller {r.controller_cpu_s:.1f} CPU-s, "
-        f"peak RSS {r.controller_peak_rss_mb:.0f} MB",
-    ]
-    for cls, c in r.classes.items():
-        lines.append(
-            f"  {cls:<7} n={c.count:<6} time to admission avg {c.avg_admission_ms / 1000:7.1f}s "
-            f"p90 {c.p90_admission_ms / 1000:7.1f}s  evictions {c.evictions}"
-        )
-    usage = ", ".join(f"{k} {v:.1f}%" for k, v in r.cq_usage_pct.items())
-    lines.append(f"  CQ usage {usage}; CQ cpu-s held beyond the runtimes {r.held_beyond_runtime_cpu_s:.0f}")
-    per_wl = r.api_requests / r.workloads if r.workloads else 0
-    lines.append(f"  API requests (all clients) {r.api_requests} = {per_wl:.1f} per admitted Workload")
-    if r.controller_requests is not None and r.controller_writes is not None:
-        lines.append(
-            f"  controller's own requests {r.controller_requests} ({r.controller_requests / r.workloads:.2f}"
-            f"/Workload), writes {r.controller_writes} ({r.controller_writes / r.workloads:.2f}/Workload)"
-        )
-    if r.journal is not None:
-        lines.append(
-            f"  journal: {r.journal.evictions} evictions (their victims had held quota "
-            f"{r.journal.wasted_s:.0f}s in all); "
-            f"by reason {r.journal.by_reason}; victim <- preemptor {r.journal.by_classes}"
-        )
-    verdict = "PASS" if r.checker_passed else "FAIL: " + "; ".join(r.checker_failures[:6])
-    lines.append(f"  Kueue's checker: {verdict}")
-    if r.tas is not None:
-        placed = "PASS" if r.tas.passed else "FAIL: " + "; ".join(r.tas.violations[:6])
-        lines.append(
-            f"  placement check ({r.tas.workloads_placed} admissions, {r.tas.pods_placed} pods; peak node "
-            f"{r.tas.peak_node_cpu_pct:.0f}% cpu, {r.tas.peak_node_pods} pods; hostnames shared by "
-            f"several nodes {r.tas.shared_hostnames}, pod sets whose rack is ambiguous "
-            f"{r.tas.ambiguous_pod_sets}; watch relists {r.tas.relists}): {placed}"
-        )
-    return lines
-
-
-def compare(ours: RunResult, theirs: RunResult) -> list[str]:
-    """Ratios ours / theirs (below 1 is better for times, RSS, requests)."""
-    lines = [f"== {ours.controller} / {theirs.controller} =="]
-    lines.append(f"  wall {harness.ratio(ours.wall_s, theirs.wall_s)}")
-    for cls, c in ours.classes.items():
-        t = theirs.classes.get(cls)
-        if t:
-            lines.append(
-                f"  {cls:<7} avg {harness.ratio(c.avg_admission_ms, t.avg_admission_ms)} "
-                f"p90 {harness.ratio(c.p90_admission_ms, t.p90_admission_ms)}"
-            )
-    for name, value in ours.cq_usage_pct.items():
-        lines.append(f"  CQ usage {name} {harness.ratio(value, theirs.cq_usage_pct.get(name, 0))}")
-    lines.append(f"  evictions {ours.evictions} vs {theirs.evictions}")
-    lines.append(
-        f"  CPU-s {harness.ratio(ours.controller_cpu_s, theirs.controller_cpu_s)}, "
-        f"peak RSS {harness.ratio(ours.controller_peak_rss_mb, theirs.controller_peak_rss_mb)}"
-    )
-    lines.append(f"  API requests {harness.ratio(ours.api_requests, theirs.api_requests)}")
-    if ours.controller_writes is not None and theirs.controller_writes is not None:
-        lines.append(f"  controller writes {harness.ratio(ours.controller_writes, theirs.controller_writes)}")
-    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -451,8 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--controller",
         action="append",
-        help="minimalkueue, rayquota, or NAME=COMMAND (a controller reading $KUBECONFIG); "
-        "repeatable; default: minimalkueue and rayquota",
+        help="null (the API server's delivery floor), minimalkueue, rayquota, or NAME=COMMAND (a "
+        "controller reading $KUBECONFIG); repeatable; default: null, minimalkueue and rayquota",
     )
     parser.add_argument("--out", type=Path, default=Path("/tmp/rayquota-kueue-side-by-side"))
     parser.add_argument(
@@ -476,8 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     peers.build_kueue_tools()
     binaries.ensure_all()
     controllers: list[tuple[str, list[str] | None]] = []
-    for spec in args.controller or ["minimalkueue", "rayquota"]:
-        if spec == "minimalkueue":
+    for spec in args.controller or [NULL, "minimalkueue", "rayquota"]:
+        if spec == NULL:
+            controllers.append((spec, null_controller()))
+        elif spec == "minimalkueue":
             controllers.append((spec, None))
         elif spec == "rayquota":
             if rayquota_kueue_mode_available():
@@ -509,6 +433,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         describe,
     )
     reference = next((r for r in results if r.controller == "minimalkueue"), None)
+    generator = yaml.safe_load(
+        scaled_generator(
+            peers.kueue_config(SCALES[args.scale]) / "generator.yaml", args.fraction, args.out
+        ).read_text()
+    )
+    print("\n".join(floor_lines(results, kueue_floors.quota_floor(generator))))
     harness.print_report(results, reference=reference, describe=describe, compare=compare)
     return 0
 
