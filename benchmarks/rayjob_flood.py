@@ -42,8 +42,9 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -66,6 +67,13 @@ QUEUES = 10
 COHORTS = 2
 CLUSTER_LABEL = "ray.io/cluster"
 JOB_OF_CLUSTER_LABEL = "ray.io/originated-from-cr-name"
+# The recorders' names: rayquota's, and KubeRay v1.6.2's per controller.
+OPERATOR_EVENT_SOURCES = {
+    "rayquota-operator",
+    "raycluster-controller",
+    "rayjob-controller",
+    "rayservice-controller",
+}
 WORKLOAD_OWNER_LABEL = "rayquota.io/owner-name"
 
 
@@ -108,6 +116,20 @@ class FloodResult:
     reconciles: dict[str, int]  # rayquota's reconciles per controller, to the end of the run
     release: flood_release.ReleaseResult | None = None  # the release phase, when run
     load_avg: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the end of the first wave
+    # The operator's own Event objects of the whole run (first wave and release phase), by
+    # involved kind and reason; with `jobs_run` (jobs whose pods all ran), the Events per job.
+    operator_events: dict[str, int] = field(default_factory=dict)
+    jobs_run: int = 0
+
+
+def operator_events_by_reason(cluster: LocalCluster) -> dict[str, int]:
+    """The Events the Ray operator wrote (not the scheduler's, kubelet's or controllers'), by
+    `Kind/Reason`, most first."""
+    counts: Counter[str] = Counter()
+    for event in harness.list_events(cluster.kubeconfig):
+        if harness.event_source(event) in OPERATOR_EVENT_SOURCES:
+            counts[f"{event['involvedObject'].get('kind')}/{event.get('reason')}"] += 1
+    return dict(counts.most_common())
 
 
 def jobs_of_clusters(cluster: LocalCluster) -> dict[str, str]:
@@ -237,7 +259,7 @@ def run_operator(
             )
             mine = harness.merged(per_client, exclude=harness.INFRA_CLIENTS)
             job_of_cluster = jobs_of_clusters(cluster)
-            released = None
+            released, jobs_run = None, len(running_by_cluster)
             if release is not None:
                 release_profile = workdir / f"{name}-release-profile.txt" if profile else None
                 with profiled(proc, release_profile):
@@ -257,6 +279,8 @@ def run_operator(
                         proc=proc,
                         say=say,
                     )
+                jobs_run += released.jobs_started
+            operator_events = operator_events_by_reason(cluster)
     finally:
         cluster.down(quiet=True, purge=True)
 
@@ -288,6 +312,8 @@ def run_operator(
         reconciles=reconciles,
         release=released,
         load_avg=load_avg,
+        operator_events=operator_events,
+        jobs_run=jobs_run,
     )
 
 
@@ -324,6 +350,11 @@ def describe(r: FloodResult) -> list[str]:
     lines.append(f"  load average at the end of the first wave {r.load_avg[0]:.1f}")
     if r.release is not None:
         lines += flood_release.describe(r.release)
+    total = sum(r.operator_events.values())
+    lines.append(
+        f"  the operator's Events in the whole run: {total} for {r.jobs_run} jobs run "
+        f"({total / max(1, r.jobs_run):.1f} per job): {r.operator_events}"
+    )
     return lines
 
 

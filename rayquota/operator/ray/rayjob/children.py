@@ -127,10 +127,7 @@ class RayJobChildren:
             if answer is NoAnswerYet.NO_ROOM:
                 return Result(1.0)
             try:
-                answer.get()
-                self.recorder.post(
-                    rayjob, "Normal", "StoppedRayJob", f"Stopped Ray job {job_id} before deletion"
-                )
+                answer.get()  # stopped: the deletion the user asked for says it (no event, as KubeRay)
             except (DashboardError, DashboardUnreachable) as exc:
                 waited = (
                     seconds_since(rayjob["metadata"].get("deletionTimestamp"), dt.datetime.now(dt.UTC)) or 0.0
@@ -264,9 +261,11 @@ class RayJobChildren:
             return True  # created meanwhile
         except ApiError as exc:
             status["message"] = f"cannot create the submitter Job: {exc.message}"
-            self.recorder.post(rayjob, "Warning", "FailedToCreateSubmitterJob", status["message"])
+            self.recorder.post(rayjob, "Warning", "FailedToCreateRayJobSubmitter", status["message"])
             return False
-        self.recorder.post(rayjob, "Normal", "CreatedSubmitterJob", f"Created Job {namespace}/{name}")
+        self.recorder.post(
+            rayjob, "Normal", "CreatedRayJobSubmitter", f"Created Kubernetes Job {namespace}/{name}"
+        )
         return True
 
     def _submitter_finished_at(

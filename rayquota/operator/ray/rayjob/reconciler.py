@@ -428,8 +428,8 @@ class RayJobReconciler(RayJobChildren):
     async def _suspended(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:
         if rayjob["spec"].get("suspend") or self._held_by_queue(rayjob, status):
             return Result()
+        # No event: the queue's Admitted event (or the user's own edit) says it, as under KubeRay.
         status["jobDeploymentStatus"] = NEW
-        self.recorder.post(rayjob, "Normal", "Resumed", "the RayJob is resumed")
         return Result(0.1)
 
     async def _finished(self, rayjob: dict[str, Any], status: dict[str, Any], now: dt.datetime) -> Result:

@@ -41,6 +41,7 @@ from rayquota.operator.ray.rayservice.plan import (
     deletion_delay_s,
     leftovers,
 )
+from rayquota.operator.ray.rayservice.serve_rounds import ServeRounds
 from rayquota.operator.ray.rayservice.status import (
     GATEWAY_CLASS_MISSING,
     UPGRADE_DISABLED,
@@ -106,14 +107,17 @@ class RayServiceReconciler:
             indexers={SERVICE_INDEX: service_index},
         )
         self.suspend = SuspendHandler(self.writes, self.clusters.store, self.k8s_services.store)
-        self.traffic = ServeTraffic(self.writes, self.head_pod, self.k8s_services.store)
         self.controller = manager.controller("rayservice", self.reconcile)
+        # Serve health checks and deploys run off the workers; an answer re-queues its service.
+        self.rounds = ServeRounds(self.writes, self.controller.enqueue)
+        self.traffic = ServeTraffic(self.writes, self.head_pod, self.k8s_services.store, self.rounds)
         self.controller.watch(self.services)
         self.controller.watch(self.clusters, parent_service)
         self.controller.watch(self.k8s_services, parent_service)
         self.controller.watch(self.pods, self._pod_owner_service)
 
     async def close(self) -> None:
+        await self.rounds.close()
         await self.writes.close()
 
     def _pod_owner_service(self, pod: Obj) -> list[ObjectKey]:
@@ -140,6 +144,8 @@ class RayServiceReconciler:
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         cached = self.services.store.get_key(key)
+        if cached is None or cached["metadata"].get("deletionTimestamp"):
+            self.rounds.forget(key)
         if cached is None:
             return None
         if cached["metadata"].get("deletionTimestamp"):
@@ -155,6 +161,7 @@ class RayServiceReconciler:
         warn_unimplemented_fields(self.manager, service)
         suspended = await self.suspend.handle(service, self.children(service), datetime.now(UTC))
         if suspended is not None:
+            self.rounds.forget(key)
             if suspended.status is not None:
                 await self.manager.status.write(resources.RAYSERVICES, cached, suspended.status)
             return suspended.result
@@ -169,6 +176,9 @@ class RayServiceReconciler:
         else:
             await self._step(current)
         await self._write_status(cached, current)
+        self.rounds.forget(
+            key, [c["metadata"]["name"] for c in (current.active, current.pending) if c is not None]
+        )
         if current.requeue_s is not None:
             return Result(requeue_after_s=current.requeue_s)
         # The Serve applications' health makes no watch events: polled, behind the work in motion.

@@ -18,6 +18,7 @@ from rayquota.operator.core.store import Obj, Store
 from rayquota.operator.ray import gateway, labels
 from rayquota.operator.ray.dashboard import DashboardError, DashboardUnreachable
 from rayquota.operator.ray.raycluster.plan import is_ready
+from rayquota.operator.ray.rayjob.dashboard_calls import NoAnswerYet
 from rayquota.operator.ray.rayservice.incremental import (
     ClusterShare,
     Step,
@@ -26,6 +27,7 @@ from rayquota.operator.ray.rayservice.incremental import (
     next_step,
 )
 from rayquota.operator.ray.rayservice.plan import upgrade_type
+from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
 from rayquota.operator.ray.rayservice.status import stored_progress
 from rayquota.operator.ray.rayservice.validation import upgrade_options
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_cluster_serve_service
@@ -76,9 +78,14 @@ def applied_serve_config(cluster: Mapping[str, Any]) -> str | None:
 
 class ServeTraffic:
     def __init__(
-        self, writes: RayServiceWrites, head_pod: Callable[[Mapping[str, Any]], Obj | None], services: Store
+        self,
+        writes: RayServiceWrites,
+        head_pod: Callable[[Mapping[str, Any]], Obj | None],
+        services: Store,
+        rounds: ServeRounds,
     ) -> None:
         self.writes = writes
+        self.rounds = rounds
         self.head_pod = head_pod
         self.services = services
 
@@ -126,19 +133,26 @@ class ServeTraffic:
             current.soon(HEALTH_POLL_S / 2)
             return
         try:
-            state = await self.writes.serve_state(cluster)
-            if (
-                applied_serve_config(cluster) != config
-                or not state.applications
-                or state.target_capacity != capacity
-            ):
-                await self.writes.deploy(service, cluster, config, capacity)
+            answer = await self.rounds.round(
+                service, cluster, config, capacity, applied_serve_config(cluster) != config
+            )
+            if isinstance(answer, NoAnswerYet):
+                # The answer re-queues the service; meanwhile the last state read stands.
+                current.serve[name] = self.rounds.last_state(service, cluster)
+                if answer is NoAnswerYet.NO_ROOM:
+                    current.soon()
+                return
+            served = answer.get()
+            assert isinstance(served, ServeRound)
+            if served.deployed:
+                await self.writes.record_deploy(service, cluster, config)
                 current.deployed.add(name)
                 current.soon()
         except (DashboardUnreachable, DashboardError, LookupError) as exc:
             log.info("Serve on RayCluster %s not reachable yet: %s", name, exc)
             current.soon(HEALTH_POLL_S / 2)
             return
+        state = served.state
         current.serve[name] = state
         if state.failure:
             if not _failed_before(current.status.get(f"{role}ServiceStatus") or {}, name, state):

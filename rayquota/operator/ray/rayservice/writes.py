@@ -20,7 +20,6 @@ from rayquota.operator.ray.podspec import SERVE_LABEL
 from rayquota.operator.ray.rayservice.cluster import RAYSERVICE_KIND
 from rayquota.operator.ray.resolver import DashboardResolver
 from rayquota.operator.ray.serve_client import ServeClient, serve_config
-from rayquota.operator.ray.serve_status import ServeState
 
 log = logging.getLogger(__name__)
 
@@ -240,15 +239,21 @@ class RayServiceWrites:
         headers = await self.tokens.headers_for(cluster)
         return self.dashboards.client(self.resolver.dashboard_url(cluster), headers)
 
-    async def serve_state(self, cluster: Mapping[str, Any]) -> ServeState:
-        return await ServeClient(await self._dashboard(cluster)).state()
+    async def serve_client(self, cluster: Mapping[str, Any]) -> ServeClient:
+        return ServeClient(await self._dashboard(cluster))
 
     async def deploy(
         self, service: Mapping[str, Any], cluster: Mapping[str, Any], config_v2: str, capacity: int | None
     ) -> None:
-        """PUT the Serve config (with the target capacity), then record it on the cluster. Only a
-        changed config is announced: capacity steps are the upgrade loop's to report."""
+        """PUT the Serve config (with the target capacity), then record it on the cluster."""
         await ServeClient(await self._dashboard(cluster)).deploy(serve_config(config_v2, capacity))
+        await self.record_deploy(service, cluster, config_v2)
+
+    async def record_deploy(
+        self, service: Mapping[str, Any], cluster: Mapping[str, Any], config_v2: str
+    ) -> None:
+        """Record a deployed config on the cluster. Only a changed config is announced: capacity
+        steps are the upgrade loop's to report."""
         changed = (cluster["metadata"].get("annotations") or {}).get(
             labels.SERVE_CONFIG_ANNOTATION
         ) != config_v2

@@ -1,0 +1,110 @@
+"""A RayService's Serve rounds run off the reconcile: one per service and cluster, its answer
+re-queues the service, the last state read stands while a round is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, cast
+
+from rayquota.operator.core.resources import ObjectKey
+from rayquota.operator.ray.rayjob.dashboard_calls import Answer, NoAnswerYet
+from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
+from rayquota.operator.ray.rayservice.writes import RayServiceWrites
+from rayquota.operator.ray.serve_status import ServeState
+from tests.polling import wait_for_async
+
+RUNNING = ServeState(applications={"app": {"status": "RUNNING"}}, target_capacity=None, healthy_proxies=1)
+SERVICE = {"metadata": {"namespace": "ns", "name": "svc"}}
+CLUSTER = {"metadata": {"namespace": "ns", "name": "svc-a"}}
+CONFIG = "applications: [{name: app, import_path: m:app}]"
+
+
+class Serve:
+    """Serve on one cluster: answers its state when the test lets it, records deploys."""
+
+    def __init__(self, state: ServeState) -> None:
+        self.state_now = state
+        self.gate = asyncio.Event()
+        self.deploys: list[Mapping[str, Any]] = []
+
+    async def state(self) -> ServeState:
+        await self.gate.wait()
+        return self.state_now
+
+    async def deploy(self, config: Mapping[str, Any]) -> None:
+        self.deploys.append(config)
+
+
+class Writes:
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.resolver = self
+
+    def dashboard_url(self, cluster: Mapping[str, Any]) -> str:
+        return "http://127.0.0.1:8265"
+
+    async def serve_client(self, cluster: Mapping[str, Any]) -> Serve:
+        return self.serve
+
+
+def rounds_on(serve: Serve, requeued: list[ObjectKey]) -> ServeRounds:
+    return ServeRounds(cast(RayServiceWrites, Writes(serve)), requeued.append)
+
+
+def test_a_round_in_flight_answers_later_requeues_the_service_and_keeps_the_last_state() -> None:
+    async def run() -> None:
+        serve, requeued = Serve(RUNNING), []
+        rounds = rounds_on(serve, requeued)
+        assert await rounds.round(SERVICE, CLUSTER, CONFIG, None, False) is NoAnswerYet.IN_FLIGHT
+        assert rounds.last_state(SERVICE, CLUSTER) is None
+        serve.gate.set()
+        await wait_for_async("the answer re-queues the service", lambda: bool(requeued), timeout_s=5)
+        assert requeued == [ObjectKey("ns", "svc")]
+        answer = await rounds.round(SERVICE, CLUSTER, CONFIG, None, False)
+        assert isinstance(answer, Answer) and answer.value == ServeRound(RUNNING, deployed=False)
+        assert serve.deploys == [] and rounds.last_state(SERVICE, CLUSTER) == RUNNING
+
+        serve.gate.clear()  # the next round is in flight: the state read last stands
+        assert await rounds.round(SERVICE, CLUSTER, CONFIG, None, False) is NoAnswerYet.IN_FLIGHT
+        assert rounds.last_state(SERVICE, CLUSTER) == RUNNING
+        rounds.forget(ObjectKey("ns", "svc"))
+        assert rounds.last_state(SERVICE, CLUSTER) is None and rounds.calls.in_flight == 0
+        await rounds.close()
+
+    asyncio.run(run())
+
+
+def test_a_round_that_deploys_leaves_no_state_to_stand_for_the_new_config() -> None:
+    async def run() -> None:
+        serve, requeued = Serve(RUNNING), []
+        serve.gate.set()
+        rounds = rounds_on(serve, requeued)
+
+        async def answered() -> Answer | None:  # the same round, read once it has answered
+            answer = await rounds.round(SERVICE, CLUSTER, CONFIG, 50, True)
+            return answer if isinstance(answer, Answer) else None
+
+        answer = await wait_for_async("the deploying round's answer", answered, timeout_s=5, interval_s=0.01)
+        assert isinstance(answer, Answer) and answer.value == ServeRound(RUNNING, deployed=True)
+        assert serve.deploys and serve.deploys[0]["target_capacity"] == 50
+        assert rounds.last_state(SERVICE, CLUSTER) is None
+        await rounds.close()
+
+    asyncio.run(run())
+
+
+def test_a_changed_config_drops_the_round_in_flight() -> None:
+    async def run() -> None:
+        serve, requeued = Serve(RUNNING), []
+        rounds = rounds_on(serve, requeued)
+        assert await rounds.round(SERVICE, CLUSTER, CONFIG, None, False) is NoAnswerYet.IN_FLIGHT
+        assert await rounds.round(SERVICE, CLUSTER, CONFIG + "\n", None, True) is NoAnswerYet.IN_FLIGHT
+        assert rounds.calls.in_flight == 1
+        serve.gate.set()
+        await wait_for_async("one answer", lambda: bool(requeued), timeout_s=5)
+        await asyncio.sleep(0)
+        assert requeued == [ObjectKey("ns", "svc")]  # the dropped round's answer is never delivered
+        await rounds.close()
+
+    asyncio.run(run())
