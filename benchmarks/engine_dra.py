@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rayquota.operator.queue import podsets
+from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.settings import DeviceClassMapping, DraSettings
 from rayquota.queueing import Admit, Decision, Engine, PodSet, ResourceFlavor, ResourceQuota, Workload

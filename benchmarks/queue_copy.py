@@ -98,9 +98,9 @@ def measure() -> dict[str, float]:
     from rayquota.dashboard.queue_model import QueueModel
     from rayquota.operator.core import Manager, NamespaceScope
     from rayquota.operator.core.informer import ADDED, MODIFIED
-    from rayquota.operator.queue import converter
-    from rayquota.operator.queue.admission_loop import AdmissionLoop
-    from rayquota.operator.queue.api_group import RAYQUOTA
+    from rayquota.operator.queue.admission import converter
+    from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+    from rayquota.operator.queue.kueue.api_group import RAYQUOTA
     from rayquota.queueing import Engine
 
     bodies = objects()

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import harness
-from rayquota.operator.queue import converter
-from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.queueing import HOSTNAME_LABEL, parse_quantity
 
 RACK = "cloud.provider.com/topology-rack"

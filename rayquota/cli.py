@@ -157,7 +157,7 @@ def _visibility(enable: bool | None, config: OperatorConfig) -> VisibilitySettin
 def _kueue_refusal() -> str | None:
     from kubernetes import config
 
-    from rayquota.operator.queue import kueue_guard
+    from rayquota.operator.queue.kueue import kueue_guard
 
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
@@ -168,19 +168,19 @@ def _kueue_refusal() -> str | None:
 
 
 def _queues(args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     return cli_views.main_queues()
 
 
 def _workloads(args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     return cli_views.main_workloads(args.namespace)
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     return cli_views.main_explain(args.target, args.namespace)
 
@@ -188,7 +188,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _dashboard(args: argparse.Namespace) -> int:
     from rayquota.dashboard import main as dashboard_main
     from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
-    from rayquota.operator.queue.api_group import of_mode
+    from rayquota.operator.queue.kueue.api_group import of_mode
 
     try:
         settings, configured_prometheus = _dashboard_configuration(args)

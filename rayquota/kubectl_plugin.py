@@ -24,7 +24,7 @@ import yaml
 from rayquota.config import environment
 from rayquota.kueuectl_bodies import FlagError
 from rayquota.operator.kube import ApiError, KubeClient
-from rayquota.operator.queue.api_group import MODES, QUEUE_API_ENV, QueueApi, of_mode
+from rayquota.operator.queue.kueue.api_group import MODES, QUEUE_API_ENV, QueueApi, of_mode
 
 OUTPUTS = ("json", "yaml", "wide", "name")
 Obj = Mapping[str, Any]
@@ -157,7 +157,7 @@ def print_objects(items: Sequence[Obj], output: str | None, table: str) -> None:
 
 
 async def _queues(target: Target, args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     state = await cli_views.fetch_state(connect=target.connect, api=target.api)
     print_objects(state.cluster_queues, target.output, cli_views.queues_table(state))
@@ -165,7 +165,7 @@ async def _queues(target: Target, args: argparse.Namespace) -> int:
 
 
 async def _workloads(target: Target, args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     state = await cli_views.fetch_state(target.list_namespace, connect=target.connect, api=target.api)
     print_objects(state.workloads, target.output, cli_views.workloads_table(state))
@@ -173,7 +173,7 @@ async def _workloads(target: Target, args: argparse.Namespace) -> int:
 
 
 async def _explain(target: Target, args: argparse.Namespace) -> int:
-    from rayquota.operator.queue import cli_views
+    from rayquota import cli_views
 
     kind, _, name = str(args.target).partition("/")
     if not name or kind.lower() not in cli_views.KIND_ALIASES:

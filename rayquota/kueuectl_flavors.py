@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from rayquota.kueuectl_bodies import FlagError, age
-from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.kueue.api_group import QueueApi
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # A label key (an optional DNS-subdomain prefix and a name) and a label value.

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.queueing import QuantityError, parse_quantity
 
 GroupBy = Literal["clusterqueue", "localqueue", "namespace"]

@@ -9,9 +9,9 @@ from rayquota.config import build, load
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.leader import LeaseSettings
+from rayquota.operator.queue.admission.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
-from rayquota.operator.queue.pods_ready import WaitForPodsReady
 from rayquota.operator.webhook_settings import CertSettings, WebhookSettings
 
 

@@ -8,7 +8,7 @@ implemented or listed here. Fields read by the Ray autoscaler itself from the Ra
 (workerGroupSpecs[].priority, idleTimeoutSeconds, autoscalerOptions.upscalingMode) work without
 the operator and are not listed. Fields that ask for security rayquota does not provide
 (networkPolicy, tlsOptions, authOptions.enableK8sTokenAuth, historyServerOptions) are not warned
-but refused (rayquota.operator.ray.security_fields).
+but refused (rayquota.operator.ray.raycluster.security_fields).
 """
 
 from __future__ import annotations

@@ -33,9 +33,11 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.leader import LeaderElector, LeaseSettings, new_identity
-from rayquota.operator.queue.api_group import of_mode
-from rayquota.operator.ray import labels, redis_cleanup, route
+from rayquota.operator.queue.kueue.api_group import of_mode
+from rayquota.operator.ray.builders import route
+from rayquota.operator.ray.raycluster import redis_cleanup
 from rayquota.operator.ray.raycronjob.clock import Clock
+from rayquota.operator.ray.vocabulary import labels
 from rayquota.operator.visibility import setup as visibility_setup
 from rayquota.operator.visibility.setup import VisibilityComponent
 

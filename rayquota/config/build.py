@@ -14,10 +14,10 @@ from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_ur
 from rayquota.operator.config import OperatorConfig, QueueConfig
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.leader import LeaseSettings
+from rayquota.operator.queue.admission.pods_ready import RequeuingTimestamp, WaitForPodsReady
 from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
-from rayquota.operator.queue.pods_ready import RequeuingTimestamp, WaitForPodsReady
 from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
 from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing

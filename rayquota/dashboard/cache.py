@@ -16,10 +16,10 @@ from typing import Any
 
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
 from rayquota.operator.core.store import Obj
-from rayquota.operator.queue.admission_loop import AdmissionLoop
-from rayquota.operator.queue.api_group import QueueApi
+from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing.fairsharing import FairSharing
 
 OWNER_INDEX = "dashboard-owner"

@@ -18,7 +18,7 @@ from rayquota.dashboard.settings import DashboardSettings
 from rayquota.dashboard.viewer_rbac import ensure_viewer, request_token
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
 from rayquota.queueing.fairsharing import FairSharing
 
 log = logging.getLogger("rayquota.dashboard")

@@ -28,14 +28,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota.cli_views import load_workloads
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.operator.core.store import Obj, Store
-from rayquota.operator.queue import converter
-from rayquota.operator.queue.admission_memo import AdmissionMemo, Parsed
-from rayquota.operator.queue.cli_views import load_workloads
-from rayquota.operator.queue.driver import Driver, workload_key_of
-from rayquota.operator.queue.pod_set_words import reason_in_words
-from rayquota.operator.queue.workload_status import is_evicted, is_finished
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.admission_memo import AdmissionMemo, Parsed
+from rayquota.operator.queue.admission.driver import Driver, workload_key_of
+from rayquota.operator.queue.admission.workload_status import is_evicted, is_finished
+from rayquota.operator.queue.demand.pod_set_words import reason_in_words
 from rayquota.queueing import Admit, Decision, Engine, NodeSnapshot, Preempt, Workload
 
 MIN_REBUILD_GAP_S = 0.2

@@ -9,7 +9,7 @@ from typing import Any
 from rayquota.operator.core import resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND
 
 FIELD_MANAGER = "rayquota-dashboard"

@@ -13,8 +13,8 @@ from rayquota.operator.queue.multikueue import setup as multikueue_setup
 from rayquota.operator.queue.multikueue.setup import MultiKueueComponent
 from rayquota.operator.queue.setup import QueueComponent
 from rayquota.operator.ray import setup as ray_setup
+from rayquota.operator.ray.raycluster.security_fields import allowed_fields
 from rayquota.operator.ray.raycronjob.clock import Clock
-from rayquota.operator.ray.security_fields import allowed_fields
 from rayquota.operator.ray.setup import RayControllers
 from rayquota.operator.webhooks import setup as webhooks_setup
 from rayquota.operator.webhooks.setup import WebhookComponent

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
-from rayquota.operator.ray.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
+from rayquota.operator.ray.vocabulary.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
 from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import WebhookSettings
 from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
 
 if TYPE_CHECKING:
-    from rayquota.operator.queue.pods_ready import WaitForPodsReady
+    from rayquota.operator.queue.admission.pods_ready import WaitForPodsReady
 
 DEFAULT_RAY_IMAGE = "rayproject/ray:2.41.0"
 
@@ -99,5 +99,5 @@ class OperatorConfig:
 
     @property
     def openshift_routes(self) -> bool:
-        """enableIngress makes an OpenShift Route, not an Ingress (ray/route.py)."""
+        """enableIngress makes an OpenShift Route, not an Ingress (ray/builders/route.py)."""
         return bool(self.openshift) and not self.use_ingress_on_openshift

@@ -17,10 +17,10 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, NamespaceScope, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.ray.ingress import INGRESSES
-from rayquota.operator.ray.networkpolicy import NETWORK_POLICIES
+from rayquota.operator.ray.builders.ingress import INGRESSES
+from rayquota.operator.ray.builders.networkpolicy import NETWORK_POLICIES
+from rayquota.operator.ray.builders.route import ROUTES
 from rayquota.operator.ray.rayservice.writes import GATEWAY_CLASSES, GATEWAYS, HTTPROUTES
-from rayquota.operator.ray.route import ROUTES
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -53,7 +53,7 @@ def _grant(resource: Resource, verbs: str, sub: str | None = None) -> set[Permis
 def _delegated_to_the_autoscaler() -> set[Permission]:
     """RBAC lets the operator create a Role only with permissions it holds itself, so it needs
     whatever the autoscaler's Role grants (read off the builder, not copied)."""
-    from rayquota.operator.ray.rbac import build_autoscaler_rbac
+    from rayquota.operator.ray.builders.rbac import build_autoscaler_rbac
 
     sample = {
         "apiVersion": "ray.io/v1",
@@ -97,10 +97,10 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(resources.PODS, "create delete patch")  # patch: re-stamp the operator version
         | _grant(resources.SERVICES, "create")
         | _grant(resources.JOBS, "create delete")  # the K8sJobMode submitter; the Redis cleanup Job
-        # Token auth (ray/auth_token.py): the per-cluster Secret is created, and the token read by
+        # Token auth (ray/builders/auth_token.py): the per-cluster Secret is created, and the token read by
         # name for the operator's dashboard calls (not watched: that would cache every Secret).
         | _grant(SECRETS, "create get")
-        # enableIngress (ray/ingress.py): the head's Ingress, brought back to the spec.
+        # enableIngress (ray/builders/ingress.py): the head's Ingress, brought back to the spec.
         | _grant(INGRESSES, "create update")
         # The autoscaler sidecar's own ServiceAccount and Role.
         | _grant(resources.SERVICE_ACCOUNTS, "create")
@@ -118,10 +118,10 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         | _grant(GATEWAYS, "get create update delete")
         | _grant(HTTPROUTES, "get create update delete")
     ),
-    # spec.networkPolicy (ray/networkpolicy.py, KubeRay's RayClusterNetworkPolicy gate on): the
+    # spec.networkPolicy (ray/builders/networkpolicy.py, KubeRay's RayClusterNetworkPolicy gate on): the
     # head's and each worker group's NetworkPolicy, kept to the spec, stale ones deleted.
     "networkpolicy": frozenset(_grant(NETWORK_POLICIES, "get create update delete")),
-    # enableIngress on OpenShift without USE_INGRESS_ON_OPENSHIFT (ray/route.py): the head's Route.
+    # enableIngress on OpenShift without USE_INGRESS_ON_OPENSHIFT (ray/builders/route.py): the head's Route.
     "openshiftroute": frozenset(_grant(ROUTES, "create")),
     # RayCronJob (ray/raycronjob): creates the RayJob of each run, records the run in its status.
     "raycronjob": frozenset(
@@ -131,7 +131,7 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         _grant(resources.WORKLOADS, "create update")
         | _grant(resources.WORKLOADS, "update", "status")
         | _grant(resources.CLUSTER_QUEUES, "update", "status")
-        # The resource-in-use finalizer (queue/finalizers.py).
+        # The resource-in-use finalizer (queue/admission/finalizers.py).
         | _grant(resources.CLUSTER_QUEUES, "patch")
         | _grant(resources.RESOURCE_FLAVORS, "patch")
         | _grant(resources.LOCAL_QUEUES, "update", "status")
@@ -140,8 +140,8 @@ WRITES: Mapping[str, frozenset[Permission]] = {
         # The gate and the flavor's placement, written on the queued objects themselves.
         | _grants_of_queued_kinds()
         # Admission-only mode: the pod ungater lifts its scheduling gate and adds the flavor's
-        # placement in one patch (queue/pod_ungater.py); with the reconcilers on, theirs too;
-        # in both modes the Job pod ungater the same on Jobs' pods (queue/job_pod_ungater.py).
+        # placement in one patch (queue/gating/pod_ungater.py); with the reconcilers on, theirs too;
+        # in both modes the Job pod ungater the same on Jobs' pods (queue/gating/job_pod_ungater.py).
         | _grant(resources.PODS, "patch")
     ),
     # Serves; the chart owns the webhook configurations. A self-issued certificate adds the

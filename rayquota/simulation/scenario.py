@@ -74,8 +74,9 @@ from typing import Any
 import yaml
 
 from rayquota.localcluster.nodes import pools_from
-from rayquota.operator.queue import converter, topology_request
-from rayquota.operator.queue.topology_feed import cluster_node
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.topology_feed import cluster_node
+from rayquota.operator.queue.demand import topology_request
 from rayquota.queueing import (
     ClusterNode,
     ClusterQueue,

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Driver
 from rayquota.queueing import HOSTNAME_LABEL, Engine, FlavorResource, Workload
 
 from .scenario import Scenario, WorkloadClass

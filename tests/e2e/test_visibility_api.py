@@ -23,13 +23,12 @@ import pytest
 import yaml
 from cryptography import x509
 
-from rayquota import pki
+from rayquota import cli_views, pki
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.pki import FrontProxyFiles
 from rayquota.operator.config import OperatorConfig, QueueConfig
-from rayquota.operator.queue import cli_views
-from rayquota.operator.queue.api_group import KUEUE, RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.api_group import KUEUE, RAYQUOTA, QueueApi
 from rayquota.operator.visibility.discovery import KUEUE_VISIBILITY_GROUP, RAYQUOTA_VISIBILITY_GROUP
 from rayquota.operator.visibility.registration import API_SERVICES, HOLDER_ANNOTATION
 from rayquota.operator.visibility.settings import VisibilitySettings

@@ -14,7 +14,7 @@ from rayquota.api.queueing_v1alpha1 import ClusterQueue, LocalQueue
 from rayquota.kubectl_plugin import Target, build_parser, context_namespace, name_of, target_of
 from rayquota.kueuectl_bodies import ClusterQueueFlags, FlagError
 from rayquota.localcluster.cli import path_additions
-from rayquota.operator.queue.api_group import KUEUE, RAYQUOTA
+from rayquota.operator.queue.kueue.api_group import KUEUE, RAYQUOTA
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

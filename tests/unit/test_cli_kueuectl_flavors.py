@@ -9,7 +9,7 @@ import pytest
 from rayquota import kueuectl_flavors as flavors
 from rayquota.api.queueing_v1alpha1 import ResourceFlavor
 from rayquota.kueuectl_bodies import FlagError
-from rayquota.operator.queue.api_group import KUEUE, RAYQUOTA
+from rayquota.operator.queue.kueue.api_group import KUEUE, RAYQUOTA
 
 
 def test_resource_flavor_body_is_a_valid_resource_flavor() -> None:

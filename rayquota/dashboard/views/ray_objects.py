@@ -10,7 +10,7 @@ from rayquota.operator.core.gate import QUOTA_RESERVED
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.naming import KUEUE_QUEUE_LABEL, QUEUE_LABEL
 from rayquota.operator.queue.objects import is_child
-from rayquota.operator.ray import conditions as ray_conditions
+from rayquota.operator.ray.vocabulary import conditions as ray_conditions
 
 STATE_FIELDS = ("state", "jobDeploymentStatus", "jobStatus", "serviceStatus")
 

@@ -9,15 +9,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rayquota.cli_views import workload_phase
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import amounts_text, conditions, redact
 from rayquota.dashboard.views.ray_objects import gate_state, ray_state
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.cli_views import workload_phase
-from rayquota.operator.queue.coverage import allocate
-from rayquota.operator.queue.pod_set_words import words_of
-from rayquota.operator.queue.podsets import Demand
-from rayquota.operator.queue.workload_status import SCALE_UP_WAITING
+from rayquota.operator.queue.admission.workload_status import SCALE_UP_WAITING
+from rayquota.operator.queue.demand.pod_set_words import words_of
+from rayquota.operator.queue.demand.podsets import Demand
+from rayquota.operator.queue.gating.coverage import allocate
 
 # Words for a condition becoming True on the timeline.
 TIMELINE_WORDS = {

@@ -19,10 +19,10 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND, KindAdapter, PodWatch, pod_watches
-from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.queue.dra import context as dra_context
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.redis_cleanup import REDIS_CLEANUP_FINALIZER
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.ray.raycluster.redis_cleanup import REDIS_CLEANUP_FINALIZER
+from rayquota.operator.ray.vocabulary import labels
 
 RESOURCE_OF_KIND: dict[str, Resource] = {kind: adapter.resource for kind, adapter in ADAPTERS.items()}
 # The kinds whose RayClusters are their children.

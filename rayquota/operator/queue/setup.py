@@ -13,28 +13,30 @@ from typing import Any
 from rayquota.operator.config import QueueConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import converter, event_filters, naming
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
 from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
-from rayquota.operator.queue.admission_loop import AdmissionLoop
-from rayquota.operator.queue.api_group import KUEUE_MODE, of_mode
-from rayquota.operator.queue.finalizers import InUseFinalizers
-from rayquota.operator.queue.gate import QueueGate
-from rayquota.operator.queue.job_pod_ungater import JobPodUngater
-from rayquota.operator.queue.manual_check import ManualChecks
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission.finalizers import InUseFinalizers
+from rayquota.operator.queue.admission.manual_check import ManualChecks
+from rayquota.operator.queue.admission.topology_feed import BOUND_AND_RUNNING, TopologyFeed
+from rayquota.operator.queue.gating.gate import QueueGate
+from rayquota.operator.queue.gating.job_pod_ungater import JobPodUngater
+from rayquota.operator.queue.gating.pod_ungater import PodUngater
+from rayquota.operator.queue.kueue.api_group import KUEUE_MODE, of_mode
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.pod_ungater import PodUngater
-from rayquota.operator.queue.release_events import (
+from rayquota.operator.queue.status import QueueStatusWriter
+from rayquota.operator.queue.workloads import event_filters
+from rayquota.operator.queue.workloads.release_events import (
     enqueue_first_when_freeing,
     enqueue_first_when_pod_leaves,
     enqueue_soon_when_new,
 )
-from rayquota.operator.queue.status import QueueStatusWriter
-from rayquota.operator.queue.topology_feed import BOUND_AND_RUNNING, TopologyFeed
-from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
+from rayquota.operator.queue.workloads.workload_reconciler import WorkloadReconciler
 from rayquota.operator.ray.setup import RayControllers
 
 

@@ -14,15 +14,15 @@ from rayquota.operator.core import Informer, Manager, without_nulls
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import UNREACHABLE, ApiError
-from rayquota.operator.queue import kueue_metrics, metrics
-from rayquota.operator.queue.admission_memo import AdmissionMemo
-from rayquota.operator.queue.api_group import RAYQUOTA, QueueApi
-from rayquota.operator.queue.driver import SLICE_SEPARATOR, workload_key_of
-from rayquota.operator.queue.fair_status import FairSharingStatus
-from rayquota.operator.queue.finalizers import TERMINATING_REASON, terminating_message
-from rayquota.operator.queue.namespace_selection import unset_selector_warning
-from rayquota.operator.queue.workload_status import NOT_YET_EVALUATED, is_finished
-from rayquota.operator.ray import conditions
+from rayquota.operator.queue.admission.admission_memo import AdmissionMemo
+from rayquota.operator.queue.admission.driver import SLICE_SEPARATOR, workload_key_of
+from rayquota.operator.queue.admission.finalizers import TERMINATING_REASON, terminating_message
+from rayquota.operator.queue.admission.workload_status import NOT_YET_EVALUATED, is_finished
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.namespace_selection import unset_selector_warning
+from rayquota.operator.queue.reporting import kueue_metrics, metrics
+from rayquota.operator.queue.reporting.fair_status import FairSharingStatus
+from rayquota.operator.ray.vocabulary import conditions
 from rayquota.queueing import ClusterQueueStatus, Engine, StopPolicy, format_quantity
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 from rayquota.api.ray_v1 import JobDeploymentStatus, RayClusterConditionType, RayServiceConditionType
 from rayquota.operator.core import DELETED, Informer, ObjectKey
 from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.ray import conditions, labels
+from rayquota.operator.ray.vocabulary import conditions, labels
 
 IDENTITY = ("name", "namespace", "uid")
 TERMINAL = (JobDeploymentStatus.COMPLETE.value, JobDeploymentStatus.FAILED.value)

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, resources
-from rayquota.operator.ray.auth_token import AuthTokens
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.builders.networkpolicy import GATE as NETWORK_POLICY_GATE
+from rayquota.operator.ray.builders.networkpolicy import NetworkPolicyReconciler
+from rayquota.operator.ray.dashboard_api.resolver import resolver_from_settings
 from rayquota.operator.ray.kuberay_metrics import KubeRayMetrics
-from rayquota.operator.ray.networkpolicy import GATE as NETWORK_POLICY_GATE
-from rayquota.operator.ray.networkpolicy import NetworkPolicyReconciler
 from rayquota.operator.ray.raycluster.reconciler import RayClusterReconciler
 from rayquota.operator.ray.raycronjob.clock import Clock, SystemClock
 from rayquota.operator.ray.raycronjob.reconciler import RayCronJobReconciler
 from rayquota.operator.ray.rayjob.reconciler import RayJobReconciler
 from rayquota.operator.ray.rayservice.reconciler import RayServiceReconciler
-from rayquota.operator.ray.resolver import resolver_from_settings
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Workload cache on the operator's loop: no copy, nothing written."""
 from __future__ import annotations
 
 from rayquota.operator.core import Informer
-from rayquota.operator.queue.driver import Driver, workload_key_of
+from rayquota.operator.queue.admission.driver import Driver, workload_key_of
 from rayquota.operator.visibility.summary import Pending
 
 

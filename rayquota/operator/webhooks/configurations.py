@@ -17,7 +17,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError, Conflict, KubeClient, NotFound
 from rayquota.operator.queue.adapters import ADAPTERS, child_markers
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The pod webhook of admission-only mode: a pod of a cluster whose queued owner holds its
 children at their pods (a RayService beside KubeRay's operator), or a queued cluster's pod that
-asks for a topology, is created behind rayquota's scheduling gate (`queue/pod_gate.py`); the
+asks for a topology, is created behind rayquota's scheduling gate (`queue/gating/pod_gate.py`); the
 pod ungater lets it through once admitted (pinned to its domain). An UPDATE that removes the
 gate before then (a user's) is refused (:func:`keep_gate`).
 
@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.queue import pod_gate, topology_request
 from rayquota.operator.queue.adapters import CLUSTER_KIND
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
-from rayquota.operator.queue.gate import QueueGate, recorded_admission
-from rayquota.operator.queue.job_pod_ungater import JOB_KIND
+from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.gating import pod_gate
+from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
+from rayquota.operator.queue.gating.job_pod_ungater import JOB_KIND
 from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 from rayquota.operator.webhooks.review import ALLOW, Verdict
 
 HELD = "held at its scheduling gate until its queue's admission covers it"

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
-from rayquota.operator.queue import converter, namespace_selection, topology_request
 from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND
-from rayquota.operator.queue.gate import QueueGate, recorded_admission
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
+from rayquota.operator.queue.kueue import namespace_selection
 from rayquota.operator.queue.objects import QueueObjects, is_child
-from rayquota.operator.queue.template_quantities import quantity_errors
-from rayquota.operator.ray.security_fields import object_refusals
+from rayquota.operator.queue.workloads.template_quantities import quantity_errors
+from rayquota.operator.ray.raycluster.security_fields import object_refusals
 from rayquota.operator.webhooks.shapes import type_errors
 from rayquota.queueing import QuantityError, parse_quantity
 

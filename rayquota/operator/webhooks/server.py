@@ -19,7 +19,7 @@ from aiohttp import web
 
 from rayquota.operator.core import Informer, Manager
 from rayquota.operator.kube import UNREACHABLE, ApiError
-from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.webhooks import pod_review, review
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate

@@ -34,8 +34,8 @@ import psutil
 import yaml
 from kubernetes import client, config
 
-from rayquota.operator.ray import rbac
-from rayquota.operator.ray.localhead import LOOPBACK, VENV_BIN
+from rayquota.devtools.localhead import LOOPBACK, VENV_BIN
+from rayquota.operator.ray.builders import rbac
 from rayquota.ports import free_port
 from tests.integration.ray.rayhead import RayHead
 

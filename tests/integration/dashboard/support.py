@@ -95,7 +95,7 @@ def viewer_token(control_plane: Any, namespace: str, name: str, rules: list[dict
     dashboard shows cluster-wide (the viewer ClusterRole, named ``<namespace>-<name>``); else a
     Role with these rules in ``namespace`` only. Returns a token from the TokenRequest API."""
     from rayquota.dashboard.viewer_rbac import viewer_rules
-    from rayquota.operator.queue.api_group import RAYQUOTA
+    from rayquota.operator.queue.kueue.api_group import RAYQUOTA
 
     kubectl = control_plane.kubectl
     kubectl("create", "serviceaccount", name, "-n", namespace)

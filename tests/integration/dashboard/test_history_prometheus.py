@@ -31,7 +31,7 @@ EXPORTER = textwrap.dedent(
     """
     import sys
     from prometheus_client import start_http_server
-    from rayquota.operator.queue import metrics
+    from rayquota.operator.queue.reporting import metrics
     from rayquota.queueing import (ClusterQueue, Engine, FlavorQuotas, LocalQueue, PodSet,
         ResourceFlavor, ResourceGroup, ResourceQuota, Workload)
 

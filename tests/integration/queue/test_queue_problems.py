@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rayquota.operator.queue import cli_views
+from rayquota import cli_views
 from tests.integration.queue.conftest import Quota, admitted_workload, gpu_rayjob, workload_of
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import cli_views
+from rayquota import cli_views
 from rayquota.queueing import parse_quantity
 from tests.integration.queue.conftest import Quota, is_admitted, workload_of
 from tests.integration.ray import rayservice_support

@@ -1,4 +1,4 @@
-"""The tests' real Ray heads: the package's local Ray head (rayquota.operator.ray.localhead),
+"""The tests' real Ray heads: the package's local Ray head (rayquota.devtools.localhead),
 counted. A head is a raylet, a GCS, a dashboard and often a Serve controller: on a 2-core machine
 more than four alive at once slow every test beside them, so starting a fifth fails the test that
 asks for it (the suite's budget is a test too). The count is the whole run's: every pytest process
@@ -27,7 +27,7 @@ from typing import ClassVar
 import psutil
 import pytest
 
-from rayquota.operator.ray.localhead import LOOPBACK, LocalRayHead
+from rayquota.devtools.localhead import LOOPBACK, LocalRayHead
 from rayquota.ports import free_port
 from tests import scheduling
 from tests.scheduling import RUN_DIR_ENV

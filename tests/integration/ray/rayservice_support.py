@@ -13,12 +13,12 @@ import pytest
 
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core.event_correlator import SPAM_BURST
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 
 NAME = "greeter"
-DEMO_APP = "rayquota.operator.ray.rayservice_demo_app:app"
+DEMO_APP = "rayquota.devtools.rayservice_demo_app:app"
 
 
 def serve_config(message: str = "v1", *, fail: bool = False) -> str:

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from rayquota.operator.ray.dashboard import (
+from rayquota.operator.ray.dashboard_api.dashboard import (
     DashboardUnreachable,
     JobAlreadyExists,
     JobNotFound,

@@ -25,7 +25,7 @@ import pytest
 
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.ray.dashboard import JobSubmission, RayDashboardClient
+from rayquota.operator.ray.dashboard_api.dashboard import JobSubmission, RayDashboardClient
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.podenv import container_env, start_flags
 from tests.integration.ray.rayhead import RayHead
@@ -34,7 +34,7 @@ from tests.redis_server import RedisServer
 pytestmark = [pytest.mark.ray, pytest.mark.starts_ray_heads]
 
 VENV_BIN = Path(sys.executable).parent
-DEMO_APP = "rayquota.operator.ray.rayservice_demo_app:app"
+DEMO_APP = "rayquota.devtools.rayservice_demo_app:app"
 # Ports are the loopback head's own (several heads share this host); everything else comes from the pod.
 POD_ONLY_ENV = ("RAY_ADDRESS", "RAY_PORT")
 REDIS_FLAGS = ("redis-password", "redis-username")

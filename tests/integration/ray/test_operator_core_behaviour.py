@@ -215,7 +215,7 @@ def test_a_pod_stored_whose_answer_was_lost_is_not_created_twice(
     from rayquota.operator.core import resources
     from rayquota.operator.core.informer import Informer
     from rayquota.operator.kube import ApiError, KubeClient
-    from rayquota.operator.ray import labels
+    from rayquota.operator.ray.vocabulary import labels
 
     real_create, real_get, real_apply = KubeClient.create, KubeClient.get, Informer._apply
     pods_path = f"/api/v1/namespaces/{namespace}/pods"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.ray.dashboard import JobStatus, JobSubmission, RayDashboardClient
+from rayquota.operator.ray.dashboard_api.dashboard import JobStatus, JobSubmission, RayDashboardClient
 from tests.integration.ray.kubehelpers import Kube, wait_for
 
 pytestmark = pytest.mark.ray

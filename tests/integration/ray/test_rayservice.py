@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 from tests.integration.ray import rayservice_support
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.ray import gateway
+from rayquota.operator.ray.rayservice import gateway
 from tests.integration.ray import rayservice_support
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead

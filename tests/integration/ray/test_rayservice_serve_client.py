@@ -6,15 +6,15 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from rayquota.operator.ray.dashboard import RayDashboardClient
-from rayquota.operator.ray.serve_client import ServeClient, serve_config
-from rayquota.operator.ray.serve_status import ServeState
+from rayquota.operator.ray.dashboard_api.dashboard import RayDashboardClient
+from rayquota.operator.ray.rayservice.serve_client import ServeClient, serve_config
+from rayquota.operator.ray.rayservice.serve_status import ServeState
 from tests.integration.ray.rayhead import RayHead
 from tests.polling import wait_for_async
 
 pytestmark = pytest.mark.ray
 
-DEMO_APP = "rayquota.operator.ray.rayservice_demo_app:app"
+DEMO_APP = "rayquota.devtools.rayservice_demo_app:app"
 
 
 def demo_config(*, fail: bool = False, message: str = "hello") -> str:

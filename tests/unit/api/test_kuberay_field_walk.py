@@ -26,7 +26,8 @@ import pytest
 import yaml
 
 from rayquota.api.ray_unimplemented import IGNORED_FIELD_PATHS
-from rayquota.operator.ray import gcs_ft, security_fields
+from rayquota.operator.ray.builders import gcs_ft
+from rayquota.operator.ray.raycluster import security_fields
 
 ROOT = Path(__file__).resolve().parents[3]
 FIELDS = Path(__file__).with_name("kuberay_v1_7_0_spec_fields.txt")
@@ -130,17 +131,17 @@ _INCREMENTAL = "rayquota/operator/ray/rayservice/incremental.py"  # the parsed c
 # autoscaler options, the parsed upgrade options) and read its fields without naming it.
 HANDED_OVER = {
     # ray_start_params(node_type, group, ...): the head group or a worker group.
-    "headGroupSpec": ("rayquota/operator/ray/ray_start.py",),
+    "headGroupSpec": ("rayquota/operator/ray/builders/ray_start.py",),
     # ray_start_params, build_worker_pod, and the planner's group_bounds / desired_pods.
     "workerGroupSpecs": (
-        "rayquota/operator/ray/ray_start.py",
-        "rayquota/operator/ray/podspec.py",
+        "rayquota/operator/ray/builders/ray_start.py",
+        "rayquota/operator/ray/builders/podspec.py",
         "rayquota/operator/ray/raycluster/plan.py",
     ),
     # _credential_env(name, credential): a Redis credential (value or valueFrom).
-    "redisUsername": ("rayquota/operator/ray/gcs_ft.py",),
-    "redisPassword": ("rayquota/operator/ray/gcs_ft.py",),
-    "autoscalerOptions": ("rayquota/operator/ray/autoscaler_sidecar.py",),
+    "redisUsername": ("rayquota/operator/ray/builders/gcs_ft.py",),
+    "redisPassword": ("rayquota/operator/ray/builders/gcs_ft.py",),
+    "autoscalerOptions": ("rayquota/operator/ray/builders/autoscaler_sidecar.py",),
     "upgradeStrategy": ("rayquota/operator/ray/rayservice/reconciler.py", _INCREMENTAL),
     "clusterUpgradeOptions": ("rayquota/operator/ray/rayservice/reconciler.py", _INCREMENTAL),
 }

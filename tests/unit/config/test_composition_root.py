@@ -11,7 +11,8 @@ from rayquota.config import load
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.ray import labels, redis_cleanup
+from rayquota.operator.ray.raycluster import redis_cleanup
+from rayquota.operator.ray.vocabulary import labels
 
 
 def offline_manager() -> Manager:

@@ -26,7 +26,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "KUBECONFIG",
     ): "the install points kubectl and helm at the local cluster",
     ("rayquota/localcluster/paths.py", "XDG_CACHE_HOME"): "the XDG base-directory convention for caches",
-    ("rayquota/operator/ray/localhead.py", WHOLE): "dev-only: " + _CHILD,
+    ("rayquota/devtools/localhead.py", WHOLE): "dev-only: " + _CHILD,
     ("rayquota/localcluster/kueue_crds.py", WHOLE): _CHILD,
     ("rayquota/localcluster/peers.py", WHOLE): _CHILD,
     ("rayquota/localcluster/gateway_api.py", WHOLE): _CHILD,

@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER, ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
-from rayquota.operator.queue import naming, placement
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.admission.workload_status import desired_status
+from rayquota.operator.queue.gating import placement
 from rayquota.operator.queue.multikueue import free_quota
 from rayquota.operator.queue.multikueue.remote import ATTEMPT_ANNOTATION, workload_copy
 from rayquota.operator.queue.multikueue.settings import Dispatcher
 from rayquota.operator.queue.multikueue.views import attempt, local_view, worker_view
 from rayquota.operator.queue.objects import workload_key
-from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import CheckState
 from tests.config_env import multikueue_from_env
 
@@ -309,7 +310,7 @@ def test_a_worker_runs_the_object_under_the_prebuilt_workload_but_its_children_n
 
 
 def test_the_chosen_worker_lasts_as_long_as_the_reservation() -> None:
-    from rayquota.operator.queue.driver import AdmittedSlice
+    from rayquota.operator.queue.admission.driver import AdmittedSlice
 
     previous = {
         "clusterName": "w1",

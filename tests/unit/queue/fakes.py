@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.queue.driver import AdmittedSlice, Driver
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Driver
 from rayquota.queueing import (
     ClusterQueue,
     Cohort,

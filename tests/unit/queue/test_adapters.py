@@ -5,9 +5,9 @@ import copy
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
-from rayquota.operator.queue.coverage import allocate
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand
+from rayquota.operator.queue.gating.coverage import allocate
 from rayquota.queueing import PodSetAssignment, ResourceFlavor, Toleration
 from tests.unit.queue import bodies
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.queue import check_states, converter
-from rayquota.operator.queue.check_states import UNSATISFIED_CHECKS
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.gate import recorded_admission
-from rayquota.operator.queue.kueue_shapes import workload_status_to_kueue
-from rayquota.operator.queue.manual_check import STATE_ANNOTATION_PREFIX, decided_entries
+from rayquota.operator.queue.admission import check_states, converter
+from rayquota.operator.queue.admission.check_states import UNSATISFIED_CHECKS
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.admission.manual_check import STATE_ANNOTATION_PREFIX, decided_entries
+from rayquota.operator.queue.admission.workload_status import desired_status
+from rayquota.operator.queue.gating.gate import recorded_admission
+from rayquota.operator.queue.kueue.kueue_shapes import workload_status_to_kueue
 from rayquota.operator.queue.status import cluster_queue_status
-from rayquota.operator.queue.workload_status import desired_status
 from rayquota.queueing import (
     AdmissionCheckRule,
     CheckProblem,

@@ -1,11 +1,11 @@
-"""A Workload's admission parsed once per version (queue/admission_memo.py)."""
+"""A Workload's admission parsed once per version (queue/admission/admission_memo.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.queue import converter
-from rayquota.operator.queue.admission_memo import AdmissionMemo
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.admission_memo import AdmissionMemo
 from rayquota.operator.queue.status import local_queue_status
 from rayquota.queueing import PodSetAssignment
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.queue import converter, naming
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, registry
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import pod_review, review
 from rayquota.queueing import PodSetAssignment, ResourceFlavor

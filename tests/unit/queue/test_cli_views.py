@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.queue import cli_views
-from rayquota.operator.queue.cli_views import QueueState
+from rayquota import cli_views
+from rayquota.cli_views import QueueState
 
 
 def gpu_queue(name: str, gpus: int, usage: int = 0, cohort: str | None = None) -> dict[str, Any]:

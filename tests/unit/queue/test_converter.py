@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from rayquota.operator.queue import converter
-from rayquota.operator.queue.podsets import PodSetDemand, Role
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand.podsets import PodSetDemand, Role
 from rayquota.queueing import (
     PodSetAssignment,
     QueueingStrategy,
@@ -139,7 +139,7 @@ def test_admission_round_trips() -> None:
 
 def test_equal_pod_sets_convert_to_one_object() -> None:
     """50,000 Workloads of three shapes need three PodSets in the engine, not 50,000."""
-    from rayquota.operator.queue import converter
+    from rayquota.operator.queue.admission import converter
 
     def body(name: str) -> dict[str, object]:
         pod_set = {"name": "main", "count": 1, "template": {"spec": {"containers": [

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
-from rayquota.operator.queue import converter, creation_order, naming
-from rayquota.operator.queue.creation_order import CreationVersions
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.admission import converter, creation_order
+from rayquota.operator.queue.admission.creation_order import CreationVersions
 from rayquota.queueing import Admit
 from tests.unit.queue.fakes import new_driver
 

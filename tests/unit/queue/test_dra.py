@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
+from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.claims import ClaimError, devices_per_class, template_charges
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
-from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.queue.workloads.template_quantities import quantity_errors
 from tests.unit.queue import bodies
 
 GPU_CLASS = "gpu.example.com"
@@ -298,7 +299,7 @@ def test_quantity_errors_name_the_template_field_and_the_device_class() -> None:
 
 
 def test_a_workload_written_without_requests_but_with_claims_is_refused_not_admitted_free() -> None:
-    from rayquota.operator.queue import converter
+    from rayquota.operator.queue.admission import converter
 
     body = {
         "metadata": {"name": "w", "namespace": "team-a", "uid": "u"},

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.extended import (
     backed_requests,
@@ -18,8 +19,8 @@ from rayquota.operator.queue.dra.extended import (
 )
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
 from rayquota.operator.queue.objects import QueueObjects
-from rayquota.operator.queue.template_quantities import quantity_errors
-from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.queue.workloads.template_quantities import quantity_errors
+from rayquota.operator.ray.builders.pod_resources import pod_requests
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 

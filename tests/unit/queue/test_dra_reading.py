@@ -10,16 +10,19 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import cli_views, converter, naming, podsets
+from rayquota import cli_views
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.adapters.record_helpers import allocation_of
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.claims import ClaimError, devices_per_class, template_charges
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
 from rayquota.operator.queue.dra.words import naming_device_classes
-from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
-from rayquota.operator.queue.template_quantities import quantity_errors
+from rayquota.operator.queue.workloads.template_quantities import quantity_errors
 from rayquota.queueing import PodSetAssignment
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rayquota.operator.queue.driver import Driver
+from rayquota.operator.queue.admission.driver import Driver
 from rayquota.queueing import Engine
 from tests.unit.queue.fakes import GPU, gpu_workload, new_driver
 

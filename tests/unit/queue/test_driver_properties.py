@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rayquota.operator.queue.driver import Driver, workload_key_of
+from rayquota.operator.queue.admission.driver import Driver, workload_key_of
 from rayquota.queueing import Engine
 from tests.unit.queue.fakes import GPU, NAMESPACE, RecordingWriter, gpu_workload, two_teams
 

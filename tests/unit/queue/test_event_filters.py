@@ -1,4 +1,4 @@
-"""Which Ray-object and pod events reach the Workload reconciler (queue/event_filters.py)."""
+"""Which Ray-object and pod events reach the Workload reconciler (queue/workloads/event_filters.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
 from rayquota.operator.queue.adapters.raycluster import raycluster_changed
 from rayquota.operator.queue.adapters.rayjob import rayjob_changed
-from rayquota.operator.queue.event_filters import pod_changed
+from rayquota.operator.queue.workloads.event_filters import pod_changed
 from tests.unit.queue import bodies
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayquota.operator.queue.admission_loop import fair_sharing_from_env
+from rayquota.operator.queue.admission.admission_loop import fair_sharing_from_env
 from rayquota.queueing.fairsharing import FairSharing, PreemptionStrategy
 
 STRATEGIES = "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES"

@@ -6,8 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rayquota.operator.queue import converter
-from rayquota.operator.queue.fair_status import MAX_SHARE, FairSharingStatus, restore_consumed, weighted_share
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.reporting.fair_status import (
+    MAX_SHARE,
+    FairSharingStatus,
+    restore_consumed,
+    weighted_share,
+)
 from rayquota.queueing import (
     AdmissionFairSharing,
     AdmissionMode,

@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from rayquota.operator.queue import admission_loop, metrics
-from rayquota.operator.queue.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission import admission_loop
+from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.reporting import metrics
 
 
 async def _until(what: str, probe: Callable[[], bool], timeout_s: float = 5.0) -> None:

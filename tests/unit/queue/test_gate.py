@@ -4,10 +4,11 @@ import copy
 from typing import Any
 
 from rayquota.operator.core import Placement, QueueCondition
-from rayquota.operator.queue import converter, naming
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
-from rayquota.operator.queue.gate import (
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.gating.gate import (
     NOTHING,
     WAITING_FOR_PLACEMENT,
     WAITING_FOR_QUOTA,

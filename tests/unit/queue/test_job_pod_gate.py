@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.gate import Placement
-from rayquota.operator.queue import converter, naming, pod_gate
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, BESIDE_KUBERAY
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.job_pod_ungater import job_pod_set, room_of
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.gating import pod_gate
+from rayquota.operator.queue.gating.job_pod_ungater import job_pod_set, room_of
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import configurations, pod_review
 from rayquota.queueing import PodSetAssignment, ResourceFlavor, TopologyAssignment, TopologyDomain

@@ -8,9 +8,9 @@ import math
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rayquota.operator.queue import kueue_metrics, metrics
-from rayquota.operator.queue.admission_loop import EnqueueingWriter
-from rayquota.operator.queue.driver import Driver
+from rayquota.operator.queue.admission.admission_loop import EnqueueingWriter
+from rayquota.operator.queue.admission.driver import Driver
+from rayquota.operator.queue.reporting import kueue_metrics, metrics
 from rayquota.queueing import Admit, Engine, Preempt
 from tests.unit.queue.fakes import gpu_workload, two_teams
 

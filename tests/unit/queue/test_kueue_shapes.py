@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rayquota.operator.queue import api_group, converter, kueue_shapes
-from rayquota.operator.queue.podsets import PodSetDemand, Role
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand.podsets import PodSetDemand, Role
+from rayquota.operator.queue.kueue import api_group, kueue_shapes
 
 
 def test_renamed_kueue_fields_reach_the_engine() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from rayquota.operator.queue import metrics
+from rayquota.operator.queue.reporting import metrics
 from tests.unit.queue.fakes import gpu_workload, new_driver
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.queue import converter, namespace_selection
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.kueue import namespace_selection
 from rayquota.operator.queue.status import cluster_queue_status
 from rayquota.operator.webhooks.review import validate_cluster_queue
 from rayquota.queueing import (

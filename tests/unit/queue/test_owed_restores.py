@@ -11,7 +11,7 @@ import pytest
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.kube import Conflict, KubeClient
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.restores import OwedRestores
+from rayquota.operator.queue.workloads.restores import OwedRestores
 from tests.unit.queue.test_adapters import FLAVORS, admit_all
 from tests.unit.queue.test_job_adapter import job
 

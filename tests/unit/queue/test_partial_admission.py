@@ -13,7 +13,7 @@ from rayquota.operator.queue.adapters.job_partial import (
     COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
     MIN_PARALLELISM_ANNOTATION,
 )
-from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.webhooks import review
 from rayquota.queueing import PodSetAssignment, Workload
 from tests.unit.queue.fakes import GPU, gpu_workload, new_driver

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.operator.queue.pending_writes import PendingWrites, cause_of
+from rayquota.operator.queue.workloads.pending_writes import PendingWrites, cause_of
 
 
 def _pending(words: str) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Which held pods the admission lets through, and the patches (queue/pod_gate.py)."""
+"""Which held pods the admission lets through, and the patches (queue/gating/pod_gate.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from rayquota.operator.core.gate import Placement
-from rayquota.operator.queue import pod_gate
-from rayquota.operator.queue.caps import NOTHING
+from rayquota.operator.queue.gating import pod_gate
+from rayquota.operator.queue.gating.caps import NOTHING
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 
 A100 = Placement({"gpu": "a100"}, ({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.queue.pod_release import PODS_BEYOND, PodReleases
+from rayquota.operator.queue.gating.pod_release import PODS_BEYOND, PodReleases
 
 
 class Recorder:

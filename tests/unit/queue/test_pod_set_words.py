@@ -8,8 +8,8 @@ from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
-from rayquota.operator.queue.pod_set_words import annotation_value, in_words, pod_set_words, words_of
-from rayquota.operator.queue.podsets import Role
+from rayquota.operator.queue.demand.pod_set_words import annotation_value, in_words, pod_set_words, words_of
+from rayquota.operator.queue.demand.podsets import Role
 from tests.unit.queue import bodies
 
 INTERNAL = re.compile(r"\b[a-z0-9-]+-[0-9a-f]{5}\b")

@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.queue import pod_gate
-from rayquota.operator.queue.pod_release import PODS_BEYOND
-from rayquota.operator.queue.pod_ungater import PodUngater
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.gating import pod_gate
+from rayquota.operator.queue.gating.pod_release import PODS_BEYOND
+from rayquota.operator.queue.gating.pod_ungater import PodUngater
+from rayquota.operator.ray.vocabulary import labels
 from tests.unit.queue.fakes import FakeInformer
 from tests.unit.queue.test_pod_release_words import Recorder
 
@@ -91,7 +91,7 @@ def test_a_pod_event_with_every_pod_through_the_gate_reads_no_caps() -> None:
 def test_a_pod_that_never_waited_at_the_gate_is_checked_against_the_caps() -> None:
     """Created without the gate (the pod webhooks off): read the caps, and flag it when the
     admission does not cover it (here, nothing is admitted)."""
-    from rayquota.operator.queue.caps import NOTHING
+    from rayquota.operator.queue.gating.caps import NOTHING
 
     pods, objects, gate, manager = ungater()
     objects.cluster_pods = [worker("w-1", gated=False)]

@@ -10,8 +10,8 @@ import pytest
 
 from rayquota.operator.queue.adapters.job import JOB_POD_SET, JobAdapter, job_demand
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
-from rayquota.operator.queue.driver import AdmittedSlice, Eviction
-from rayquota.operator.queue.pods_ready import (
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
+from rayquota.operator.queue.admission.pods_ready import (
     PODS_READY_TIMEOUT,
     RequeuingTimestamp,
     WaitForPodsReady,
@@ -19,8 +19,8 @@ from rayquota.operator.queue.pods_ready import (
     ready_pods_per_pod_set,
     unready,
 )
-from rayquota.operator.queue.podsets import group_key_of_pod
-from rayquota.operator.queue.workload_status import desired_status
+from rayquota.operator.queue.admission.workload_status import desired_status
+from rayquota.operator.queue.demand.podsets import group_key_of_pod
 from rayquota.queueing import Admit, ClusterQueue, Engine, LocalQueue, PodSetAssignment, ResourceFlavor
 from tests.config_env import pods_ready_from_env
 from tests.unit.queueing.builders import gpu_group, gpus
@@ -193,7 +193,7 @@ def test_block_admission_holds_every_admission_until_lifted() -> None:
 
 
 def test_a_pinned_pod_the_scheduler_cannot_place_is_told() -> None:
-    from rayquota.operator.queue.readiness import unplaced_pods
+    from rayquota.operator.queue.workloads.readiness import unplaced_pods
 
     stuck = {
         "metadata": {"name": "w-0"},

@@ -4,13 +4,14 @@ import copy
 import json
 from typing import Any
 
-from rayquota.operator.queue import naming, podsets
+from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter, raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
-from rayquota.operator.queue.coverage import allocate
-from rayquota.operator.queue.podsets import Role
-from rayquota.operator.ray import pod_resources
+from rayquota.operator.queue.demand import podsets
+from rayquota.operator.queue.demand.podsets import Role
+from rayquota.operator.queue.gating.coverage import allocate
+from rayquota.operator.ray.builders import pod_resources
 from tests.unit.queue import bodies
 
 GI = 2**30 * 1000

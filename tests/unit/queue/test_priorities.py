@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.informer import DELETED
-from rayquota.operator.queue import converter, kueue_shapes
-from rayquota.operator.queue.priorities import (
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand.priorities import (
     POD_PRIORITY_CLASS_SOURCE,
     PriorityClasses,
     ResolvedPriority,
 )
+from rayquota.operator.queue.kueue import kueue_shapes
 
 
 def _pod_class(name: str, value: int, global_default: bool = False) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from rayquota.operator.queue.adapters import registry
 from rayquota.operator.queue.adapters.rayjob import ELASTIC_JOB_ANNOTATION, RayJobAdapter, is_elastic
-from rayquota.operator.queue.podsets import Demand
+from rayquota.operator.queue.demand.podsets import Demand
 from tests.unit.queue import bodies
 
 

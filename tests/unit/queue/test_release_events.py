@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.queue.release_events import (
+from rayquota.operator.queue.workloads.release_events import (
     enqueue_first_when_freeing,
     enqueue_first_when_pod_leaves,
     enqueue_soon_when_new,

@@ -11,7 +11,7 @@ from typing import Any
 from rayquota.operator.core import ObjectKey
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.objects import Queued
-from rayquota.operator.queue.workload_reconciler import WorkloadReconciler
+from rayquota.operator.queue.workloads.workload_reconciler import WorkloadReconciler
 
 
 def queued(kind: str) -> Queued:

@@ -6,7 +6,7 @@ never freed the quota in its engine (tests/integration/faults/test_leader_kill.p
 
 from __future__ import annotations
 
-from rayquota.operator.queue.workload_status import desired_status, recorded_eviction
+from rayquota.operator.queue.admission.workload_status import desired_status, recorded_eviction
 from rayquota.queueing import PodSetAssignment
 from tests.unit.queue.fakes import GPU, gpu_workload, new_driver
 

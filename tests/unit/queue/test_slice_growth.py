@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rayquota.operator.queue.slice_growth import Growth, growth, growth_line
+from rayquota.operator.queue.demand.slice_growth import Growth, growth, growth_line
 from rayquota.queueing import PodSet, PodSetAssignment, Workload
 
 GPU = "nvidia.com/gpu"

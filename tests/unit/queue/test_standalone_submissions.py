@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
-from rayquota.operator.queue.admission_loop import AdmissionLoop
-from rayquota.operator.queue.standalone import StandaloneSubmissions
+from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions
 from tests.unit.queue.fakes import two_teams
 
 

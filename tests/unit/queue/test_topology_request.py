@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.queue import converter, kueue_shapes, topology_request
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
+from rayquota.operator.queue.admission import converter
+from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.kueue import kueue_shapes
 from rayquota.queueing import (
     HOSTNAME_LABEL,
     TopologyAssignment,

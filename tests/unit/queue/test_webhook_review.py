@@ -4,7 +4,7 @@ import copy
 from typing import Any
 
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.gate import QueueGate
+from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects, workload_key
 from rayquota.operator.webhooks import review
 from rayquota.operator.webhooks.configurations import webhook_configurations

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from rayquota.operator.queue.driver import AdmittedSlice, Eviction
-from rayquota.operator.queue.workload_status import desired_status
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
+from rayquota.operator.queue.admission.workload_status import desired_status
 from rayquota.queueing import PodSetAssignment
 
 ADMISSION = AdmittedSlice(

@@ -16,8 +16,8 @@ import yaml
 from ray.autoscaler._private.kuberay.autoscaling_config import _derive_autoscaling_config_from_ray_cr
 
 from rayquota.api.ray_v1 import RayCluster
-from rayquota.operator.ray import autoscaler_v2
-from rayquota.operator.ray.autoscaler_sidecar import AUTOSCALER_START_CMD, build_autoscaler_container
+from rayquota.operator.ray.builders import autoscaler_v2
+from rayquota.operator.ray.builders.autoscaler_sidecar import AUTOSCALER_START_CMD, build_autoscaler_container
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "ray.io_rayclusters.yaml"
 

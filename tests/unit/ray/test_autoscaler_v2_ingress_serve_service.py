@@ -11,12 +11,12 @@ import pytest
 
 from rayquota.api.ray_unimplemented import unimplemented_fields
 from rayquota.api.ray_v1 import DELETE_WORKERS_WITH_AUTOSCALING
-from rayquota.operator.ray import ingress
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import ingress
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
 from rayquota.operator.ray.raycluster.plan import validate_cluster
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
+from rayquota.operator.ray.rayservice.serve_service import serve_service_name
 from rayquota.operator.ray.rayservice.writes import build_service_services
-from rayquota.operator.ray.serve_service import serve_service_name
 from tests.unit.ray.fixtures import cluster
 
 

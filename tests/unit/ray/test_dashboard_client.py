@@ -10,7 +10,7 @@ import psutil
 import pytest
 from aiohttp import web
 
-from rayquota.operator.ray.dashboard import DashboardClients
+from rayquota.operator.ray.dashboard_api.dashboard import DashboardClients
 from tests.loopback_server import serving
 
 MAX_PER_DASHBOARD = 3

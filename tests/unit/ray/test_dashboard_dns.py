@@ -10,7 +10,7 @@ import time
 import pytest
 from aiohttp.abc import ResolveResult
 
-from rayquota.operator.ray.dashboard_dns import BoundedWaitResolver
+from rayquota.operator.ray.dashboard_api.dashboard_dns import BoundedWaitResolver
 from tests.polling import wait_for_async
 
 

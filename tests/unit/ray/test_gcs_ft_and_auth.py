@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from rayquota.api.ray_unimplemented import unimplemented_fields
-from rayquota.operator.ray import auth_token, redis_cleanup, submitter
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import auth_token
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.raycluster import redis_cleanup
 from rayquota.operator.ray.raycluster.plan import validate_cluster
+from rayquota.operator.ray.rayjob import submitter
 from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import cluster
 

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from rayquota.operator.kuberay_env import KUBERAY_ENV, refusals
-from rayquota.operator.ray import ingress, labels
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import ingress
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.dashboard_api.resolver import ServiceDNSResolver, resolver_from_settings
 from rayquota.operator.ray.raycluster.plan import plan_cluster
 from rayquota.operator.ray.raycluster.status import cluster_status
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.rayservice.validation import validate_rayservice
-from rayquota.operator.ray.resolver import ServiceDNSResolver, resolver_from_settings
+from rayquota.operator.ray.vocabulary import labels
 from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import BASE_CLUSTER, cluster
 from tests.unit.ray.rayservice_fixtures import service

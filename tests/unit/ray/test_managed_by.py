@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rayquota.operator.ray.labels import managed_by_other_controller
+from rayquota.operator.ray.vocabulary.labels import managed_by_other_controller
 
 
 @pytest.mark.parametrize("value", [None, "", "ray.io/kuberay-operator", "rayquota.io/operator"])

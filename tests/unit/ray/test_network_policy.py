@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.feature_gates import FeatureGates
-from rayquota.operator.ray.networkpolicy import comparable, wanted_policies
+from rayquota.operator.ray.builders.networkpolicy import comparable, wanted_policies
 from rayquota.operator.ray.raycluster.plan import validate_cluster
-from rayquota.operator.ray.security_fields import allowed_fields
+from rayquota.operator.ray.raycluster.security_fields import allowed_fields
 from tests.unit.ray.fixtures import cluster
 
 

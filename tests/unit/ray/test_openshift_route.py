@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.config import OperatorConfig
-from rayquota.operator.ray import route
+from rayquota.operator.ray.builders import route
 from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import BASE_CLUSTER
 

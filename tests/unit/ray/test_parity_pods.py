@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.ray import labels, probes, rbac
-from rayquota.operator.ray.autoscaler_sidecar import AUTOSCALER_START_CMD
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import probes, rbac
+from rayquota.operator.ray.builders.autoscaler_sidecar import AUTOSCALER_START_CMD
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.vocabulary import labels
 from tests.unit.ray.fixtures import cluster
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from rayquota.api.ray_unimplemented import unimplemented_fields, unimplemented_warning
 from rayquota.api.ray_v1 import RayCluster, RayJob
-from rayquota.operator.ray import conditions, labels, services
+from rayquota.operator.ray.builders import services
 from rayquota.operator.ray.raycluster.plan import plan_cluster
 from rayquota.operator.ray.raycluster.status import cluster_status, desired_resources
 from rayquota.operator.ray.rayjob.timeouts import (
@@ -20,6 +20,7 @@ from rayquota.operator.ray.rayjob.timeouts import (
     record_status_check,
     seconds_until_next_timeout,
 )
+from rayquota.operator.ray.vocabulary import conditions, labels
 from tests.unit.ray.fixtures import cluster
 from tests.unit.ray.test_raycluster_plan import NOW, VERSION, full_cluster_pods
 
@@ -362,7 +363,7 @@ def test_label_names_match_kuberay() -> None:
 
 
 def test_submitter_finish_time_comes_from_the_jobs_condition() -> None:
-    from rayquota.operator.ray import submitter
+    from rayquota.operator.ray.rayjob import submitter
 
     running = {"status": {"active": 1}}
     assert submitter.job_finished_at(running) is None

@@ -5,8 +5,9 @@ import shlex
 
 import pytest
 
-from rayquota.operator.ray import labels, ray_start
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import ray_start
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.vocabulary import labels
 from tests.unit.ray.fixtures import cluster
 
 

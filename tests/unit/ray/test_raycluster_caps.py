@@ -7,11 +7,11 @@ import copy
 from typing import Any
 
 from rayquota.operator.core.gate import Placement
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.caps import Budget, within_budget
 from rayquota.operator.ray.raycluster.plan import plan_cluster
+from rayquota.operator.ray.vocabulary import labels
 from tests.unit.ray.fixtures import cluster
 
 VERSION = "1.0.0"

@@ -3,8 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core.gate import QueueCondition
-from rayquota.operator.ray import conditions, labels
-from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.builders.hashing import spec_hash
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.raycluster.plan import (
     ClusterPlan,
@@ -13,6 +12,7 @@ from rayquota.operator.ray.raycluster.plan import (
     validate_cluster,
 )
 from rayquota.operator.ray.raycluster.status import cluster_status
+from rayquota.operator.ray.vocabulary import conditions, labels
 from tests.unit.ray.fixtures import cluster
 
 VERSION = "1.0.0"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.ray import submitter
+from rayquota.operator.ray.rayjob import submitter
 from rayquota.operator.ray.rayjob.plan import DeletionAction, deadline_exceeded, deletion_actions
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from tests.unit.ray.fixtures import cluster

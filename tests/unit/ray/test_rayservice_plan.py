@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.ray import labels
 from rayquota.operator.ray.rayservice.cluster import build_cluster, updated_cluster
 from rayquota.operator.ray.rayservice.plan import (
     ClusterChange,
@@ -20,6 +19,7 @@ from rayquota.operator.ray.rayservice.plan import (
     decide_clusters,
     leftovers,
 )
+from rayquota.operator.ray.vocabulary import labels
 from tests.unit.ray.rayservice_fixtures import OPERATOR_VERSION, child_of, service
 
 Edit = Callable[[dict[str, Any]], None]

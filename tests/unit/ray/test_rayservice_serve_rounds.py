@@ -10,8 +10,8 @@ from typing import Any, cast
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, NoAnswerYet
 from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
+from rayquota.operator.ray.rayservice.serve_status import ServeState
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites
-from rayquota.operator.ray.serve_status import ServeState
 from tests.polling import wait_for_async
 
 RUNNING = ServeState(applications={"app": {"status": "RUNNING"}}, target_capacity=None, healthy_proxies=1)

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rayquota.operator.core import QueueCondition
-from rayquota.operator.ray import gateway
-from rayquota.operator.ray.conditions import find
+from rayquota.operator.ray.rayservice import gateway
 from rayquota.operator.ray.rayservice.incremental import ClusterShare
+from rayquota.operator.ray.rayservice.serve_client import serve_config
+from rayquota.operator.ray.rayservice.serve_status import ServeState, parse_serve_details
 from rayquota.operator.ray.rayservice.status import ClusterSeen, Observed, service_status, stored_progress
-from rayquota.operator.ray.serve_client import serve_config
-from rayquota.operator.ray.serve_status import ServeState, parse_serve_details
+from rayquota.operator.ray.vocabulary.conditions import find
 from tests.unit.ray.rayservice_fixtures import child_of, service
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -5,7 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from rayquota.operator.ray.resolver import LocalResolver, ServiceDNSResolver, resolver_from_settings
+from rayquota.operator.ray.dashboard_api.resolver import (
+    LocalResolver,
+    ServiceDNSResolver,
+    resolver_from_settings,
+)
 from tests.config_env import operator_config_from_env
 from tests.unit.ray.fixtures import cluster
 

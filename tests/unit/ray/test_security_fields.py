@@ -13,10 +13,10 @@ import pytest
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.ray.raycluster.plan import validate_cluster
+from rayquota.operator.ray.raycluster.security_fields import object_refusals, refusals
 from rayquota.operator.ray.raycronjob.validation import validate_raycronjob
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
 from rayquota.operator.ray.rayservice.validation import validate_rayservice
-from rayquota.operator.ray.security_fields import object_refusals, refusals
 from rayquota.operator.webhooks import review
 from tests.unit.queue import bodies
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers

@@ -4,7 +4,7 @@ import copy
 import json
 from typing import Any
 
-from rayquota.operator.ray import hashing, services
+from rayquota.operator.ray.builders import hashing, services
 from tests.unit.ray.fixtures import cluster
 
 
@@ -138,7 +138,7 @@ def test_hash_ignores_key_order_at_every_depth() -> None:
 
 
 def test_autoscaler_rbac_named_after_cluster() -> None:
-    from rayquota.operator.ray import rbac
+    from rayquota.operator.ray.builders import rbac
 
     objects = dict(rbac.build_autoscaler_rbac(cluster(enableInTreeAutoscaling=True)))
     assert set(objects) == {"serviceaccounts", "roles", "rolebindings"}
@@ -153,7 +153,7 @@ def test_autoscaler_rbac_named_after_cluster() -> None:
 
 
 def test_autoscaler_rbac_uses_the_users_service_account() -> None:
-    from rayquota.operator.ray import rbac
+    from rayquota.operator.ray.builders import rbac
 
     body = cluster(enableInTreeAutoscaling=True)
     body["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"] = "mine"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.ray.topology_pins import domain_of, pin_created, pinned, pins_for_new_pods
+from rayquota.operator.ray.builders.topology_pins import domain_of, pin_created, pinned, pins_for_new_pods
 
 HOST = "kubernetes.io/hostname"
 DOMAINS = [({HOST: "n1"}, 2), ({HOST: "n2"}, 1), ({HOST: "n3"}, 1)]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rayquota.operator.queue import podsets
+from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.simulation.report import build_report

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from rayquota.operator.queue.pod_set_words import OwnersInWords
-from rayquota.operator.queue.podsets import GroupKey
+from rayquota.operator.queue.demand.pod_set_words import OwnersInWords
+from rayquota.operator.queue.demand.podsets import GroupKey
 
 Body = Mapping[str, Any]
 

@@ -10,7 +10,7 @@ it is cleared.
 
 With a topology assignment, the template also gets rayquota's scheduling gate (as Kueue's
 topology gate): the Job controller creates the pods held, and the pod ungater lets each through
-pinned to an assigned domain with room (`queue/pod_gate.py`). This needs no webhook: the gate is
+pinned to an assigned domain with room (`queue/gating/pod_gate.py`). This needs no webhook: the gate is
 in the template before the Job may create a pod.
 
 A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone.
@@ -25,7 +25,6 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters import job_partial
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
@@ -37,9 +36,11 @@ from rayquota.operator.queue.adapters.record_helpers import (
     edited,
     placements,
 )
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand, GroupKey, Role, pod_set, single_part
 from rayquota.operator.queue.dra.context import counting_claims
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, GroupKey, Role, pod_set, single_part
+from rayquota.operator.queue.gating import placement, pod_gate
+from rayquota.operator.queue.workloads import event_filters
 from rayquota.queueing import ResourceFlavor
 
 # The Job's one pod set (and its group: every pod of a Job is alike).

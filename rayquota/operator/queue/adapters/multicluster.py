@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER, ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
-from rayquota.operator.queue import naming, placement
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.gating import placement
 
 Body = Mapping[str, Any]
 # Metadata the API server owns: never copied into a new object.

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, GroupKey
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand, GroupKey
 from rayquota.queueing import ResourceFlavor
 
 Body = Mapping[str, Any]

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from rayquota.operator.queue import placement
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     PodLookup,
     PodWatch,
     TemplateAt,
 )
-from rayquota.operator.queue.podsets import GroupKey, Role, group_key_of_pod
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.demand.podsets import GroupKey, Role, group_key_of_pod
+from rayquota.operator.queue.gating import placement
+from rayquota.operator.ray.vocabulary import labels
 
 # The pods of RayClusters (the RayCluster reconciler's informer too: one watch).
 RAY_CLUSTER_PODS = PodWatch("ray-cluster", labels.RAY_CLUSTER, (labels.RAY_CLUSTER,), "RayCluster")

@@ -8,7 +8,6 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.queue import event_filters
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, TemplateAt
 from rayquota.operator.queue.adapters.ray_kind import (
@@ -25,10 +24,11 @@ from rayquota.operator.queue.adapters.record_helpers import (
     edited,
     placements,
 )
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand, GroupKey, cluster_pod_sets, single_part
 from rayquota.operator.queue.dra.context import counting_claims
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand, GroupKey, cluster_pod_sets, single_part
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.workloads import event_filters
+from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import ResourceFlavor
 
 

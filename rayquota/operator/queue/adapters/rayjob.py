@@ -11,7 +11,6 @@ from rayquota.api.ray_v1 import JobDeploymentStatus
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.core.memo import BoundedMemo
-from rayquota.operator.queue import event_filters, placement, pod_gate
 from rayquota.operator.queue.adapters.job import topology_assigned
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
@@ -31,10 +30,8 @@ from rayquota.operator.queue.adapters.record_helpers import (
     edited,
     placements,
 )
-from rayquota.operator.queue.dra import context as dra
-from rayquota.operator.queue.dra.context import counting_claims
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import (
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import (
     SUBMITTER_POD_SET,
     Demand,
     GroupKey,
@@ -44,9 +41,14 @@ from rayquota.operator.queue.podsets import (
     pod_set,
     single_part,
 )
-from rayquota.operator.ray import labels, submitter
-from rayquota.operator.ray.labels import submission_mode
-from rayquota.operator.ray.resolver import dashboard_port
+from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.queue.gating import placement, pod_gate
+from rayquota.operator.queue.workloads import event_filters
+from rayquota.operator.ray.dashboard_api.resolver import dashboard_port
+from rayquota.operator.ray.rayjob import submitter
+from rayquota.operator.ray.vocabulary import labels
+from rayquota.operator.ray.vocabulary.labels import submission_mode
 from rayquota.queueing import ResourceFlavor
 
 # The pods of RayJobs' submitter Jobs (K8sJobMode), by their Job's name (the RayJob's): they

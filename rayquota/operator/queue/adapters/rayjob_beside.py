@@ -27,9 +27,9 @@ from typing import Any
 
 from rayquota.operator.queue.adapters.protocol import Body, Edit
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter, rayjob_demand
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand
 from rayquota.operator.queue.dra.context import counting_claims
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand
 from rayquota.queueing import ResourceFlavor
 
 

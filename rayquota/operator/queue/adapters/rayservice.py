@@ -26,10 +26,9 @@ from rayquota.operator.queue.adapters.record_helpers import (
     no_pods_hold_quota,
     placements,
 )
-from rayquota.operator.queue.dra.context import counting_claims
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.pod_set_words import joined_names
-from rayquota.operator.queue.podsets import (
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.pod_set_words import joined_names
+from rayquota.operator.queue.demand.podsets import (
     HEAD_POD_SET,
     Demand,
     GroupKey,
@@ -38,7 +37,8 @@ from rayquota.operator.queue.podsets import (
     cluster_pod_sets,
     shape_key,
 )
-from rayquota.operator.ray import labels
+from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import ResourceFlavor
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from rayquota.operator.queue.adapters.protocol import Body, Edit, SuspendGate
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
 from rayquota.operator.queue.adapters.record_helpers import allocation_of, changed, edited
-from rayquota.operator.queue.driver import AdmittedSlice
+from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.queueing import ResourceFlavor
 
 

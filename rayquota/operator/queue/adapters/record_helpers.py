@@ -9,16 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core.pods import pod_finished
-from rayquota.operator.queue import placement
 from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
     KindAdapter,
     SuspendGate,
 )
-from rayquota.operator.queue.coverage import PartAllocation, allocate
-from rayquota.operator.queue.driver import AdmittedSlice
-from rayquota.operator.queue.podsets import Demand
+from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.podsets import Demand
+from rayquota.operator.queue.gating import placement
+from rayquota.operator.queue.gating.coverage import PartAllocation, allocate
 from rayquota.queueing import ResourceFlavor
 
 

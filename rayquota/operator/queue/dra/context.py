@@ -26,7 +26,7 @@ from rayquota.operator.queue.dra.extended import (
     no_device_classes,
 )
 from rayquota.operator.queue.dra.settings import DraSettings
-from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.ray.builders.pod_resources import pod_requests
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rayquota.operator.queue.dra.claims import MILLI
 from rayquota.operator.queue.dra.settings import DraSettings
-from rayquota.operator.ray.pod_resources import container_requests
+from rayquota.operator.ray.builders.pod_resources import container_requests
 
 DeviceClassLookup = Callable[[str], Sequence[Mapping[str, Any]]]
 """The DeviceClasses (API bodies) whose ``spec.extendedResourceName`` is the given name."""

@@ -12,8 +12,8 @@ from typing import Any
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
 from rayquota.operator.core import Informer, Manager, ObjectKey, Result
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.queue.api_group import QueueApi
-from rayquota.operator.ray import conditions
+from rayquota.operator.queue.kueue.api_group import QueueApi
+from rayquota.operator.ray.vocabulary import conditions
 
 
 class MultiKueueChecks:

@@ -13,7 +13,7 @@ from rayquota.operator.core import Informer, Manager, ObjectKey, Result
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings
 from rayquota.operator.queue.multikueue.worker import WorkerConnection, WorkerResources
-from rayquota.operator.ray import conditions
+from rayquota.operator.ray.vocabulary import conditions
 
 log = logging.getLogger(__name__)
 

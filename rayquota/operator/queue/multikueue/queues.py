@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
 from rayquota.operator.core import Informer
-from rayquota.operator.queue import converter
+from rayquota.operator.queue.admission import converter
 
 
 @dataclass(frozen=True)

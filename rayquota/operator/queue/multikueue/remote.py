@@ -17,7 +17,7 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import Conflict, KubeClient
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.multikueue.worker import WorkerConnection
-from rayquota.operator.ray import labels
+from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from typing import Any
 from rayquota.operator.core import Manager, ObjectKey
 from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.event_filters import object_view
 from rayquota.operator.queue.multikueue.checks import MultiKueueChecks
 from rayquota.operator.queue.multikueue.clusters import WorkerClusters
 from rayquota.operator.queue.multikueue.dispatcher import WorkloadDispatcher
@@ -22,6 +21,7 @@ from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSe
 from rayquota.operator.queue.multikueue.views import check_entry
 from rayquota.operator.queue.multikueue.worker import WorkerResources
 from rayquota.operator.queue.setup import QueueComponent
+from rayquota.operator.queue.workloads.event_filters import object_view
 
 
 @dataclass(frozen=True)

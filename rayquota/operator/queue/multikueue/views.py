@@ -9,7 +9,7 @@ from typing import Any
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue.multikueue.dispatch import Local, RemoteCopy, Worker
 from rayquota.operator.queue.multikueue.remote import attempt_of
-from rayquota.operator.ray import conditions
+from rayquota.operator.ray.vocabulary import conditions
 from rayquota.queueing import CheckState
 
 Obj = Mapping[str, Any]

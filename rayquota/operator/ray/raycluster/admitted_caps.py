@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rayquota.operator.core.gate import ANYWHERE, Placement
-from rayquota.operator.ray.pod_resources import pod_requests
+from rayquota.operator.ray.builders.pod_resources import pod_requests
 
 
 @dataclass(frozen=True)

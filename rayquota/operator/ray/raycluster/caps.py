@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.pod_resources import held_by, pod_requests
+from rayquota.operator.ray.builders.pod_resources import held_by, pod_requests
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
+from rayquota.operator.ray.vocabulary import labels
 
 
 def _group_of(pod: Mapping[str, Any]) -> str | None:

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core.pods import pod_finished as is_finished
-from rayquota.operator.ray import conditions, labels, topology_pins
-from rayquota.operator.ray.feature_validation import feature_errors
-from rayquota.operator.ray.hashing import spec_hash
-from rayquota.operator.ray.podspec import PodContext, build_head_pod, build_worker_pod
+from rayquota.operator.ray.builders import topology_pins
+from rayquota.operator.ray.builders.hashing import spec_hash
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod, build_worker_pod
 from rayquota.operator.ray.raycluster import caps as caps_module
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
+from rayquota.operator.ray.raycluster.feature_validation import feature_errors
+from rayquota.operator.ray.vocabulary import conditions, labels
 
 PROVISIONED = "RayClusterProvisioned"
 HEAD_POD_READY = "HeadPodReady"

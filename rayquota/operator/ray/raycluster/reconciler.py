@@ -33,19 +33,21 @@ from rayquota.operator.core.informer import ADDED, DELETED
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import UNREACHABLE, ApiError, Conflict
-from rayquota.operator.ray import ingress, labels, rbac, redis_cleanup, route, services
-from rayquota.operator.ray.auth_token import AuthTokens
-from rayquota.operator.ray.hashing import spec_hash
-from rayquota.operator.ray.podspec import PodContext, build_head_pod
+from rayquota.operator.ray.builders import ingress, rbac, route, services
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.builders.hashing import spec_hash
+from rayquota.operator.ray.builders.podspec import PodContext, build_head_pod
+from rayquota.operator.ray.raycluster import redis_cleanup
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps, ClusterCaps, Uncapped
 from rayquota.operator.ray.raycluster.plan import ClusterPlan, node_type, plan_cluster
+from rayquota.operator.ray.raycluster.security_fields import allowed_fields
 from rayquota.operator.ray.raycluster.status import (
     cluster_status,
     status_changed,
     status_settled,
     workers_caught_up,
 )
-from rayquota.operator.ray.security_fields import allowed_fields
+from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from rayquota.operator.core.gate import QueueCondition
-from rayquota.operator.ray import conditions, labels, services
+from rayquota.operator.ray.builders import services
 from rayquota.operator.ray.raycluster.plan import (
     HEAD_POD_READY,
     PROVISIONED,
@@ -26,6 +26,7 @@ from rayquota.operator.ray.raycluster.plan import (
     node_type,
     worker_groups,
 )
+from rayquota.operator.ray.vocabulary import conditions, labels
 
 
 def _format_cpu(value: Decimal) -> str:

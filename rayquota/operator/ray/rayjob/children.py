@@ -13,9 +13,9 @@ from rayquota.operator.core import Informer, Manager, ObjectKey, Result, resourc
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.kube import ApiError, Conflict, KubeClient
-from rayquota.operator.ray import services, submitter
-from rayquota.operator.ray.auth_token import AuthTokens
-from rayquota.operator.ray.dashboard import (
+from rayquota.operator.ray.builders import services
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.dashboard_api.dashboard import (
     DashboardClients,
     DashboardError,
     DashboardUnreachable,
@@ -25,7 +25,8 @@ from rayquota.operator.ray.dashboard import (
     JobSubmission,
     RayDashboardClient,
 )
-from rayquota.operator.ray.labels import submission_mode as mode_of
+from rayquota.operator.ray.dashboard_api.resolver import DashboardResolver
+from rayquota.operator.ray.rayjob import submitter
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, DashboardCalls, NoAnswerYet, Purpose
 from rayquota.operator.ray.rayjob.plan import (
     FINALIZER,
@@ -36,7 +37,7 @@ from rayquota.operator.ray.rayjob.plan import (
     may_run_ray_job,
     seconds_since,
 )
-from rayquota.operator.ray.resolver import DashboardResolver
+from rayquota.operator.ray.vocabulary.labels import submission_mode as mode_of
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,10 @@ from rayquota.api.ray_v1 import JobDeploymentStatus, JobStatus
 from rayquota.operator.core import ObjectKey, resources
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
 from rayquota.operator.kube import group_path
-from rayquota.operator.ray import labels, submitter
-from rayquota.operator.ray.labels import submission_mode as mode_of
-from rayquota.operator.ray.resolver import dashboard_port
+from rayquota.operator.ray.dashboard_api.resolver import dashboard_port
+from rayquota.operator.ray.rayjob import submitter
+from rayquota.operator.ray.vocabulary import labels
+from rayquota.operator.ray.vocabulary.labels import submission_mode as mode_of
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"
 

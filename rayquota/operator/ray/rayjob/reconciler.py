@@ -25,9 +25,8 @@ from rayquota.api.ray_v1 import JobStatus
 from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import now_rfc3339
-from rayquota.operator.ray import conditions, labels
-from rayquota.operator.ray.auth_token import AuthTokens
-from rayquota.operator.ray.dashboard import (
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.dashboard_api.dashboard import (
     DashboardClients,
     DashboardError,
     DashboardUnreachable,
@@ -35,8 +34,9 @@ from rayquota.operator.ray.dashboard import (
     JobNotFound,
     RetryPolicy,
 )
-from rayquota.operator.ray.labels import submission_mode as mode_of
+from rayquota.operator.ray.dashboard_api.resolver import DashboardResolver
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
+from rayquota.operator.ray.raycluster.security_fields import allowed_fields
 from rayquota.operator.ray.rayjob import timeouts as rayjob_timeouts
 from rayquota.operator.ray.rayjob.children import STATUS_POLL, RayJobChildren, SubmissionRefused, Submitted
 from rayquota.operator.ray.rayjob.dashboard_calls import DashboardCalls, NoAnswerYet
@@ -71,8 +71,8 @@ from rayquota.operator.ray.rayjob.plan import (
     seconds_since,
 )
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
-from rayquota.operator.ray.resolver import DashboardResolver
-from rayquota.operator.ray.security_fields import allowed_fields
+from rayquota.operator.ray.vocabulary import conditions, labels
+from rayquota.operator.ray.vocabulary.labels import submission_mode as mode_of
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from rayquota.api.ray_v1 import (
     DeletionPolicyType,
     JobSubmissionMode,
 )
-from rayquota.operator.ray.feature_validation import feature_errors
-from rayquota.operator.ray.labels import submission_mode
+from rayquota.operator.ray.raycluster.feature_validation import feature_errors
+from rayquota.operator.ray.vocabulary.labels import submission_mode
 
 MAX_RAYJOB_NAME = 47  # the cluster and submitter names add suffixes; 63 is the label limit
 MODES = tuple(mode.value for mode in JobSubmissionMode)

@@ -14,9 +14,9 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.builders.hashing import spec_hash
 from rayquota.operator.ray.rayservice.plan import WORKER_COUNT_FIELDS, ClusterChange, cluster_config
+from rayquota.operator.ray.vocabulary import labels
 
 RAYSERVICE_KIND = "RayService"
 # kubectl's copy of what a user applied is about the RayService, not its clusters.

@@ -25,8 +25,8 @@ from enum import StrEnum
 from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceUpgradeType
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.hashing import spec_hash
+from rayquota.operator.ray.builders.hashing import spec_hash
+from rayquota.operator.ray.vocabulary import labels
 
 DEFAULT_DELETION_DELAY_S = 60
 WORKER_COUNT_FIELDS = ("replicas", "minReplicas", "maxReplicas")

@@ -21,12 +21,12 @@ from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
 from rayquota.operator.core.finalizers import set_finalizer
 from rayquota.operator.core.store import Obj
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.auth_token import AuthTokens
-from rayquota.operator.ray.conditions import find
-from rayquota.operator.ray.podspec import SERVE_LABEL
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.builders.podspec import SERVE_LABEL
+from rayquota.operator.ray.dashboard_api.resolver import DashboardResolver
 from rayquota.operator.ray.raycluster.plan import is_ready, node_type
 from rayquota.operator.ray.raycluster.reconciler import warn_unimplemented_fields
+from rayquota.operator.ray.raycluster.security_fields import allowed_fields
 from rayquota.operator.ray.rayservice.cluster import (
     RAYSERVICE_KIND,
     build_cluster,
@@ -55,8 +55,8 @@ from rayquota.operator.ray.rayservice.suspend import SuspendHandler
 from rayquota.operator.ray.rayservice.traffic import HEALTH_POLL_S, ReconcilePass, ServeTraffic
 from rayquota.operator.ray.rayservice.validation import upgrade_options, validate_rayservice
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_service_services
-from rayquota.operator.ray.resolver import DashboardResolver
-from rayquota.operator.ray.security_fields import allowed_fields
+from rayquota.operator.ray.vocabulary import labels
+from rayquota.operator.ray.vocabulary.conditions import find
 
 log = logging.getLogger(__name__)
 

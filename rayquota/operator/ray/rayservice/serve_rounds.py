@@ -19,9 +19,9 @@ from typing import Any
 
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, DashboardCalls, NoAnswerYet, Purpose
+from rayquota.operator.ray.rayservice.serve_client import serve_config
+from rayquota.operator.ray.rayservice.serve_status import ServeState
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites
-from rayquota.operator.ray.serve_client import serve_config
-from rayquota.operator.ray.serve_status import ServeState
 
 ROUND = "serve"
 # Per RayService and cluster, at most one round; in all, at most this many.

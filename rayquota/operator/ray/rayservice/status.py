@@ -15,9 +15,9 @@ from typing import Any
 from rayquota.api.ray_v1 import RayServiceConditionType, ServiceStatus
 from rayquota.operator.core.gate import QueueCondition
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
-from rayquota.operator.ray.conditions import find, is_true, set_condition, with_queue_condition
 from rayquota.operator.ray.rayservice.incremental import ClusterShare, UpgradeProgress
-from rayquota.operator.ray.serve_status import ServeState, with_health_times
+from rayquota.operator.ray.rayservice.serve_status import ServeState, with_health_times
+from rayquota.operator.ray.vocabulary.conditions import find, is_true, set_condition, with_queue_condition
 
 Ready = RayServiceConditionType.READY
 UpgradeInProgress = RayServiceConditionType.UPGRADE_IN_PROGRESS

@@ -19,11 +19,11 @@ from rayquota.api.ray_v1 import RayServiceConditionType
 from rayquota.operator.core import Result
 from rayquota.operator.core.store import Obj, Store
 from rayquota.operator.core.timestamps import format_rfc3339
-from rayquota.operator.ray import labels
-from rayquota.operator.ray.conditions import is_true, set_condition
+from rayquota.operator.ray.rayservice.serve_service import serve_service_name
 from rayquota.operator.ray.rayservice.status import INITIALIZING
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites
-from rayquota.operator.ray.serve_service import serve_service_name
+from rayquota.operator.ray.vocabulary import labels
+from rayquota.operator.ray.vocabulary.conditions import is_true, set_condition
 
 Suspending = RayServiceConditionType.SUSPENDING
 Suspended = RayServiceConditionType.SUSPENDED

@@ -15,10 +15,11 @@ from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceUpgradeType
 from rayquota.operator.core.store import Obj, Store
-from rayquota.operator.ray import gateway, labels
-from rayquota.operator.ray.dashboard import DashboardError, DashboardUnreachable
+from rayquota.operator.ray.builders.services import head_container_ports
+from rayquota.operator.ray.dashboard_api.dashboard import DashboardError, DashboardUnreachable
 from rayquota.operator.ray.raycluster.plan import is_ready
 from rayquota.operator.ray.rayjob.dashboard_calls import NoAnswerYet
+from rayquota.operator.ray.rayservice import gateway
 from rayquota.operator.ray.rayservice.incremental import (
     ClusterShare,
     Step,
@@ -28,11 +29,11 @@ from rayquota.operator.ray.rayservice.incremental import (
 )
 from rayquota.operator.ray.rayservice.plan import upgrade_type
 from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
+from rayquota.operator.ray.rayservice.serve_status import ServeState
 from rayquota.operator.ray.rayservice.status import stored_progress
 from rayquota.operator.ray.rayservice.validation import upgrade_options
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_cluster_serve_service
-from rayquota.operator.ray.serve_status import ServeState
-from rayquota.operator.ray.services import head_container_ports
+from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from rayquota.api.ray_v1 import ClusterUpgradeOptions, RayServiceUpgradeType
-from rayquota.operator.ray.feature_validation import feature_errors
+from rayquota.operator.ray.raycluster.feature_validation import feature_errors
 from rayquota.operator.ray.raycronjob.schedule import ScheduleError, go_duration_seconds
 from rayquota.operator.ray.rayservice.plan import upgrade_type
-from rayquota.operator.ray.serve_client import InvalidServeConfig, serve_config
+from rayquota.operator.ray.rayservice.serve_client import InvalidServeConfig, serve_config
 
 
 def upgrade_options(service: Mapping[str, Any]) -> ClusterUpgradeOptions:

@@ -13,13 +13,15 @@ from typing import Any
 from rayquota.operator.core import Manager, resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import ApiError
-from rayquota.operator.ray import gateway, labels, serve_service, services
-from rayquota.operator.ray.auth_token import AuthTokens
-from rayquota.operator.ray.dashboard import DashboardClients, RayDashboardClient, RetryPolicy
-from rayquota.operator.ray.podspec import SERVE_LABEL
+from rayquota.operator.ray.builders import services
+from rayquota.operator.ray.builders.auth_token import AuthTokens
+from rayquota.operator.ray.builders.podspec import SERVE_LABEL
+from rayquota.operator.ray.dashboard_api.dashboard import DashboardClients, RayDashboardClient, RetryPolicy
+from rayquota.operator.ray.dashboard_api.resolver import DashboardResolver
+from rayquota.operator.ray.rayservice import gateway, serve_service
 from rayquota.operator.ray.rayservice.cluster import RAYSERVICE_KIND
-from rayquota.operator.ray.resolver import DashboardResolver
-from rayquota.operator.ray.serve_client import ServeClient, serve_config
+from rayquota.operator.ray.rayservice.serve_client import ServeClient, serve_config
+from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
 

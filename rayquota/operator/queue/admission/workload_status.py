@@ -1,0 +1,145 @@
+"""A Workload's status from the driver's view: admission, then the conditions Kueue's users
+know (QuotaReserved, Admitted, Evicted, Preempted, Requeued, Finished), and the pending
+reason in words. Pure; the reconciler writes the result with an exact status write."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
+from rayquota.operator.core.timestamps import parse_rfc3339
+from rayquota.operator.queue.admission import check_states, converter
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
+from rayquota.operator.queue.admission.pods_ready import PODS_READY, Readiness
+from rayquota.operator.ray.vocabulary import conditions
+from rayquota.queueing import never_fits
+
+SCALE_UP_WAITING = "scale-up waiting"
+MULTIKUEUE_KEYS = ("clusterName", "nominatedClusterNames")
+# The words before the engine's first verdict on a Workload.
+NOT_YET_EVALUATED = "waiting for the next admission cycle"
+"""How an admitted Workload's pending reason starts while its next slice waits."""
+# QuotaReserved=False's reason (Kueue's) for a request beyond the queue's maximum capacity.
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+
+
+def is_evicted(workload: Mapping[str, Any]) -> bool:
+    return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.EVICTED)
+
+
+def recorded_eviction(workload: Mapping[str, Any]) -> Eviction | None:
+    """The eviction a Workload's status records (its Evicted condition), for a process that did
+    not decide it: without it, the next status write would read as "pods gone, quota released"
+    and clear the admission while the pods still run (a leader taking over mid-preemption did)."""
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == Cond.EVICTED and condition.get("status") == "True":
+            return Eviction(str(condition.get("message") or ""), str(condition.get("reason") or ""), None)
+    return None
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.FINISHED)
+
+
+def desired_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    admission: AdmittedSlice | None,
+    eviction: Eviction | None,
+    pending_reason: str | None,
+    finished: bool,
+    now: str,
+    pods_ready: Readiness | None = None,
+    requeue_state: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``pods_ready``: waitForPodsReady's verdict on an admitted workload; ``requeue_state``:
+    a new ``requeueState`` (an eviction for pods not ready in time), else the previous one."""
+    prev = dict(previous or {})
+    conds: list[dict[str, Any]] = [dict(c) for c in prev.get("conditions") or []]
+    status: dict[str, Any] = {}
+    if finished:
+        conds = conditions.set_condition(conds, Cond.FINISHED, True, "Finished", "the job finished", now=now)
+    else:
+        conds = conditions.remove_condition(conds, Cond.FINISHED)
+    if eviction is not None:
+        # Still holding quota until the pods are gone: keep the admission, say why it goes.
+        status["admission"] = prev.get("admission")
+        status["admissionChecks"] = prev.get("admissionChecks")
+        conds = conditions.set_condition(conds, Cond.EVICTED, True, eviction.kind, eviction.reason, now=now)
+        if eviction.preemptor is not None:
+            message = f"{eviction.reason} (preempted by {eviction.preemptor})"
+            conds = conditions.set_condition(conds, Cond.PREEMPTED, True, eviction.kind, message, now=now)
+    elif admission is not None:
+        status["admission"] = converter.admission_to_api(admission.cluster_queue, admission.pod_sets)
+        message = f"Quota reserved in ClusterQueue {admission.cluster_queue}"
+        conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
+        if admission.admission_checks:
+            status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
+        elif check_states.passed(prev):
+            # A scale-up slice is not checked again: the checks the workload passed stay.
+            status["admissionChecks"] = prev["admissionChecks"]
+        if check_states.status_ready(status):
+            admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
+        else:
+            admitted = (False, check_states.UNSATISFIED_CHECKS, check_states.not_ready_words(status))
+        conds = conditions.set_condition(conds, Cond.ADMITTED, *admitted, now=now)
+        conds = conditions.remove_condition(conds, Cond.EVICTED)
+        conds = conditions.remove_condition(conds, Cond.REQUEUED)
+        if pods_ready is not None:
+            conds = conditions.set_condition(
+                conds, PODS_READY, pods_ready.ready, pods_ready.reason, pods_ready.message, now=now
+            )
+        if pending_reason:
+            status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
+    else:
+        conds = conditions.remove_condition(conds, PODS_READY)
+        state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
+        backoff_until = parse_rfc3339(state.get("requeueAt"))
+        backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
+        if conditions.is_true(conds, Cond.EVICTED):
+            # The pods are gone and the quota is back: the workload queues again.
+            conds = conditions.set_condition(
+                conds, Cond.EVICTED, False, "QuotaReleased", "the evicted pods are gone", now=now
+            )
+            if not backing_off:
+                conds = conditions.set_condition(
+                    conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
+                )
+        if backing_off:
+            attempt = state.get("count")
+            message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"
+            conds = conditions.set_condition(conds, Cond.REQUEUED, False, "BackoffPending", message, now=now)
+        elif conditions.find(conds, Cond.REQUEUED) is not None and not conditions.is_true(
+            conds, Cond.REQUEUED
+        ):
+            conds = conditions.set_condition(
+                conds,
+                Cond.REQUEUED,
+                True,
+                "BackoffFinished",
+                "back in its queue after the requeue backoff",
+                now=now,
+            )
+        if prev.get("admissionChecks"):
+            status["admissionChecks"] = check_states.requeued_checks(prev, now)
+        if not finished:
+            reason = pending_reason or NOT_YET_EVALUATED
+            # Kueue's reason for a request beyond what the queue could ever hold.
+            why = EXCEEDS_MAX_QUOTA if never_fits(reason) else "Pending"
+            conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, why, reason, now=now)
+            conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
+            status["pendingReason"] = reason
+    status["conditions"] = conds
+    if status.get("admission"):
+        # MultiKueue's choice of worker (its check controller writes it) lasts as long as the
+        # reservation: a requeued workload is dispatched afresh.
+        for key in MULTIKUEUE_KEYS:
+            if prev.get(key):
+                status[key] = prev[key]
+    for key in ("requeueState", "reclaimablePods"):
+        if prev.get(key):
+            status[key] = prev[key]
+    if requeue_state is not None:
+        status["requeueState"] = dict(requeue_state)
+    return {k: v for k, v in status.items() if v is not None}

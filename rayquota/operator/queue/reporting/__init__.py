@@ -1,0 +1,2 @@
+"""The queue integration's metrics (rayquota's and Kueue's families) and fair sharing in the queues'
+status and metrics."""

@@ -1,0 +1,496 @@
+"""The one generic reconciler of queued objects, keyed by their Workload.
+
+For each key it (1) keeps the Workload in step with the object's demand (pod sets from the
+live children, never below the pods still alive), (2) tells the driver, and (3) makes the
+driver's state true, in the safe order:
+
+- admitted: the Workload's status (admission) first, then the object's pod templates
+  (flavor placement), then the gate;
+- evicting: the gate closes, and once the pods are gone the quota is released and the
+  templates restored;
+- pending: the gate stays closed, re-asserted (with a Warning event) if someone opened it.
+
+Every step is idempotent: a crash between two writes is repaired by the next reconcile.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core.pods import pod_finished
+from rayquota.operator.core.store import Obj
+from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.queue import naming
+from rayquota.operator.queue.adapters import Edit
+from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
+from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
+from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
+from rayquota.operator.queue.admission import converter, creation_order
+from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission.creation_order import CreationVersions
+from rayquota.operator.queue.admission.pods_ready import (
+    PODS_READY_TIMEOUT,
+    Readiness,
+    RequeuingTimestamp,
+    WaitForPodsReady,
+)
+from rayquota.operator.queue.admission.workload_status import desired_status, is_evicted, is_finished
+from rayquota.operator.queue.demand.pod_set_words import pod_set_words, reason_in_words
+from rayquota.operator.queue.demand.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
+from rayquota.operator.queue.dra.words import naming_device_classes
+from rayquota.operator.queue.objects import PodKey, PodLookups, Queued, QueueObjects, RecordingLookup
+from rayquota.operator.queue.reporting import kueue_metrics, metrics
+from rayquota.operator.queue.workloads.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
+from rayquota.operator.queue.workloads.pending_writes import PendingWrites
+from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, requeue_at, requeue_state
+from rayquota.operator.queue.workloads.restores import OwedRestores, apply_edits
+from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions, has_no_owner_reference
+from rayquota.operator.queue.workloads.template_quantities import quantity_errors
+from rayquota.operator.queue.workloads.workload_body import new_workload, updated_workload
+from rayquota.queueing import ResourceFlavor, Workload, names_a_missing_queue
+
+log = logging.getLogger(__name__)
+
+STALE_CACHE_RETRY_S = 0.5
+# (namespace, RayCluster name) -> are pods of it in flight (created or deleted, not yet cached)?
+PodsInFlight = Callable[[str, str], bool]
+TOO_MANY_POD_SETS = "TooManyPodSets"
+INVALID_TOPOLOGY_REQUEST = "InvalidTopologyRequest"
+INVALID_QUANTITY = "InvalidResourceQuantity"
+
+
+class WorkloadReconciler:
+    def __init__(
+        self,
+        manager: Manager,
+        objects: QueueObjects,
+        loop: AdmissionLoop,
+        pods_ready: WaitForPodsReady | None = None,
+    ) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.objects = objects
+        self.loop = loop
+        self.driver = loop.driver
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.pending_writes = PendingWrites()
+        # Fed by the queued kinds' informers (setup.py): creation order within one second.
+        self.creation_versions = CreationVersions()
+        # Workloads with no owner, submitted as they arrive (the informer's callback, setup.py).
+        self.standalone = StandaloneSubmissions(loop, objects.owner_of_workload)
+        # The clusters each queued object had, so quota is held until their pods are gone
+        # even after the object itself is deleted.
+        self._parts: dict[ObjectKey, list[str]] = {}
+        # Where each Workload found its pods: they count until gone, even once their owner is.
+        self.pod_lookups = PodLookups()
+        # Workloads this process created that the cache does not show yet: under a flood the
+        # owner's next event often comes first, and a second POST would only meet a 409.
+        self._created: dict[ObjectKey, Obj] = {}
+        # Admitted Workloads whose Admitted event (and wait metric) is still due.
+        self._unannounced: set[ObjectKey] = set()
+        self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
+        # The RayCluster reconciler's port (setup.py): pods of a cluster it created or deleted
+        # that the pod cache does not show yet. Quota waits for them as for the pods it sees.
+        self.pods_in_flight: PodsInFlight = lambda namespace, cluster: False
+        self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
+        # Released from an eviction, templates not restored yet (restores.py).
+        self.restores = OwedRestores(manager.client)
+
+    async def reconcile(self, key: ObjectKey) -> Result | None:
+        await self.loop.restored.wait()
+        workload = self.objects.workload(key)
+        if workload is None and key not in self._created:
+            # Gone from the API server: it records no admission, so nothing waits for its write.
+            self.loop.freed_quota_written(str(key))
+        if workload is not None or self.objects.owner_of_workload(key) is None:
+            self._created.pop(key, None)
+        else:
+            workload = self._created.get(key)
+        queued = self.objects.owner_of_workload(key)
+        if queued is None:
+            if workload is not None and has_no_owner_reference(workload):
+                return await self._standalone(key, workload)
+            self.restores.forget(key)
+            self._release_when_pods_gone(key, workload)
+            return None
+        return await self._queued(key, queued, workload)
+
+    def parts_of(self, key: ObjectKey) -> list[str]:
+        """The clusters a Workload's object was last seen with (a deleted one's pods count there
+        until they are gone)."""
+        return list(self._parts.get(key, ()))
+
+    def workloads_counting(self, key: PodKey) -> list[ObjectKey]:
+        """The Workloads that last looked for pods under ``key`` (its pods count there)."""
+        return self.pod_lookups.workloads(key)
+
+    # --- a queued Ray object ---------------------------------------------------------------
+
+    async def _queued(self, key: ObjectKey, queued: Queued, workload: Obj | None) -> Result | None:
+        obj, adapter = queued.obj, queued.adapter
+        children = self.objects.children(queued.kind, obj)
+        # Clusters seen before count until their pods are gone (a deleted child's pods linger).
+        lookup = RecordingLookup(self.objects)
+        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()), lookup)
+        self.pod_lookups.record(key, lookup.looked_up)
+        self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
+            str(c["metadata"]["name"]) for c in children
+        ]
+        pods = [p for part_pods in pods_by_part.values() for p in part_pods]
+        clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
+        if isinstance(adapter, RunsItsOwnCluster):
+            clusters.append(adapter.own_cluster(obj))
+
+        def pods_gone() -> bool:
+            return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
+                key.namespace, clusters
+            )
+
+        if obj["metadata"].get("deletionTimestamp"):
+            # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
+            self.driver.finish(str(key), pods_gone=pods_gone())
+            self.loop.request_cycle()
+            return None
+        bad_quantities = quantity_errors(queued.kind, obj)
+        # The demand is read only where every quantity can be (it would raise otherwise).
+        demand = None if bad_quantities else adapter.pod_sets(obj, children)
+        if bad_quantities:
+            # Nothing can be counted: the webhook refuses such an object; without it, it stays
+            # gated (what an admission already runs keeps running) and says why.
+            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
+            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
+            if not holding:
+                await self._apply(adapter.suspend(obj, children))
+            return None
+        assert demand is not None
+        refused = too_many_pod_sets(queued.kind, obj, demand)
+        refusal = TOO_MANY_POD_SETS
+        unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]
+        if refused is None and any(unreadable):
+            # The webhook refuses these; without it, the object waits, gated, with the reason.
+            refused, refusal = "; ".join(u for u in unreadable if u), INVALID_TOPOLOGY_REQUEST
+        if refused is not None:
+            # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
+            # stays shut on everything it does not cover.
+            self.manager.recorder.post(obj, "Warning", refusal, refused)
+            if workload is None:
+                await self._apply(adapter.suspend(obj, children))
+                return None
+        else:
+            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part, adapter.group_of_pod))
+            api_pod_sets = [converter.api_pod_set(ps) for ps in held]
+            words = pod_set_words(
+                adapter,
+                str(obj["metadata"]["name"]),
+                demand,
+                (str(c["metadata"]["name"]) for c in children),
+            )
+            workload = await self._ensure_workload(queued, workload, api_pod_sets, words)
+            if workload is None:
+                return None
+        engine_key = str(key)
+        if adapter.finished(obj):
+            holding = self.driver.admission(engine_key) is not None
+            self.driver.finish(engine_key, pods_gone=pods_gone())
+            if holding and self.driver.admission(engine_key) is None:
+                # Freed at once (its pods were already gone): given on once Finished is written.
+                self.loop.hold_freed_quota(engine_key)
+            self.loop.request_cycle()
+            await self._write_status(workload, finished=True)
+            return None
+        lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
+        if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
+            # A deleted child's pods still hold their quota: no scale-down until they are gone.
+            before = self.driver.admission(engine_key)
+            self.driver.submit(self._engine_workload(workload))
+            if before is not None and self.driver.admission(engine_key) not in (None, before):
+                # A scale-down: what it freed waits for the smaller admission's write below.
+                self.loop.hold_freed_quota(engine_key)
+            self.checks.feed(engine_key, workload)
+            self.loop.request_cycle()
+
+        if self.driver.is_evicting(engine_key):
+            eviction = self.driver.eviction(engine_key)
+            retry = None
+            if eviction is not None and eviction.kind in CHECK_EVICTIONS:  # told by their own events
+                if await self.checks.deactivate(obj, workload, eviction):
+                    return None  # the Workload's watch brings us back
+                retry = self.checks.retry_state(obj, workload, eviction)
+            elif eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
+                by = f" by {eviction.preemptor}" if eviction.preemptor else ""
+                self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
+            await self._apply(adapter.suspend(obj, children))
+            if not pods_gone() or not self._eviction_shown(workload):
+                # Released only once the cache shows the eviction: from then on the gate lets no
+                # new pod start (the RayCluster planner reads the cached Workload), so none can
+                # appear after the quota went. The Workload's and the pods' events bring us back.
+                await self._write_status(workload, requeue_state=retry)
+                return None
+            # The admission is cleared in the API before the engine may give the quota to anyone
+            # else: a preemptor's recorded admission never shows beside its victim's.
+            self.restores.owe(key)
+            await self._write_status(workload, released=True, requeue_state=retry)
+            self.driver.pods_gone(engine_key)
+            self.loop.request_cycle()
+            await self.restores.pay(key, adapter, obj, children)
+            return None
+        admission = self.driver.admission(engine_key)
+        if admission is not None and not self.driver.checks_ready(engine_key):
+            # Quota reserved, a check not Ready yet: the status says so, the gate stays shut.
+            self._unannounced.add(key)
+            await self._write_status(workload)
+            return None
+        if admission is not None:
+            now = time.time()
+            readiness = self.readiness.judge(
+                engine_key, workload, admission, demand, pods_by_part, adapter.group_of_pod, now
+            )
+            pinned_on = {level for ps in admission.pod_sets if ps.topology for level in ps.topology.levels}
+            if pinned_on:
+                self.readiness.tell_unplaced(engine_key, obj, pods, tuple(pinned_on))
+            # The readiness deadline comes back whatever else this reconcile does (no event may).
+            timer = None
+            if readiness is not None and readiness.deadline is not None:
+                timer = Result(requeue_after_s=max(0.0, readiness.deadline - now) + 0.5)
+            # Judged on the PodsReady condition as written: not on a cache that lags our write.
+            stale = self.manager.status.is_stale(workload)
+            if readiness is not None and readiness.timed_out(now) and not stale:
+                state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
+                if state is not None:
+                    await self._write_status(workload, requeue_state=state)
+                return None
+            if not (workload.get("status") or {}).get("admission"):
+                # Announced once the cache shows it, which may be a later reconcile than this one.
+                self._unannounced.add(key)
+            stored = await self._write_status(workload, pods_ready=readiness)
+            if stored is None:
+                return None
+            cached = self.objects.workload(key)
+            if cached is None or self.manager.status.is_stale(cached):
+                # The gate (and the validating webhook) read the cached Workload: lift nothing
+                # until the cache shows the admission; its watch event brings us back.
+                return timer
+            if key in self._unannounced:
+                self._unannounced.discard(key)
+                self._observe_wait(workload, admission.cluster_queue)
+                self.manager.recorder.post(
+                    obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
+                )
+            await self._apply(adapter.run_with(obj, children, admission, self.flavors))
+            return timer
+        self.readiness.forget(engine_key)
+        await self._write_status(workload)
+        if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
+            if gate_cleared_by_hand(obj):
+                self.manager.recorder.post(
+                    obj,
+                    "Warning",
+                    "QuotaGateReasserted",
+                    "the object is not admitted; suspend was set again "
+                    "(clearing it does not bypass the quota)",
+                )
+            else:
+                queue = self.objects.queue_name(queued.kind, obj)
+                self.manager.recorder.post(
+                    obj, "Normal", "Queued", f"suspended until LocalQueue {queue} admits it"
+                )
+            await self._apply(adapter.suspend(obj, children))
+        elif key in self.restores:
+            await self.restores.pay(key, adapter, obj, children)
+        reason = self.driver.pending_reason(engine_key)
+        if reason:
+            # A LocalQueue that does not exist (a typo in the label) is a mistake to correct.
+            kind = "Warning" if names_a_missing_queue(reason) else "Normal"
+            self.manager.recorder.post(obj, kind, "Pending", self._in_words(reason, workload))
+        backoff = requeue_at(workload)
+        if backoff is not None and backoff > time.time():
+            # The Requeued condition turns True when the backoff ends.
+            return Result(requeue_after_s=backoff - time.time() + 0.5)
+        return self._deferred_words(engine_key)
+
+    async def _ensure_workload(
+        self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
+    ) -> Obj | None:
+        obj = queued.obj
+        priority = self.loop.priority_classes.resolve(
+            naming.priority_class_of(obj, self.objects.settings),
+            (at.template for at in queued.adapter.pod_templates(obj)),
+        )
+        spec: dict[str, Any] = {
+            "queueName": self.objects.queue_name(queued.kind, obj),
+            "podSets": pod_sets,
+            # A Workload deactivated (waitForPodsReady's backoffLimitCount) stays inactive.
+            "active": (workload or {}).get("spec", {}).get("active", True) is not False,
+            **priority.workload_spec(),
+        }
+        if workload is not None:
+            # spec.active is the user's lever (as in Kueue): false suspends an admitted object and
+            # releases its quota once its pods are gone; true queues it again.
+            spec["active"] = (workload.get("spec") or {}).get("active", True) is not False
+        spec = self.objects.api.workload_spec(spec)
+        path = self.objects.api.workloads.path(queued.workload.namespace)
+        if workload is None:
+            order = creation_order.annotation_value(obj, self.creation_versions.of(obj))
+            body = new_workload(self.objects.api, queued.kind, obj, queued.workload, spec, words, order)
+            created = await self.client.create(path, body)
+            self._created[queued.workload] = created
+            return created
+        updated = updated_workload(workload, obj, spec, words)
+        if updated is None:
+            return workload
+        return await self.client.replace(path + f"/{queued.workload.name}", updated)
+
+    # --- a Workload created directly (no owner): benchmarks and batch systems -------------
+
+    async def _standalone(self, key: ObjectKey, workload: Obj) -> Result | None:
+        engine_key = str(key)
+        meta = workload["metadata"]
+        if meta.get("deletionTimestamp") or is_finished(workload):
+            self.pending_writes.forget(engine_key)
+            held = self.driver.admission(engine_key) is not None or self.driver.is_evicting(engine_key)
+            if self.standalone.forget(engine_key) or held:
+                self.driver.finish(engine_key, pods_gone=True)
+                self.loop.request_cycle()
+            return None
+        if not self.standalone.submit(engine_key, workload):
+            return None
+        if self.driver.is_evicting(engine_key):
+            if not self.objects.api.evicted_standalone_waits_for_clear:
+                # Nothing of ours runs for it: its quota is free once the eviction is recorded.
+                await self._write_status(workload)
+            elif (workload.get("status") or {}).get("admission"):
+                # Kueue's contract: whoever runs it stops it, then clears status.admission.
+                await self._write_status(workload)
+                return None
+            elif self.manager.status.is_stale(workload):
+                # The cache may predate our own admission write: look again once it caught up
+                # (no other event may come: the runner has done its part).
+                return Result(requeue_after_s=STALE_CACHE_RETRY_S)
+            self.driver.pods_gone(engine_key)
+            self.loop.request_cycle()
+            return None
+        await self._write_status(workload)
+        return self._deferred_words(engine_key)
+
+    def _deferred_words(self, engine_key: str) -> Result | None:
+        """A pending sentence held back by the write rate bound is written when it allows."""
+        retry = self.pending_writes.retry_after(engine_key)
+        return Result(requeue_after_s=retry) if retry is not None else None
+
+    def _pods_gone(self, queued: Queued, pods: list[Obj], pods_by_part: Mapping[str, list[Obj]]) -> bool:
+        """None of the object's pods holds resources: none in the cache, none in flight."""
+        if not queued.adapter.pods_gone(queued.obj, pods):
+            return False
+        namespace = str(queued.obj["metadata"]["namespace"])
+        return not self._in_flight(queued.adapter, namespace, pods_by_part)
+
+    def _in_flight(self, adapter: KindAdapter, namespace: str, parts: Iterable[str]) -> bool:
+        if RAY_CLUSTER_PODS not in adapter.pod_watches:
+            return False  # its parts are not RayClusters (a batch/v1 Job's pods are the Job controller's)
+        return any(self.pods_in_flight(namespace, part) for part in parts)
+
+    def _eviction_shown(self, workload: Obj) -> bool:
+        """The cached Workload shows our Evicted write (the gate reads it)."""
+        cached = self.objects.workload(ObjectKey.of(workload))
+        return cached is not None and is_evicted(cached) and not self.manager.status.is_stale(cached)
+
+    def _release_when_pods_gone(self, key: ObjectKey, workload: Obj | None) -> None:
+        """The object is gone: its quota is freed once none of its pods is left. Its clusters
+        and pods are found through owner references (and the clusters it was last seen with)."""
+        owners = [
+            str(ref["uid"]) for ref in (workload or {}).get("metadata", {}).get("ownerReferences") or []
+        ]
+        pods = self.objects.pods_owned_by(owners)
+        pods += [p for found in self.pod_lookups.keys_of(key) for p in self.objects.pods_at(found)]
+        if not all(pod_finished(p) for p in pods) or any(
+            self.pods_in_flight(key.namespace, part) for part in self._parts.get(key, ())
+        ):
+            return  # the pod informer's events bring us back
+        if self.objects.redis_cleanup_pending(key.namespace, self._parts.get(key, ())):
+            return  # the cluster's deletion brings us back
+        self._parts.pop(key, None)
+        self._unannounced.discard(key)
+        self.pod_lookups.forget(key)
+        self.pending_writes.forget(str(key))
+        self.driver.remove(str(key))
+        self.loop.freed_quota_written(str(key))
+        self.loop.request_cycle()
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def _engine_workload(self, workload: Obj) -> Workload:
+        """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
+        requeued workload queues by the time it was evicted, behind those that waited."""
+        spec = converter.workload(workload, self.loop.priority_of)
+        config = self.readiness.config
+        state = requeue_state(workload)
+        if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
+            return spec
+        evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
+        return replace(spec, created=max(spec.created, evicted_at))
+
+    def _in_words(self, reason: str, workload: Obj) -> str:
+        """The queue's reason as its user knows the things it names: worker groups, not pod
+        sets, and a DRA quota resource followed by the DeviceClasses mapped to it."""
+        return naming_device_classes(reason_in_words(reason, workload), self.objects.settings.dra)
+
+    async def _write_status(
+        self,
+        workload: Obj,
+        *,
+        finished: bool = False,
+        released: bool = False,
+        pods_ready: Readiness | None = None,
+        requeue_state: Mapping[str, Any] | None = None,
+    ) -> Obj | None:
+        """``released``: an evicted workload whose pods are gone, written before the engine
+        frees its quota."""
+        key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+        reason = self.driver.pending_reason(key)
+        if released and reason is None:
+            # Not "waiting for the next admission cycle" when no cycle will decide it.
+            reason = self.driver.reason_once_released(key)
+        status = desired_status(
+            workload.get("status"),
+            admission=None if released else self.driver.admission(key),
+            eviction=None if released else self.driver.eviction(key),
+            pending_reason=self._in_words(reason, workload) if reason else reason,
+            finished=finished,
+            now=now_rfc3339(),
+            pods_ready=pods_ready,
+            requeue_state=requeue_state,
+        )
+        status = self.objects.api.workload_status(status)
+        evaluated = bool(reason)
+        if not self.pending_writes.should_write(key, workload.get("status"), status, evaluated=evaluated):
+            return workload
+        stored = await self.manager.status.write(self.objects.api.workloads, workload, status)
+        written = stored is None or _version(stored) != _version(workload)
+        if written or not self.manager.status.is_stale(workload):
+            # Stored (or gone). Not when nothing was sent because a cache older than our last
+            # write already showed this status: the server may still hold that write's larger
+            # admission, and the watch event that brings it brings this reconcile back.
+            self.loop.freed_quota_written(key)
+        return stored
+
+    async def _apply(self, edits: Sequence[Edit]) -> None:
+        await apply_edits(self.client, edits)
+
+    def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
+        created = converter.timestamp(workload["metadata"].get("creationTimestamp"))
+        if created:
+            waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
+            metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
+            metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+            kueue_metrics.observe_admission(workload, cluster_queue, waited)
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion"))
