@@ -61,7 +61,9 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     loop = AdmissionLoop(
         fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
     )
-    reconciler = WorkloadReconciler(manager, objects, loop, config.wait_for_pods_ready)
+    # The RayCluster planner's pods that the cache does not show yet (none in admission-only mode).
+    in_flight = ray.clusters.pods_in_flight if ray is not None else None
+    reconciler = WorkloadReconciler(manager, objects, loop, config.wait_for_pods_ready, in_flight)
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
     loop.writer.enqueue_first = controller.enqueue_first
@@ -167,8 +169,6 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
         PodUngater(manager, objects, gate).register()
     else:
         ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
-        # And the queue's: pods the planner created or deleted that the cache does not show yet.
-        reconciler.pods_in_flight = ray.clusters.pods_in_flight
     manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
     status = QueueStatusWriter(
         manager,

@@ -73,6 +73,7 @@ class WorkloadReconciler:
         objects: QueueObjects,
         loop: AdmissionLoop,
         pods_ready: WaitForPodsReady | None = None,
+        pods_in_flight: PodsInFlight | None = None,
     ) -> None:
         self.manager = manager
         self.client = manager.client
@@ -96,9 +97,8 @@ class WorkloadReconciler:
         # Admitted Workloads whose Admitted event (and wait metric) is still due.
         self._unannounced: set[ObjectKey] = set()
         self.readiness = ReadinessKeeper(manager, objects, loop, pods_ready)
-        # The RayCluster reconciler's port (setup.py): pods of a cluster it created or deleted
-        # that the pod cache does not show yet. Quota waits for them as for the pods it sees.
-        self.pods_in_flight: PodsInFlight = lambda namespace, cluster: False
+        # The RayCluster planner's pods that the cache does not show yet: quota waits for them too.
+        self.pods_in_flight: PodsInFlight = pods_in_flight or (lambda namespace, cluster: False)
         self.checks = CheckOutcomes(manager, objects.api.workloads, loop.driver)
         # Released from an eviction, templates not restored yet (restores.py).
         self.restores = OwedRestores(manager.client)
