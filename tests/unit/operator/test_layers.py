@@ -17,7 +17,7 @@ BELOW = ("rayquota.api", "rayquota.queueing", "rayquota.ports", "rayquota.operat
 
 
 def imported_modules(source: str) -> list[tuple[int, str]]:
-    """Every rayquota module a source imports, with its line (``from rayquota import x`` as ``rayquota.x``)."""
+    """Every rayquota module a source imports, with its line (`from rayquota import x` as `rayquota.x`)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
