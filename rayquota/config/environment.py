@@ -18,6 +18,8 @@ TOOL_VARIABLES: Mapping[str, str] = {
     "RAYQUOTA_STATE_DIR": "where each local cluster keeps its state (default: the cache folder's clusters/)",
     "RAYQUOTA_NODES_FILE": "the simulated nodes of `rayquota cluster up` and `rayquota multicluster up` "
     "(a YAML file)",
+    "RAYQUOTA_BUILD_NICE": "the niceness of peer builds (`rayquota peers build`; default 19): lower it when "
+    "a build at 19 would never finish on a loaded machine",
 }
 
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rayquota.config import environment
 from rayquota.localcluster import binaries
 from rayquota.localcluster.paths import cache_root, repo_root
 
@@ -40,7 +41,7 @@ KUEUE_PERF_PACKAGE = f"{KUEUE_MODULE}/test/performance/scheduler"
 
 # Builds yield to everything else on a shared 2-core machine. RAYQUOTA_BUILD_NICE lowers it when
 # a build at 19 would never finish under load (`nice` is relative to the caller's own niceness).
-NICE = ("nice", "-n", os.environ.get("RAYQUOTA_BUILD_NICE", "19"))
+NICE = ("nice", "-n", environment.tool_variable("RAYQUOTA_BUILD_NICE") or "19")
 
 
 def _staging(cache_dir: Path) -> Path:
