@@ -16,7 +16,7 @@ UV_VERSION := 0.13.9
 LOCK_UPGRADE ?= --upgrade
 # `make test` runs the suite in this many pytest-xdist workers, each with its own control plane;
 # tests/scheduling.py decides which tests go together (README.md, Development).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 

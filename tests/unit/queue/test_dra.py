@@ -280,6 +280,15 @@ def test_a_batch_job_is_charged_per_pod() -> None:
     assert main.count == 3 and main.totals()["example.com/gpu"] == 6000
 
 
+@pytest.fixture(autouse=True)
+def no_claim_source_of_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's claim source is the last operator's cache (dra/context.py); a suite worker may
+    have run an operator before these tests, so each starts with none installed."""
+    from rayquota.operator.queue.dra import context
+
+    monkeypatch.setattr(context, "_SOURCE", [])
+
+
 def test_quantity_errors_name_the_template_field_and_the_device_class() -> None:
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(
