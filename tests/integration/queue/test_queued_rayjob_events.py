@@ -10,6 +10,7 @@ resumed (the queue's Admitted says it here) or when its job is stopped before de
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ KUBERAY_RAYCLUSTER_EVENTS = {"CreatedService", "CreatedHeadPod", "CreatedWorkerP
 
 @pytest.fixture
 def answering_dashboard(queue_operator: Path, namespace: str) -> Iterator[SlowDashboard]:
-    """A dashboard on loopback that knows a job once submitted and says it SUCCEEDED."""
-    with SlowDashboard(answer_after_s=0.0) as dashboard:
+    """A dashboard on loopback that knows a job once submitted and says it RUNNING until its
+    ``release`` is set, then SUCCEEDED."""
+    with SlowDashboard(answer_after_s=0.0, hold=threading.Event()) as dashboard:
         queue_operator.write_text(json.dumps({f"{namespace}/*": dashboard.url}))
         try:
             yield dashboard
@@ -46,6 +48,10 @@ def test_a_queued_rayjob_writes_kuberays_events_and_the_queues_own(
     kube.apply(gpu_rayjob("first", "team", workers=2, gpus_per_worker=4))
     wait_for("first admitted", lambda: "Admitted" in reasons_of(kube, "RayJob", "first"))
     kube.apply(gpu_rayjob("second", "team", workers=2, gpus_per_worker=4))  # waits for first's quota
+    # first runs until second has waited (on a busy machine it could otherwise end before second
+    # is first judged, and second would be admitted at once, with no Pending to write)
+    wait_for("second pending", lambda: "Pending" in reasons_of(kube, "RayJob", "second"))
+    answering_dashboard.release.set()
     clusters: dict[str, str] = {}
     for name in ("first", "second"):
 

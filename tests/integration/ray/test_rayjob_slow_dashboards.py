@@ -41,7 +41,9 @@ class SlowDashboard(ThreadedLoopbackServer):
     """A loopback Ray dashboard that answers every job request after `answer_after_s`: a job is
     unknown (404) until submitted, then SUCCEEDED."""
 
-    def __init__(self, answer_after_s: float = ANSWER_AFTER_S) -> None:
+    def __init__(self, answer_after_s: float = ANSWER_AFTER_S, hold: threading.Event | None = None) -> None:
+        """``hold``: while given and not set (``release``), a submitted job is RUNNING, not yet SUCCEEDED."""
+        self.release = hold if hold is not None else threading.Event()
         self.submitted: set[str] = set()
         self.requests: list[str] = []
         lock = threading.Lock()
@@ -65,7 +67,8 @@ class SlowDashboard(ThreadedLoopbackServer):
                 if not known:
                     self._send(404, {"detail": f"Job {job_id} does not exist"})
                     return
-                info = {"submission_id": job_id, "job_id": job_id, "status": "SUCCEEDED", "start_time": 1}
+                status = "RUNNING" if hold is not None and not hold.is_set() else "SUCCEEDED"
+                info = {"submission_id": job_id, "job_id": job_id, "status": status, "start_time": 1}
                 self._send(200, {**info, "entrypoint": "python -c 'print(1)'", "end_time": 2})
 
             def do_POST(self) -> None:
