@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from rayquota.operator.core.resources import ObjectKey
+from rayquota.operator.core.store import Store
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, NoAnswerYet
 from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
 from rayquota.operator.ray.rayservice.serve_status import ServeState
+from rayquota.operator.ray.rayservice.traffic import ReconcilePass, ServeTraffic
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites
+from rayquota.operator.ray.vocabulary import labels
 from tests.polling import wait_for_async
 
 RUNNING = ServeState(applications={"app": {"status": "RUNNING"}}, target_capacity=None, healthy_proxies=1)
@@ -46,6 +49,9 @@ class Writes:
 
     async def serve_client(self, cluster: Mapping[str, Any]) -> Serve:
         return self.serve
+
+    async def label_head_pod(self, pod: Mapping[str, Any], serving: bool) -> None:
+        pass
 
 
 def rounds_on(serve: Serve, requeued: list[ObjectKey]) -> ServeRounds:
@@ -105,6 +111,46 @@ def test_a_changed_config_drops_the_round_in_flight() -> None:
         await wait_for_async("one answer", lambda: bool(requeued), timeout_s=5)
         await asyncio.sleep(0)
         assert requeued == [ObjectKey("ns", "svc")]  # the dropped round's answer is never delivered
+        await rounds.close()
+
+    asyncio.run(run())
+
+
+READY_HEAD = {
+    "metadata": {"namespace": "ns", "name": "svc-a-head"},
+    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
+def test_a_first_look_with_the_round_in_flight_leaves_serve_unasked() -> None:
+    """A new operator's first pass over a serving RayService (as after a migration from KubeRay):
+    no state read yet and the round in flight, so Serve counts as not asked and the stored Ready
+    stands; a last state read stands for it once there is one. (Before the fix the pass recorded
+    "no answer", and the status went from Running to not ready until the round answered.)"""
+
+    async def run() -> None:
+        serve, requeued = Serve(RUNNING), []
+        rounds = rounds_on(serve, requeued)
+        traffic = ServeTraffic(
+            cast(RayServiceWrites, Writes(serve)), lambda cluster: READY_HEAD, cast(Store, None), rounds
+        )
+        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
+        applied = {
+            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
+        }
+        first = ReconcilePass(service, {}, applied, None)
+        await traffic.observe(first)
+        assert "svc-a" not in first.serve
+        serve.gate.set()
+        await wait_for_async("the answer re-queues the service", lambda: bool(requeued), timeout_s=5)
+        answered = ReconcilePass(service, {}, applied, None)
+        await traffic.observe(answered)
+        assert answered.serve == {"svc-a": RUNNING}
+        serve.gate.clear()  # the next round in flight: the state read last stands
+        rounds.calls.drop(("ns", "svc", "svc-a"))
+        later = ReconcilePass(service, {}, applied, None)
+        await traffic.observe(later)
+        assert later.serve == {"svc-a": RUNNING}
         await rounds.close()
 
     asyncio.run(run())

@@ -138,8 +138,15 @@ class ServeTraffic:
                 service, cluster, config, capacity, applied_serve_config(cluster) != config
             )
             if isinstance(answer, NoAnswerYet):
-                # The answer re-queues the service; meanwhile the last state read stands.
-                current.serve[name] = self.rounds.last_state(service, cluster)
+                # The answer re-queues the service; meanwhile the last state read stands. With
+                # none read yet (a new operator's first look, as after a migration from KubeRay)
+                # Serve is not asked: the stored verdict stands rather than going back to
+                # not-ready until the answer comes.
+                last = self.rounds.last_state(service, cluster)
+                if last is None:
+                    del current.serve[name]
+                else:
+                    current.serve[name] = last
                 if answer is NoAnswerYet.NO_ROOM:
                     current.soon()
                 return
