@@ -105,7 +105,8 @@ class NodeAgent:
     loopback_pod_ips: bool = False
     pod_ips: dict[str, str] = field(default_factory=dict)
     head_pod: str = ""
-    head_starts: int = 1
+    last_head_failure: str = ""
+    head_starts: int = 0  # ray start calls of the head (each tries up to 3 times on its own)
     autoscaler_starts: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -163,8 +164,16 @@ class NodeAgent:
         head = AutoscaledHead(num_cpus=int(float(options.get("--num-cpus", "1"))), env=env)
         if self.loopback_pod_ips:
             self._set_pod_ip(pod, LOOPBACK)
+        if self._gave_up_on_the_head():
+            return
+        self.head_starts += 1
+        try:
+            head.start(timeout_s=HEAD_START_S)
+        except RuntimeError as exc:  # a crashed container: a later step starts a new one
+            self.last_head_failure = repr(exc)
+            head.stop()
+            return
         self.head = head
-        head.start(timeout_s=HEAD_START_S)
         self.times[pod.metadata.name].joined = time.monotonic()
         if any(c.name == "autoscaler" for c in pod.spec.containers):
             self._start_autoscaler(pod.metadata.name)
@@ -177,13 +186,14 @@ class NodeAgent:
         again; each at most MAX_STARTS times."""
         assert self.head is not None and self.head.process is not None
         if self.head.process.poll() is not None:
-            if self.head_starts >= MAX_STARTS:
-                if self.head_starts == MAX_STARTS:
-                    self.errors.append(f"the Ray head failed {self.head_starts} starts")
-                    self.head_starts += 1  # given up
+            if self._gave_up_on_the_head():
                 return
             self.head_starts += 1
-            self.head.restart(timeout_s=HEAD_START_S)
+            try:
+                self.head.restart(timeout_s=HEAD_START_S)
+            except RuntimeError as exc:  # the next step sees it down and starts it again
+                self.last_head_failure = repr(exc)
+                return
         if self.autoscaler is not None and self.autoscaler.poll() is not None:
             if self.autoscaler_starts >= MAX_STARTS:
                 if self.autoscaler_starts == MAX_STARTS:
@@ -192,6 +202,18 @@ class NodeAgent:
                 return
             _end_session(self.autoscaler)
             self._start_autoscaler(self.head_pod)
+
+    def _gave_up_on_the_head(self) -> bool:
+        """Whether the head has had its MAX_STARTS starts (the error said once). A ``ray start``
+        that failed all its attempts (Ray gives the raylet 30 s to register with the GCS, too
+        short at a load of 20 on two cores) is a crashed container, started again by a later
+        step as a kubelet would, until then."""
+        if self.head_starts < MAX_STARTS:
+            return False
+        if self.head_starts == MAX_STARTS:
+            self.errors.append(f"the Ray head failed {MAX_STARTS} starts, the last: {self.last_head_failure}")
+            self.head_starts += 1  # said once
+        return True
 
     def _start_autoscaler(self, head_pod: str) -> None:
         assert self.head is not None
