@@ -398,6 +398,12 @@ def status_regressions(before: Mapping[str, Any], after: Mapping[str, Any], same
     return found
 
 
+def status_writers(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Who last wrote the object's status, and when (its managedFields), for a failure's message."""
+    entries = [e for e in obj["metadata"].get("managedFields") or [] if e.get("subresource") == "status"]
+    return sorted((str(e.get("time")), str(e.get("manager"))) for e in entries)
+
+
 def versions_since(sampler: GateSampler, kind: str, name: str, revision: int) -> list[Mapping[str, Any]]:
     feed = next(f for f in sampler.feeds if f.kind == kind)
     return [
@@ -563,7 +569,10 @@ def test_running_kuberay_objects_move_to_rayquota_and_back(
                     for version in versions_since(sampler, kind, name, under_kuberay):
                         after = carried(kind, version.get("status") or {})
                         problems = status_regressions(before[kind][name], after, CARRIED[kind])
-                        assert not problems, f"{kind} {name}'s status went back under rayquota: {problems}"
+                        assert not problems, (
+                            f"{kind} {name}'s status went back under rayquota: {problems} "
+                            f"(status writers: {status_writers(version)})"
+                        )
             growth = spec_growth(sampler, ("RayCluster", "RayService", "RayJob"))
             assert not any(growth.values()), f"generations grew without a user's change: {growth}"
 
