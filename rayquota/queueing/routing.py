@@ -80,11 +80,11 @@ class Router:
         self.unrouted.pop(wl.key, None)
         wl.cluster_queue = cq.name
         # With LowerOrNewerEqualPriority a workload's age decides what it may preempt, so it
-        # is not quite like its parked look-alikes: it is judged on its own.
+        # is not quite like its look-alikes (parked or awake): it is judged on its own.
         newer_matters = (
             cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
-        cq.add_pending(wl, join_parked=not newer_matters)
+        cq.add_pending(wl, join_look_alikes=not newer_matters)
 
     def make_unrouted(self, wl: WorkloadState, reason: str | None = None) -> None:
         wl.cluster_queue = None

@@ -281,15 +281,17 @@ class ClusterQueueState:
 
     # ------------------------------------------------------------ the pending queue
 
-    def add_pending(self, wl: WorkloadState, *, join_parked: bool) -> None:
-        """A workload joins the queue, with its look-alikes if some wait: awake ones (the next
-        cycle judges it in line with them) or, if ``join_parked``, parked ones (it would fail
-        as they did); otherwise awake on its own."""
-        awake = self._awake_group_like(wl)
-        if awake is not None:
-            awake.add(wl)
-            return
-        if join_parked:
+    def add_pending(self, wl: WorkloadState, *, join_look_alikes: bool) -> None:
+        """A workload joins the queue. With ``join_look_alikes`` it joins its look-alikes if
+        some wait: awake ones (the next cycle judges it in line with them) or parked ones (it
+        would fail as they did). Otherwise, or with none waiting, it is awake on its own, and
+        shows no verdict until a cycle judges it, whether its look-alikes are parked or awake
+        (a rebuild of the quota tree wakes parked groups: that must not change what it shows)."""
+        if join_look_alikes:
+            awake = self._awake_group_like(wl)
+            if awake is not None:
+                awake.add(wl)
+                return
             group = self.parked_groups.get(wl.likeness)
             if group is not None:
                 group.add(wl)
