@@ -142,7 +142,7 @@ def test_settings_are_read_with_the_queue_settings() -> None:
     assert settings.lookup(GPU_CLASS) == "example.com/gpu"
     assert settings.integration and not settings.reject_when_disabled
     with pytest.raises(ValueError, match="RAYQUOTA_DRA_INTEGRATION='maybe'"):
-        DraSettings.from_env({"RAYQUOTA_DRA_INTEGRATION": "maybe"})
+        build.operator_config(load(env={"RAYQUOTA_DRA_INTEGRATION": "maybe"}).configuration)
 
 
 # --- one pod template's charges -------------------------------------------------------------
