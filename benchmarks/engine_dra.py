@@ -3,8 +3,8 @@
 Both sides run in one invocation, rounds interleaved (extended first in odd rounds, DRA first in
 even ones). Each side builds the same workloads (``engine.py``'s mix: per ClusterQueue 35 small,
 10 medium and 5 large, asking for 1, 2 and 4 GPUs and 1, 5 and 20 cpu per pod) from pod templates,
-and reads their demand with the operator's own reading (``podsets.pod_set``, under the DRA
-reading the Workload reconciler binds), as the operator does once per Workload reconcile:
+and reads their demand with the operator's own reading (``podsets.pod_set``, given the claim
+reading a record passes), as the operator does once per Workload reconcile:
 
 - ``extended``: the container requests ``nvidia.com/gpu``;
 - ``dra``: the container requests cpu only; the pod's ``resourceClaims`` name a
@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rayquota.operator.queue.demand import podsets
-from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.dra.settings import DeviceClassMapping, DraSettings
 from rayquota.queueing import Admit, Decision, Engine, PodSet, ResourceFlavor, ResourceQuota, Workload
 from rayquota.queueing.builders import cohorts_of_queues, one_flavor_group
@@ -88,17 +88,18 @@ def read_workloads(side: str, cohorts: int, queues_per_cohort: int) -> list[Work
     templates = {(cpu, gpus): pod_template(side, cpu, gpus) for _, _, cpu, gpus, _ in MIX}
     workloads: list[Workload] = []
     created = 0.0
-    with dra.reading(SETTINGS, CLAIM_TEMPLATES.get):
-        for c in range(cohorts):
-            for q in range(queues_per_cohort):
-                name = f"cohort-{c}-cq-{q}"
-                for kind, count, cpu, gpus, priority in MIX:
-                    for i in range(count):
-                        demand = podsets.pod_set("main", podsets.Role.MAIN, 1, templates[(cpu, gpus)])
-                        pod_set = PodSet("main", demand.count, demand.requests)
-                        created += 0.001
-                        key = f"{kind}-{i}"
-                        workloads.append(Workload(name, key, "default", (pod_set,), priority, created))
+    claims = ClaimReading(SETTINGS, CLAIM_TEMPLATES.get)
+    for c in range(cohorts):
+        for q in range(queues_per_cohort):
+            name = f"cohort-{c}-cq-{q}"
+            for kind, count, cpu, gpus, priority in MIX:
+                for i in range(count):
+                    template = templates[(cpu, gpus)]
+                    demand = podsets.pod_set("main", podsets.Role.MAIN, 1, template, claims=claims)
+                    pod_set = PodSet("main", demand.count, demand.requests)
+                    created += 0.001
+                    key = f"{kind}-{i}"
+                    workloads.append(Workload(name, key, "default", (pod_set,), priority, created))
     return workloads
 
 

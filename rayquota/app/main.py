@@ -75,7 +75,10 @@ def build(
     web = None
     if dashboard is not None:
         api = of_mode(config.queue.api_mode)
-        web = dashboard_main.attach(manager, dashboard, api, fair_sharing=config.queue.fair_sharing)
+        claims = components.queue.objects.claims if components.queue is not None else None
+        web = dashboard_main.attach(
+            manager, dashboard, api, fair_sharing=config.queue.fair_sharing, claims=claims
+        )
     visible = None
     if config.visibility is not None and components.queue is not None:
         visible = visibility_setup.setup(manager, config.visibility, components.queue)

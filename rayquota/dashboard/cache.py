@@ -16,7 +16,9 @@ from typing import Any
 
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
 from rayquota.operator.core.store import Obj
+from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, registry
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
 from rayquota.operator.ray.vocabulary import labels
@@ -95,6 +97,9 @@ class DashboardCache:
     config: AdmissionLoop
     """Its configuration handlers keep the copy's engine configured as the operator's is; the
     queue model loads the Workloads into it and runs its cycles (its loop never runs)."""
+    records: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
+    """The records the Workload page reads a Ray object's demand with: beside the operator, built
+    with its claim source, so a slice counts the DRA devices its Workload's pod sets do."""
     changes: Changes = field(default_factory=Changes)
     queue_version: int = 0
     """Moves only with what the engine reads (queue configuration, Workloads, namespaces,
@@ -106,9 +111,15 @@ class DashboardCache:
 
     @classmethod
     def register(
-        cls, manager: Manager, api: QueueApi, *, fair_sharing: bool | FairSharing | None = False
+        cls,
+        manager: Manager,
+        api: QueueApi,
+        *,
+        fair_sharing: bool | FairSharing | None = False,
+        claims: ClaimSource | None = None,
     ) -> DashboardCache:
-        """`fair_sharing`: the operator's (its configuration's `fairSharing`), for the queue order."""
+        """`fair_sharing`: the operator's (its configuration's `fairSharing`), for the queue order;
+        `claims`: the operator's claim source (None on its own: no claims are counted)."""
         ray = {
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
             for kind, resource in RESOURCE_OF_KIND.items()
@@ -136,6 +147,7 @@ class DashboardCache:
             ),
             events=manager.informer(resources.EVENTS, indexers={INVOLVED_INDEX: involved_uid}),
             config=AdmissionLoop(fair_sharing, IgnoredDecisions()),
+            records=registry(beside_kuberay=False, claims=claims),
         )
         for kind, informer in (
             ("ResourceFlavor", cache.flavors),

@@ -18,6 +18,7 @@ from rayquota.dashboard.settings import DashboardSettings
 from rayquota.dashboard.viewer_rbac import ensure_viewer, request_token
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
+from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
 from rayquota.queueing.fairsharing import FairSharing
 
@@ -31,10 +32,12 @@ def attach(
     ready: Callable[[int], None] | None = None,
     *,
     fair_sharing: bool | FairSharing | None = False,
+    claims: ClaimSource | None = None,
 ) -> Dashboard:
     """Register the dashboard's informers on a manager (shared with its controllers, if any) and
-    serve it once the caches are synced. `api` and `fair_sharing`: the operator's settings."""
-    cache = DashboardCache.register(manager, api, fair_sharing=fair_sharing)
+    serve it once the caches are synced. `api` and `fair_sharing`: the operator's settings;
+    `claims`: the operator's claim source, which the Workload page's demand reads count."""
+    cache = DashboardCache.register(manager, api, fair_sharing=fair_sharing, claims=claims)
     dashboard = Dashboard(cache, AccessReviewer(manager.client, ttl_s=settings.review_ttl_s), settings)
     manager.add_runnable("dashboard", lambda: dashboard.serve(ready))
     return dashboard

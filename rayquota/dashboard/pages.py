@@ -184,7 +184,11 @@ class Pages:
             raise PageError(404, f"Workload {namespace}/{name} not found")
         ray = self._ray_context(workload, visibility)
         return workload_page(
-            self.model.snapshot(), workload, ray, visibility.namespaces(self.cache.api.workloads)
+            self.model.snapshot(),
+            workload,
+            ray,
+            visibility.namespaces(self.cache.api.workloads),
+            self.cache.records,
         )
 
     def _ray_context(self, workload: Mapping[str, Any], visibility: Visibility) -> RayContext:

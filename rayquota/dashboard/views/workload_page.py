@@ -13,7 +13,7 @@ from rayquota.cli_views import workload_phase
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import amounts_text, conditions, redact
 from rayquota.dashboard.views.ray_objects import gate_state, ray_state
-from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter
 from rayquota.operator.queue.admission.workload_status import SCALE_UP_WAITING
 from rayquota.operator.queue.demand.pod_set_words import words_of
 from rayquota.operator.queue.demand.podsets import Demand
@@ -51,9 +51,12 @@ def _roles(kind: str | None, obj: Mapping[str, Any] | None) -> dict[str, str]:
     return roles
 
 
-def slices(workload: Mapping[str, Any], ray: RayContext) -> list[dict[str, Any]]:
-    """One entry per part (a cluster): what it needs, and whether the admission covers it."""
-    adapter = ADAPTERS.get(ray.kind or "")
+def slices(
+    workload: Mapping[str, Any], ray: RayContext, records: Mapping[str, KindAdapter] = ADAPTERS
+) -> list[dict[str, Any]]:
+    """One entry per part (a cluster): what it needs, and whether the admission covers it.
+    ``records``: whose demand read (with the operator's claim source, beside it) is used."""
+    adapter = records.get(ray.kind or "")
     if adapter is None or ray.obj is None:
         return []
     demand: Demand = adapter.pod_sets(ray.obj, ray.children)
@@ -200,6 +203,7 @@ def workload_page(
     workload: Mapping[str, Any],
     ray: RayContext,
     visible: frozenset[str] | None,
+    records: Mapping[str, KindAdapter] = ADAPTERS,
 ) -> dict[str, Any]:
     meta = workload["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
@@ -250,7 +254,7 @@ def workload_page(
         "fitsNow": snapshot.fits_now(key),
         "pendingReason": redact(reason, known_namespaces, visible),
         "podSets": pod_sets(workload),
-        "slices": slices(workload, ray),
+        "slices": slices(workload, ray, records),
         "timeline": [
             {**e, "message": redact(e["message"], known_namespaces, visible)}
             for e in timeline(workload, ray.events)

@@ -19,7 +19,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND, KindAdapter, PodWatch, pod_watches
-from rayquota.operator.queue.dra import context as dra_context
+from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
 from rayquota.operator.ray.raycluster.redis_cleanup import REDIS_CLEANUP_FINALIZER
 from rayquota.operator.ray.vocabulary import labels
@@ -89,17 +89,12 @@ class QueueObjects:
     default_queues_since: dict[str, str] = field(default_factory=dict)
     api: QueueApi = RAYQUOTA
     # The integration records of the mode it runs in (`adapters.registry`): beside KubeRay's
-    # operator a RayService's children are held at their pods.
+    # operator a RayService's children are held at their pods. Their demand reads count the
+    # DRA claims of ``claims``.
     adapters: Mapping[str, KindAdapter] = field(default_factory=lambda: ADAPTERS)
-    # ResourceClaimTemplates (queue/dra): read only where device classes are mapped.
-    claim_templates: Informer | None = None
-    # DeviceClasses (queue/dra/extended.py): those naming an extended resource back it.
-    device_classes: Informer | None = None
-
-    def __post_init__(self) -> None:
-        # The demand reads (every kind's pod_sets) count the claims of the object's namespace
-        # from these caches: no caller binds anything.
-        dra_context.install(self)
+    # The claim source (queue/dra/cache.py) the records were built with: the quantity check, the
+    # gate and the caps read claim templates and DeviceClasses from it too. None: nothing read.
+    claims: ClaimSource | None = None
 
     @classmethod
     def register(
@@ -108,6 +103,7 @@ class QueueObjects:
         settings: naming.QueueSettings,
         api: QueueApi = RAYQUOTA,
         adapters: Mapping[str, KindAdapter] = ADAPTERS,
+        claims: ClaimSource | None = None,
     ) -> QueueObjects:
         informers = {
             kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
@@ -122,7 +118,6 @@ class QueueObjects:
             )
             for watch in pod_watches()
         }
-        dra_read = settings.dra.integration and bool(settings.dra.mappings)
         objects = cls(
             settings,
             informers,
@@ -135,8 +130,7 @@ class QueueObjects:
             pod_informers,
             api=api,
             adapters=adapters,
-            claim_templates=manager.informer(core_resources.RESOURCE_CLAIM_TEMPLATES) if dra_read else None,
-            device_classes=manager.informer(core_resources.DEVICE_CLASSES) if dra_read else None,
+            claims=claims,
         )
         for kind, informer in informers.items():
             informer.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
@@ -269,22 +263,6 @@ class QueueObjects:
                     pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
 
-    def claim_reading(self, namespace: str) -> dra_context.ClaimReading:
-        """The DRA settings and this namespace's ResourceClaimTemplates, from the cache: every
-        demand read binds it itself (queue/dra/context.py)."""
-        informer = self.claim_templates
-
-        def claim_template(name: str) -> Mapping[str, Any] | None:
-            return None if informer is None else informer.store.get(namespace, name)
-
-        return dra_context.ClaimReading(self.settings.dra, claim_template, self._device_classes_naming)
-
-    def _device_classes_naming(self, resource: str) -> list[Obj]:
-        informer = self.device_classes
-        if informer is None:
-            return []
-        return [c for c in informer.store.list() if _spec(c).get("extendedResourceName") == resource]
-
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
 
@@ -344,6 +322,3 @@ class PodLookups:
                 if not holders:
                     del self.by_key[key]
 
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("spec") or {}

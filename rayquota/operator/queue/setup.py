@@ -23,6 +23,7 @@ from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.finalizers import InUseFinalizers
 from rayquota.operator.queue.admission.manual_check import ManualChecks
 from rayquota.operator.queue.admission.topology_feed import BOUND_AND_RUNNING, TopologyFeed
+from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.gating.job_pod_ungater import JobPodUngater
 from rayquota.operator.queue.gating.pod_ungater import PodUngater
@@ -56,8 +57,11 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     api = of_mode(config.api_mode)
     # Admission-only mode (no Ray reconcilers here): KubeRay's operator builds the clusters and
     # pods, and the records of that mode say which it holds at their pods.
-    records = registry(beside_kuberay=ray is None, kueue_api=api.mode == KUEUE_MODE)
-    objects = QueueObjects.register(manager, settings, api, records)
+    # The claim source every demand read counts DRA claims from: the records, the quantity
+    # check, the gate and the caps are each handed it (queue/dra/cache.py).
+    claims = ClaimCache.register(manager, settings.dra)
+    records = registry(beside_kuberay=ray is None, kueue_api=api.mode == KUEUE_MODE, claims=claims)
+    objects = QueueObjects.register(manager, settings, api, records, claims)
     loop = AdmissionLoop(
         fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
     )

@@ -11,6 +11,7 @@ from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
 from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.kueue import namespace_selection
 from rayquota.operator.queue.objects import QueueObjects, is_child
@@ -50,10 +51,10 @@ def _type_refusal(kind: str, obj: Body) -> Verdict | None:
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors)) if errors else None
 
 
-def _topology_refusal(kind: str, obj: Body) -> Verdict | None:
+def _topology_refusal(kind: str, obj: Body, claims: ClaimSource | None) -> Verdict | None:
     """Topology annotations or resource quantities in its pod templates that cannot be read,
-    DRA claims included (asked once the field types are known to be right)."""
-    errors = topology_errors(kind, obj) + quantity_errors(kind, obj, missing_claim_templates=False)
+    DRA claims included (read from ``claims``; asked once the field types are known to be right)."""
+    errors = topology_errors(kind, obj) + quantity_errors(kind, obj, claims, missing_claim_templates=False)
     if not errors:
         return None
     return Verdict(False, f"{_name(kind, obj)}: " + "; ".join(errors))
@@ -93,7 +94,7 @@ def mutate(
     queue = objects.queue_name(kind, obj)
     if queue is None:
         return ALLOW
-    refused = _topology_refusal(kind, obj)
+    refused = _topology_refusal(kind, obj, objects.claims)
     if refused is not None:
         return refused
     record = objects.adapters[kind]
@@ -169,7 +170,9 @@ def validate_gate(
     feature gate is off (``allowed``: those whose gate is on)."""
     if old is not None and objects.queue_name(kind, obj) is not None:
         refused = (
-            _type_refusal(kind, obj) or _security_refusal(kind, obj, allowed) or _topology_refusal(kind, obj)
+            _type_refusal(kind, obj)
+            or _security_refusal(kind, obj, allowed)
+            or _topology_refusal(kind, obj, objects.claims)
         )
         if refused is not None:
             return refused

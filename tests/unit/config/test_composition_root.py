@@ -11,6 +11,7 @@ from rayquota.config import load
 from rayquota.dashboard.settings import DashboardSettings
 from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
+from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.ray.raycluster import redis_cleanup
 from rayquota.operator.ray.vocabulary import labels
 
@@ -42,3 +43,24 @@ def test_the_process_wide_values_are_set_from_the_configuration() -> None:
     finally:
         labels.set_created_by(labels.KUBERAY_CREATED_BY_VALUE)
         redis_cleanup.set_cleanup_enabled(True)
+
+
+def test_one_claim_source_per_operator_is_handed_to_its_records_and_its_dashboard() -> None:
+    """The queue's setup builds the claim source (the claim template and DeviceClass caches) and
+    hands it on: every record's demand read, the quantity check (``QueueObjects.claims``) and the
+    dashboard's Workload page read that one. A second operator built in the same process has its
+    own: nothing is found through the process (once the last operator's cache was, for all)."""
+    mappings = '[{"name": "example.com/gpu", "deviceClassNames": ["gpu.example.com"]}]'
+    env = {"RAYQUOTA_DEVICE_CLASS_MAPPINGS": mappings, "RAYQUOTA_DASHBOARD_PORT": "0"}
+    settings = settings_from.settings(load(env=env))
+    first = build(offline_manager(), settings.operator, settings.dashboard)
+    second = build(offline_manager(), settings.operator, settings.dashboard)
+    for application in (first, second):
+        assert application.components.queue is not None and application.dashboard is not None
+        claims = application.components.queue.objects.claims
+        assert isinstance(claims, ClaimCache) and claims.claim_templates is not None
+        records = [*application.components.queue.objects.adapters.values()]
+        records += application.dashboard.cache.records.values()
+        assert all(getattr(record, "claims", None) is claims for record in records)
+    assert first.components.queue is not None and second.components.queue is not None
+    assert first.components.queue.objects.claims is not second.components.queue.objects.claims

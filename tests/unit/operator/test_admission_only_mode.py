@@ -31,13 +31,6 @@ def test_a_misspelt_flag_is_refused_with_its_name() -> None:
         operator_config_from_env({"RAYQUOTA_RECONCILERS_ENABLED": "flase"})
 
 
-def test_kueue_api_mode_setting() -> None:
-    from rayquota.operator.queue.kueue.api_group import QUEUE_API_ENV, QueueApi
-
-    assert QueueApi.from_env({}).workloads.group == "rayquota.io"
-    assert QueueApi.from_env({QUEUE_API_ENV: "kueue"}).workloads.group == "kueue.x-k8s.io"
-
-
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [([], None), (["--no-reconcilers"], False), (["--reconcilers"], True)],

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters import ADAPTERS, records
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.demand import podsets
-from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.queue.dra.claims import ClaimError, devices_per_class, template_charges
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
 from rayquota.operator.queue.workloads.template_quantities import quantity_errors
 from tests.unit.queue import bodies
@@ -52,6 +53,10 @@ TEMPLATES = {
 
 def lookup(name: str) -> dict[str, Any] | None:
     return TEMPLATES.get(name)
+
+
+# The claim source the tests pass: these templates in every namespace.
+CLAIMS = ClaimReading(SETTINGS, lookup)
 
 
 def dra_worker_group(name: str = "gpu", replicas: int = 2, template: str = "two-gpus") -> dict[str, Any]:
@@ -142,7 +147,7 @@ def test_settings_are_read_with_the_queue_settings() -> None:
     assert settings.lookup(GPU_CLASS) == "example.com/gpu"
     assert settings.integration and not settings.reject_when_disabled
     with pytest.raises(ValueError, match="RAYQUOTA_DRA_INTEGRATION='maybe'"):
-        DraSettings.from_env({"RAYQUOTA_DRA_INTEGRATION": "maybe"})
+        build.operator_config(load(env={"RAYQUOTA_DRA_INTEGRATION": "maybe"}).configuration)
 
 
 # --- one pod template's charges -------------------------------------------------------------
@@ -212,12 +217,11 @@ def test_without_any_mapping_a_claim_template_is_refused() -> None:
 def test_a_raycluster_worker_group_is_charged_like_nvidia_gpu_limits() -> None:
     cluster = bodies.raycluster()
     cluster["spec"] = bodies.cluster_spec(dra_worker_group("gpu", replicas=2))
-    with dra.reading(SETTINGS, lookup):
-        demand = raycluster_demand(cluster)
+    demand = raycluster_demand(cluster, CLAIMS)
     worker = next(ps for ps in demand.pod_sets if ps.name == "gpu")
     assert worker.requests["example.com/gpu"] == 2000 and worker.count == 2
     assert podsets.resource_totals(demand.pod_sets)["example.com/gpu"] == 4000
-    # Outside a reading (nothing bound) the claims charge nothing: the binding is what counts.
+    # Without a reading the claims charge nothing: the reading passed is what counts.
     assert "example.com/gpu" not in podsets.resource_totals(raycluster_demand(cluster).pod_sets)
 
 
@@ -234,8 +238,7 @@ def test_a_dra_head_and_a_rayjob_submitter_are_charged_too() -> None:
             "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "two-gpus"}],
         }
     }
-    with dra.reading(SETTINGS, lookup):
-        sets = {ps.name: ps for ps in rayjob_demand(job).pod_sets}
+    sets = {ps.name: ps for ps in rayjob_demand(job, claims=CLAIMS).pod_sets}
     assert {name: ps.requests.get("example.com/gpu") for name, ps in sets.items()} == {
         "head": 1000,
         "gpu": 1000,
@@ -249,8 +252,7 @@ def test_a_rayservice_upgrade_is_charged_active_plus_pending() -> None:
     new = bodies.child_cluster(
         service, "svc-new", bodies.cluster_spec(dra_worker_group("gpu", 3, "two-gpus"))
     )
-    with dra.reading(SETTINGS, lookup):
-        demand = rayservice_demand(service, [old, new])
+    demand = rayservice_demand(service, [old, new], CLAIMS)
     assert podsets.resource_totals(demand.pod_sets)["example.com/gpu"] == 2 * 1000 + 3 * 2000
 
 
@@ -275,18 +277,8 @@ def test_a_batch_job_is_charged_per_pod() -> None:
             },
         },
     }
-    with dra.reading(SETTINGS, lookup):
-        [main] = ADAPTERS["Job"].pod_sets(body, []).pod_sets
+    [main] = records(claims=CLAIMS)["Job"].pod_sets(body, []).pod_sets
     assert main.count == 3 and main.totals()["example.com/gpu"] == 6000
-
-
-@pytest.fixture(autouse=True)
-def no_claim_source_of_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The process's claim source is the last operator's cache (dra/context.py); a suite worker may
-    have run an operator before these tests, so each starts with none installed."""
-    from rayquota.operator.queue.dra import context
-
-    monkeypatch.setattr(context, "_SOURCE", [])
 
 
 def test_quantity_errors_name_the_template_field_and_the_device_class() -> None:
@@ -294,9 +286,10 @@ def test_quantity_errors_name_the_template_field_and_the_device_class() -> None:
     cluster["spec"] = bodies.cluster_spec(
         dra_worker_group("gpu", 1, "mig"), dra_worker_group("b", 1, "later")
     )
-    with dra.reading(SETTINGS, lookup):
-        errors = quantity_errors("RayCluster", cluster)
-        created_before_its_templates = quantity_errors("RayCluster", cluster, missing_claim_templates=False)
+    errors = quantity_errors("RayCluster", cluster, CLAIMS)
+    created_before_its_templates = quantity_errors(
+        "RayCluster", cluster, CLAIMS, missing_claim_templates=False
+    )
     assert len(errors) == 2
     assert errors[0].startswith(
         "spec.workerGroupSpecs[0].template.spec.resourceClaims[0].resourceClaimTemplateName"
@@ -304,7 +297,7 @@ def test_quantity_errors_name_the_template_field_and_the_device_class() -> None:
     assert MIG_CLASS in errors[0]
     assert "ResourceClaimTemplate 'later' not found" in errors[1]
     assert created_before_its_templates == errors[:1]
-    assert quantity_errors("RayCluster", copy.deepcopy(cluster)) == []  # unbound: nothing read
+    assert quantity_errors("RayCluster", copy.deepcopy(cluster), None) == []  # no source: nothing read
 
 
 def test_a_workload_written_without_requests_but_with_claims_is_refused_not_admitted_free() -> None:
@@ -332,16 +325,20 @@ def test_a_workload_written_without_requests_but_with_claims_is_refused_not_admi
         converter.workload(body)
 
 
-def test_a_rayjob_demand_read_unbound_first_is_not_memoised_for_the_bound_read() -> None:
-    """Found on the local control plane: the gate read the RayJob's demand first (nothing
-    bound), the memo kept it, and the Workload was written without the devices."""
+def test_a_rayjob_demand_read_before_its_template_is_cached_is_not_memoised() -> None:
+    """Found on the local control plane: a RayJob's demand read once without its claims counted
+    was kept by the memo, and the Workload was written without the devices. A demand that
+    reads claim templates is read again: a template cached after the first read counts."""
+    from tests.unit.queue.fakes import FakeInformer
+
     job = bodies.rayjob()
     job["metadata"]["generation"] = 1
     job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [dra_worker_group("gpu", 2, "two-gpus")]
-    adapter = type(ADAPTERS["RayJob"])()
-    adapter.pod_sets(job, [])
-    with dra.reading(SETTINGS, lookup):
-        totals = podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
+    templates = FakeInformer()
+    adapter = records(claims=ClaimCache(SETTINGS, templates))["RayJob"]  # type: ignore[arg-type]
+    assert "example.com/gpu" not in podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
+    templates.store.objs.append(TEMPLATES["two-gpus"])
+    totals = podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
     assert totals["example.com/gpu"] == 4000
 
 
@@ -353,7 +350,8 @@ def test_the_webhook_refuses_an_unmapped_device_class_at_creation_and_waits_for_
     templates = FakeInformer([TEMPLATES["mig"], TEMPLATES["two-gpus"]])
     settings = naming.QueueSettings(dra=SETTINGS)
     kinds = {k: FakeInformer() for k in ADAPTERS}
-    objects = QueueObjects(settings, kinds, FakeInformer(), fake_pod_informers(), claim_templates=templates)  # type: ignore[arg-type]
+    claims = ClaimCache(SETTINGS, templates)  # type: ignore[arg-type]
+    objects = QueueObjects(settings, kinds, FakeInformer(), fake_pod_informers(), claims=claims)  # type: ignore[arg-type]
     cluster = bodies.raycluster(**{naming.KUEUE_QUEUE_LABEL: "team"})
     cluster["spec"] = bodies.cluster_spec(dra_worker_group("gpu", 1, "mig"))
     verdict = review.mutate("RayCluster", cluster, objects)

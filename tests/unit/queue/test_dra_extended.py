@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters import ADAPTERS, records, registry
 from rayquota.operator.queue.demand import podsets
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.queue.dra.extended import (
     backed_requests,
     is_extended_resource_name,
@@ -159,16 +160,21 @@ def test_with_the_integration_off_nothing_is_mapped() -> None:
 # --- through the operator: a worker group asking for example.com/gpu in its limits ----------------
 
 
-def objects_with_classes(*classes: dict[str, Any]) -> QueueObjects:
+def claims_with_classes(*classes: dict[str, Any]) -> ClaimCache:
     settings = DraSettings(parse_mappings(GPU_MAPPED))
+    return ClaimCache(settings, FakeInformer(), FakeInformer(list(classes)))  # type: ignore[arg-type]
+
+
+def objects_with_classes(*classes: dict[str, Any]) -> QueueObjects:
+    claims = claims_with_classes(*classes)
     kinds = {k: FakeInformer() for k in ADAPTERS}
     return QueueObjects(
-        naming.QueueSettings(dra=settings),
+        naming.QueueSettings(dra=claims.settings),
         kinds,  # type: ignore[arg-type]
         FakeInformer(),  # type: ignore[arg-type]
         fake_pod_informers(),
-        claim_templates=FakeInformer(),  # type: ignore[arg-type]
-        device_classes=FakeInformer(list(classes)),  # type: ignore[arg-type]
+        adapters=registry(beside_kuberay=False, claims=claims),
+        claims=claims,
     )
 
 
@@ -188,11 +194,10 @@ def test_a_worker_group_asking_for_a_backed_extended_resource_in_limits_is_charg
     assert totals["gpu-claims"] == 4000 and "example.com/gpu" not in totals
     # A live pod of that group counts the same in the caps' budget.
     pod_spec = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
-    assert dra.quota_requests(pod_spec)["gpu-claims"] == 2000
+    assert dra.quota_requests_of(objects.claims)(pod_spec)["gpu-claims"] == 2000
     cluster["spec"] = bodies.cluster_spec(extended_group("1500m"))
-    errors = quantity_errors("RayCluster", cluster)
+    errors = quantity_errors("RayCluster", cluster, objects.claims)
     assert any("resources.limits.example.com/gpu: '1500m'" in e for e in errors), errors
-    del objects
 
 
 def test_without_a_backing_class_the_extended_resource_counts_as_itself() -> None:
@@ -201,16 +206,16 @@ def test_without_a_backing_class_the_extended_resource_counts_as_itself() -> Non
     cluster["spec"] = bodies.cluster_spec(extended_group("2"))
     totals = podsets.resource_totals(objects.adapters["RayCluster"].pod_sets(cluster, []).pod_sets)
     assert totals["example.com/gpu"] == 4000 and "gpu-claims" not in totals
-    assert quantity_errors("RayCluster", cluster) == []
+    assert quantity_errors("RayCluster", cluster, objects.claims) == []
 
 
 def test_a_rayjobs_demand_follows_a_device_class_created_after_it_was_read() -> None:
     """The RayJob's demand is memoised by its generation; one asking for an extended resource a
     DeviceClass backs is read again, so a class created later counts."""
-    objects = objects_with_classes(PLAIN)
+    claims = claims_with_classes(PLAIN)
     job = bodies.rayjob(spec=bodies.cluster_spec(extended_group("2")))
     job["metadata"]["generation"] = 1
-    adapter = type(ADAPTERS["RayJob"])()
+    adapter = records(claims=claims)["RayJob"]
     assert "example.com/gpu" in podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)
-    objects.device_classes.store.objs.append(GPU)  # type: ignore[union-attr]
+    claims.device_classes.store.objs.append(GPU)  # type: ignore[union-attr]
     assert "gpu-claims" in podsets.resource_totals(adapter.pod_sets(job, []).pod_sets)

@@ -12,11 +12,12 @@ import pytest
 
 from rayquota import cli_views
 from rayquota.operator.queue import naming
+from rayquota.operator.queue.adapters import ADAPTERS, registry
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
 from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.demand import podsets
-from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.queue.dra.claims import ClaimError, devices_per_class, template_charges
 from rayquota.operator.queue.dra.settings import DraSettings, parse_mappings
 from rayquota.operator.queue.dra.words import naming_device_classes
@@ -43,12 +44,12 @@ from tests.unit.queue.test_gate import Informer
 
 def admitted_service_with_a_dra_child() -> tuple[QueueGate, dict[str, Any]]:
     """A queued RayService whose one child asks for devices through a claim template, admitted
-    whole: the Workload's pod sets as the Workload's reconciler reads them (claims bound)."""
+    whole: the Workload's pod sets as the Workload's reconciler reads them (claims counted)."""
     service = bodies.rayservice()
     service["metadata"]["labels"] = {naming.KUEUE_QUEUE_LABEL: "team"}
     child = bodies.child_cluster(service, "svc-a", bodies.cluster_spec(dra_worker_group("gpu", 2, "one-gpu")))
-    with dra.reading(SETTINGS, lookup):
-        demand = rayservice_demand(service, [child])
+    claims = ClaimCache(SETTINGS, FakeInformer(list(TEMPLATES.values())))  # type: ignore[arg-type]
+    demand = rayservice_demand(service, [child], claims.claim_reading("team-a"))
     pod_sets = [PodSetAssignment(ps.name, ps.count, {}, {}) for ps in demand.pod_sets]
     workload = {
         "metadata": {"name": workload_key("RayService", service).name, "namespace": "team-a"},
@@ -60,13 +61,14 @@ def admitted_service_with_a_dra_child() -> tuple[QueueGate, dict[str, Any]]:
         informers,  # type: ignore[arg-type]
         FakeInformer([workload]),
         fake_pod_informers(),
-        claim_templates=FakeInformer(list(TEMPLATES.values())),
+        adapters=registry(beside_kuberay=False, claims=claims),
+        claims=claims,
     )
     return QueueGate(objects), service
 
 
 def test_an_admitted_dra_child_of_a_rayservice_may_run() -> None:
-    """Found on the local control plane: the gate read the child's demand with nothing bound,
+    """Found on the local control plane: the gate read the child's demand without its claims,
     so its pod sets (named after their shape, devices included) were not the admitted ones and
     the cluster stayed suspended: the upgrade test's service never became Ready."""
     gate, service = admitted_service_with_a_dra_child()
@@ -74,11 +76,11 @@ def test_an_admitted_dra_child_of_a_rayservice_may_run() -> None:
     assert verdict is not None and verdict.open, verdict
 
 
-def test_the_gates_demand_read_counts_the_claims_with_nothing_bound() -> None:
-    """The demand read owns the claim reading: the gate's ``allocation_of`` (and a kind's
-    ``pod_sets``), called with no reading bound by anyone, counts the DRA devices of the
-    namespace's claim templates from the queue's caches. On the old code a caller had to bind
-    them, and one that forgot charged nothing (last session's bug)."""
+def test_the_gates_demand_read_counts_the_claims_of_its_records_source() -> None:
+    """The records own the claim reading: the gate's ``allocation_of`` (a kind's ``pod_sets``)
+    counts the DRA devices of the namespace's claim templates from the claim source the records
+    were built with, and the quantity check reads the same source. Once a caller had to bind
+    them, and one that forgot charged nothing."""
     gate, service = admitted_service_with_a_dra_child()
     queued = gate.objects.queued("RayService", service)
     assert queued is not None
@@ -86,18 +88,56 @@ def test_the_gates_demand_read_counts_the_claims_with_nothing_bound() -> None:
     demand, allocation = allocation_of(queued.adapter, service, children, None)
     assert podsets.resource_totals(demand.pod_sets)["example.com/gpu"] == 2000
     assert set(allocation) == {"svc-a"}
-    errors = quantity_errors("RayService", service)
+    errors = quantity_errors("RayService", service, gate.objects.claims)
     assert errors == [], errors
 
 
-def test_the_demand_read_refuses_an_unmapped_class_with_nothing_bound() -> None:
-    """The quantity check reads the namespace's templates itself too: an unmapped DeviceClass is
-    named (the webhook and the queue's reason), with nothing bound by the caller."""
+def test_the_quantity_check_refuses_an_unmapped_class_read_from_the_source() -> None:
+    """The quantity check reads the namespace's templates from the source it is given: an
+    unmapped DeviceClass is named (the webhook and the queue's reason)."""
     gate, service = admitted_service_with_a_dra_child()
     child = gate.objects.children("RayService", service)[0]
     child["spec"] = bodies.cluster_spec(dra_worker_group("gpu", 2, "mig"))
     service["spec"]["rayClusterConfig"] = child["spec"]
-    assert any(f"DeviceClass {MIG_CLASS!r}" in e for e in quantity_errors("RayService", service))
+    errors = quantity_errors("RayService", service, gate.objects.claims)
+    assert any(f"DeviceClass {MIG_CLASS!r}" in e for e in errors), errors
+
+
+def test_two_operators_in_one_process_each_count_their_own_claim_templates() -> None:
+    """Each operator's records read the claim source they were built with. Once the process had
+    one source, the last operator's cache: an earlier operator (a MultiKueue manager beside its
+    worker, a suite worker that ran an operator before a unit test) counted another's templates."""
+    job = bodies.rayjob()
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [dra_worker_group("gpu", 2, "two-gpus")]
+    two, one = TEMPLATES["two-gpus"], {**TEMPLATES["one-gpu"], "metadata": TEMPLATES["two-gpus"]["metadata"]}
+    first = ClaimCache(SETTINGS, FakeInformer([two]))  # type: ignore[arg-type]
+    second = ClaimCache(SETTINGS, FakeInformer([one]))  # type: ignore[arg-type]
+    first_records = registry(beside_kuberay=False, claims=first)
+    second_records = registry(beside_kuberay=False, claims=second)
+
+    def gpus(records: Any) -> int:
+        return podsets.resource_totals(records["RayJob"].pod_sets(job, []).pod_sets).get("example.com/gpu", 0)
+
+    assert (gpus(first_records), gpus(second_records), gpus(ADAPTERS)) == (4000, 2000, 0)
+
+
+def test_the_dashboards_slices_count_the_claims_of_the_operators_source() -> None:
+    """The Workload page beside the operator reads a slice's demand with records built with the
+    operator's claim source: an admitted DRA child still suspended shows covered, with its
+    devices, as the gate lets it run. Without the source its pod sets (named after their shape,
+    devices included) are not the admitted ones: the slice would show uncovered, no devices."""
+    from rayquota.dashboard.views.workload_page import RayContext, slices
+
+    gate, service = admitted_service_with_a_dra_child()
+    [workload] = gate.objects.workloads.store.list()
+    [child] = gate.objects.children("RayService", service)
+    child["spec"]["suspend"] = True
+    ray = RayContext("RayService", service, [child])
+    [counted] = slices(workload, ray, gate.objects.adapters)
+    assert counted["covered"] and "example.com/gpu 2" in counted["needs"], counted
+    assert sum(counted["allowedPods"].values()) == 3, counted
+    [uncounted] = slices(workload, ray, ADAPTERS)
+    assert not uncounted["covered"] and "example.com/gpu" not in uncounted["needs"], uncounted
 
 
 # --- the reason names the DeviceClasses --------------------------------------------------------

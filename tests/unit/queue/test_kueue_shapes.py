@@ -123,8 +123,8 @@ def test_local_queue_usage_key_is_renamed() -> None:
 
 
 def test_queue_api_modes() -> None:
-    assert api_group.QueueApi.from_env({}) is api_group.RAYQUOTA
-    kueue = api_group.QueueApi.from_env({api_group.QUEUE_API_ENV: "kueue"})
+    assert api_group.of_mode("rayquota") is api_group.RAYQUOTA
+    kueue = api_group.of_mode("kueue")
     assert kueue.workloads.api_version == "kueue.x-k8s.io/v1beta2" and kueue.workloads.namespaced
     assert not kueue.cluster_queues.namespaced and kueue.workload_status_manager == "kueue-admission"
     with pytest.raises(ValueError, match="RAYQUOTA_QUEUE_API"):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rayquota.operator.queue.demand import podsets
-from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.simulation.report import build_report
 from rayquota.simulation.scenario import ScenarioError, parse_scenario
@@ -66,8 +66,8 @@ def test_claims_are_charged_as_the_operator_charges_them() -> None:
             "resourceClaims": raw["workloadClasses"][0]["resourceClaims"],
         }
     }
-    with dra.reading(settings, templates.get):
-        operator = podsets.pod_set("main", podsets.Role.MAIN, 1, template)
+    claims = ClaimReading(settings, templates.get)
+    operator = podsets.pod_set("main", podsets.Role.MAIN, 1, template, claims=claims)
     assert dict(pod_set.requests) == dict(operator.requests) == {"cpu": 1000, "example.com/gpu": 2000}
 
 

@@ -11,42 +11,61 @@ from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
 from rayquota.operator.queue.adapters.rayjob_beside import BesideKubeRayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
 from rayquota.operator.queue.adapters.rayservice_beside import BesideKubeRayServiceAdapter
+from rayquota.operator.queue.dra.context import ClaimSource
 
 # The cluster kind: the children of the kinds with child clusters, whose pods the cluster
 # planner caps through the gate (`QueueGate.caps_for`).
 CLUSTER_KIND = RayClusterAdapter.kind
 
-ADAPTERS: dict[str, KindAdapter] = {
-    adapter.kind: adapter
-    for adapter in (
-        RayClusterAdapter(),
-        RayJobAdapter(),
-        RayServiceAdapter(),
-        JobAdapter(),
+
+def _ray_records(
+    beside_kuberay: bool, elastic_by_annotation_only: bool, claims: ClaimSource | None
+) -> tuple[KindAdapter, ...]:
+    if beside_kuberay:
+        return (
+            BesideKubeRayClusterAdapter(claims=claims),
+            BesideKubeRayJobAdapter(claims=claims),
+            BesideKubeRayServiceAdapter(claims=claims),
+        )
+    return (
+        RayClusterAdapter(claims=claims),
+        RayJobAdapter(elastic_by_annotation_only=elastic_by_annotation_only, claims=claims),
+        RayServiceAdapter(claims=claims),
     )
-}
+
+
+def records(
+    beside_kuberay: bool = False,
+    *,
+    elastic_by_annotation_only: bool = False,
+    claims: ClaimSource | None = None,
+) -> dict[str, KindAdapter]:
+    """One record of each kind, new, whose demand reads count the claims of ``claims``."""
+    ray_kinds = _ray_records(beside_kuberay, elastic_by_annotation_only, claims)
+    return {adapter.kind: adapter for adapter in (*ray_kinds, JobAdapter(claims=claims))}
+
+
+# The records with no claim source, for what reads a kind's fixed facts (its resource, owners,
+# pod watches, gate, templates) and for the unit tests; the operator's are `registry`'s.
+ADAPTERS: dict[str, KindAdapter] = records()
 
 # Admission-only mode beside KubeRay's operator: the records whose gate differs there.
 BESIDE_KUBERAY: dict[str, KindAdapter] = {
     **ADAPTERS,
-    **{
-        adapter.kind: adapter
-        for adapter in (
-            BesideKubeRayClusterAdapter(),
-            BesideKubeRayJobAdapter(),
-            BesideKubeRayServiceAdapter(),
-        )
-    },
+    **{adapter.kind: adapter for adapter in _ray_records(True, False, None)},
 }
 
 
-def registry(beside_kuberay: bool, kueue_api: bool = False) -> dict[str, KindAdapter]:
+def registry(
+    beside_kuberay: bool, kueue_api: bool = False, claims: ClaimSource | None = None
+) -> dict[str, KindAdapter]:
     """The records of the mode the operator runs in. ``kueue_api``: a RayJob is elastic only
-    with Kueue's ``kueue.x-k8s.io/elastic-job`` annotation (as in Kueue)."""
-    records = BESIDE_KUBERAY if beside_kuberay else ADAPTERS
-    if kueue_api and not beside_kuberay:
-        return {**records, RayJobAdapter.kind: RayJobAdapter(elastic_by_annotation_only=True)}
-    return records
+    with Kueue's ``kueue.x-k8s.io/elastic-job`` annotation (as in Kueue). ``claims``: the claim
+    source their demand reads count DRA claims from (the queue's setup passes its cache)."""
+    elastic_by_annotation_only = kueue_api and not beside_kuberay
+    if claims is None and not elastic_by_annotation_only:
+        return BESIDE_KUBERAY if beside_kuberay else ADAPTERS
+    return records(beside_kuberay, elastic_by_annotation_only=elastic_by_annotation_only, claims=claims)
 
 
 def child_markers() -> dict[str, list[str]]:
@@ -76,5 +95,6 @@ __all__ = [
     "PodWatch",
     "child_markers",
     "pod_watches",
+    "records",
     "registry",
 ]

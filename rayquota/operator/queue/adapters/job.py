@@ -30,6 +30,7 @@ from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_J
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
+    CountsClaims,
     SpecSuspendKind,
     allocation_of,
     changed,
@@ -38,7 +39,7 @@ from rayquota.operator.queue.adapters.record_helpers import (
 )
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand, GroupKey, Role, pod_set, single_part
-from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.gating import placement, pod_gate
 from rayquota.operator.queue.workloads import event_filters
 from rayquota.queueing import ResourceFlavor
@@ -102,9 +103,10 @@ def job_pod_count(job: Body) -> int:
     return max(count, 0)
 
 
-def job_demand(job: Body) -> Demand:
+def job_demand(job: Body, claims: ClaimReading | None = None) -> Demand:
     template = (job.get("spec") or {}).get("template") or {}
-    main = pod_set(JOB_POD_SET, Role.MAIN, job_pod_count(job), template, where="the Job's pod template")
+    count = job_pod_count(job)
+    main = pod_set(JOB_POD_SET, Role.MAIN, count, template, where="the Job's pod template", claims=claims)
     min_count = job_partial.min_parallelism(job)
     if min_count is not None and 0 < min_count < main.count:
         main = replace(main, min_count=min_count)
@@ -150,7 +152,7 @@ def job_is_suspended(job: Body) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
 
 
-class JobAdapter(SpecSuspendKind):
+class JobAdapter(CountsClaims, SpecSuspendKind):
     kind = "Job"
     resource = resources.JOBS
     accounted_through = ("RayJob",)
@@ -161,9 +163,8 @@ class JobAdapter(SpecSuspendKind):
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
     multicluster = MultiClusterPart(status=mirrored_status, clean_spec=clean_copy)
 
-    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
-        return job_demand(obj)
+        return job_demand(obj, self.claim_reading(obj))
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return set() if self.is_suspended(obj) else {_name(obj)}

@@ -12,6 +12,7 @@ from rayquota.operator.queue.adapters.protocol import (
     PodWatch,
     TemplateAt,
 )
+from rayquota.operator.queue.adapters.record_helpers import CountsClaims
 from rayquota.operator.queue.demand.podsets import GroupKey, Role, group_key_of_pod
 from rayquota.operator.queue.gating import placement
 from rayquota.operator.ray.vocabulary import labels
@@ -63,9 +64,10 @@ def restore_cluster(cluster_spec: MutableMapping[str, Any]) -> None:
         placement.restore(template)
 
 
-class RayKind:
+class RayKind(CountsClaims):
     """What the Ray kinds share: their pods are found by their clusters' names (the
-    ``ray.io/cluster`` label) and counted in groups by the Ray labels."""
+    ``ray.io/cluster`` label) and counted in groups by the Ray labels; their demand counts the
+    claims ``CountsClaims`` reads."""
 
     accounted_through: tuple[str, ...] = ()
     child_kind: str | None = "RayCluster"

@@ -26,16 +26,17 @@ from rayquota.operator.queue.adapters.record_helpers import (
 )
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand, GroupKey, cluster_pod_sets, single_part
-from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.workloads import event_filters
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import ResourceFlavor
 
 
-def raycluster_demand(cluster: Mapping[str, Any]) -> Demand:
+def raycluster_demand(cluster: Mapping[str, Any], claims: ClaimReading | None = None) -> Demand:
     name = str(cluster["metadata"]["name"])
     annotations = cluster["metadata"].get("annotations")
-    return single_part(name, cluster_pod_sets(cluster.get("spec") or {}, annotations=annotations))
+    spec = cluster.get("spec") or {}
+    return single_part(name, cluster_pod_sets(spec, annotations=annotations, claims=claims))
 
 
 def worker_sizes_update(local: Body, remote: Body) -> dict[str, Any] | None:
@@ -85,9 +86,8 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
     def pod_templates(self, obj: Body) -> list[TemplateAt]:
         return cluster_spec_templates("spec", obj.get("spec") or {})
 
-    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
-        return raycluster_demand(obj)
+        return raycluster_demand(obj, self.claim_reading(obj))
 
     # Capabilities (adapters/capabilities.py).
 

@@ -42,7 +42,7 @@ from rayquota.operator.queue.demand.podsets import (
     single_part,
 )
 from rayquota.operator.queue.dra import context as dra
-from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.queue.dra.context import ClaimReading, ClaimSource
 from rayquota.operator.queue.gating import placement, pod_gate
 from rayquota.operator.queue.workloads import event_filters
 from rayquota.operator.ray.dashboard_api.resolver import dashboard_port
@@ -115,11 +115,15 @@ def with_live_sizes(cluster_spec: Mapping[str, Any], live: Mapping[str, Any]) ->
 
 
 def rayjob_demand(
-    rayjob: Mapping[str, Any], cluster_name: str | None = None, live: Mapping[str, Any] | None = None
+    rayjob: Mapping[str, Any],
+    cluster_name: str | None = None,
+    live: Mapping[str, Any] | None = None,
+    claims: ClaimReading | None = None,
 ) -> Demand:
     """Head (+ autoscaler, + the submitter sidecar in SidecarMode), workers, and the
     submitter Job's pod in K8sJobMode. A RayJob on an existing cluster (clusterSelector)
-    asks only for its submitter. ``live``: its cluster, whose worker sizes count (elastic)."""
+    asks only for its submitter. ``live``: its cluster, whose worker sizes count (elastic);
+    ``claims``: the reading its templates' DRA claims are counted under."""
     spec = rayjob.get("spec") or {}
     mode = submission_mode(rayjob)
     keyed: list[tuple[GroupKey, PodSetDemand]] = []
@@ -131,7 +135,8 @@ def rayjob_demand(
         if mode == "SidecarMode":
             port = dashboard_port({"spec": cluster_spec})
             head_extra.append(submitter.sidecar_container(rayjob, "", "", port))
-        keyed.extend(cluster_pod_sets(cluster_spec, head_extra, rayjob["metadata"].get("annotations")))
+        annotations = rayjob["metadata"].get("annotations")
+        keyed.extend(cluster_pod_sets(cluster_spec, head_extra, annotations, claims))
     if mode == "K8sJobMode":
         keyed.append(
             (
@@ -142,6 +147,7 @@ def rayjob_demand(
                     1,
                     _submitter_template(rayjob),
                     where="the submitter's pod template",
+                    claims=claims,
                 ),
             )
         )
@@ -175,9 +181,12 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
     # Created once in the worker; its status (jobStatus, jobDeploymentStatus, ...) comes back.
     multicluster = MultiClusterPart()
 
-    def __init__(self, *, elastic_by_annotation_only: bool = False) -> None:
+    def __init__(
+        self, *, elastic_by_annotation_only: bool = False, claims: ClaimSource | None = None
+    ) -> None:
         """``elastic_by_annotation_only``: Kueue-API mode, where a RayJob is elastic only with
-        Kueue's annotation (see :func:`is_elastic`)."""
+        Kueue's annotation (see :func:`is_elastic`). ``claims``: see ``CountsClaims``."""
+        super().__init__(claims=claims)
         self.elastic_by_annotation_only = elastic_by_annotation_only
         # The demand is a pure function of the spec, name and labels, but it is asked for on
         # every event of the RayJob, its cluster and its pods (the Workload reconciler, the
@@ -185,8 +194,8 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         # flood. A spec change bumps the generation, so the memo never answers for an old spec.
         self._demands: BoundedMemo[tuple[object, ...], Demand] = BoundedMemo(DEMAND_MEMO_SIZE)
 
-    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
+        reading = self.claim_reading(obj)
         part = str(children[0]["metadata"]["name"]) if children else cluster_name(obj)
         meta = obj["metadata"]
         uid, generation = meta.get("uid"), meta.get("generation")
@@ -194,13 +203,13 @@ class RayJobAdapter(RayKind, SpecSuspendKind):
         live = None
         if children and self.is_elastic(obj):
             live = children[0]
-        if uid is None or generation is None or dra.reads_other_objects(templates):
-            return rayjob_demand(obj, part, live)
+        if uid is None or generation is None or dra.reads_other_objects(templates, reading):
+            return rayjob_demand(obj, part, live, reading)
         # An elastic RayJob's demand changes with its cluster's spec (its generation) too.
         live_generation = None if live is None else live["metadata"].get("generation")
         labels_key = tuple(sorted((meta.get("labels") or {}).items()))
         memo_key = (uid, generation, part, labels_key, live is not None, live_generation)
-        return self._demands.get(memo_key, lambda: rayjob_demand(obj, part, live))
+        return self._demands.get(memo_key, lambda: rayjob_demand(obj, part, live, reading))
 
     def is_elastic(self, obj: Body) -> bool:
         """Sized by its live cluster (see :func:`is_elastic`), in this operator's mode."""

@@ -29,7 +29,6 @@ from rayquota.operator.queue.adapters.protocol import Body, Edit
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter, rayjob_demand
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand
-from rayquota.operator.queue.dra.context import counting_claims
 from rayquota.queueing import ResourceFlavor
 
 
@@ -62,13 +61,12 @@ class BesideKubeRayJobAdapter(RayJobAdapter):
     # The cluster KubeRay creates for it: its pods held at their scheduling gate.
     children_held_at_pods = True
 
-    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         scaled = with_live_replicas(obj, children[0]) if children else None
         if scaled is None:
             return super().pod_sets(obj, children)
         # Not memoised: the RayJob's generation does not change with its cluster's replicas.
-        return rayjob_demand(scaled, str(children[0]["metadata"]["name"]))
+        return rayjob_demand(scaled, str(children[0]["metadata"]["name"]), claims=self.claim_reading(obj))
 
     def run_with(
         self,

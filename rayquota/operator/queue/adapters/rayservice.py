@@ -37,7 +37,7 @@ from rayquota.operator.queue.demand.podsets import (
     cluster_pod_sets,
     shape_key,
 )
-from rayquota.operator.queue.dra.context import counting_claims
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import ResourceFlavor
 
@@ -75,7 +75,9 @@ def _service_pod_set_name(role: Role, group: str, shape: str) -> str:
     return f"{base}-{shape}"
 
 
-def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> Demand:
+def rayservice_demand(
+    service: Mapping[str, Any], children: Sequence[Mapping[str, Any]], claims: ClaimReading | None = None
+) -> Demand:
     """Summed over the live child RayClusters (``children`` in covering order: active first),
     or from ``rayClusterConfig`` before any child exists.
 
@@ -102,7 +104,7 @@ def rayservice_demand(service: Mapping[str, Any], children: Sequence[Mapping[str
     for part, cluster_spec, cluster_annotations in sources:
         part_counts = parts.setdefault(part, {})
         part_names = pod_set_of.setdefault(part, {})
-        for key, ps in cluster_pod_sets(cluster_spec, annotations=cluster_annotations):
+        for key, ps in cluster_pod_sets(cluster_spec, annotations=cluster_annotations, claims=claims):
             shape = shape_key(ps)
             if ps.topology_request is not None:
                 # Placed pods belong to one cluster: during an upgrade the new cluster's groups
@@ -149,9 +151,8 @@ class RayServiceAdapter(RayKind):
     # Its conditions and service statuses come back; a new config or upgrade strategy follows.
     multicluster = MultiClusterPart(spec_update=upgrade_update)
 
-    @counting_claims
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
-        return rayservice_demand(obj, ordered_children(obj, children))
+        return rayservice_demand(obj, ordered_children(obj, children), self.claim_reading(obj))
 
     def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
         return {_name(c) for c in children if not (c.get("spec") or {}).get("suspend")}

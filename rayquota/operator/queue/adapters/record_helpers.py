@@ -1,6 +1,6 @@
 """Helpers every integration record may use: edited copies and their edits, the allocation of an
-admitted slice over a record's parts, the placements per pod set, and the `spec.suspend` gate
-(`SpecSuspendKind`)."""
+admitted slice over a record's parts, the placements per pod set, the `spec.suspend` gate
+(`SpecSuspendKind`) and the claim source its demand read is given (`CountsClaims`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from rayquota.operator.queue.adapters.protocol import (
 )
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand
+from rayquota.operator.queue.dra.context import ClaimReading, ClaimSource, reading_of
 from rayquota.operator.queue.gating import placement
 from rayquota.operator.queue.gating.coverage import PartAllocation, allocate
 from rayquota.queueing import ResourceFlavor
@@ -70,6 +71,19 @@ def gate_cleared_by_hand(obj: Mapping[str, Any]) -> bool:
 def no_pods_hold_quota(pods: Sequence[Body]) -> bool:
     """Finished pods release their node's resources; any other pod (terminating too) holds them."""
     return all(pod_finished(p) for p in pods)
+
+
+class CountsClaims:
+    """A record whose demand read counts the DRA claims (and the DeviceClass-backed extended
+    resources) of the object's namespace, read from ``claims``: the operator's claim cache, which
+    the queue's setup passes to every record (`adapters.registry`). Without one they count
+    nothing."""
+
+    def __init__(self, *, claims: ClaimSource | None = None) -> None:
+        self.claims = claims
+
+    def claim_reading(self, obj: Body) -> ClaimReading | None:
+        return reading_of(self.claims, obj)
 
 
 class SpecSuspendKind:

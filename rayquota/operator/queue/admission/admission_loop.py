@@ -66,26 +66,6 @@ class EnqueueingWriter:
         self._enqueue_decision(object_key(workload))
 
 
-FAIR_SHARING_ENV = "RAYQUOTA_FAIR_SHARING"
-FAIR_SHARING_STRATEGIES_ENV = "RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES"
-
-
-def fair_sharing_from_env(env: Mapping[str, str]) -> FairSharing | None:
-    """Kueue's Configuration ``fairSharing``: on with ``RAYQUOTA_FAIR_SHARING=true`` or when
-    ``RAYQUOTA_FAIR_SHARING_PREEMPTION_STRATEGIES`` (Kueue's names, comma-separated) is set.
-    A bad value names its variable and stops the operator at start."""
-    enabled = env.get(FAIR_SHARING_ENV, "").strip().lower()
-    if enabled not in ("", "0", "1", "true", "false"):
-        raise ValueError(f"{FAIR_SHARING_ENV}={enabled!r}: expected true or false")
-    raw = env.get(FAIR_SHARING_STRATEGIES_ENV, "").strip()
-    if not raw:
-        return FairSharing() if enabled in ("1", "true") else None
-    try:
-        return FairSharing.parse([s.strip() for s in raw.split(",")])
-    except ValueError as error:
-        raise ValueError(f"{FAIR_SHARING_STRATEGIES_ENV}={raw!r}: {error}") from error
-
-
 class AdmissionLoop:
     def __init__(
         self,

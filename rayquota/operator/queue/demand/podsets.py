@@ -22,6 +22,7 @@ from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.demand import topology_request
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.operator.ray.builders.podspec import (
     PodContext,
@@ -123,19 +124,23 @@ def pod_set(
     where: str = "",
     hosts: int = 1,
     extra_init: Sequence[Any] = (),
+    claims: ClaimReading | None = None,
 ) -> PodSetDemand:
+    """``claims``: the reading the pod's DRA claims and DeviceClass-backed extended resources
+    are counted under (``dra/context.py``); without one they are charged nothing."""
     spec = dict(template.get("spec") or {})
     if extra:
         spec["containers"] = [*(spec.get("containers") or []), *extra]
     if extra_init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *extra_init]
     selector, tolerations = user_placement(template)
+    where = where or f"{name} pod template"
     try:
-        topology = topology_request.read(template, where or f"{name} pod template", hosts)
+        topology = topology_request.read(template, where, hosts)
     except topology_request.TopologyAnnotationError as exc:
         topology = TopologyRequest(invalid=str(exc))
-    requests = dict(dra.backed(spec, pod_requests(spec), where or f"{name} pod template").requests)
-    for resource, amount in dra.charges(spec, where or f"{name} pod template").requests.items():
+    requests = dict(dra.backed(spec, pod_requests(spec), where, claims).requests)
+    for resource, amount in dra.charges(spec, where, claims).requests.items():
         requests[resource] = requests.get(resource, 0) + amount
     return PodSetDemand(name, role, count, requests, selector, tolerations, topology)
 
@@ -196,16 +201,18 @@ def cluster_pod_sets(
     cluster_spec: Mapping[str, Any],
     head_extra: Sequence[Mapping[str, Any]] = (),
     annotations: Mapping[str, str] | None = None,
+    claims: ClaimReading | None = None,
 ) -> list[tuple[GroupKey, PodSetDemand]]:
     """Head (with the autoscaler sidecar when autoscaling is on, and ``head_extra``
     containers) and one pod set per worker group: replicas x numOfHosts.
 
     With GCS fault tolerance on Redis (``annotations``: the cluster's, for the older
     ``ray.io/ft-enabled`` form) the head also covers the Redis cleanup Job's pod, which runs in
-    its place once it is gone: each resource is the larger of the two, as Kueue counts it."""
+    its place once it is gone: each resource is the larger of the two, as Kueue counts it.
+    ``claims``: the reading every template's DRA claims are counted under."""
     head_template = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
     extra = [*_autoscaler_containers(cluster_spec), *head_extra]
-    head = pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template")
+    head = pod_set(HEAD_POD_SET, Role.HEAD, 1, head_template, extra, "the head's pod template", claims=claims)
     if redis_cleanup_wanted({"metadata": {"annotations": dict(annotations or {})}, "spec": cluster_spec}):
         cleanup = cleanup_requests()
         covered = {r: max(head.requests.get(r, 0), cleanup.get(r, 0)) for r in {*head.requests, *cleanup}}
@@ -225,6 +232,7 @@ def cluster_pod_sets(
             where,
             hosts,
             extra_init=_worker_init_containers(cluster_spec, template),
+            claims=claims,
         )
         out.append(((Role.WORKER, name), worker))
     return out

@@ -1,12 +1,11 @@
-"""The DRA settings, read from the operator's environment (Kueue's configuration names).
+"""The DRA settings, as the configuration gives them (``rayquota.config``; Kueue's names).
 
-``RAYQUOTA_DEVICE_CLASS_MAPPINGS``: Kueue's ``resources.deviceClassMappings``, a JSON list of
-``{"name": <quota resource>, "deviceClassNames": [<DeviceClass>, ...]}``. A device class named
-by two mappings counts as the first's resource.
-``RAYQUOTA_DRA_INTEGRATION`` (Kueue's feature ``KueueDRAIntegration``, default on) and
-``RAYQUOTA_DRA_REJECT_WHEN_DISABLED`` (``KueueDRARejectWorkloadsWhenDRADisabled``, default on):
-with the integration off, a template with ``resourceClaims`` is refused, or (reject off) its
-devices are charged nothing.
+``resources.deviceClassMappings``: a list of ``{"name": <quota resource>, "deviceClassNames":
+[<DeviceClass>, ...]}``. A device class named by two mappings counts as the first's resource.
+``integration`` (Kueue's feature ``KueueDRAIntegration``, default on) and
+``reject_when_disabled`` (``KueueDRARejectWorkloadsWhenDRADisabled``, default on): with the
+integration off, a template with ``resourceClaims`` is refused, or (reject off) its devices are
+charged nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAPPINGS_ENV = "RAYQUOTA_DEVICE_CLASS_MAPPINGS"
-INTEGRATION_ENV = "RAYQUOTA_DRA_INTEGRATION"
-REJECT_ENV = "RAYQUOTA_DRA_REJECT_WHEN_DISABLED"
 SETTING = "resources.deviceClassMappings"
 
 # A qualified resource name (an optional DNS prefix, then a name), as Kueue validates them.
@@ -50,14 +47,6 @@ class DraSettings:
     def lookup(self, device_class: str) -> str | None:
         """The quota resource a device class counts as, or None when no mapping covers it."""
         return self.resource_of.get(device_class)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> DraSettings:
-        return cls(
-            mappings=parse_mappings(env.get(MAPPINGS_ENV, "")),
-            integration=_flag(env, INTEGRATION_ENV, True),
-            reject_when_disabled=_flag(env, REJECT_ENV, True),
-        )
 
 
 def parse_mappings(raw: str) -> tuple[DeviceClassMapping, ...]:
@@ -98,14 +87,3 @@ def mappings_from(parsed: Any) -> tuple[DeviceClassMapping, ...]:
                 )
         out.append(DeviceClassMapping(name, tuple(classes)))
     return tuple(out)
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name}={env[name]!r}: expected true or false")

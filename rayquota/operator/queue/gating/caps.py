@@ -17,9 +17,9 @@ from typing import Any
 from rayquota.operator.core.gate import Placement
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand, GroupKey, Role
-from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.gating import placement
 from rayquota.operator.queue.gating.coverage import PartAllocation
+from rayquota.operator.ray.builders.pod_resources import RequestsOf, pod_requests
 from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.queueing import ResourceFlavor
 
@@ -76,7 +76,10 @@ def part_caps(
     admission: AdmittedSlice,
     placements: Mapping[str, Placement],
     held_elsewhere: Mapping[str, int],
+    requests_of: RequestsOf = pod_requests,
 ) -> AdmittedCaps:
+    """``requests_of``: a pod spec's requests as the quota counts them (the DeviceClass-backed
+    extended resources under their quota resource: ``dra.context.quota_requests_of``)."""
     names = demand.pod_set_of.get(share.part, {})
     head = names.get((Role.HEAD, ""))
     return AdmittedCaps(
@@ -89,7 +92,7 @@ def part_caps(
             if role is Role.WORKER
         },
         budget=part_budget(share, admission, held_elsewhere),
-        requests_of=dra.quota_requests,
+        requests_of=requests_of,
     )
 
 

@@ -72,6 +72,9 @@ class QueueGate:
         self.lingering_parts = lingering_parts
         # Asked on every event of every queued cluster: parse each Workload version once.
         self.admissions = AdmissionMemo()
+        # A live pod's requests as its pod set's were counted (its DeviceClass-backed extended
+        # resources under their quota resource), from the queue's claim source.
+        self.requests_of = dra.quota_requests_of(objects.claims)
 
     def _recorded_admission(self, workload: Mapping[str, Any] | None) -> AdmittedSlice | None:
         """:func:`recorded_admission`, through the memo."""
@@ -103,7 +106,7 @@ class QueueGate:
         head_domains, worker_domains = cluster_domains(demand, name, admission)
         held_elsewhere = self._held_elsewhere(queued, all_children, name)
         return replace(
-            caps.part_caps(demand, share, admission, placements, held_elsewhere),
+            caps.part_caps(demand, share, admission, placements, held_elsewhere, self.requests_of),
             head_domains=head_domains,
             worker_domains=worker_domains,
         )
@@ -112,7 +115,7 @@ class QueueGate:
         """What the pods of the object's other clusters (all its children; a deleted one's too) hold."""
         by_part = self.objects.pods_by_part(queued, children, self.lingering_parts(queued.workload))
         others = (p for name, pods in by_part.items() if name != part for p in pods)
-        return held_by(others, dra.quota_requests)
+        return held_by(others, self.requests_of)
 
     # --- children and submitters: may a part run? -------------------------------------------
 

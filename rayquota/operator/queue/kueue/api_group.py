@@ -7,7 +7,7 @@ resources and translates the few bodies whose shape differs between the two grou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,13 +55,6 @@ class QueueApi:
     evicted_standalone_waits_for_clear: bool = False
     # Held on ClusterQueues with admitted workloads and on ResourceFlavors a ClusterQueue names.
     resource_in_use_finalizer: str = naming.RESOURCE_IN_USE_FINALIZER
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> QueueApi:
-        """For the commands beside the operator (the dashboard, its RBAC); the operator's mode is
-        its configuration's `queue.api`."""
-        mode = env.get(QUEUE_API_ENV) or RAYQUOTA_MODE
-        return of_mode(mode)
 
 
 RAYQUOTA = QueueApi(

@@ -12,21 +12,26 @@ from typing import Any
 
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.dra import context as dra
+from rayquota.operator.queue.dra.context import ClaimReading, ClaimSource
 from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.queueing import QuantityError, parse_quantity
 
 CONTAINER_LISTS = ("containers", "initContainers")
 
 
-def quantity_errors(kind: str, obj: Mapping[str, Any], *, missing_claim_templates: bool = True) -> list[str]:
-    """Also the DRA claims that cannot be counted (read from the object's namespace), and, with
+def quantity_errors(
+    kind: str, obj: Mapping[str, Any], claims: ClaimSource | None, *, missing_claim_templates: bool = True
+) -> list[str]:
+    """Also the DRA claims that cannot be counted (read from the object's namespace in
+    ``claims``, the queue's claim source; None: none are read), and, with
     ``missing_claim_templates``, the ResourceClaimTemplates named that do not exist (the webhook
     lets an object be created before its templates; the queue waits for them)."""
-    with dra.namespace_reading(dra.namespace_of(obj)):
-        return _quantity_errors(kind, obj, missing_claim_templates)
+    return _quantity_errors(kind, obj, dra.reading_of(claims, obj), missing_claim_templates)
 
 
-def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates: bool) -> list[str]:
+def _quantity_errors(
+    kind: str, obj: Mapping[str, Any], reading: ClaimReading | None, missing_claim_templates: bool
+) -> list[str]:
     errors: list[str] = []
     for at in ADAPTERS[kind].pod_templates(obj):
         spec = at.template.get("spec") if isinstance(at.template, Mapping) else None
@@ -44,8 +49,8 @@ def _quantity_errors(kind: str, obj: Mapping[str, Any], missing_claim_templates:
                     errors += _unreadable(where, resources.get(amounts))
         errors += _unreadable(f"{at.path}.spec.overhead", spec.get("overhead"))
         if len(errors) == readable_up_to:  # its quantities read: the DeviceClass-backed ones
-            errors += dra.backed(spec, pod_requests(spec), at.path).errors
-        claims = dra.charges(spec, at.path)
+            errors += dra.backed(spec, pod_requests(spec), at.path, reading).errors
+        claims = dra.charges(spec, at.path, reading)
         errors += claims.errors
         errors += [
             f"{at.path}.spec.resourceClaims: ResourceClaimTemplate {name!r} not found in the namespace"

@@ -158,7 +158,7 @@ class WorkloadReconciler:
             self.driver.finish(str(key), pods_gone=pods_gone())
             self.loop.request_cycle()
             return None
-        bad_quantities = quantity_errors(queued.kind, obj)
+        bad_quantities = quantity_errors(queued.kind, obj, self.objects.claims)
         # The demand is read only where every quantity can be (it would raise otherwise).
         demand = None if bad_quantities else adapter.pod_sets(obj, children)
         if bad_quantities:
