@@ -17,6 +17,7 @@ from typing import Any
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission.driver import IgnoredDecisions
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
 from rayquota.operator.ray.vocabulary import labels
@@ -63,19 +64,6 @@ class Changes:
         except TimeoutError:
             return False
         return True
-
-
-class IgnoredDecisions:
-    """The copy's driver writer: the dashboard reads decisions back, it never carries them out."""
-
-    def admitted(self, workload: str, admission: Any) -> None:
-        pass
-
-    def pending(self, workload: str, reason: str, admitted: bool) -> None:
-        pass
-
-    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
-        pass
 
 
 @dataclass
