@@ -18,11 +18,11 @@ from rayquota import cli_topology
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.admission import check_states, converter
-from rayquota.operator.queue.admission.driver import AdmittedSlice, Driver, workload_key_of
+from rayquota.operator.queue.admission.driver import Driver, IgnoredDecisions, workload_key_of
 from rayquota.operator.queue.admission.workload_status import is_evicted, is_finished
 from rayquota.operator.queue.demand import slice_growth
 from rayquota.operator.queue.demand.pod_set_words import reason_in_words, words_of
-from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi, quota_objects
 from rayquota.queueing import (
     Admit,
     Engine,
@@ -79,14 +79,7 @@ async def fetch_state(
         lists = await asyncio.gather(
             *(
                 client.list_items(resource.path(namespace if resource.namespaced else None))
-                for resource in (
-                    api.resource_flavors,
-                    api.cohorts,
-                    api.cluster_queues,
-                    api.local_queues,
-                    api.workloads,
-                    api.workload_priority_classes,
-                )
+                for resource in quota_objects(api)
             )
         )
     finally:
@@ -215,24 +208,11 @@ def workloads_table(state: QueueState) -> str:
 # --- rayquota explain -----------------------------------------------------------------------
 
 
-class _Quiet:
-    """A writer that keeps nothing: ``explain`` only reads the engine afterwards."""
-
-    def admitted(self, workload: str, admission: AdmittedSlice) -> None:
-        pass
-
-    def pending(self, workload: str, reason: str, admitted: bool) -> None:
-        pass
-
-    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
-        pass
-
-
 def rebuild(state: QueueState) -> Driver:
     """The engine as the operator has it: configuration, admitted Workloads restored (with the
     rest of their demand as a waiting slice, as the operator submits it), the rest pending."""
     priorities = {str(p["metadata"]["name"]): int(p.get("value") or 0) for p in state.priority_classes}
-    driver = Driver(Engine(), _Quiet())
+    driver = Driver(Engine(), IgnoredDecisions())  # explain only reads the engine afterwards
     for flavor in state.flavors:
         driver.configure(converter.resource_flavor(flavor))
     for cohort in state.cohorts:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
 
 from rayquota.config.model import Configuration
 from rayquota.queueing.fairsharing import FairSharing
@@ -22,6 +25,15 @@ class Verdict:
 Check = Callable[[Configuration, Verdict], None]
 
 
+def _as_written(value: Any) -> Any:
+    """A key's value as the file gave it (the keys it set, Kueue's text), for a message."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    if isinstance(value, list):
+        return [_as_written(item) for item in value]
+    return value
+
+
 def _refused_sections(config: Configuration, verdict: Verdict) -> None:
     reasons = {
         "objectRetentionPolicies": "rayquota deletes a Workload only with the object it stands for",
@@ -29,16 +41,16 @@ def _refused_sections(config: Configuration, verdict: Verdict) -> None:
     }
     for key, reason in reasons.items():
         if (value := getattr(config, key)) is not None:
-            verdict.refusals.append(f"{key}: {value!r} not supported ({reason})")
-    extra = (config.resources.model_extra or {}) if config.resources is not None else {}
-    for key in sorted(extra):
-        verdict.refusals.append(
-            f"resources.{key}: {extra[key]!r} not supported (rayquota counts resources as pods request them; "
-            "of Kueue's resources only deviceClassMappings is honoured)"
-        )
+            verdict.refusals.append(f"{key}: {_as_written(value)!r} not supported ({reason})")
+    for key in ("excludeResourcePrefixes", "quotaCheckStrategy", "transformations"):
+        if config.resources is not None and (value := getattr(config.resources, key)) is not None:
+            verdict.refusals.append(
+                f"resources.{key}: {_as_written(value)!r} not supported (rayquota counts resources as pods "
+                "request them; of Kueue's resources only deviceClassMappings is honoured)"
+            )
     if config.metrics.customLabels:
         verdict.refusals.append(
-            f"metrics.customLabels: {config.metrics.customLabels!r} not supported "
+            f"metrics.customLabels: {_as_written(config.metrics.customLabels)!r} not supported "
             "(rayquota adds no custom labels to its metrics)"
         )
 
@@ -55,8 +67,8 @@ def _multikueue(config: Configuration, verdict: Verdict) -> None:
         ),
     }
     for key, (value, reason) in refused.items():
-        if value:
-            verdict.refusals.append(f"multiKueue.{key}: {value!r} not supported ({reason})")
+        if written := _as_written(value):
+            verdict.refusals.append(f"multiKueue.{key}: {written!r} not supported ({reason})")
 
 
 def _fair_sharing(config: Configuration, verdict: Verdict) -> None:
@@ -74,8 +86,8 @@ def _namespace_selector(config: Configuration, verdict: Verdict) -> None:
         return
     if config.manageJobsWithoutQueueName:
         verdict.refusals.append(
-            f"managedJobsNamespaceSelector: {config.managedJobsNamespaceSelector!r} not supported "
-            "with manageJobsWithoutQueueName: true "
+            f"managedJobsNamespaceSelector: {_as_written(config.managedJobsNamespaceSelector)!r} "
+            "not supported with manageJobsWithoutQueueName: true "
             "(rayquota would queue unlabelled objects in every namespace)"
         )
     else:
@@ -117,7 +129,7 @@ def _ignored(config: Configuration, verdict: Verdict) -> None:
     }
     for key, value in harmless.items():
         if value is not None:
-            verdict.warnings.append(f"{key}: {value!r}: Kueue's setting, ignored by rayquota")
+            verdict.warnings.append(f"{key}: {_as_written(value)!r}: Kueue's setting, ignored by rayquota")
     if config.metrics.enableClusterQueueResources:
         verdict.warnings.append("metrics.enableClusterQueueResources: Kueue's setting, ignored by rayquota")
     local = config.metrics.localQueueMetrics

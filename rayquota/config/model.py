@@ -14,8 +14,19 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
+from rayquota.config.kueue_sections import (
+    ClusterProfile,
+    CustomLabel,
+    ExternalFramework,
+    LabelSelector,
+    ObjectRetentionPolicies,
+    ResourceTransformation,
+    TlsOptions,
+    VisibilityServer,
+)
+from rayquota.config.section import Port, Section
 from rayquota.operator.ray.raycronjob.schedule import ScheduleError, go_duration_seconds
 
 RAYQUOTA_API_VERSION = "config.rayquota.io/v1alpha1"
@@ -49,11 +60,6 @@ def _comma_list(raw: Any) -> Any:
 Seconds = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
 StringList = Annotated[list[str], BeforeValidator(_comma_list)]
-Port = Annotated[int, Field(ge=0, le=65535)]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
 
 
 class RequeuingStrategy(Section):
@@ -128,10 +134,9 @@ class MultiKueue(Section):
     probeInterval: PositiveSeconds = 2.0
     nominationTimeout: PositiveSeconds = 60.0
     kubeconfigPathPrefix: str = "/etc/multikueue/kubeconfigs"
-    # Kueue's keys rayquota refuses by name (kueue_keys.py says why); typed loosely so the
-    # refusal, not a shape error, is what the user reads.
-    externalFrameworks: list[Any] | None = None
-    clusterProfile: dict[str, Any] | None = None
+    # Kueue's keys rayquota refuses by name (kueue_keys.py says why).
+    externalFrameworks: list[ExternalFramework] | None = None
+    clusterProfile: ClusterProfile | None = None
     incrementalDispatcherConfig: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
     incrementalRoundTimeout: PositiveSeconds = 300.0
     """rayquota's: how long an Incremental round lasts (fixed at 5 minutes in Kueue)."""
@@ -184,7 +189,7 @@ class LocalQueueMetrics(Section):
     """Kueue's metrics.localQueueMetrics; rayquota serves every LocalQueue's metrics (kueue_keys)."""
 
     enable: bool = False
-    localQueueSelector: dict[str, Any] | None = None
+    localQueueSelector: LabelSelector | None = None
 
 
 class Metrics(Section):
@@ -192,7 +197,7 @@ class Metrics(Section):
 
     bindAddress: str = ":8080"
     enableClusterQueueResources: bool = False
-    customLabels: list[Any] | None = None
+    customLabels: list[CustomLabel] | None = None
     localQueueMetrics: LocalQueueMetrics | None = None
 
 
@@ -239,7 +244,9 @@ def _json_list(raw: Any) -> Any:
 class Resources(Section):
     """Kueue's resources: only deviceClassMappings is honoured (kueue_keys refuses the rest)."""
 
-    model_config = ConfigDict(extra="allow")
+    quotaCheckStrategy: Literal["BlockUndeclared", "IgnoreUndeclared"] | None = None
+    excludeResourcePrefixes: list[str] | None = None
+    transformations: list[ResourceTransformation] | None = None
     deviceClassMappings: Annotated[list[dict[str, Any]], BeforeValidator(_json_list)] = []
 
 
@@ -308,7 +315,7 @@ class Configuration(Section):
     kind: Literal["Configuration"] = "Configuration"
     namespace: str | None = None
     manageJobsWithoutQueueName: bool = False
-    managedJobsNamespaceSelector: dict[str, Any] | None = None
+    managedJobsNamespaceSelector: LabelSelector | None = None
     waitForPodsReady: WaitForPodsReady | None = None
     fairSharing: FairSharing | None = None
     admissionFairSharing: AdmissionFairSharing | None = None
@@ -323,12 +330,11 @@ class Configuration(Section):
     integrations: Integrations | None = None
     featureGates: dict[str, bool] | None = None
     pprofBindAddress: str | None = None
-    # Kueue keys rayquota refuses by name (kueue_keys.py says why); typed loosely so the refusal,
-    # not a shape error, is what the user reads.
     resources: Resources | None = None
-    objectRetentionPolicies: dict[str, Any] | None = None
-    visibilityServer: dict[str, Any] | None = None
-    tls: dict[str, Any] | None = None
+    # Kueue keys rayquota refuses by name or ignores (kueue_keys.py says why).
+    objectRetentionPolicies: ObjectRetentionPolicies | None = None
+    visibilityServer: VisibilityServer | None = None
+    tls: TlsOptions | None = None
     # rayquota's own.
     operatorVersion: str | None = None
     bindAddress: str = "127.0.0.1"

@@ -18,6 +18,7 @@ from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids,
 from rayquota.operator.core.store import Obj
 from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, registry
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
+from rayquota.operator.queue.admission.driver import IgnoredDecisions
 from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
@@ -65,19 +66,6 @@ class Changes:
         except TimeoutError:
             return False
         return True
-
-
-class IgnoredDecisions:
-    """The copy's driver writer: the dashboard reads decisions back, it never carries them out."""
-
-    def admitted(self, workload: str, admission: Any) -> None:
-        pass
-
-    def pending(self, workload: str, reason: str, admitted: bool) -> None:
-        pass
-
-    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
-        pass
 
 
 @dataclass

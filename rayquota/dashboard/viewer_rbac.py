@@ -9,7 +9,7 @@ from typing import Any
 from rayquota.operator.core import resources
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import KubeClient
-from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
+from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi, quota_objects
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND
 
 FIELD_MANAGER = "rayquota-dashboard"
@@ -19,12 +19,7 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 def viewer_rules(api: QueueApi) -> list[dict[str, Any]]:
     """``list``/``watch``/``get`` on everything the pages show; nothing else."""
     shown: list[Resource] = [
-        api.resource_flavors,
-        api.cohorts,
-        api.cluster_queues,
-        api.local_queues,
-        api.workloads,
-        api.workload_priority_classes,
+        *quota_objects(api),
         *RESOURCE_OF_KIND.values(),
         resources.PODS,
         resources.EVENTS,

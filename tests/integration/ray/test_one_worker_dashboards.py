@@ -9,9 +9,7 @@ the real job behind it would miss its deadline many times over.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -72,23 +70,12 @@ class SilentDashboard:
 
 
 @pytest.fixture(scope="module")
-def map_file() -> Iterator[Path]:
-    fd, name = tempfile.mkstemp(prefix="rq-w1-dashboards-", suffix=".json")
-    os.close(fd)
-    path = Path(name)
-    path.write_text("{}")
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="module")
-def one_worker_operator(crds_installed: None, map_file: Path) -> Iterator[OperatorConfig]:
+def one_worker_operator(crds_installed: None, dashboard_map_file: Path) -> Iterator[OperatorConfig]:
+    """Reads the package's map file: its keys are namespaces, and this operator watches only its own."""
     config = OperatorConfig(
         version="test-1",
         dashboard_resolver="local",
-        dashboard_map_file=str(map_file),
+        dashboard_map_file=str(dashboard_map_file),
         dashboard_timeout_s=DASHBOARD_TIMEOUT_S,
         workers=1,
         queue_enabled=False,  # the package's operator may run beside it: one queue writer
@@ -131,21 +118,20 @@ def test_dashboards_that_never_answer_or_resolve_hold_back_only_their_own_rayjob
     control_plane: Any,
     namespace: str,
     one_worker_operator: OperatorConfig,
-    map_file: Path,
+    dashboard_map_file: Path,
     ray_head: RayHead,
     stalled_lookups: list[float],
 ) -> None:
     kube = Kube(control_plane, namespace)
     with SilentDashboard() as silent:
-        map_file.write_text(
-            json.dumps(
-                {
-                    f"{namespace}/silent": silent.url,
-                    f"{namespace}/nameless": f"http://{UNRESOLVABLE}:8265",
-                    f"{namespace}/*": ray_head.dashboard_url,
-                }
-            )
-        )
+        routes = {
+            f"{namespace}/silent": silent.url,
+            f"{namespace}/nameless": f"http://{UNRESOLVABLE}:8265",
+            f"{namespace}/*": ray_head.dashboard_url,
+        }
+        # Shared with the package's other tests: this namespace's routes beside theirs.
+        mapping = json.loads(dashboard_map_file.read_text() or "{}")
+        dashboard_map_file.write_text(json.dumps({**mapping, **routes}))
         for cluster in ("silent", "nameless"):
             kube.apply(shared_cluster(cluster))
         for cluster in ("silent", "nameless"):
@@ -186,3 +172,5 @@ def test_dashboards_that_never_answer_or_resolve_hold_back_only_their_own_rayjob
         for name in stuck:  # their stops before deletion would wait on the same dashboards
             kube.patch("rayjob", name, {"metadata": {"finalizers": None}})
         wait_for("the RayJobs deleted", lambda: not kube.list("rayjob"), timeout_s=60)
+    mapping = json.loads(dashboard_map_file.read_text() or "{}")
+    dashboard_map_file.write_text(json.dumps({key: url for key, url in mapping.items() if key not in routes}))

@@ -122,6 +122,71 @@ def test_a_kueue_key_rayquota_lacks_is_refused_naming_key_and_value(
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "tls: {minVersion: VersionTLS13, curvePreferences: [x]}",
+            r"tls.curvePreferences.0: .*valid integer.*; got 'x'",
+        ),
+        (
+            "objectRetentionPolicies: {workloads: {afterFinished: soon}}",
+            r"objectRetentionPolicies.workloads.afterFinished: .*expected a duration.*; got 'soon'",
+        ),
+        (
+            "resources: {quotaCheckStrategy: Sometimes}",
+            r"resources.quotaCheckStrategy: Input should be 'BlockUndeclared' or 'IgnoreUndeclared'; "
+            r"got 'Sometimes'",
+        ),
+        ("resources: {excludeResourcePrefix: [a/]}", r"resources.excludeResourcePrefix: unknown key"),
+        (
+            "multiKueue: {externalFrameworks: [Foo.v1.example.com]}",
+            r"multiKueue.externalFrameworks.0: .*; got 'Foo.v1.example.com'",
+        ),
+        (
+            "multiKueue: {clusterProfile: {accessProviders: [{name: p, execConfig: {command: c, "
+            "interactiveMode: Maybe}}]}}",
+            r"multiKueue.clusterProfile.accessProviders.0.execConfig.interactiveMode: .*; got 'Maybe'",
+        ),
+        (
+            "metrics: {customLabels: [{name: team, sourceKind: Pod}]}",
+            r"metrics.customLabels.0.sourceKind: .*'Workload'; got 'Pod'",
+        ),
+        (
+            "managedJobsNamespaceSelector: {matchExpressions: [{key: a, operator: Has}]}",
+            r"managedJobsNamespaceSelector.matchExpressions.0.operator: .*; got 'Has'",
+        ),
+        ("visibilityServer: {bindPort: 70000}", r"visibilityServer.bindPort: .*65535; got 70000"),
+    ],
+)
+def test_a_kueue_key_of_the_wrong_shape_is_refused_naming_key_and_value(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """Typed as Kueue types them, the keys rayquota does not implement refuse a wrong shape as
+    such (not as "not supported", which would suggest the value was understood)."""
+    with pytest.raises(ConfigError, match=message):
+        load_text(tmp_path, text)
+
+
+def test_a_refusal_quotes_the_value_as_written(tmp_path: Path) -> None:
+    text = (
+        "resources: {transformations: [{input: nvidia.com/mig-4g.5gb, strategy: Replace, "
+        "outputs: {cpu: 1, memory: 1Gi}}]}"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"resources.transformations: \[\{'input': 'nvidia.com/mig-4g.5gb', 'strategy': 'Replace', "
+        r"'outputs': \{'cpu': 1, 'memory': '1Gi'\}\}\] not supported",
+    ):
+        load_text(tmp_path, text)
+    with pytest.raises(
+        ConfigError, match=r"managedJobsNamespaceSelector: \{'matchLabels': \{'a': 'b'\}\} not"
+    ):
+        load_text(
+            tmp_path, "manageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector: {matchLabels: {a: b}}"
+        )
+
+
+@pytest.mark.parametrize(
     ("key", "message"),
     [
         ("metrics.localQueueMetrics", r"metrics.localQueueMetrics: .*'localQueueSelector'.* ignored"),

@@ -62,6 +62,10 @@ KUEUE_LABELS = {
     },
     "kueue_local_queue_resource_reservation": LQ_RESOURCE,
     "kueue_local_queue_resource_usage": LQ_RESOURCE,
+    # Fair sharing, and admission fair sharing per LocalQueue.
+    "kueue_cluster_queue_weighted_share": {"cluster_queue", "cohort", "replica_role"},
+    "kueue_cohort_weighted_share": {"cohort", "replica_role"},
+    "kueue_local_queue_admission_fair_sharing_usage": {"name", "namespace", "cluster_queue", "replica_role"},
 }
 # Histograms add ``le`` to their buckets' samples.
 BUCKET_LABEL = "le"
@@ -220,6 +224,25 @@ def test_local_queue_families() -> None:
     assert sample("kueue_local_queue_status", **lq, active="True") == 0
 
 
+def test_fair_sharing_families() -> None:
+    kueue_metrics.observe_cluster_queue_weighted_share("a", "pool", 374.5)
+    assert sample("kueue_cluster_queue_weighted_share", cluster_queue="a", cohort="pool") == 374.5
+    kueue_metrics.observe_cluster_queue_weighted_share("zero", "pool", math.nan)  # weight 0, borrowing
+    assert math.isnan(sample("kueue_cluster_queue_weighted_share", cluster_queue="zero", cohort="pool"))
+    kueue_metrics.observe_cohort_weighted_share("pool", 120.0)
+    assert sample("kueue_cohort_weighted_share", cohort="pool") == 120
+    kueue_metrics.observe_admission_fair_sharing_usage("team", "ns-afs", "a", 2.5)
+    assert (
+        sample(
+            "kueue_local_queue_admission_fair_sharing_usage",
+            name="team",
+            namespace="ns-afs",
+            cluster_queue="a",
+        )
+        == 2.5
+    )
+
+
 def test_eviction_words_are_kueues() -> None:
     assert kueue_metrics.eviction_words("InClusterQueue") == ("Preempted", "")
     assert kueue_metrics.eviction_words("InCohortFairSharing") == ("Preempted", "")
@@ -233,6 +256,7 @@ def test_a_scrape_shows_kueues_names_and_label_names() -> None:
     test_kueue_families_follow_admissions_preemptions_and_quota()
     test_admission_and_status_families()
     test_local_queue_families()
+    test_fair_sharing_families()
     kueue_metrics.observe_cycle(0.2, [Admit("ns/w", "a", (), {}, replaces="ns/w#1")], lambda _: "a")
     families = {
         family.name: family for family in text_string_to_metric_families(generate_latest(REGISTRY).decode())

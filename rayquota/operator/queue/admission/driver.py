@@ -80,6 +80,20 @@ class Writer(Protocol):
         ...
 
 
+class IgnoredDecisions:
+    """A writer that carries nothing out, for a copy of the engine that is only read (the
+    dashboard's, ``kueuectl explain``'s)."""
+
+    def admitted(self, workload: str, admission: AdmittedSlice) -> None:
+        pass
+
+    def pending(self, workload: str, reason: str, admitted: bool) -> None:
+        pass
+
+    def evict(self, workload: str, reason: str, preemptor: str | None, kind: str) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class Eviction:
     """Why a workload is being evicted, as the cycle that decided it said."""

@@ -92,6 +92,19 @@ KUEUE = QueueApi(
 )
 
 
+def quota_objects(api: QueueApi) -> tuple[Resource, ...]:
+    """What the queue views read and show, in this order: ResourceFlavors, Cohorts,
+    ClusterQueues, LocalQueues, Workloads, WorkloadPriorityClasses."""
+    return (
+        api.resource_flavors,
+        api.cohorts,
+        api.cluster_queues,
+        api.local_queues,
+        api.workloads,
+        api.workload_priority_classes,
+    )
+
+
 def of_mode(mode: str) -> QueueApi:
     if mode == KUEUE_MODE:
         return KUEUE

@@ -21,41 +21,144 @@ from rayquota.queueing import Admit, Decision, Engine, Preempt, PreemptionReason
 REPLICA_ROLE = "leader"
 
 
+def _gauge(name: str, help_text: str, labels: Sequence[str]) -> Gauge:
+    """Kueue's gauge ``name`` with its ``labels`` and, last, ``replica_role`` (as every family)."""
+    return Gauge(name, help_text, [*labels, "replica_role"])
+
+
+def _counter(name: str, help_text: str, labels: Sequence[str]) -> Counter:
+    return Counter(name, help_text, [*labels, "replica_role"])
+
+
+def _per_resource(name: str, help_text: str, labels: Sequence[str]) -> Gauge:
+    return _gauge(name, help_text, [*labels, "flavor", "resource"])
+
+
 def _exponential_buckets(count: int) -> tuple[float, ...]:
     """Kueue's ``generateExponentialBuckets``: 1, then 2.5 doubling ``count - 1`` times."""
     return (1.0, *(2.5 * 2**i for i in range(count - 1)))
 
 
-ADMISSION_ATTEMPTS = Counter(
+@dataclass(frozen=True)
+class _QueueGauges:
+    """Kueue's gauges that a ClusterQueue and a LocalQueue both have: their workloads by state,
+    and the quota those hold per flavor and resource."""
+
+    pending: Gauge
+    reserving_active: Gauge
+    admitted_active: Gauge
+    resource_reservation: Gauge
+    resource_usage: Gauge
+
+    def observe_workloads(
+        self, queue: Sequence[str], *, active: int, inadmissible: int, reserving: int, admitted: int
+    ) -> None:
+        """``active`` and ``inadmissible``: the pending workloads in Kueue's two states."""
+        self.pending.labels(*queue, "active", REPLICA_ROLE).set(active)
+        self.pending.labels(*queue, "inadmissible", REPLICA_ROLE).set(inadmissible)
+        self.reserving_active.labels(*queue, REPLICA_ROLE).set(reserving)
+        self.admitted_active.labels(*queue, REPLICA_ROLE).set(admitted)
+
+    def observe_held(self, quota: Sequence[str], amount: float) -> None:
+        """``quota``: the queue's resource labels, then flavor and resource."""
+        # Quota is held until the pods that used it are gone: what is reserved is in use.
+        self.resource_reservation.labels(*quota, REPLICA_ROLE).set(amount)
+        self.resource_usage.labels(*quota, REPLICA_ROLE).set(amount)
+
+
+def _queue_gauges(
+    scope: str, *, prefix: str, quota_prefix: str, labels: list[str], quota_labels: list[str], pending: str
+) -> _QueueGauges:
+    """The families named ``prefix``/``quota_prefix`` + Kueue's suffix, with the queue's ``labels``
+    (``quota_labels`` on the quota families). ``pending``: what the two pending states mean."""
+    return _QueueGauges(
+        _gauge(
+            f"{prefix}pending_workloads", f"Pending workloads per {scope}: {pending}", [*labels, "status"]
+        ),
+        _gauge(
+            f"{prefix}reserving_active_workloads",
+            f"Workloads holding a quota reservation, per {scope}",
+            labels,
+        ),
+        _gauge(
+            f"{prefix}admitted_active_workloads",
+            f"Admitted workloads (reservation and every admission check Ready), per {scope}",
+            labels,
+        ),
+        _per_resource(
+            f"{quota_prefix}resource_reservation", f"Quota reserved by the {scope}'s workloads", quota_labels
+        ),
+        _per_resource(
+            f"{quota_prefix}resource_usage", f"Quota used by the {scope}'s admitted workloads", quota_labels
+        ),
+    )
+
+
+ADMISSION_ATTEMPTS = _counter(
     "kueue_admission_attempts_total",
     "Admission cycles: 'success' when one admitted at least one workload, else 'inadmissible'",
-    ["result", "replica_role"],
+    ["result"],
 )
 ADMISSION_ATTEMPT_DURATION = Histogram(
     "kueue_admission_attempt_duration_seconds",
     "Time one admission cycle took, by its result",
     ["result", "replica_role"],
 )
-PENDING = Gauge(
-    "kueue_pending_workloads",
-    "Pending workloads per ClusterQueue: 'active' (in the admission queue) or 'inadmissible' "
-    "(parked until something that could let them fit changes)",
-    ["cluster_queue", "status", "replica_role"],
+_CQ = ["cluster_queue"]
+_CQ_QUOTA = ["cohort", *_CQ]
+CLUSTER_QUEUE_GAUGES = _queue_gauges(
+    "ClusterQueue",
+    prefix="kueue_",
+    quota_prefix="kueue_cluster_queue_",
+    labels=_CQ,
+    quota_labels=_CQ_QUOTA,
+    pending="'active' (in the admission queue) or 'inadmissible' (parked until something that could "
+    "let them fit changes)",
 )
-RESERVING_ACTIVE = Gauge(
-    "kueue_reserving_active_workloads",
-    "Workloads holding a quota reservation, per ClusterQueue",
-    ["cluster_queue", "replica_role"],
-)
-ADMITTED_ACTIVE = Gauge(
-    "kueue_admitted_active_workloads",
-    "Admitted workloads (reservation and every admission check Ready), per ClusterQueue",
-    ["cluster_queue", "replica_role"],
-)
-CLUSTER_QUEUE_STATUS = Gauge(
+CLUSTER_QUEUE_STATUS = _gauge(
     "kueue_cluster_queue_status",
     "1 for the ClusterQueue's status: 'pending' (inactive), 'active' or 'terminating'",
-    ["cluster_queue", "status", "replica_role"],
+    [*_CQ, "status"],
+)
+NOMINAL_QUOTA = _per_resource("kueue_cluster_queue_nominal_quota", "Nominal quota", _CQ_QUOTA)
+BORROWING_LIMIT = _per_resource(
+    "kueue_cluster_queue_borrowing_limit", "Borrowing limit (+Inf when unlimited)", _CQ_QUOTA
+)
+LENDING_LIMIT = _per_resource(
+    "kueue_cluster_queue_lending_limit", "Lending limit (+Inf when unlimited)", _CQ_QUOTA
+)
+CLUSTER_QUEUE_WEIGHTED_SHARE = _gauge(
+    "kueue_cluster_queue_weighted_share",
+    "The ClusterQueue's share of what its cohort lends (largest over resources) over its weight",
+    [*_CQ, "cohort"],
+)
+COHORT_WEIGHTED_SHARE = _gauge(
+    "kueue_cohort_weighted_share",
+    "The Cohort's share of what its parent lends (largest over resources) over its weight",
+    ["cohort"],
+)
+
+# Per LocalQueue (Kueue exports these behind its LocalQueueMetrics gate; its label ``name`` is the
+# LocalQueue's name).
+_LQ = ["name", "namespace"]
+LOCAL_QUEUE_GAUGES = _queue_gauges(
+    "LocalQueue",
+    prefix="kueue_local_queue_",
+    quota_prefix="kueue_local_queue_",
+    labels=_LQ,
+    quota_labels=_LQ,
+    pending="'active' (not judged by a cycle yet) or 'inadmissible' (a cycle did not admit them; "
+    "they carry a pending reason)",
+)
+LOCAL_QUEUE_STATUS = _gauge(
+    "kueue_local_queue_status",
+    "1 for the LocalQueue's Active condition status: 'True', 'False' or 'Unknown'",
+    [*_LQ, "active"],
+)
+LOCAL_QUEUE_AFS_USAGE = _gauge(
+    "kueue_local_queue_admission_fair_sharing_usage",
+    "The LocalQueue's decayed, resource-weighted usage over its weight (admission fair sharing)",
+    [*_LQ, "cluster_queue"],
 )
 
 
@@ -77,119 +180,57 @@ class _AdmissionFamilies:
         self.admission_wait.labels(*labels, REPLICA_ROLE).observe(waited_s)
 
 
-CLUSTER_QUEUE_WEIGHTED_SHARE = Gauge(
-    "kueue_cluster_queue_weighted_share",
-    "The ClusterQueue's share of what its cohort lends (largest over resources) over its weight",
-    ["cluster_queue", "cohort", "replica_role"],
-)
-COHORT_WEIGHTED_SHARE = Gauge(
-    "kueue_cohort_weighted_share",
-    "The Cohort's share of what its parent lends (largest over resources) over its weight",
-    ["cohort", "replica_role"],
-)
-LOCAL_QUEUE_AFS_USAGE = Gauge(
-    "kueue_local_queue_admission_fair_sharing_usage",
-    "The LocalQueue's decayed, resource-weighted usage over its weight (admission fair sharing)",
-    ["name", "namespace", "cluster_queue", "replica_role"],
-)
-
-
 def _admission_families(
     prefix: str, scope: str, labels: list[str], admission_buckets: int
 ) -> _AdmissionFamilies:
     """``prefix``: ``kueue_`` or ``kueue_local_queue_``; Kueue gives the ClusterQueue's admission
     wait 16 buckets and every other wait 14."""
-    names = [*labels, "priority_class", "replica_role"]
+    by_class = [*labels, "priority_class"]
     return _AdmissionFamilies(
-        Counter(
-            f"{prefix}quota_reserved_workloads_total", f"Quota reservations of workloads, per {scope}", names
+        _counter(
+            f"{prefix}quota_reserved_workloads_total",
+            f"Quota reservations of workloads, per {scope}",
+            by_class,
         ),
-        Counter(f"{prefix}admitted_workloads_total", f"Admissions of workloads, per {scope}", names),
+        _counter(f"{prefix}admitted_workloads_total", f"Admissions of workloads, per {scope}", by_class),
         Histogram(
             f"{prefix}quota_reserved_wait_time_seconds",
             f"From the Workload's creation to its quota reservation, per {scope}",
-            names,
+            [*by_class, "replica_role"],
             buckets=_exponential_buckets(14),
         ),
         Histogram(
             f"{prefix}admission_wait_time_seconds",
             f"From the Workload's creation to its admission, per {scope}",
-            names,
+            [*by_class, "replica_role"],
             buckets=_exponential_buckets(admission_buckets),
         ),
     )
 
 
-CLUSTER_QUEUE_ADMISSIONS = _admission_families("kueue_", "ClusterQueue", ["cluster_queue"], 16)
-LOCAL_QUEUE_ADMISSIONS = _admission_families("kueue_local_queue_", "LocalQueue", ["name", "namespace"], 14)
-EVICTED = Counter(
+CLUSTER_QUEUE_ADMISSIONS = _admission_families("kueue_", "ClusterQueue", _CQ, 16)
+LOCAL_QUEUE_ADMISSIONS = _admission_families("kueue_local_queue_", "LocalQueue", _LQ, 14)
+EVICTED = _counter(
     "kueue_evicted_workloads_total",
     "Evictions, per ClusterQueue and Kueue's reason (Preempted, PodsReadyTimeout, AdmissionCheck, "
     "ClusterQueueStopped, Deactivated)",
-    ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
+    [*_CQ, "reason", "underlying_cause", "priority_class"],
 )
-PREEMPTED = Counter(
+LOCAL_QUEUE_EVICTED = _counter(
+    "kueue_local_queue_evicted_workloads_total",
+    "Evictions per LocalQueue and Kueue's reason (as kueue_evicted_workloads_total)",
+    [*_LQ, "reason", "underlying_cause", "priority_class"],
+)
+PREEMPTED = _counter(
     "kueue_preempted_workloads_total",
     "Workloads preempted, per preempting ClusterQueue and reason (InClusterQueue, "
     "InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
-    ["preempting_cluster_queue", "reason", "replica_role"],
+    ["preempting_cluster_queue", "reason"],
 )
-REPLACED_SLICES = Counter(
+REPLACED_SLICES = _counter(
     "kueue_replaced_workload_slices_total",
     "Workload slices replaced by their successor's admission, per ClusterQueue",
-    ["cluster_queue", "replica_role"],
-)
-
-
-def _per_resource(family: str, help_text: str, labels: list[str]) -> Gauge:
-    return Gauge(family, help_text, [*labels, "flavor", "resource", "replica_role"])
-
-
-_CQ = ["cohort", "cluster_queue"]
-RESOURCE_RESERVATION = _per_resource(
-    "kueue_cluster_queue_resource_reservation", "Quota reserved by workloads", _CQ
-)
-RESOURCE_USAGE = _per_resource("kueue_cluster_queue_resource_usage", "Quota used by admitted workloads", _CQ)
-NOMINAL_QUOTA = _per_resource("kueue_cluster_queue_nominal_quota", "Nominal quota", _CQ)
-BORROWING_LIMIT = _per_resource(
-    "kueue_cluster_queue_borrowing_limit", "Borrowing limit (+Inf when unlimited)", _CQ
-)
-LENDING_LIMIT = _per_resource("kueue_cluster_queue_lending_limit", "Lending limit (+Inf when unlimited)", _CQ)
-
-# Per LocalQueue (Kueue exports these behind its LocalQueueMetrics gate; its label ``name`` is the
-# LocalQueue's name).
-_LQ = ["name", "namespace"]
-LOCAL_QUEUE_PENDING = Gauge(
-    "kueue_local_queue_pending_workloads",
-    "Pending workloads per LocalQueue: 'active' (not judged by a cycle yet) or 'inadmissible' "
-    "(a cycle did not admit them; they carry a pending reason)",
-    [*_LQ, "status", "replica_role"],
-)
-LOCAL_QUEUE_RESERVING_ACTIVE = Gauge(
-    "kueue_local_queue_reserving_active_workloads",
-    "Workloads holding a quota reservation, per LocalQueue",
-    [*_LQ, "replica_role"],
-)
-LOCAL_QUEUE_ADMITTED_ACTIVE = Gauge(
-    "kueue_local_queue_admitted_active_workloads",
-    "Admitted workloads, per LocalQueue",
-    [*_LQ, "replica_role"],
-)
-LOCAL_QUEUE_STATUS = Gauge(
-    "kueue_local_queue_status",
-    "1 for the LocalQueue's Active condition status: 'True', 'False' or 'Unknown'",
-    [*_LQ, "active", "replica_role"],
-)
-LOCAL_QUEUE_EVICTED = Counter(
-    "kueue_local_queue_evicted_workloads_total",
-    "Evictions per LocalQueue and Kueue's reason (as kueue_evicted_workloads_total)",
-    [*_LQ, "reason", "underlying_cause", "priority_class", "replica_role"],
-)
-LOCAL_QUEUE_RESOURCE_RESERVATION = _per_resource(
-    "kueue_local_queue_resource_reservation", "Quota reserved by the LocalQueue's workloads", _LQ
-)
-LOCAL_QUEUE_RESOURCE_USAGE = _per_resource(
-    "kueue_local_queue_resource_usage", "Quota used by the LocalQueue's admitted workloads", _LQ
+    _CQ,
 )
 
 # The engine's eviction kinds in Kueue's ``reason`` and ``underlying_cause`` words.
@@ -281,20 +322,20 @@ def observe_queues(engine: Engine) -> None:
         if not node.is_cluster_queue:
             continue
         status = engine.cluster_queue_status(node.name)
-        PENDING.labels(node.name, "active", REPLICA_ROLE).set(status.pending_active)
-        PENDING.labels(node.name, "inadmissible", REPLICA_ROLE).set(status.pending_inadmissible)
-        RESERVING_ACTIVE.labels(node.name, REPLICA_ROLE).set(status.admitted)
-        ADMITTED_ACTIVE.labels(node.name, REPLICA_ROLE).set(status.admitted - status.awaiting_checks)
+        CLUSTER_QUEUE_GAUGES.observe_workloads(
+            (node.name,),
+            active=status.pending_active,
+            inadmissible=status.pending_inadmissible,
+            reserving=status.admitted,
+            admitted=status.admitted - status.awaiting_checks,
+        )
         cohort = node.parent or ""
         for (flavor, resource), (nominal, borrowing, lending) in node.quota.items():
-            labels = (cohort, node.name, flavor, resource, REPLICA_ROLE)
-            used = _amount(status.usage.get((flavor, resource), 0))
-            NOMINAL_QUOTA.labels(*labels).set(_amount(nominal))
-            BORROWING_LIMIT.labels(*labels).set(_amount(borrowing))
-            LENDING_LIMIT.labels(*labels).set(_amount(lending))
-            # Quota is held until the pods that used it are gone: what is reserved is in use.
-            RESOURCE_RESERVATION.labels(*labels).set(used)
-            RESOURCE_USAGE.labels(*labels).set(used)
+            quota = (cohort, node.name, flavor, resource)
+            NOMINAL_QUOTA.labels(*quota, REPLICA_ROLE).set(_amount(nominal))
+            BORROWING_LIMIT.labels(*quota, REPLICA_ROLE).set(_amount(borrowing))
+            LENDING_LIMIT.labels(*quota, REPLICA_ROLE).set(_amount(lending))
+            CLUSTER_QUEUE_GAUGES.observe_held(quota, _amount(status.usage.get((flavor, resource), 0)))
 
 
 def observe_local_queue(
@@ -304,24 +345,22 @@ def observe_local_queue(
     counts, and ``flavorsReservation[].resources[].total``) and how many of its pending
     workloads a cycle already judged (:func:`judged_pending`)."""
     pending = int(status.get("pendingWorkloads") or 0)
-    LOCAL_QUEUE_PENDING.labels(name, namespace, "active", REPLICA_ROLE).set(pending - pending_inadmissible)
-    LOCAL_QUEUE_PENDING.labels(name, namespace, "inadmissible", REPLICA_ROLE).set(pending_inadmissible)
-    LOCAL_QUEUE_RESERVING_ACTIVE.labels(name, namespace, REPLICA_ROLE).set(
-        int(status.get("reservingWorkloads") or 0)
-    )
-    LOCAL_QUEUE_ADMITTED_ACTIVE.labels(name, namespace, REPLICA_ROLE).set(
-        int(status.get("admittedWorkloads") or 0)
+    LOCAL_QUEUE_GAUGES.observe_workloads(
+        (name, namespace),
+        active=pending - pending_inadmissible,
+        inadmissible=pending_inadmissible,
+        reserving=int(status.get("reservingWorkloads") or 0),
+        admitted=int(status.get("admittedWorkloads") or 0),
     )
     for value in ("True", "False", "Unknown"):
         on = value == ("True" if active else "False")
         LOCAL_QUEUE_STATUS.labels(name, namespace, value, REPLICA_ROLE).set(1 if on else 0)
     for flavor in status.get("flavorsReservation") or []:
         for resource in flavor.get("resources") or []:
-            labels = (name, namespace, str(flavor["name"]), str(resource["name"]), REPLICA_ROLE)
             amount = parse_quantity(str(resource.get("total") or "0")) / 1000
-            # Quota is held until the pods that used it are gone: what is reserved is in use.
-            LOCAL_QUEUE_RESOURCE_RESERVATION.labels(*labels).set(amount)
-            LOCAL_QUEUE_RESOURCE_USAGE.labels(*labels).set(amount)
+            LOCAL_QUEUE_GAUGES.observe_held(
+                (name, namespace, str(flavor["name"]), str(resource["name"])), amount
+            )
 
 
 def judged_pending(workloads: Sequence[Mapping[str, Any]], not_yet_evaluated: str) -> int:

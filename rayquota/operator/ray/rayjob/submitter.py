@@ -7,7 +7,7 @@ import copy
 import datetime as dt
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -22,24 +22,27 @@ SUBMITTER_CONTAINER = "ray-job-submitter"
 DEFAULT_SUBMITTER_BACKOFF_LIMIT = 2
 
 
-def runtime_env(rayjob: Mapping[str, Any]) -> dict[str, Any] | None:
-    text = rayjob.get("spec", {}).get("runtimeEnvYAML")
+def _spec_mapping(
+    rayjob: Mapping[str, Any], key: str, parse: Callable[[str], Any], what: str
+) -> dict[str, Any] | None:
+    """``spec.<key>``: text that ``parse`` reads into a mapping (``what`` it must be); ``None``
+    when unset."""
+    text = rayjob.get("spec", {}).get(key)
     if not text:
         return None
-    parsed = yaml.safe_load(text)
+    parsed = parse(text)
     if not isinstance(parsed, dict):
-        raise ValueError("spec.runtimeEnvYAML must be a YAML mapping")
+        raise ValueError(f"spec.{key} must be {what}")
     return parsed
 
 
+def runtime_env(rayjob: Mapping[str, Any]) -> dict[str, Any] | None:
+    return _spec_mapping(rayjob, "runtimeEnvYAML", yaml.safe_load, "a YAML mapping")
+
+
 def entrypoint_resources(rayjob: Mapping[str, Any]) -> dict[str, float] | None:
-    text = rayjob.get("spec", {}).get("entrypointResources")
-    if not text:
-        return None
-    parsed = json.loads(text)
-    if not isinstance(parsed, dict):
-        raise ValueError("spec.entrypointResources must be a JSON object")
-    return {str(k): float(v) for k, v in parsed.items()}
+    parsed = _spec_mapping(rayjob, "entrypointResources", json.loads, "a JSON object")
+    return None if parsed is None else {str(k): float(v) for k, v in parsed.items()}
 
 
 def job_submission(rayjob: Mapping[str, Any], submission_id: str) -> JobSubmission:
