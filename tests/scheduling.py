@@ -5,17 +5,13 @@ own package-scoped operators and at most its own shared Ray head. The unit of wo
 worker is a *group*, chosen per test from where it lives and what it uses, so a new test file
 is placed without anyone listing it:
 
-- every module with a test that uses a real Ray head joins one of four groups, each run whole
+- every module with a test that uses a real Ray head joins one of three groups, each run whole
   by one worker: ``ray-heads-shared`` for modules that use only the shared head (the
-  ``ray_head`` fixture, started once per worker that needs it); two groups for modules that
-  start a head beside it (a module's second head, ``second_ray_head``, in upgrade tests, or
-  heads of their own next to the shared one): ``ray-heads-extra-queue`` for those of
-  ``tests/integration/queue`` (the gate matrix and the queue's upgrade tests) and
-  ``ray-heads-extra`` for the others (one group was 36 minutes of one worker, the run's critical
-  path); ``ray-heads-own`` for modules that start only heads of their own, one at a time
-  (marked ``starts_ray_heads``). Three workers run at most three of the four groups at once, so
-  the run never has more than five heads alive (2 + 2 + 1), whichever worker runs what. The
-  head groups go out first: each is longer than any other group;
+  ``ray_head`` fixture, started once per worker that needs it), ``ray-heads-extra`` for modules
+  that start a head beside it (a module's second head, ``second_ray_head``, in upgrade tests, or
+  heads of their own next to the shared one), ``ray-heads-own`` for modules that start only
+  heads of their own, one at a time (marked ``starts_ray_heads``). So the run never has more
+  than four heads alive (1 + 2 + 1), whichever worker runs what;
 - a package whose conftest sets ``DISTRIBUTE_AS_ONE_GROUP = True`` (its package fixture is a
   control plane or a fleet of its own) is one group, so that fixture is started once;
 - any other module is a group of its own.
@@ -47,9 +43,6 @@ TESTS = Path(__file__).resolve().parent
 RUN_DIR_ENV = "RAYQUOTA_TEST_RUN_DIR"
 GROUPS_FILE = "groups.json"
 RAY_HEADS_EXTRA_GROUP = "ray-heads-extra"
-RAY_HEADS_EXTRA_QUEUE_GROUP = "ray-heads-extra-queue"
-# The package whose extra-head modules are a group of their own (RAY_HEADS_EXTRA_QUEUE_GROUP).
-EXTRA_QUEUE_PACKAGE = ("integration", "queue")
 RAY_HEADS_SHARED_GROUP = "ray-heads-shared"
 RAY_HEADS_OWN_GROUP = "ray-heads-own"
 RAY_HEAD_FIXTURE = "ray_head"
@@ -111,8 +104,7 @@ def groups_of(items: Sequence[pytest.Item]) -> dict[str, str]:
     for item in items:
         module = _module_of_nodeid(item.nodeid)
         if module in with_extra and module in with_shared:
-            in_queue = _parts(item)[:2] == EXTRA_QUEUE_PACKAGE
-            groups[item.nodeid] = RAY_HEADS_EXTRA_QUEUE_GROUP if in_queue else RAY_HEADS_EXTRA_GROUP
+            groups[item.nodeid] = RAY_HEADS_EXTRA_GROUP
         elif module in with_extra:
             groups[item.nodeid] = RAY_HEADS_OWN_GROUP
         elif module in with_shared:
@@ -204,22 +196,9 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SuiteScheduling(config, log)
 
 
-RAY_HEAD_GROUPS = (
-    RAY_HEADS_EXTRA_QUEUE_GROUP, RAY_HEADS_EXTRA_GROUP, RAY_HEADS_OWN_GROUP, RAY_HEADS_SHARED_GROUP,
-)  # fmt: skip
-
-
 def longest_first(workqueue: OrderedDict[str, dict[str, bool]]) -> OrderedDict[str, dict[str, bool]]:
-    """The Ray head groups first (in RAY_HEAD_GROUPS' order: each is longer than any other
-    group, and a count of tests does not show it), then the groups by estimated duration, longest
-    first (ties keep the collection's order)."""
-
-    def rank(unit: tuple[str, dict[str, bool]]) -> tuple[int, float]:
-        group, nodeids = unit
-        heads = RAY_HEAD_GROUPS.index(group) if group in RAY_HEAD_GROUPS else len(RAY_HEAD_GROUPS)
-        return heads, -_unit_weight(nodeids)
-
-    return OrderedDict(sorted(workqueue.items(), key=rank))
+    """The groups by estimated duration, longest first (ties keep the collection's order)."""
+    return OrderedDict(sorted(workqueue.items(), key=lambda unit: -_unit_weight(unit[1])))
 
 
 def put_package_first(workqueue: OrderedDict[str, dict[str, bool]], last_group: str | None) -> None:

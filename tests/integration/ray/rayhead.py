@@ -34,7 +34,7 @@ from tests.scheduling import RUN_DIR_ENV
 
 __all__ = ["MAX_ALIVE", "RUN_DIR_ENV", "RayHead", "free_port", "most_alive_in_run", "set_current_test"]
 
-MAX_ALIVE = 5  # tests/scheduling.py: at most three head groups at once, 2 + 2 + 1
+MAX_ALIVE = 4
 _HEAD_FILE_PREFIX = "ray-head-"
 _MOST_ALIVE_FILE = "ray-heads-most-alive"
 

@@ -34,7 +34,7 @@ class FakeItem:
         return TESTS.parent / self.nodeid.split("::", 1)[0]
 
 
-def test_modules_with_ray_heads_go_whole_into_the_head_groups_and_other_modules_are_their_own() -> None:
+def test_modules_with_ray_heads_go_whole_into_the_two_head_groups_and_other_modules_are_their_own() -> None:
     items = [
         FakeItem("tests/integration/ray/test_a.py::test_no_head"),
         FakeItem("tests/integration/ray/test_a.py::test_head", ("namespace", "ray_head")),
@@ -53,8 +53,8 @@ def test_modules_with_ray_heads_go_whole_into_the_head_groups_and_other_modules_
         "tests/integration/ray/test_a.py::test_no_head": "ray-heads-shared",
         "tests/integration/ray/test_a.py::test_head": "ray-heads-shared",
         "tests/integration/queue/test_b.py::test_head": "ray-heads-shared",
-        "tests/integration/queue/test_b2.py::test_shared": "ray-heads-extra-queue",
-        "tests/integration/queue/test_b2.py::test_upgrade": "ray-heads-extra-queue",
+        "tests/integration/queue/test_b2.py::test_shared": "ray-heads-extra",
+        "tests/integration/queue/test_b2.py::test_upgrade": "ray-heads-extra",
         "tests/integration/queue/test_c.py::test_x": "tests/integration/queue/test_c.py",
         "tests/integration/queue/test_c.py::test_y": "tests/integration/queue/test_c.py",
         "tests/integration/autoscaler/test_e.py::test_own_head": "ray-heads-own",
@@ -123,13 +123,9 @@ def test_groups_go_out_longest_first_and_a_worker_stays_in_its_package() -> None
         ("tests/integration/queue/test_q1.py", ["tests/integration/queue/test_q1.py::t"]),
         ("tests/integration/ray/test_r.py", [f"tests/integration/ray/test_r.py::t{i}" for i in (1, 2)]),
         ("tests/integration/queue/test_q2.py", ["tests/integration/queue/test_q2.py::t"]),
-        ("ray-heads-shared", ["tests/integration/ray/test_h.py::t"]),
-        ("ray-heads-extra-queue", ["tests/integration/queue/test_m.py::t"]),
     )
     ordered = scheduling.longest_first(queue)
     assert list(ordered) == [
-        "ray-heads-extra-queue",  # the head groups first, whatever their count of tests
-        "ray-heads-shared",
         "tests/integration/ray/test_r.py",
         "tests/integration/queue/test_q1.py",
         "tests/integration/queue/test_q2.py",
@@ -141,7 +137,7 @@ def test_groups_go_out_longest_first_and_a_worker_stays_in_its_package() -> None
     assert next(iter(ordered)) == "tests/integration/queue/test_q1.py"
 
 
-def test_a_sixth_ray_head_in_the_run_is_refused_counting_other_processes_and_not_dead_ones(
+def test_a_fifth_ray_head_in_the_run_is_refused_counting_other_processes_and_not_dead_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(scheduling.RUN_DIR_ENV, str(tmp_path))
@@ -152,20 +148,20 @@ def test_a_sixth_ray_head_in_the_run_is_refused_counting_other_processes_and_not
     other_worker = subprocess.Popen([python, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     gone = subprocess.run([python, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     try:
-        assert rayhead.MAX_ALIVE == 5
-        for n in (1, 2, 3, 4):  # other workers' four heads, alive
+        assert rayhead.MAX_ALIVE == 4
+        for n in (1, 2, 3):  # other workers' three heads, alive
             (tmp_path / f"ray-head-{other_worker.pid}-{n}").touch()
         (tmp_path / f"ray-head-{int(gone.stdout)}-1").touch()  # a crashed worker's: not counted
         first, second = rayhead.RayHead(), rayhead.RayHead()
         first._count_in()
         try:
-            assert rayhead.most_alive_in_run() == 5
-            with pytest.raises(rayhead.TooManyRayHeads, match="6th alive at once in this run"):
+            assert rayhead.most_alive_in_run() == 4
+            with pytest.raises(rayhead.TooManyRayHeads, match="5th alive at once in this run"):
                 second._count_in()
         finally:
             first._count_out()
         assert not list(tmp_path.glob(f"ray-head-{os.getpid()}-*"))
-        second._count_in()  # four alive elsewhere, none here: a fifth is allowed
+        second._count_in()  # three alive elsewhere, none here: a fourth is allowed
         second._count_out()
     finally:
         assert other_worker.stdin is not None
