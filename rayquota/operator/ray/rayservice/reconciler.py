@@ -208,6 +208,10 @@ class RayServiceReconciler:
             await self.traffic.incremental(current, self._retire)
         elif current.pending is not None and self.traffic.serves(current, current.pending):
             self.traffic.promote(current)
+            if current.incremental:
+                # The first cluster of an incremental service: its Gateway and HTTPRoute come
+                # in the pass that makes it serve, so Ready never shows before the route does.
+                await self.traffic.incremental(current, self._retire)
         serving = current.active
         if serving is not None:
             for wanted in build_service_services(service, serving):
