@@ -47,9 +47,12 @@ def install_with_kuberay_values(cluster: LocalCluster, namespace: str, *values: 
         "--wait", "--timeout", "120s", cluster=cluster,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    deployment = get_json(cluster, "deployment", FULLNAME, "-n", namespace)
-    assert deployment is not None and deployment["status"].get("readyReplicas") == 1
-    return deployment
+    # helm's --wait counts the ReplicaSet's pods; the Deployment's own status follows a moment later.
+    def ready() -> dict[str, Any] | None:
+        deployment = get_json(cluster, "deployment", FULLNAME, "-n", namespace)
+        return deployment if deployment and deployment["status"].get("readyReplicas") == 1 else None
+
+    return wait_for("the operator's Deployment with its replica ready", ready, timeout_s=60)
 
 
 def test_kuberays_values_file_installs_our_chart(

@@ -96,14 +96,18 @@ ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 @ray.remote(num_gpus=1, num_cpus=0)
 def where():
     return os.environ.get("RAY_CLOUD_INSTANCE_ID")
-print(json.dumps(ray.get(where.remote())), flush=True)
+print("ANSWER", json.dumps(ray.get(where.remote())), flush=True)
 """
+# Ray's own warnings (a raylet's "lease is pending" notice) come on the driver's stdout too.
+ANSWER = "ANSWER "
 
 
 def task_answer(driver: subprocess.Popen[str], timeout_s: float) -> str:
     out, err = driver.communicate(timeout=timeout_s)
     assert driver.returncode == 0, f"the driver failed: {err[-2000:]}"
-    return str(json.loads(out.strip().splitlines()[-1]))
+    answers = [line.removeprefix(ANSWER) for line in out.splitlines() if line.startswith(ANSWER)]
+    assert answers, f"the driver printed no answer: {out[-2000:]}"
+    return str(json.loads(answers[-1]))
 
 
 def wait_for_autoscaler(agent: NodeAgent) -> NodeAgent:
