@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -271,6 +273,17 @@ def queued_rayservice(name: str, queue: str) -> dict[str, Any]:
     return service
 
 
+def replace_as_written(kube: Kube, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """``kubectl replace -f`` as a user or a GitOps tool runs it: kubectl reads the live
+    resourceVersion first, and a write in between (the operator's status) is a Conflict that
+    they retry."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = kube.kubectl("replace", "-f", "-", input=yaml.safe_dump(manifest), check=False)
+        if "(Conflict)" not in result.stderr or time.monotonic() > deadline:
+            return result
+
+
 def test_replacing_a_queued_rayservice_with_the_manifest_as_written_keeps_the_gate(
     webhook_operator: None, kube: Kube, quota: Quota
 ) -> None:
@@ -282,13 +295,13 @@ def test_replacing_a_queued_rayservice_with_the_manifest_as_written_keeps_the_ga
     stored = kube.get("rayservice", "replaced")
     assert stored is not None and stored["spec"]["rayClusterConfig"]["suspend"] is True
     service["spec"]["serveConfigV2"] = rayservice_support.serve_config("v2")  # the user's change
-    replaced = kube.kubectl("replace", "-f", "-", input=yaml.safe_dump(service), check=False)
+    replaced = replace_as_written(kube, service)
     assert replaced.returncode == 0, replaced.stderr
     after = kube.get("rayservice", "replaced")
     assert after is not None and after["spec"]["rayClusterConfig"]["suspend"] is True
     assert "message: v2" in after["spec"]["serveConfigV2"]
     service["spec"]["rayClusterConfig"]["suspend"] = False  # an explicit attempt to clear it
-    cleared = kube.kubectl("replace", "-f", "-", input=yaml.safe_dump(service), check=False)
+    cleared = replace_as_written(kube, service)
     assert cleared.returncode != 0
     assert "spec.rayClusterConfig.suspend is the queue's gate and stays set" in cleared.stderr
 
