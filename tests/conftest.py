@@ -12,12 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests import scheduling
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from tests.integration.ray.rayhead import RayHead
+
+# Property tests judge behaviour, not speed: on a busy 2-core machine (CI) one example can take
+# longer than hypothesis's 200 ms deadline, which would fail a correct test.
+settings.register_profile("rayquota-suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rayquota-suite")
 
 REPO = Path(__file__).resolve().parent.parent
 # The process's Ray head once started: stopped right after the last test of this process that uses it.

@@ -18,6 +18,7 @@ from rayquota.operator.ray.vocabulary import labels
 from tests.polling import wait_for_async
 
 RUNNING = ServeState(applications={"app": {"status": "RUNNING"}}, target_capacity=None, healthy_proxies=1)
+FAILED = ServeState(applications={"app": {"status": "DEPLOY_FAILED", "message": "told to fail"}})
 SERVICE = {"metadata": {"namespace": "ns", "name": "svc"}}
 CLUSTER = {"metadata": {"namespace": "ns", "name": "svc-a"}}
 CONFIG = "applications: [{name: app, import_path: m:app}]"
@@ -43,6 +44,10 @@ class Writes:
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
         self.resolver = self
+        self.events: list[tuple[str, str]] = []
+
+    def event(self, obj: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        self.events.append((reason, message))
 
     def dashboard_url(self, cluster: Mapping[str, Any]) -> str:
         return "http://127.0.0.1:8265"
@@ -151,6 +156,42 @@ def test_a_first_look_with_the_round_in_flight_leaves_serve_unasked() -> None:
         later = ReconcilePass(service, {}, applied, None)
         await traffic.observe(later)
         assert later.serve == {"svc-a": RUNNING}
+        await rounds.close()
+
+    asyncio.run(run())
+
+
+def test_a_failure_read_before_stands_with_its_reason_while_the_next_round_is_in_flight() -> None:
+    """The new cluster's application failed: a pass whose round is still in flight says why the
+    upgrade waits from the state read last, and does not report the failure again. (Before the fix
+    such a pass kept the failed application statuses but dropped the reason from UpgradeInProgress,
+    as clean-clone CI saw under load.)"""
+
+    async def run() -> None:
+        serve, requeued = Serve(FAILED), []
+        rounds = rounds_on(serve, requeued)
+        writes = Writes(serve)
+        traffic = ServeTraffic(
+            cast(RayServiceWrites, writes), lambda cluster: READY_HEAD, cast(Store, None), rounds
+        )
+        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
+        pending = {
+            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
+        }
+        serve.gate.set()  # Serve answers within the pass
+        answered = ReconcilePass(service, {}, None, pending)
+        await traffic.observe(answered)
+        assert "told to fail" in answered.waiting_for
+        status = {
+            "pendingServiceStatus": {"rayClusterName": "svc-a", "applicationStatuses": FAILED.applications}
+        }
+        serve.gate.clear()  # the next round in flight
+        rounds.calls.drop(("ns", "svc", "svc-a"))
+        later = ReconcilePass(service, status, None, pending)
+        await traffic.observe(later)
+        assert later.serve == {"svc-a": FAILED}
+        assert "told to fail" in later.waiting_for
+        assert [reason for reason, _ in writes.events] == ["ServeApplicationFailed"]
         await rounds.close()
 
     asyncio.run(run())

@@ -129,8 +129,8 @@ class ServeTraffic:
         self, current: ReconcilePass, role: str, cluster: Obj, config: str, capacity: int | None
     ) -> None:
         service, name = current.service, cluster["metadata"]["name"]
-        current.serve[name] = None
         if not self.cluster_ready(cluster):
+            current.serve[name] = None
             current.soon(HEALTH_POLL_S / 2)
             return
         try:
@@ -138,17 +138,16 @@ class ServeTraffic:
                 service, cluster, config, capacity, applied_serve_config(cluster) != config
             )
             if isinstance(answer, NoAnswerYet):
-                # The answer re-queues the service; meanwhile the last state read stands. With
-                # none read yet (a new operator's first look, as after a migration from KubeRay)
-                # Serve is not asked: the stored verdict stands rather than going back to
-                # not-ready until the answer comes.
-                last = self.rounds.last_state(service, cluster)
-                if last is None:
-                    del current.serve[name]
-                else:
-                    current.serve[name] = last
                 if answer is NoAnswerYet.NO_ROOM:
                     current.soon()
+                # The answer re-queues the service; meanwhile the last state read stands (and so
+                # does what it said of a failure). With none read yet (a new operator's first look,
+                # as after a migration from KubeRay) Serve is not asked: the stored verdict stands
+                # rather than going back to not-ready until the answer comes.
+                last = self.rounds.last_state(service, cluster)
+                if last is not None:
+                    current.serve[name] = last
+                    self._note_failure(current, role, name, last)
                 return
             served = answer.get()
             assert isinstance(served, ServeRound)
@@ -158,23 +157,30 @@ class ServeTraffic:
                 current.soon()
         except (DashboardUnreachable, DashboardError, LookupError) as exc:
             log.info("Serve on RayCluster %s not reachable yet: %s", name, exc)
+            current.serve[name] = None
             current.soon(HEALTH_POLL_S / 2)
             return
         state = served.state
         current.serve[name] = state
         if state.failure:
-            if not _failed_before(current.status.get(f"{role}ServiceStatus") or {}, name, state):
-                self.writes.event(
-                    service, "ServeApplicationFailed", f"RayCluster {name}: {state.failure}", warning=True
-                )
-            if role == "pending":
-                current.waiting_for = f"the new cluster's Serve applications failed ({state.failure})"
+            self._note_failure(current, role, name, state)
         elif not state.ready:
             current.soon()
         head = self.head_pod(cluster)
         if head is not None:
             exclude = bool(service["spec"].get("excludeHeadPodFromServeSvc"))
             await self.writes.label_head_pod(head, state.healthy_proxies > 0 and not exclude)
+
+    def _note_failure(self, current: ReconcilePass, role: str, name: str, state: ServeState) -> None:
+        """A failed application: one event per failure, and the upgrade says why it waits."""
+        if not state.failure:
+            return
+        if not _failed_before(current.status.get(f"{role}ServiceStatus") or {}, name, state):
+            self.writes.event(
+                current.service, "ServeApplicationFailed", f"RayCluster {name}: {state.failure}", warning=True
+            )
+        if role == "pending":
+            current.waiting_for = f"the new cluster's Serve applications failed ({state.failure})"
 
     # --- NewCluster: one switch -------------------------------------------------------------------
 
