@@ -17,6 +17,8 @@ LOCK_UPGRADE ?= --upgrade
 # `make test` runs the suite in this many pytest-xdist workers, each with its own control plane;
 # tests/scheduling.py decides which tests go together (README.md, Development).
 TEST_WORKERS ?= 3
+# How many of the slowest tests `make test` lists (0: every one over 0.005 s).
+TEST_DURATIONS ?= 25
 # Where `make run` serves the read-only dashboard (docs/dashboard.md).
 DASHBOARD_PORT ?= 8090
 
@@ -107,7 +109,7 @@ lint: $(STAMP)
 test: binaries peers chromium prometheus redis
 	$(BIN)/ruff check rayquota tests benchmarks
 	$(BIN)/mypy --strict rayquota
-	$(BIN)/python -m pytest -p no:cacheprovider -q --durations=25 -n $(TEST_WORKERS) --dist loadscope tests
+	$(BIN)/python -m pytest -p no:cacheprovider -q --durations=$(TEST_DURATIONS) -n $(TEST_WORKERS) --dist loadscope tests
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -211,12 +211,14 @@ def namespace_prefix() -> str:
 @pytest.fixture
 def namespace(control_plane: object, namespace_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace with its default service account, deleted after the test."""
+    from tests.integration.ray.kubehelpers import Kube
+
     name = _namespace_name(namespace_prefix, request.node.name)
     kubectl = control_plane.kubectl  # type: ignore[attr-defined]
     kubectl("create", "namespace", name)
     wait_for(
         f"namespace {name}: its default service account",
-        lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        lambda: Kube(control_plane, name).get("serviceaccount", "default") is not None,  # type: ignore[arg-type]
         timeout_s=30,
         interval_s=0.1,
     )

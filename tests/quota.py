@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.api_reader import get_as_kubectl
+
 REPO = Path(__file__).resolve().parents[1]
 QUEUE = "team-a"  # the LocalQueue samples/ray-cluster.complete.yaml names
 
@@ -87,6 +89,10 @@ def sample_cluster(namespace: str, name: str | None = None, gpu_workers: int | N
 
 
 def get_json(cluster: Any, *args: str) -> dict[str, Any] | None:
+    """`kubectl get ARGS -o json`, parsed (None where kubectl fails), read directly where it can be."""
+    handled, value = get_as_kubectl(cluster, args)
+    if handled:
+        return value
     got = cluster.kubectl("get", *args, "-o", "json", check=False)
     return json.loads(got.stdout) if got.returncode == 0 else None
 

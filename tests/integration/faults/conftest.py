@@ -89,10 +89,7 @@ def fault_namespace(faults_cluster: LocalCluster, request: pytest.FixtureRequest
     # still be backing off (their own recovery took up to a minute on a loaded machine).
     wait_for(
         f"namespace {name}: its default service account",
-        lambda: (
-            faults_cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode
-            == 0
-        ),
+        lambda: Kube(faults_cluster, name).get("serviceaccount", "default") is not None,
         timeout_s=180,
     )
     try:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fake_ray_dashboard import FakeRayDashboard
+from tests.integration.ray.kubehelpers import Kube
 from tests.operator_process import OperatorProcess
 from tests.polling import wait_for
 
@@ -47,9 +48,7 @@ def fuzz_namespace(control_plane: Any) -> Iterator[str]:
     control_plane.kubectl("create", "namespace", name)
     wait_for(
         f"namespace {name}: its default service account",
-        lambda: (
-            control_plane.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0
-        ),
+        lambda: Kube(control_plane, name).get("serviceaccount", "default") is not None,
         timeout_s=60,
     )
     try:

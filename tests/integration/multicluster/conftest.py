@@ -183,9 +183,7 @@ def sides(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[dict[str, Si
             # (60 s were once not enough with three control planes beside a benchmark).
             wait_for(
                 f"{side.cluster.name}: the default service account of {namespace}",
-                lambda side=side: (
-                    side.kube.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
-                ),
+                lambda side=side: side.kube.get("serviceaccount", "default") is not None,
                 timeout_s=180,
             )
         yield made

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from rayquota.localcluster.cluster import ClusterError
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.webhook_settings import WebhookSettings
+from tests.api_reader import create_as_kubectl_apply
 from tests.config_env import operator_config_from_env
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
@@ -112,7 +114,11 @@ class Quota:
 
         name = self.name(short)
         manifest = {"apiVersion": self.api_version, "kind": kind, "metadata": {"name": name}, **body}
-        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        outcome = create_as_kubectl_apply(self.cp, None, manifest)  # created directly when new
+        if outcome == "exists":
+            self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        elif outcome is not None:
+            raise ClusterError(f"kubectl apply -f - failed (1): {outcome}")  # as kubectl's would
         if (kind, name) not in self.created:
             self.created.append((kind, name))
         return name

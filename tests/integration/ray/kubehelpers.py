@@ -10,6 +10,8 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from rayquota.localcluster import binaries
+from rayquota.localcluster.cluster import ClusterError
+from tests.api_reader import create_as_kubectl_apply, get_as_kubectl
 from tests.polling import wait_for
 
 __all__ = ["Kube", "RecordedVersions", "condition", "pod_names", "running", "wait_for"]
@@ -30,17 +32,35 @@ class Kube:
         return self.cp.kubectl("-n", self.ns, *args, input=input, check=check)
 
     def apply(self, manifest: dict[str, Any]) -> None:
+        """`kubectl apply`: a new object is created directly, as kubectl would create it
+        (tests/api_reader.py); an existing one is applied by kubectl (its three-way merge)."""
+        outcome = create_as_kubectl_apply(self.cp, self.ns, manifest)
+        if outcome is None:
+            return
+        if outcome != "exists":
+            raise ClusterError(f"kubectl apply -f - failed (1): {outcome}")  # as kubectl's would
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        result = self.kubectl("get", kind, name, "-o", "json", check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
+        """What `kubectl get KIND NAME -o json` prints, or None (missing, or the server down)."""
+        return self.get_json(kind, name)
 
     def list(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
-        args = ["get", kind, "-o", "json"]
-        if selector:
-            args += ["-l", selector]
-        return list(json.loads(self.kubectl(*args).stdout)["items"])
+        args = [kind] + (["-l", selector] if selector else [])
+        listed = self.get_json(*args)
+        if listed is None:
+            raise ClusterError(f"kubectl get {' '.join(args)} failed: the API server did not list them")
+        return list(listed["items"])
+
+    def get_json(self, *args: str) -> dict[str, Any] | None:
+        """`kubectl get ARGS -o json` in this namespace, parsed (None where kubectl fails). Polled
+        reads go straight to the API server (tests/api_reader.py), not through a kubectl process
+        each; kubectl answers what the direct read cannot for certain."""
+        handled, value = get_as_kubectl(self.cp, ["-n", self.ns, *args])
+        if handled:
+            return value
+        result = self.kubectl("get", *args, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
 
     def patch(self, kind: str, name: str, patch: dict[str, Any], *, kind_of_patch: str = "merge") -> None:
         self.kubectl("patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch))

@@ -20,7 +20,7 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -43,6 +43,21 @@ _MOST_ALIVE_FILE = "ray-heads-most-alive"
 # 20 on two cores one `ray start` after another can miss it, as clean-clone runs showed (the first
 # RPC alone took 80 s). A kubelet would restart the container: so do the tests, more times.
 START_ATTEMPTS = 5
+
+# What a test head leaves out or slows down, so the heads alive beside the suite cost less of a
+# 2-core machine: an idle head with Serve used 7.9 s of CPU a minute as Ray starts it and 5.2 s
+# with these (the processes of one head measured over 60 s). Left out: Ray's own autoscaler
+# monitor (a KubeRay head runs without it when an autoscaler sidecar scales it, and the autoscaler
+# tests start theirs) and the node metrics only Ray's dashboard UI shows; Serve's control loop
+# runs every 0.5 s rather than every 0.1 s.
+LIGHT_HEAD_ENV = {
+    "RAY_enable_metrics_collection": "0",
+    "RAY_metrics_report_interval_ms": "60000",
+    "REPORTER_UPDATE_INTERVAL_MS": "60000",
+    "RAY_task_events_report_interval_ms": "5000",
+    "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+}
+LIGHT_HEAD_ARGS = ("--no-monitor",)
 
 
 class TooManyRayHeads(AssertionError):
@@ -68,6 +83,11 @@ class RayHead(LocalRayHead):
     alive: ClassVar[set[int]] = set()  # this process's
     most_alive: ClassVar[int] = 0  # this process's; the run's: most_alive_in_run()
     shared = False  # the run's shared head (the ``ray_head`` fixture's)
+
+    def __init__(
+        self, num_cpus: int = 2, env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
+        super().__init__(num_cpus, {**LIGHT_HEAD_ENV, **(env or {})}, [*LIGHT_HEAD_ARGS, *extra_args])
 
     def start(self, timeout_s: float = 120.0, attempts: int = START_ATTEMPTS) -> None:
         if id(self) not in RayHead.alive:

@@ -1,0 +1,326 @@
+"""Reads from a test control plane's API server without a kubectl process per read.
+
+The tests poll: `wait_for(lambda: kube.get("rayservice", name) ...)` asks every half second. With
+kubectl, each read is a new Go process, a TLS handshake and (often) discovery: a clean-clone run
+started ~2.6 kubectl processes a second, and the reaped CPU of the tests' child processes was the
+largest single share of a CPU-bound run on 2 cores. An :class:`ApiReader` reads what
+`kubectl get -o json` would print, over one kept-alive connection pool per API server.
+
+Names resolve as kubectl resolves them (plural, singular, kind or short name, optionally
+``.group``), from the server's discovery: the core group first, otherwise the one group that has
+the name. A name two groups share (and no core resource has) is not guessed: the caller falls back
+to kubectl, as it does for a name discovery does not know (discovery is read again first, since a
+test may have installed a CRD).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import quote, urlencode
+
+import urllib3
+import yaml
+
+__all__ = ["ApiReader", "ApiUnavailable", "Resource", "create_as_kubectl_apply", "get_as_kubectl"]
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# What `kubectl apply` creates with: its field manager, and the server's strict field validation
+# (kubectl's default --validate=strict).
+APPLY_CREATE_QUERY = "fieldManager=kubectl-client-side-apply&fieldValidation=Strict"
+
+REQUEST_TIMEOUT_S = 30.0
+# A name discovery does not know is looked up again at most this often (a CRD installed since).
+REDISCOVER_AFTER_S = 2.0
+
+
+class ApiUnavailable(Exception):
+    """The API server did not answer (down, restarting): what a failed kubectl exits non-zero for."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    aliases: tuple[str, ...] = ()  # singular name, short names
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        return base + (f"/{quote(name)}" if name else "")
+
+
+class ApiReader:
+    _by_kubeconfig: ClassVar[dict[str, ApiReader]] = {}
+    _made: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        context_name = config.get("current-context")
+        context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+        self.server = str(cluster["server"]).rstrip("/")
+        self.namespace = str(context.get("namespace") or "default")
+        tls = ssl.create_default_context(cafile=_file(cluster, "certificate-authority", kubeconfig))
+        if user.get("client-certificate") or user.get("client-certificate-data"):
+            tls.load_cert_chain(
+                _file(user, "client-certificate", kubeconfig), _file(user, "client-key", kubeconfig)
+            )
+        self._headers = {"Accept": "application/json"}
+        if user.get("token"):
+            self._headers["Authorization"] = f"Bearer {user['token']}"
+        self._pool = urllib3.PoolManager(
+            ssl_context=tls, timeout=urllib3.Timeout(total=REQUEST_TIMEOUT_S), retries=False
+        )
+        self._lock = threading.Lock()
+        self._resources: list[Resource] = []
+        self._discovered_at = float("-inf")
+
+    @classmethod
+    def for_kubeconfig(cls, kubeconfig: Path) -> ApiReader | None:
+        """One reader per kubeconfig file (so per control plane) in this process; None when the
+        kubeconfig is not one this reader can use (embedded certificates, exec plugins)."""
+        try:
+            # Keyed by content too: a cluster brought up again under its name has new certificates.
+            key = f"{Path(kubeconfig).resolve()}\n{Path(kubeconfig).read_text()}"
+        except OSError:
+            return None
+        with cls._made:
+            if key not in cls._by_kubeconfig:
+                try:
+                    cls._by_kubeconfig[key] = ApiReader(Path(kubeconfig))
+                except (OSError, KeyError, StopIteration, ValueError, ssl.SSLError):
+                    return None
+            return cls._by_kubeconfig[key]
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist. Raises ApiUnavailable."""
+        status, body = self._request(resource.path(namespace, name))
+        if status == 404:
+            return None
+        if status != 200:
+            raise ApiUnavailable(f"GET {resource.path(namespace, name)} -> {status}: {body[:300]!r}")
+        return _as_kubectl_shows(json.loads(body))
+
+    def list(
+        self, resource: Resource, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The items as `kubectl get -o json` lists them (each with its apiVersion and kind)."""
+        path = resource.path(namespace)
+        if selector:
+            path += "?" + urlencode({"labelSelector": selector})
+        status, body = self._request(path)
+        if status != 200:
+            raise ApiUnavailable(f"GET {path} -> {status}: {body[:300]!r}")
+        items = json.loads(body).get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", resource.api_version)
+            item.setdefault("kind", resource.kind)
+        return [_as_kubectl_shows(item) for item in items]
+
+    def create(
+        self, resource: Resource, namespace: str | None, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """POST the object: (status, the server's answer)."""
+        path = resource.path(namespace) + "?" + APPLY_CREATE_QUERY
+        try:
+            answer = self._pool.request(
+                "POST",
+                self.server + path,
+                body=json.dumps(body).encode(),
+                headers={**self._headers, "Content-Type": "application/json"},
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnavailable(f"POST {path}: {exc}") from exc
+        try:
+            return answer.status, dict(json.loads(answer.data))
+        except ValueError:
+            return answer.status, {"message": answer.data.decode(errors="replace")}
+
+    def resource_of_kind(self, api_version: str, kind: str) -> Resource | None:
+        """The resource of an object's apiVersion and kind (exact, so never ambiguous)."""
+        group, _, version = api_version.rpartition("/")
+        for attempt in range(2):
+            with self._lock:
+                resources = list(self._resources)
+            for r in resources:
+                if r.kind == kind and r.group == group:
+                    return Resource(group, version, r.plural, r.kind, r.namespaced, r.aliases)
+            if attempt == 0 and time.monotonic() - self._discovered_at > REDISCOVER_AFTER_S:
+                self._discover()
+        return None
+
+    # --- names ------------------------------------------------------------------------------------
+
+    def resource(self, name: str) -> Resource | None:
+        """What kubectl would read for `name`, or None when that is not certain here."""
+        found = self._resolve(name)
+        if found is None and time.monotonic() - self._discovered_at > REDISCOVER_AFTER_S:
+            self._discover()
+            found = self._resolve(name)
+        return found
+
+    def _resolve(self, name: str) -> Resource | None:
+        word, _, group = name.lower().partition(".")
+        with self._lock:
+            resources = list(self._resources)
+        matches = [
+            r
+            for r in resources
+            if word in (r.plural, r.kind.lower(), *r.aliases)
+            and (not group or r.group == group or f"{r.version}.{r.group}" == group)
+        ]
+        if not matches:
+            return None
+        core = [r for r in matches if r.group == ""]
+        if core:
+            return core[0]
+        if len({r.group for r in matches}) == 1:
+            return matches[0]
+        return None  # two groups share the name: kubectl's choice is not guessed
+
+    def _discover(self) -> None:
+        resources: list[Resource] = []
+        status, body = self._request("/api/v1")
+        if status == 200:
+            resources += _resources_of("", "v1", json.loads(body))
+        status, body = self._request("/apis")
+        if status == 200:
+            for group in json.loads(body).get("groups") or []:
+                version = group["preferredVersion"]["version"]
+                status, listed = self._request(f"/apis/{group['name']}/{version}")
+                if status == 200:
+                    resources += _resources_of(group["name"], version, json.loads(listed))
+        with self._lock:
+            self._resources = resources
+            self._discovered_at = time.monotonic()
+
+    def _request(self, path: str) -> tuple[int, bytes]:
+        try:
+            answer = self._pool.request("GET", self.server + path, headers=self._headers)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnavailable(f"GET {path}: {exc}") from exc
+        return answer.status, answer.data
+
+
+def _as_kubectl_shows(obj: dict[str, Any]) -> dict[str, Any]:
+    """kubectl leaves managedFields out unless asked (--show-managed-fields)."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
+
+def _resources_of(group: str, version: str, listing: dict[str, Any]) -> list[Resource]:
+    found = []
+    for entry in listing.get("resources") or []:
+        if "/" in entry["name"] or "get" not in (entry.get("verbs") or []):
+            continue  # a subresource, or nothing to read
+        aliases = (
+            str(entry.get("singularName") or "").lower(),
+            *[str(s).lower() for s in entry.get("shortNames") or []],
+        )
+        found.append(
+            Resource(group, version, entry["name"], entry["kind"], bool(entry.get("namespaced")), aliases)
+        )
+    return found
+
+
+def _file(section: dict[str, Any], key: str, kubeconfig: Path) -> str:
+    if not section.get(key):
+        raise ValueError(f"{kubeconfig}: {key} is not a file (embedded or missing): read it with kubectl")
+    path = Path(str(section[key]))
+    return str(path if path.is_absolute() else kubeconfig.parent / path)
+
+
+def get_as_kubectl(cluster: object, args: Sequence[str]) -> tuple[bool, dict[str, Any] | None]:
+    """`kubectl get ARGS -o json` answered from the API server directly: (True, what kubectl would
+    print, or None where it would exit non-zero), or (False, None) when only kubectl can answer
+    for certain (flags this does not read, a name it cannot resolve, a kubeconfig it cannot use).
+    `cluster` is anything with a ``kubeconfig`` path (a LocalCluster)."""
+    words, namespace, selector = [], None, None
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        if arg in ("-n", "--namespace", "-l", "--selector") and at + 1 < len(args):
+            if arg in ("-n", "--namespace"):
+                namespace = args[at + 1]
+            else:
+                selector = args[at + 1]
+            at += 2
+            continue
+        if arg.startswith("-") or "/" in arg or "," in arg:
+            return False, None
+        words.append(arg)
+        at += 1
+    kubeconfig = getattr(cluster, "kubeconfig", None)
+    reader = ApiReader.for_kubeconfig(Path(kubeconfig)) if kubeconfig is not None else None
+    if reader is None or len(words) not in (1, 2) or (len(words) == 2 and selector):
+        return False, None
+    try:
+        resource = reader.resource(words[0])
+        if resource is None:
+            return False, None
+        namespace = namespace or reader.namespace
+        if len(words) == 2:
+            return True, reader.get(resource, namespace, words[1])
+        return True, {"apiVersion": "v1", "kind": "List", "items": reader.list(resource, namespace, selector)}
+    except ApiUnavailable:
+        return True, None
+
+
+def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: dict[str, Any]) -> str | None:
+    """`kubectl [-n NAMESPACE] apply` of an object that does not exist yet, without a kubectl
+    process: the object is created as kubectl creates it (the last-applied annotation kubectl
+    writes, its field manager, strict field validation). Returns None when it was created, the
+    server's refusal in kubectl's words when it was refused, and "exists" when kubectl must apply
+    (the object exists: a three-way merge) or the direct path cannot be used."""
+    kubeconfig = getattr(cluster, "kubeconfig", None)
+    reader = ApiReader.for_kubeconfig(Path(kubeconfig)) if kubeconfig is not None else None
+    kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
+    if reader is None or not isinstance(kind, str) or not isinstance(api_version, str):
+        return "exists"
+    try:
+        resource = reader.resource_of_kind(api_version, kind)
+        if resource is None:
+            return "exists"
+        body = json.loads(json.dumps(manifest))
+        metadata = body.setdefault("metadata", {})
+        if resource.namespaced:
+            metadata.setdefault("namespace", namespace or reader.namespace)
+        annotations = dict(metadata.get("annotations") or {})
+        annotations.pop(LAST_APPLIED, None)
+        recorded = json.loads(json.dumps(body))
+        if annotations:
+            recorded["metadata"]["annotations"] = annotations
+        else:
+            recorded["metadata"].pop("annotations", None)
+        annotations[LAST_APPLIED] = json.dumps(recorded, sort_keys=True, separators=(",", ":")) + "\n"
+        metadata["annotations"] = annotations
+        status, answer = reader.create(resource, metadata.get("namespace"), body)
+    except ApiUnavailable:
+        return "exists"
+    if status in (200, 201):
+        return None
+    if status == 409 and answer.get("reason") == "AlreadyExists":
+        return "exists"
+    return (
+        f'Error from server ({answer.get("reason") or status}): error when creating "STDIN": '
+        f"{answer.get('message') or answer}"
+    )
