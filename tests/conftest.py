@@ -211,11 +211,13 @@ def namespace_prefix() -> str:
 @pytest.fixture
 def namespace(control_plane: object, namespace_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace with its default service account, deleted after the test."""
+    from tests.direct_api import made_namespace, namespace_deleted
     from tests.integration.ray.kubehelpers import Kube
 
     name = _namespace_name(namespace_prefix, request.node.name)
     kubectl = control_plane.kubectl  # type: ignore[attr-defined]
-    kubectl("create", "namespace", name)
+    if not made_namespace(control_plane, name):
+        kubectl("create", "namespace", name)
     wait_for(
         f"namespace {name}: its default service account",
         lambda: Kube(control_plane, name).get("serviceaccount", "default") is not None,  # type: ignore[arg-type]
@@ -225,4 +227,5 @@ def namespace(control_plane: object, namespace_prefix: str, request: pytest.Fixt
     try:
         yield name
     finally:
-        kubectl("delete", "namespace", name, "--wait=false", check=False)
+        if not namespace_deleted(control_plane, name):
+            kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.api_reader import get_as_kubectl
+from tests.direct_api import get_as_kubectl
 
 REPO = Path(__file__).resolve().parents[1]
 QUEUE = "team-a"  # the LocalQueue samples/ray-cluster.complete.yaml names

@@ -18,7 +18,7 @@ from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
-from rayquota.operator.kube import UNREACHABLE, Conflict, is_namespace_ending, is_transient
+from rayquota.operator.kube import UNREACHABLE, Conflict, NotFound, is_namespace_ending, is_transient
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,10 @@ def own_key(obj: Obj) -> list[ObjectKey]:
     return [ObjectKey.of(obj)]
 
 
-
 class ReportedFailure(Exception):
     """A reconcile that failed in a way it has reported on its object already (status, events):
     retried with backoff and logged as a warning with its message, without a traceback."""
+
 
 class Controller:
     def __init__(self, name: str, reconcile: Reconcile, *, workers: int = 4) -> None:
@@ -200,6 +200,16 @@ class Controller:
                 # A create refused because the namespace is being deleted: the object goes with it.
                 log.warning(
                     "%s %s: reconcile failed, its namespace is being deleted: %s", self.name, key, exc
+                )
+            elif isinstance(exc, NotFound):
+                # Deleted since the cache saw it (the object, or one the reconcile writes): the
+                # watch brings the deletion, and its traceback says nothing.
+                log.warning(
+                    "%s %s: reconcile failed, an object is gone (retry in %.1fs): %s",
+                    self.name,
+                    key,
+                    delay,
+                    exc,
                 )
             elif isinstance(exc, ReportedFailure):
                 # Said on the object already (its status, an event): the words are the news.

@@ -19,8 +19,8 @@ import pytest
 from rayquota.localcluster.cluster import ClusterError
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.webhook_settings import WebhookSettings
-from tests.api_reader import create_as_kubectl_apply
 from tests.config_env import operator_config_from_env
+from tests.direct_api import create_as_kubectl_apply
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for

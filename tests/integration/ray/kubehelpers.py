@@ -11,7 +11,7 @@ import yaml
 
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError
-from tests.api_reader import create_as_kubectl_apply, get_as_kubectl
+from tests.direct_api import ApiUnavailable, api_for, create_as_kubectl_apply, get_as_kubectl, kubectl_words
 from tests.polling import wait_for
 
 __all__ = ["Kube", "RecordedVersions", "condition", "pod_names", "running", "wait_for"]
@@ -33,7 +33,7 @@ class Kube:
 
     def apply(self, manifest: dict[str, Any]) -> None:
         """`kubectl apply`: a new object is created directly, as kubectl would create it
-        (tests/api_reader.py); an existing one is applied by kubectl (its three-way merge)."""
+        (tests/direct_api.py); an existing one is applied by kubectl (its three-way merge)."""
         outcome = create_as_kubectl_apply(self.cp, self.ns, manifest)
         if outcome is None:
             return
@@ -54,7 +54,7 @@ class Kube:
 
     def get_json(self, *args: str) -> dict[str, Any] | None:
         """`kubectl get ARGS -o json` in this namespace, parsed (None where kubectl fails). Polled
-        reads go straight to the API server (tests/api_reader.py), not through a kubectl process
+        reads go straight to the API server (tests/direct_api.py), not through a kubectl process
         each; kubectl answers what the direct read cannot for certain."""
         handled, value = get_as_kubectl(self.cp, ["-n", self.ns, *args])
         if handled:
@@ -63,10 +63,29 @@ class Kube:
         return json.loads(result.stdout) if result.returncode == 0 else None
 
     def patch(self, kind: str, name: str, patch: dict[str, Any], *, kind_of_patch: str = "merge") -> None:
-        self.kubectl("patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch))
+        self._patch(kind, name, patch, kind_of_patch, "")
 
     def patch_status(self, kind: str, name: str, patch: dict[str, Any]) -> None:
-        self.kubectl("patch", kind, name, "--subresource=status", "--type", "merge", "-p", json.dumps(patch))
+        self._patch(kind, name, patch, "merge", "status")
+
+    def _patch(self, kind: str, name: str, patch: object, kind_of_patch: str, subresource: str) -> None:
+        """`kubectl patch`, sent directly where the name resolves (tests/direct_api.py)."""
+        api = api_for(self.cp)
+        try:
+            resource = api.resource(kind) if api is not None else None
+            if api is not None and resource is not None:
+                status, answer = api.patch(resource, self.ns, name, patch, kind_of_patch, subresource)
+            else:
+                status, answer = 0, {}
+        except ApiUnavailable as exc:
+            raise ClusterError(f"kubectl patch {kind} {name} failed (1): {exc}") from exc
+        if status:
+            if status != 200:
+                words = kubectl_words(answer, status, f"patching {kind} {name}")
+                raise ClusterError(f"kubectl patch {kind} {name} failed (1): {words}")  # as kubectl's would
+            return
+        args = ["patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch)]
+        self.kubectl(*args, *([f"--subresource={subresource}"] if subresource else []))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.list("events") if e["involvedObject"].get("name") == name]

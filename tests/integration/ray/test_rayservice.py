@@ -35,6 +35,7 @@ from tests.integration.ray.rayservice_support import (
     start_upgrade_on_second_head,
     wait_ready,
 )
+from tests.polling import holds
 
 pytestmark = pytest.mark.ray
 
@@ -150,8 +151,18 @@ def test_upgrade_strategy_none_only_reports_the_change(kube: Kube, dashboards: D
     first = cluster_name(wait_ready(kube), "active")
     kube.patch("rayservice", NAME, NEW_IMAGE)
     wait_for("an UpgradeDisabled event", lambda: "UpgradeDisabled" in reasons(kube), timeout_s=30)
+
+    def upgrade_reason() -> str | None:
+        found = condition(service(kube), "UpgradeInProgress")
+        return found["reason"] if found else None
+
+    # The event is written beside the reconcile, the status at its end: wait for the status, then
+    # it must stay (a later pass must not take it back).
+    wait_for(
+        "UpgradeInProgress: UpgradeDisabled", lambda: upgrade_reason() == "UpgradeDisabled", timeout_s=30
+    )
+    holds("UpgradeInProgress stays UpgradeDisabled", lambda: upgrade_reason() == "UpgradeDisabled", 3)
     obj = service(kube)
-    assert condition(obj, "UpgradeInProgress")["reason"] == "UpgradeDisabled"  # type: ignore[index]
     assert cluster_name(obj, "pending") is None
     assert clusters(kube) == [first]
 

@@ -13,7 +13,7 @@ import pytest
 
 from rayquota.operator.core.controller import Controller
 from rayquota.operator.core.resources import ObjectKey
-from rayquota.operator.kube import ApiError
+from rayquota.operator.kube import ApiError, NotFound
 from rayquota.operator.queue import status as queue_status
 from rayquota.operator.ray.raycluster.reconciler import ReconcileFailed
 from rayquota.operator.reachability import Reachability
@@ -65,8 +65,14 @@ ENDING = (
         # A failure the reconciler wrote on the object already (the RayCluster planner's failed
         # creations: a fuzz run saw its traceback logged as an error).
         (ReconcileFailed("pod x: 403 exceeded quota"), "reported on the object"),
+        # The object deleted between the cache's read and a write (a finalizer PATCH in the etcd
+        # fault test: its traceback failed the test's check of the operator's log).
+        (
+            NotFound("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/a", 404, '{"reason": "NotFound"}'),
+            "an object is gone",
+        ),
     ],
-    ids=["unreachable", "starting", "namespace-ending", "reported"],
+    ids=["unreachable", "starting", "namespace-ending", "reported", "gone"],
 )
 async def test_a_reconcile_failing_for_a_passing_condition_is_retried_with_a_warning_and_no_traceback(
     caplog: pytest.LogCaptureFixture, failure: Exception, words: str

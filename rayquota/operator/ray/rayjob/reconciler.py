@@ -465,7 +465,10 @@ class RayJobReconciler(RayJobChildren):
         verdict = self.manager.gate.may_run("RayJob", rayjob)
         if verdict is None or verdict.open:
             return False
-        status.update(jobDeploymentStatus=SUSPENDED, reason=verdict.reason, message=verdict.message)
+        # `reason` is KubeRay's failure reason (an enum the CRD enforces): what the queue waits for
+        # goes in the message.
+        message = f"{verdict.reason}: {verdict.message}"
+        status.update(jobDeploymentStatus=SUSPENDED, reason=None, message=message)
         return True
 
     def _quota_withdrawn(self, rayjob: Mapping[str, Any]) -> bool:

@@ -204,14 +204,12 @@ class RayServiceReconciler:
             return
         await self.traffic.observe(current)
         self._note_quota_wait(current)
-        if current.incremental and current.active is not None:
-            await self.traffic.incremental(current, self._retire)
-        elif current.pending is not None and self.traffic.serves(current, current.pending):
+        if self._promotes(current):
             self.traffic.promote(current)
-            if current.incremental:
-                # The first cluster of an incremental service: its Gateway and HTTPRoute come
-                # in the pass that makes it serve, so Ready never shows before the route does.
-                await self.traffic.incremental(current, self._retire)
+        if current.incremental and current.active is not None:
+            # A first cluster promoted just now gets its Gateway and HTTPRoute in this same pass,
+            # so Ready never shows before the route does.
+            await self.traffic.incremental(current, self._retire)
         serving = current.active
         if serving is not None:
             for wanted in build_service_services(service, serving):
@@ -219,6 +217,14 @@ class RayServiceReconciler:
                     wanted["metadata"]["namespace"], wanted["metadata"]["name"]
                 )
                 await self.writes.ensure_service(service, wanted, live)
+
+    def _promotes(self, current: ReconcilePass) -> bool:
+        """The pending cluster serves and takes over whole: always under NewCluster; under an
+        incremental upgrade only as the first cluster (later ones move traffic step by step)."""
+        pending = current.pending
+        if pending is None or not self.traffic.serves(current, pending):
+            return False
+        return not current.incremental or current.active is None
 
     def _note_quota_wait(self, current: ReconcilePass) -> None:
         """Hold an upgrade the queue holds, and say why: the pending cluster is still gated (its

@@ -1,4 +1,4 @@
-"""The tests' direct reads (tests/api_reader.py) answer what `kubectl get -o json` answers, and
+"""The tests' direct reads (tests/direct_api.py) answer what `kubectl get -o json` answers, and
 leave to kubectl what they cannot resolve for certain."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
-from tests.api_reader import LAST_APPLIED, get_as_kubectl
+from tests.direct_api import LAST_APPLIED, get_as_kubectl
 from tests.integration.ray.kubehelpers import Kube
 
 
@@ -92,3 +92,41 @@ def test_a_direct_create_is_what_kubectl_apply_creates(control_plane: LocalClust
         kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "datum": {}})
     assert 'unknown field "datum"' in str(refused.value)
     assert kube.get("configmap", "bad") is None
+
+
+def test_direct_patches_are_kubectl_patches(control_plane: LocalCluster, namespace: str) -> None:
+    """Kube.patch and patch_status send what `kubectl patch` sends; a refusal is kubectl's error."""
+    kube = Kube(control_plane, namespace)
+    kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}, "data": {"a": "1"}})
+    kube.patch("configmap", "p", {"data": {"b": "2"}})
+    kube.patch("cm", "p", [{"op": "remove", "path": "/data/a"}], kind_of_patch="json")  # type: ignore[arg-type]
+    patched = kube.get("configmap", "p")
+    assert patched is not None and patched["data"] == {"b": "2"}
+    managers = kube_managers(control_plane, namespace, "configmap", "p")
+    assert "kubectl-patch" in managers, managers
+
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"}, "spec": HEAD_ONLY}
+    kube.apply(cluster)
+    kube.patch_status("raycluster", "rc", {"status": {"state": "ready"}})
+    stored = kube.get("raycluster", "rc")
+    assert stored is not None and stored["status"]["state"] == "ready"
+    kube.patch("raycluster", "rc", {"spec": {"suspend": True}})
+    stored = kube.get("raycluster", "rc")
+    assert stored is not None and stored["spec"]["suspend"] is True and stored["status"]["state"] == "ready"
+
+    with pytest.raises(ClusterError) as refused:
+        kube.patch("configmap", "missing", {"data": {"b": "2"}})
+    assert "NotFound" in str(refused.value) and "missing" in str(refused.value)
+
+
+HEAD_ONLY = {
+    "headGroupSpec": {
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]}},
+    }
+}
+
+
+def kube_managers(control_plane: LocalCluster, namespace: str, kind: str, name: str) -> list[str]:
+    shown = control_plane.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--show-managed-fields")
+    return [entry["manager"] for entry in json.loads(shown.stdout)["metadata"]["managedFields"]]

@@ -1,16 +1,18 @@
-"""Reads from a test control plane's API server without a kubectl process per read.
+"""The tests' kubectl calls, sent to a test control plane's API server without a kubectl process.
 
-The tests poll: `wait_for(lambda: kube.get("rayservice", name) ...)` asks every half second. With
-kubectl, each read is a new Go process, a TLS handshake and (often) discovery: a clean-clone run
-started ~2.6 kubectl processes a second, and the reaped CPU of the tests' child processes was the
-largest single share of a CPU-bound run on 2 cores. An :class:`ApiReader` reads what
-`kubectl get -o json` would print, over one kept-alive connection pool per API server.
+The tests poll: `wait_for(lambda: kube.get("rayservice", name) ...)` asks every 0.2 s. With
+kubectl each call is a new Go process and a TLS handshake: a clean-clone run started ~2.6 kubectl
+processes a second, on a 2-core machine that `make test` keeps CPU-bound. A :class:`DirectApi`
+answers what `kubectl get -o json` prints, creates a new object as `kubectl apply` creates it,
+and sends `kubectl patch`'s and `kubectl delete --wait=false`'s requests, over one kept-alive
+connection pool per API server, retrying as client-go retries.
 
 Names resolve as kubectl resolves them (plural, singular, kind or short name, optionally
 ``.group``), from the server's discovery: the core group first, otherwise the one group that has
 the name. A name two groups share (and no core resource has) is not guessed: the caller falls back
 to kubectl, as it does for a name discovery does not know (discovery is read again first, since a
-test may have installed a CRD).
+test may have installed a CRD), for flags it does not read, and for an object `kubectl apply`
+must merge into.
 """
 
 from __future__ import annotations
@@ -28,14 +30,31 @@ from urllib.parse import quote, urlencode
 import urllib3
 import yaml
 
-__all__ = ["ApiReader", "ApiUnavailable", "Resource", "create_as_kubectl_apply", "get_as_kubectl"]
+__all__ = [
+    "ApiUnavailable",
+    "DirectApi",
+    "Resource",
+    "api_for",
+    "create_as_kubectl_apply",
+    "get_as_kubectl",
+    "kubectl_words",
+    "made_namespace",
+    "namespace_deleted",
+]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # What `kubectl apply` creates with: its field manager, and the server's strict field validation
 # (kubectl's default --validate=strict).
 APPLY_CREATE_QUERY = "fieldManager=kubectl-client-side-apply&fieldValidation=Strict"
 
+PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
 REQUEST_TIMEOUT_S = 30.0
+MAX_RETRIES = 10  # client-go's for a 429 or a 5xx with Retry-After
+CONNECTION_RETRIES = 2  # a GET on a pooled connection the server closed; a server down fails fast
 # A name discovery does not know is looked up again at most this often (a CRD installed since).
 REDISCOVER_AFTER_S = 2.0
 
@@ -65,8 +84,8 @@ class Resource:
         return base + (f"/{quote(name)}" if name else "")
 
 
-class ApiReader:
-    _by_kubeconfig: ClassVar[dict[str, ApiReader]] = {}
+class DirectApi:
+    _by_kubeconfig: ClassVar[dict[str, DirectApi]] = {}
     _made: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, kubeconfig: Path) -> None:
@@ -93,9 +112,9 @@ class ApiReader:
         self._discovered_at = float("-inf")
 
     @classmethod
-    def for_kubeconfig(cls, kubeconfig: Path) -> ApiReader | None:
-        """One reader per kubeconfig file (so per control plane) in this process; None when the
-        kubeconfig is not one this reader can use (embedded certificates, exec plugins)."""
+    def for_kubeconfig(cls, kubeconfig: Path) -> DirectApi | None:
+        """One api per kubeconfig file (so per control plane) in this process; None when the
+        kubeconfig is not one this api can use (embedded certificates, exec plugins)."""
         try:
             # Keyed by content too: a cluster brought up again under its name has new certificates.
             key = f"{Path(kubeconfig).resolve()}\n{Path(kubeconfig).read_text()}"
@@ -104,7 +123,7 @@ class ApiReader:
         with cls._made:
             if key not in cls._by_kubeconfig:
                 try:
-                    cls._by_kubeconfig[key] = ApiReader(Path(kubeconfig))
+                    cls._by_kubeconfig[key] = DirectApi(Path(kubeconfig))
                 except (OSError, KeyError, StopIteration, ValueError, ssl.SSLError):
                     return None
             return cls._by_kubeconfig[key]
@@ -136,24 +155,32 @@ class ApiReader:
             item.setdefault("kind", resource.kind)
         return [_as_kubectl_shows(item) for item in items]
 
+    # --- writes: (status, the server's answer) ------------------------------------------------------
+
     def create(
-        self, resource: Resource, namespace: str | None, body: dict[str, Any]
+        self, resource: Resource, namespace: str | None, body: dict[str, Any], query: str = ""
     ) -> tuple[int, dict[str, Any]]:
-        """POST the object: (status, the server's answer)."""
-        path = resource.path(namespace) + "?" + APPLY_CREATE_QUERY
-        try:
-            answer = self._pool.request(
-                "POST",
-                self.server + path,
-                body=json.dumps(body).encode(),
-                headers={**self._headers, "Content-Type": "application/json"},
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiUnavailable(f"POST {path}: {exc}") from exc
-        try:
-            return answer.status, dict(json.loads(answer.data))
-        except ValueError:
-            return answer.status, {"message": answer.data.decode(errors="replace")}
+        path = resource.path(namespace) + (f"?{query}" if query else "")
+        return _answer(*self._request(path, "POST", body))
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: object,
+        kind_of_patch: str = "merge",
+        subresource: str = "",
+    ) -> tuple[int, dict[str, Any]]:
+        """As `kubectl patch --type KIND_OF_PATCH [--subresource=...]` sends it."""
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        path += "?fieldManager=kubectl-patch"
+        return _answer(*self._request(path, "PATCH", patch, PATCH_CONTENT_TYPES[kind_of_patch]))
+
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> tuple[int, dict[str, Any]]:
+        """As `kubectl delete --wait=false` sends it (background propagation)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        return _answer(*self._request(resource.path(namespace, name), "DELETE", body))
 
     def resource_of_kind(self, api_version: str, kind: str) -> Resource | None:
         """The resource of an object's apiVersion and kind (exact, so never ambiguous)."""
@@ -213,12 +240,50 @@ class ApiReader:
             self._resources = resources
             self._discovered_at = time.monotonic()
 
-    def _request(self, path: str) -> tuple[int, bytes]:
-        try:
-            answer = self._pool.request("GET", self.server + path, headers=self._headers)
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiUnavailable(f"GET {path}: {exc}") from exc
-        return answer.status, answer.data
+    def _request(
+        self, path: str, method: str = "GET", body: object = None, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
+        """One request, retried as client-go (so kubectl) retries it: a 429, or a 5xx that says
+        when to come back (Retry-After), up to MAX_RETRIES times; and a GET whose connection
+        failed (a kept-alive connection the server closed), twice."""
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), content_type
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                answer = self._pool.request(method, self.server + path, body=data, headers=headers)
+            except urllib3.exceptions.HTTPError as exc:
+                if method == "GET" and attempt < CONNECTION_RETRIES:
+                    time.sleep(0.1)
+                    continue
+                raise ApiUnavailable(f"{method} {path}: {exc}") from exc
+            retry_after = answer.headers.get("Retry-After")
+            told_to_wait = answer.status == 429 or (answer.status >= 500 and retry_after is not None)
+            if not told_to_wait or attempt == MAX_RETRIES:
+                return answer.status, answer.data
+            time.sleep(_seconds(retry_after))
+        raise AssertionError("unreachable")
+
+
+def _seconds(retry_after: str | None) -> float:
+    try:
+        return min(10.0, max(0.1, float(retry_after or 1)))
+    except ValueError:
+        return 1.0
+
+
+def _answer(status: int, body: bytes) -> tuple[int, dict[str, Any]]:
+    try:
+        return status, dict(json.loads(body))
+    except ValueError:
+        return status, {"message": body.decode(errors="replace")}
+
+
+def kubectl_words(answer: dict[str, Any], status: int, verb: str) -> str:
+    """A refusal as kubectl prints it: 'Error from server (Reason): ...'."""
+    reason = answer.get("reason") or status
+    return f"Error from server ({reason}): error when {verb}: {answer.get('message') or answer}"
 
 
 def _as_kubectl_shows(obj: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +314,12 @@ def _file(section: dict[str, Any], key: str, kubeconfig: Path) -> str:
     return str(path if path.is_absolute() else kubeconfig.parent / path)
 
 
+def api_for(cluster: object) -> DirectApi | None:
+    """The direct API of anything with a ``kubeconfig`` path (a LocalCluster), if it can be used."""
+    kubeconfig = getattr(cluster, "kubeconfig", None)
+    return DirectApi.for_kubeconfig(Path(kubeconfig)) if kubeconfig is not None else None
+
+
 def get_as_kubectl(cluster: object, args: Sequence[str]) -> tuple[bool, dict[str, Any] | None]:
     """`kubectl get ARGS -o json` answered from the API server directly: (True, what kubectl would
     print, or None where it would exit non-zero), or (False, None) when only kubectl can answer
@@ -269,18 +340,17 @@ def get_as_kubectl(cluster: object, args: Sequence[str]) -> tuple[bool, dict[str
             return False, None
         words.append(arg)
         at += 1
-    kubeconfig = getattr(cluster, "kubeconfig", None)
-    reader = ApiReader.for_kubeconfig(Path(kubeconfig)) if kubeconfig is not None else None
-    if reader is None or len(words) not in (1, 2) or (len(words) == 2 and selector):
+    api = api_for(cluster)
+    if api is None or len(words) not in (1, 2) or (len(words) == 2 and selector):
         return False, None
     try:
-        resource = reader.resource(words[0])
+        resource = api.resource(words[0])
         if resource is None:
             return False, None
-        namespace = namespace or reader.namespace
+        namespace = namespace or api.namespace
         if len(words) == 2:
-            return True, reader.get(resource, namespace, words[1])
-        return True, {"apiVersion": "v1", "kind": "List", "items": reader.list(resource, namespace, selector)}
+            return True, api.get(resource, namespace, words[1])
+        return True, {"apiVersion": "v1", "kind": "List", "items": api.list(resource, namespace, selector)}
     except ApiUnavailable:
         return True, None
 
@@ -291,19 +361,18 @@ def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: di
     writes, its field manager, strict field validation). Returns None when it was created, the
     server's refusal in kubectl's words when it was refused, and "exists" when kubectl must apply
     (the object exists: a three-way merge) or the direct path cannot be used."""
-    kubeconfig = getattr(cluster, "kubeconfig", None)
-    reader = ApiReader.for_kubeconfig(Path(kubeconfig)) if kubeconfig is not None else None
+    api = api_for(cluster)
     kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
-    if reader is None or not isinstance(kind, str) or not isinstance(api_version, str):
+    if api is None or not isinstance(kind, str) or not isinstance(api_version, str):
         return "exists"
     try:
-        resource = reader.resource_of_kind(api_version, kind)
+        resource = api.resource_of_kind(api_version, kind)
         if resource is None:
             return "exists"
         body = json.loads(json.dumps(manifest))
         metadata = body.setdefault("metadata", {})
         if resource.namespaced:
-            metadata.setdefault("namespace", namespace or reader.namespace)
+            metadata.setdefault("namespace", namespace or api.namespace)
         annotations = dict(metadata.get("annotations") or {})
         annotations.pop(LAST_APPLIED, None)
         recorded = json.loads(json.dumps(body))
@@ -313,7 +382,7 @@ def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: di
             recorded["metadata"].pop("annotations", None)
         annotations[LAST_APPLIED] = json.dumps(recorded, sort_keys=True, separators=(",", ":")) + "\n"
         metadata["annotations"] = annotations
-        status, answer = reader.create(resource, metadata.get("namespace"), body)
+        status, answer = api.create(resource, metadata.get("namespace"), body, APPLY_CREATE_QUERY)
     except ApiUnavailable:
         return "exists"
     if status in (200, 201):
@@ -324,3 +393,33 @@ def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: di
         f'Error from server ({answer.get("reason") or status}): error when creating "STDIN": '
         f"{answer.get('message') or answer}"
     )
+
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+
+
+def made_namespace(cluster: object, name: str) -> bool:
+    """`kubectl create namespace NAME` sent directly: False when it could not be (use kubectl)."""
+    api = api_for(cluster)
+    if api is None:
+        return False
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    try:
+        status, answer = api.create(NAMESPACES, None, body, "fieldManager=kubectl-create")
+    except ApiUnavailable:
+        return False
+    if status not in (200, 201):
+        raise ApiUnavailable(kubectl_words(answer, status, f"creating namespace {name}"))
+    return True
+
+
+def namespace_deleted(cluster: object, name: str) -> bool:
+    """`kubectl delete namespace NAME --wait=false` sent directly: False when it could not be."""
+    api = api_for(cluster)
+    if api is None:
+        return False
+    try:
+        status, _ = api.delete(NAMESPACES, None, name)
+    except ApiUnavailable:
+        return False
+    return status in (200, 202, 404)
