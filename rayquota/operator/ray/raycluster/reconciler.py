@@ -137,6 +137,26 @@ class RayClusterReconciler:
             if kind == DELETED or pod["metadata"].get("deletionTimestamp"):
                 self.expectations.observed_deleted(key, name)
 
+    def _sibling_creations_in_flight(self, cluster: Mapping[str, Any], key: ObjectKey) -> bool:
+        """Whether another RayCluster of the same owner has pod creations not yet in the cache."""
+        owners = {
+            str(ref.get("uid"))
+            for ref in cluster["metadata"].get("ownerReferences") or []
+            if ref.get("controller") and ref.get("uid")
+        }
+        if not owners:
+            return False
+        for other in self.clusters.store.list(cluster["metadata"]["namespace"]):
+            other_key = ObjectKey.of(other)
+            if other_key == key:
+                continue
+            refs = other["metadata"].get("ownerReferences") or []
+            if any(str(ref.get("uid")) in owners for ref in refs) and not self.expectations.satisfied(
+                other_key
+            ):
+                return True
+        return False
+
     def pods_of(self, cluster: Mapping[str, Any]) -> list[Obj]:
         # Owner uid, not name: a same-named cluster recreated quickly must not adopt old pods.
         return self.pods.store.by_index(OWNER_INDEX, str(cluster["metadata"]["uid"]))
@@ -428,6 +448,13 @@ class RayClusterReconciler:
             # may have come since, and the queue may be about to release the quota (it does once
             # no pod of ours is in flight, which the expectations below would say). What the old
             # caps allowed is not created; the Workload's event, or the timer, plans again.
+            return False
+        if plan.create and caps is not None and self._sibling_creations_in_flight(cluster, key):
+            # The clusters of one queued object (a RayService's two during an upgrade) share one
+            # budget, and the caps count the other clusters' pods from the cache: pods a sibling
+            # created a moment ago are not in it yet, so two scale-ups at once would each fit
+            # alone and not together. Checked and claimed with no await in between; this cluster
+            # plans again once the sibling's pods are seen.
             return False
         self.expectations.expect_creations(key, [str(m["metadata"]["name"]) for m in plan.create])
         for index, manifest in enumerate(plan.create):
