@@ -26,7 +26,14 @@ from rayquota.operator.kube import KubeClient, decode_json
 
 log = logging.getLogger(__name__)
 
+# How long a stop waits for each shutdown hook, and for the cancelled tasks.
+SHUTDOWN_STEP_S = 15.0
+
 Runnable = Callable[[], Coroutine[Any, Any, None]]
+
+
+def _name(hook: Runnable) -> str:
+    return str(getattr(hook, "__qualname__", None) or hook)
 
 
 class Manager:
@@ -140,12 +147,22 @@ class Manager:
             log.info("controllers stopped")
             for hook in self._shutdown_hooks:
                 try:
-                    await hook()
+                    await asyncio.wait_for(hook(), SHUTDOWN_STEP_S)
+                except TimeoutError:
+                    # A stop must end: a hook that hangs (a connection's task that swallowed its
+                    # cancellation, say) is left behind with a warning, not waited on for ever.
+                    log.warning(
+                        "shutdown: %s did not finish in %.0fs; going on", _name(hook), SHUTDOWN_STEP_S
+                    )
                 except Exception:
                     log.exception("a shutdown hook failed")
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if tasks:
+                _, unfinished = await asyncio.wait(tasks, timeout=SHUTDOWN_STEP_S)
+                if unfinished:
+                    names = sorted(t.get_name() for t in unfinished)
+                    log.warning("shutdown: tasks still running after %.0fs: %s", SHUTDOWN_STEP_S, names)
             await self.recorder.drain()
 
     def _retry_unanswered(self) -> None:
