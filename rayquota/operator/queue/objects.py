@@ -321,4 +321,3 @@ class PodLookups:
                 holders.discard(workload)
                 if not holders:
                     del self.by_key[key]
-

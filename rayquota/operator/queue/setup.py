@@ -165,7 +165,11 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
         ray.jobs.controller.watch(objects.workloads, owner_of_kind(RayJobAdapter.kind), primary=False)
         ray.services.controller.watch(objects.workloads, owner_of_kind(RayServiceAdapter.kind), primary=False)
 
-    gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of)
+    def decided_counts(key: ObjectKey) -> Mapping[str, int] | None:
+        admission = loop.driver.admission(str(key))
+        return None if admission is None else admission.counts()
+
+    gate = QueueGate(objects, reconciler.flavors, reconciler.parts_of, decided_counts)
     manager.gate = gate
     # A Job's pods (a queued Job's, a RayJob's submitter's) held for their topology domains.
     JobPodUngater(manager, objects, gate).register()

@@ -263,3 +263,29 @@ def test_an_elastic_job_whose_autoscaler_asks_for_more_keeps_its_admission() -> 
     job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 3
     verdict = gate.may_run("RayJob", job)
     assert verdict is not None and not verdict.admitted
+
+
+def test_a_scale_down_the_engine_decided_caps_pods_before_its_write_is_seen() -> None:
+    # The cache still records 2 GPU workers; the engine has shrunk the admission to 1 and its
+    # write is on the way. A worker planned now would outlive that write (gate matrix:
+    # 3 GPUs live under an admission of 2).
+    gate, cluster = admitted_to_a100()
+    gate.decided_counts = lambda _key: {"head": 1, "gpu": 1, "submitter": 1}
+    caps = gate.caps_for(cluster)
+    assert caps is not None and caps.head and caps.worker_cap("gpu") == 1
+    assert caps.budget is not None and caps.budget["nvidia.com/gpu"] == 1000
+
+
+def test_the_engine_running_ahead_with_a_larger_admission_allows_no_more_than_recorded() -> None:
+    gate, cluster = admitted_to_a100()
+    gate.decided_counts = lambda _key: {"head": 1, "gpu": 5, "submitter": 1}
+    caps = gate.caps_for(cluster)
+    assert caps is not None and caps.worker_cap("gpu") == 2
+    assert caps.budget is not None and caps.budget["nvidia.com/gpu"] == 2000
+
+
+def test_a_pod_set_the_engine_no_longer_admits_gets_no_pod() -> None:
+    gate, cluster = admitted_to_a100()
+    gate.decided_counts = lambda _key: {"head": 1, "submitter": 1}
+    caps = gate.caps_for(cluster)
+    assert caps is not None and caps.head and caps.worker_cap("gpu") == 0

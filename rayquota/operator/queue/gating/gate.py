@@ -4,7 +4,9 @@ for the RayCluster planner).
 
 It answers from what the API server holds (the cached Workloads' ``status.admission``, the
 cached objects and flavors), never from the engine's memory, which runs ahead of the writes:
-after a crash, no pod may exist that a recorded admission does not cover. It fails closed: a
+after a crash, no pod may exist that a recorded admission does not cover. The engine's memory
+only ever lowers a pod's caps: a scale-down decided and not yet in the cache caps each pod set
+at the smaller count, or a pod planned in that moment would outlive the write. It fails closed: a
 cluster that belongs to a queued object it cannot find, or an admission naming a flavor it
 does not know, allows nothing.
 """
@@ -58,18 +60,43 @@ def _no_lingering_parts(_key: ObjectKey) -> Iterable[str]:
     return ()
 
 
+def _nothing_decided(_key: ObjectKey) -> Mapping[str, int] | None:
+    return None
+
+
+def no_more_than(admission: AdmittedSlice, decided: Mapping[str, int] | None) -> AdmittedSlice:
+    """The recorded admission with each pod set at most the count the engine holds now (a pod
+    set the engine no longer admits at none); as recorded when the engine holds nothing."""
+    if decided is None:
+        return admission
+    pod_sets = []
+    changed = False
+    for ps in admission.pod_sets:
+        count = min(ps.count, decided.get(ps.name, 0))
+        if count == ps.count:
+            pod_sets.append(ps)
+            continue
+        changed = True
+        usage = {r: q // ps.count * count for r, q in ps.usage.items()} if ps.count else {}
+        pod_sets.append(replace(ps, count=count, usage=usage))
+    return replace(admission, pod_sets=tuple(pod_sets)) if changed else admission
+
+
 class QueueGate:
     def __init__(
         self,
         objects: QueueObjects,
         flavors: Mapping[str, ResourceFlavor] | None = None,
         lingering_parts: Callable[[ObjectKey], Iterable[str]] = _no_lingering_parts,
+        decided_counts: Callable[[ObjectKey], Mapping[str, int] | None] = _nothing_decided,
     ) -> None:
         self.objects = objects
         # The ResourceFlavor cache (by name), kept by the queue integration.
         self.flavors: Mapping[str, ResourceFlavor] = flavors if flavors is not None else {}
         # Clusters an object had whose pods may outlive them (their pods still hold quota).
         self.lingering_parts = lingering_parts
+        # Per pod set, the count the engine admits a Workload now (None: it holds no admission).
+        self.decided_counts = decided_counts
         # Asked on every event of every queued cluster: parse each Workload version once.
         self.admissions = AdmissionMemo()
         # A live pod's requests as its pod set's were counted (its DeviceClass-backed extended
@@ -93,6 +120,7 @@ class QueueGate:
         admission = self._recorded_admission(self.objects.workload(queued.workload))
         if admission is None:
             return NOTHING
+        admission = no_more_than(admission, self.decided_counts(queued.workload))
         name = str(cluster["metadata"]["name"])
         all_children = self.objects.children(queued.kind, queued.obj)
         children: Sequence[Mapping[str, Any]] = all_children

@@ -35,6 +35,7 @@ from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 from rayquota.operator.queue.admission import converter, creation_order
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.creation_order import CreationVersions
+from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.admission.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
@@ -43,7 +44,12 @@ from rayquota.operator.queue.admission.pods_ready import (
 )
 from rayquota.operator.queue.admission.workload_status import desired_status, is_evicted, is_finished
 from rayquota.operator.queue.demand.pod_set_words import pod_set_words, reason_in_words
-from rayquota.operator.queue.demand.podsets import held_demand, live_pods_per_pod_set, too_many_pod_sets
+from rayquota.operator.queue.demand.podsets import (
+    Demand,
+    held_demand,
+    live_pods_per_pod_set,
+    too_many_pod_sets,
+)
 from rayquota.operator.queue.dra.words import naming_device_classes
 from rayquota.operator.queue.objects import PodKey, PodLookups, Queued, QueueObjects, RecordingLookup
 from rayquota.operator.queue.reporting import kueue_metrics, metrics
@@ -59,6 +65,8 @@ from rayquota.queueing import ResourceFlavor, Workload, names_a_missing_queue
 log = logging.getLogger(__name__)
 
 STALE_CACHE_RETRY_S = 0.5
+# A scale-down put off while pods it would not cover may exist: looked at again this soon.
+SHRINK_RETRY_S = 0.5
 # (namespace, RayCluster name) -> are pods of it in flight (created or deleted, not yet cached)?
 PodsInFlight = Callable[[str, str], bool]
 TOO_MANY_POD_SETS = "TooManyPodSets"
@@ -209,7 +217,13 @@ class WorkloadReconciler:
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             before = self.driver.admission(engine_key)
-            self.driver.submit(self._engine_workload(workload))
+            submitted = self._engine_workload(workload)
+            unsafe = self._unsafe_shrink(queued, children, key, demand, before, submitted)
+            if unsafe is not None:
+                # The pods' events (or the timer) bring us back with the demand counting them.
+                log.debug("Workload %s keeps its admission for now: %s", key, unsafe)
+                return Result(requeue_after_s=SHRINK_RETRY_S)
+            self.driver.submit(submitted)
             if before is not None and self.driver.admission(engine_key) not in (None, before):
                 # A scale-down: what it freed waits for the smaller admission's write below.
                 self.loop.hold_freed_quota(engine_key)
@@ -424,6 +438,38 @@ class WorkloadReconciler:
         self.loop.request_cycle()
 
     # --- writes ----------------------------------------------------------------------------
+
+    def _unsafe_shrink(
+        self,
+        queued: Queued,
+        children: list[Obj],
+        key: ObjectKey,
+        demand: Demand,
+        before: AdmittedSlice | None,
+        submitted: Workload,
+    ) -> str | None:
+        """Why a smaller admission may not be submitted yet, or None.
+
+        The demand was read before this reconcile's awaits; meanwhile a cluster of the object
+        may have created pods the smaller admission would not cover (the gate let it: the
+        recorded admission was still the larger one). Checked with no await before the submit:
+        a pod created before it is in the cache or in flight now, and one planned after it
+        meets the gate's cap by the engine's smaller admission."""
+        if before is None:
+            return None
+        asked = {ps.name: ps.count for ps in submitted.pod_sets}
+        shrinking = {name for name, count in before.counts().items() if asked.get(name, 0) < count}
+        if not shrinking:
+            return None
+        namespace = str(queued.obj["metadata"]["namespace"])
+        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()))
+        if self._in_flight(queued.adapter, namespace, [*pods_by_part, *self._parts.get(key, ())]):
+            return "pods created or deleted a moment ago are not in the cache yet"
+        live = live_pods_per_pod_set(demand, pods_by_part, queued.adapter.group_of_pod)
+        over = sorted(name for name in shrinking if live.get(name, 0) > asked.get(name, 0))
+        if over:
+            return f"pod sets {', '.join(over)} have more live pods than the smaller admission"
+        return None
 
     def _engine_workload(self, workload: Obj) -> Workload:
         """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
