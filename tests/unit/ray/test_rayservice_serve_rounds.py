@@ -10,6 +10,8 @@ from typing import Any, cast
 from rayquota.operator.core.resources import ObjectKey
 from rayquota.operator.core.store import Store
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, NoAnswerYet
+from rayquota.operator.ray.rayservice.incremental import ClusterShare, UpgradeProgress
+from rayquota.operator.ray.rayservice.serve_client import serve_config
 from rayquota.operator.ray.rayservice.serve_rounds import ServeRound, ServeRounds
 from rayquota.operator.ray.rayservice.serve_status import ServeState
 from rayquota.operator.ray.rayservice.traffic import ReconcilePass, ServeTraffic
@@ -192,6 +194,49 @@ def test_a_failure_read_before_stands_with_its_reason_while_the_next_round_is_in
         assert later.serve == {"svc-a": FAILED}
         assert "told to fail" in later.waiting_for
         assert [reason for reason, _ in writes.events] == ["ServeApplicationFailed"]
+        await rounds.close()
+
+    asyncio.run(run())
+
+
+class DeployingWrites(Writes):
+    """Writes whose direct deploys (an incremental step's new capacity) go to the same Serve."""
+
+    async def deploy(self, service: Mapping[str, Any], cluster: Mapping[str, Any], config: str,
+                     capacity: int | None) -> None:  # fmt: skip
+        self.serve.deploys.append(serve_config(config, capacity))
+
+
+def test_a_step_waits_while_a_round_started_with_the_old_capacity_may_still_deploy_it() -> None:
+    """An incremental step gives the pending cluster 50 % while that cluster's round, started with
+    the recorded 0 %, is still under way: the round would read 50, find it is not its 0, and put 0
+    back, while the status says 50 (clean-clone CI: the pending head at 0 under a status of 50).
+    The step waits until the round has answered."""
+
+    async def run() -> None:
+        serve, requeued = Serve(RUNNING), []
+        rounds = rounds_on(serve, requeued)
+        writes = DeployingWrites(serve)
+        traffic = ServeTraffic(
+            cast(RayServiceWrites, writes), lambda cluster: READY_HEAD, cast(Store, None), rounds
+        )
+        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
+        pending = {
+            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
+        }
+        active = {"metadata": {"namespace": "ns", "name": "svc-old"}}
+        before = UpgradeProgress.start()
+        after = UpgradeProgress(before.active, ClusterShare(50, 0))
+        assert await rounds.round(service, pending, CONFIG, 0, False) is NoAnswerYet.IN_FLIGHT
+        current = ReconcilePass(service, {}, active, pending)
+        assert not await traffic._apply_capacity(current, before, after)
+        assert serve.deploys == []
+        serve.gate.set()  # the round answers (and deploys its 0 to a Serve that had none)
+        await wait_for_async("the round's answer", lambda: bool(requeued), timeout_s=5)
+        assert [d["target_capacity"] for d in serve.deploys] == [0]
+        later = ReconcilePass(service, {}, active, pending)
+        assert await traffic._apply_capacity(later, before, after)
+        assert [d["target_capacity"] for d in serve.deploys] == [0, 50]  # the step's capacity last
         await rounds.close()
 
     asyncio.run(run())

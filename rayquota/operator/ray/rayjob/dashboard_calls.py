@@ -90,6 +90,11 @@ class DashboardCalls(Generic[K]):
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    def running(self, key: K) -> bool:
+        """Whether the key's call is still under way (its effects, a deploy, may still land)."""
+        call = self._calls.get(key)
+        return call is not None and not call.task.done()
+
     def purpose_of(self, key: K) -> Purpose | None:
         """The purpose of the key's call, in flight or answered and unread."""
         call = self._calls.get(key)

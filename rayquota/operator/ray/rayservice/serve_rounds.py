@@ -85,6 +85,14 @@ class ServeRounds:
                 self._last.pop(key, None)
         return answer
 
+    def running(self, service: Mapping[str, Any], cluster: Mapping[str, Any]) -> bool:
+        """A round on the cluster is under way: it may still deploy the capacity it was started
+        with, so nothing else may deploy to that Serve meanwhile (the later write would lose)."""
+        meta = service["metadata"]
+        return self.calls.running(
+            (str(meta["namespace"]), str(meta["name"]), str(cluster["metadata"]["name"]))
+        )
+
     def last_state(self, service: Mapping[str, Any], cluster: Mapping[str, Any]) -> ServeState | None:
         meta = service["metadata"]
         return self._last.get((str(meta["namespace"]), str(meta["name"]), str(cluster["metadata"]["name"])))

@@ -261,6 +261,11 @@ class ServeTraffic:
         share = after.active if moved_active else after.pending
         if not self.cluster_ready(cluster) or cluster["metadata"]["name"] in current.deployed:
             return False
+        if self.rounds.running(current.service, cluster):
+            # Its round was started with the capacity recorded before this step and may deploy it
+            # after ours: Serve would go back while the status says the new one. Its answer
+            # re-queues the service.
+            return False
         config = applied_serve_config(cluster) or current.goal_serve_config
         try:
             await self.writes.deploy(current.service, cluster, config, share.target_capacity)
