@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.cancellation import stop_if_cancelled
 from rayquota.operator.core.compact import Compactor, Path
 from rayquota.operator.core.resources import ObjectKey, Resource
 from rayquota.operator.core.scope import NamespaceScope
@@ -114,6 +115,7 @@ class Informer:
             except WatchExpired:
                 version, from_cache = None, False
             except Exception as exc:  # network trouble, API server restarts: back off and resume
+                stop_if_cancelled(exc)
                 if version is None and isinstance(exc, ApiError) and exc.status == 504:
                     from_cache = True
                 failures += 1

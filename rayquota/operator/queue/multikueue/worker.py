@@ -20,6 +20,7 @@ from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from rayquota.operator.core import Informer, NamespaceScope, ObjectKey
+from rayquota.operator.core.cancellation import stop_if_cancelled
 from rayquota.operator.core.resources import Resource
 from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import KubeClient
@@ -143,6 +144,7 @@ class WorkerConnection:
             except WorkerConfigError as exc:
                 self._lost(exc.reason, str(exc))
             except Exception as exc:  # refused, timed out, TLS, auth: all say "not reachable"
+                stop_if_cancelled(exc)  # told to stop while a request timed out
                 self._lost("ClientConnectionFailed", f"{type(exc).__name__}: {exc}"[:1000])
             failures += 1
             delay = min(MAX_BACKOFF_S, 0.5 * 2 ** min(failures, 6)) * (0.75 + random.random() / 2)
@@ -166,6 +168,7 @@ class WorkerConnection:
             while True:
                 await asyncio.sleep(self.settings.probe_interval_s)
                 await self._probe(client)
+                stop_if_cancelled()  # a probe's wait_for may have taken the cancellation
         finally:
             if self.connected:  # first: no reader may take the emptied caches for the worker's
                 self._lost("ClientConnectionFailed", "the connection ended")
