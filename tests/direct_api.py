@@ -30,13 +30,16 @@ from urllib.parse import quote, urlencode
 import urllib3
 import yaml
 
+from rayquota.localcluster.cluster import ClusterError
+
 __all__ = [
     "ApiUnavailable",
     "DirectApi",
     "Resource",
     "api_for",
-    "create_as_kubectl_apply",
+    "apply_as_kubectl",
     "get_as_kubectl",
+    "get_json",
     "kubectl_words",
     "made_namespace",
     "namespace_deleted",
@@ -116,8 +119,11 @@ class DirectApi:
         """One api per kubeconfig file (so per control plane) in this process; None when the
         kubeconfig is not one this api can use (embedded certificates, exec plugins)."""
         try:
-            # Keyed by content too: a cluster brought up again under its name has new certificates.
-            key = f"{Path(kubeconfig).resolve()}\n{Path(kubeconfig).read_text()}"
+            # Keyed by the file's version too: a cluster brought up again under its name writes
+            # new certificates there.
+            path = Path(kubeconfig).resolve()
+            stat = path.stat()
+            key = f"{path}\n{stat.st_mtime_ns}\n{stat.st_size}"
         except OSError:
             return None
         with cls._made:
@@ -355,20 +361,28 @@ def get_as_kubectl(cluster: object, args: Sequence[str]) -> tuple[bool, dict[str
         return True, None
 
 
-def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: dict[str, Any]) -> str | None:
-    """`kubectl [-n NAMESPACE] apply` of an object that does not exist yet, without a kubectl
-    process: the object is created as kubectl creates it (the last-applied annotation kubectl
-    writes, its field manager, strict field validation). Returns None when it was created, the
-    server's refusal in kubectl's words when it was refused, and "exists" when kubectl must apply
-    (the object exists: a three-way merge) or the direct path cannot be used."""
+def apply_as_kubectl(cluster: Any, namespace: str | None, manifest: dict[str, Any]) -> None:
+    """`kubectl [-n NAMESPACE] apply -f -` of one manifest. An object that does not exist yet is
+    created directly, as kubectl creates it (the last-applied annotation kubectl writes, its field
+    manager, strict field validation); an existing one, or one the direct path cannot create, is
+    applied by kubectl (its three-way merge). A refusal raises ClusterError in kubectl's words.
+    `cluster` is anything with a ``kubeconfig`` path and a ``kubectl`` method (a LocalCluster)."""
+    if _created_directly(cluster, namespace, manifest):
+        return
+    scope = ["-n", namespace] if namespace else []
+    cluster.kubectl(*scope, "apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def _created_directly(cluster: object, namespace: str | None, manifest: dict[str, Any]) -> bool:
+    """True when the object was created here; False when kubectl must apply it."""
     api = api_for(cluster)
     kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
     if api is None or not isinstance(kind, str) or not isinstance(api_version, str):
-        return "exists"
+        return False
     try:
         resource = api.resource_of_kind(api_version, kind)
         if resource is None:
-            return "exists"
+            return False
         body = json.loads(json.dumps(manifest))
         metadata = body.setdefault("metadata", {})
         if resource.namespaced:
@@ -384,15 +398,26 @@ def create_as_kubectl_apply(cluster: object, namespace: str | None, manifest: di
         metadata["annotations"] = annotations
         status, answer = api.create(resource, metadata.get("namespace"), body, APPLY_CREATE_QUERY)
     except ApiUnavailable:
-        return "exists"
+        return False
     if status in (200, 201):
-        return None
+        return True
     if status == 409 and answer.get("reason") == "AlreadyExists":
-        return "exists"
-    return (
+        return False
+    refusal = (
         f'Error from server ({answer.get("reason") or status}): error when creating "STDIN": '
         f"{answer.get('message') or answer}"
     )
+    raise ClusterError(f"kubectl apply -f - failed (1): {refusal}")  # as kubectl's would
+
+
+def get_json(cluster: Any, *args: str) -> dict[str, Any] | None:
+    """`kubectl get ARGS -o json`, parsed (None where kubectl fails): read directly where it can
+    be, else by kubectl. `cluster` as for :func:`apply_as_kubectl`."""
+    handled, value = get_as_kubectl(cluster, args)
+    if handled:
+        return value
+    got = cluster.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(got.stdout) if got.returncode == 0 else None
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)

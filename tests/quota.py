@@ -4,7 +4,6 @@ run (cluster-scoped objects are named after the test's namespace)."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.direct_api import get_as_kubectl
+from tests.direct_api import get_json
 
 REPO = Path(__file__).resolve().parents[1]
 QUEUE = "team-a"  # the LocalQueue samples/ray-cluster.complete.yaml names
@@ -86,15 +85,6 @@ def sample_cluster(namespace: str, name: str | None = None, gpu_workers: int | N
         group["replicas"] = gpu_workers
         group["maxReplicas"] = max(group["maxReplicas"], gpu_workers)
     return sample
-
-
-def get_json(cluster: Any, *args: str) -> dict[str, Any] | None:
-    """`kubectl get ARGS -o json`, parsed (None where kubectl fails), read directly where it can be."""
-    handled, value = get_as_kubectl(cluster, args)
-    if handled:
-        return value
-    got = cluster.kubectl("get", *args, "-o", "json", check=False)
-    return json.loads(got.stdout) if got.returncode == 0 else None
 
 
 def workload_of(cluster: Any, namespace: str, cluster_name: str) -> dict[str, Any] | None:

@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from rayquota.localcluster.cluster import ClusterError
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.webhook_settings import WebhookSettings
 from tests.config_env import operator_config_from_env
-from tests.direct_api import create_as_kubectl_apply
+from tests.direct_api import apply_as_kubectl
 from tests.gate_invariants import FlavorPlacement
 from tests.gate_sampler import GateSampler
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
@@ -110,15 +109,9 @@ class Quota:
         return f"{self.ns}-{short}"
 
     def apply(self, kind: str, short: str, body: dict[str, Any]) -> str:
-        import yaml
-
         name = self.name(short)
         manifest = {"apiVersion": self.api_version, "kind": kind, "metadata": {"name": name}, **body}
-        outcome = create_as_kubectl_apply(self.cp, None, manifest)  # created directly when new
-        if outcome == "exists":
-            self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-        elif outcome is not None:
-            raise ClusterError(f"kubectl apply -f - failed (1): {outcome}")  # as kubectl's would
+        apply_as_kubectl(self.cp, None, manifest)  # created directly when new
         if (kind, name) not in self.created:
             self.created.append((kind, name))
         return name

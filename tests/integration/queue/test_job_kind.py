@@ -39,8 +39,12 @@ def test_a_queued_job_is_gated_admitted_onto_the_flavor_and_released_when_its_po
     [pod_set] = admitted["spec"]["podSets"]
     assert pod_set["count"] == 2
     assert admitted["status"]["admission"]["clusterQueue"] == cq and gpus_admitted(admitted) == 8
-    stored = kube.get("job", "first")
-    assert stored is not None and stored["spec"]["suspend"] is False
+    # The Job is let go after the admission is recorded (once the cache shows it).
+    stored = wait_for(
+        "the admitted Job unsuspended",
+        lambda: (job := kube.get("job", "first")) is not None and job["spec"]["suspend"] is False and job,
+        timeout_s=30,
+    )
     assert stored["spec"]["template"]["spec"]["nodeSelector"][GPU_POOL] == "a100"
     for pod in running_pods(kube, "first", 2):
         assert pod["spec"]["nodeSelector"][GPU_POOL] == "a100"

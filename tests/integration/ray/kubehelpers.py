@@ -7,11 +7,9 @@ import subprocess
 import tempfile
 from typing import Any, Protocol, TypeVar
 
-import yaml
-
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError
-from tests.direct_api import ApiUnavailable, api_for, create_as_kubectl_apply, get_as_kubectl, kubectl_words
+from tests.direct_api import ApiUnavailable, api_for, apply_as_kubectl, get_json, kubectl_words
 from tests.polling import wait_for
 
 __all__ = ["Kube", "RecordedVersions", "condition", "pod_names", "running", "wait_for"]
@@ -34,12 +32,7 @@ class Kube:
     def apply(self, manifest: dict[str, Any]) -> None:
         """`kubectl apply`: a new object is created directly, as kubectl would create it
         (tests/direct_api.py); an existing one is applied by kubectl (its three-way merge)."""
-        outcome = create_as_kubectl_apply(self.cp, self.ns, manifest)
-        if outcome is None:
-            return
-        if outcome != "exists":
-            raise ClusterError(f"kubectl apply -f - failed (1): {outcome}")  # as kubectl's would
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+        apply_as_kubectl(self.cp, self.ns, manifest)
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         """What `kubectl get KIND NAME -o json` prints, or None (missing, or the server down)."""
@@ -56,11 +49,7 @@ class Kube:
         """`kubectl get ARGS -o json` in this namespace, parsed (None where kubectl fails). Polled
         reads go straight to the API server (tests/direct_api.py), not through a kubectl process
         each; kubectl answers what the direct read cannot for certain."""
-        handled, value = get_as_kubectl(self.cp, ["-n", self.ns, *args])
-        if handled:
-            return value
-        result = self.kubectl("get", *args, "-o", "json", check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
+        return get_json(self.cp, "-n", self.ns, *args)
 
     def patch(self, kind: str, name: str, patch: dict[str, Any], *, kind_of_patch: str = "merge") -> None:
         self._patch(kind, name, patch, kind_of_patch, "")
@@ -73,19 +62,16 @@ class Kube:
         api = api_for(self.cp)
         try:
             resource = api.resource(kind) if api is not None else None
-            if api is not None and resource is not None:
-                status, answer = api.patch(resource, self.ns, name, patch, kind_of_patch, subresource)
-            else:
-                status, answer = 0, {}
+            if api is None or resource is None:
+                args = ["patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch)]
+                self.kubectl(*args, *([f"--subresource={subresource}"] if subresource else []))
+                return
+            status, answer = api.patch(resource, self.ns, name, patch, kind_of_patch, subresource)
         except ApiUnavailable as exc:
             raise ClusterError(f"kubectl patch {kind} {name} failed (1): {exc}") from exc
-        if status:
-            if status != 200:
-                words = kubectl_words(answer, status, f"patching {kind} {name}")
-                raise ClusterError(f"kubectl patch {kind} {name} failed (1): {words}")  # as kubectl's would
-            return
-        args = ["patch", kind, name, "--type", kind_of_patch, "-p", json.dumps(patch)]
-        self.kubectl(*args, *([f"--subresource={subresource}"] if subresource else []))
+        if status != 200:
+            words = kubectl_words(answer, status, f"patching {kind} {name}")
+            raise ClusterError(f"kubectl patch {kind} {name} failed (1): {words}")  # as kubectl's would
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.list("events") if e["involvedObject"].get("name") == name]

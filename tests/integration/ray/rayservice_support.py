@@ -144,14 +144,20 @@ def assert_milestone_events(kube: Kube, wanted: set[str]) -> None:
     client-go's recorder does, the operator writes at most SPAM_BURST events about one object in
     a burst (an upgrade's milestones come last), and an event's ``count`` includes the
     occurrences that were not written, so fewer occurrences than the burst mean nothing was
-    dropped."""
-    events = kube.events(NAME)
-    missing = wanted - {e["reason"] for e in events}
-    occurrences = sum(int(e.get("count") or 1) for e in events)
-    assert not missing or occurrences >= SPAM_BURST, (
-        missing,
-        sorted((e["reason"], e.get("count")) for e in events),
-    )
+    dropped. An event is written after the change it tells of (the old cluster is gone before
+    its DeletedRayCluster event is stored): they are waited for."""
+    seen: list[dict[str, Any]] = []
+
+    def all_told() -> bool:
+        seen[:] = kube.events(NAME)
+        missing = wanted - {e["reason"] for e in seen}
+        return not missing or sum(int(e.get("count") or 1) for e in seen) >= SPAM_BURST
+
+    try:
+        wait_for(f"events {sorted(wanted)}", all_told, timeout_s=30, interval_s=0.5)
+    except AssertionError:
+        missing = wanted - {e["reason"] for e in seen}
+        raise AssertionError((missing, sorted((e["reason"], e.get("count")) for e in seen))) from None
 
 
 def start_upgrade_on_second_head(kube: Kube, dashboards: Dashboards, first: str, head_b: RayHead,
