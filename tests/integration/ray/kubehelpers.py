@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from rayquota.localcluster import binaries
@@ -75,6 +76,30 @@ class Kube:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.list("events") if e["involvedObject"].get("name") == name]
+
+    def events_once(
+        self, name: str, told: Callable[[list[dict[str, Any]]], bool], timeout_s: float = 30.0
+    ) -> list[dict[str, Any]]:
+        """The object's events once ``told(events)`` holds. An event is written after the change it
+        tells of (the operator's event writer runs behind its reconciles): a test that saw the
+        change waits for the event."""
+        seen: list[dict[str, Any]] = []
+
+        def probe() -> bool:
+            seen[:] = self.events(name)
+            return told(seen)
+
+        try:
+            wait_for(f"the events of {name}", probe, timeout_s=timeout_s, interval_s=0.5)
+        except AssertionError:
+            told_so_far = sorted((e["reason"], e.get("count")) for e in seen)
+            raise AssertionError(f"after {timeout_s}s the events of {name} are {told_so_far}") from None
+        return seen
+
+    def reasons_once(self, name: str, wanted: set[str], timeout_s: float = 30.0) -> set[str]:
+        """The reasons of the object's events once they include all of ``wanted``."""
+        events = self.events_once(name, lambda es: wanted <= {e["reason"] for e in es}, timeout_s)
+        return {e["reason"] for e in events}
 
     def pods(self, cluster: str) -> list[dict[str, Any]]:
         pods = self.list("pods", f"ray.io/cluster={cluster}")

@@ -136,7 +136,7 @@ def test_network_policies_are_kuberays_and_follow_the_spec(kube: Kube) -> None:
         )
     }
     wait_for("KubeRay's three NetworkPolicies", lambda: stored_policies(kube, "iso") == expected or None, 60)
-    assert any(e["reason"] == "CreatedNetworkPolicy" for e in kube.events("iso"))
+    kube.reasons_once("iso", {"CreatedNetworkPolicy"})
 
     # A worker group removed: its policy goes. The mode narrowed to ingress: no egress rules.
     kube.patch(

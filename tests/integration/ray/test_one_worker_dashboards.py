@@ -2,7 +2,7 @@
 RayJobs' progress: a RayJob on a real Ray head beside them still runs to its end at once.
 
 The operator here has `workers=1` and a dashboard timeout of 30 s, so a single reconcile that
-waited for one of those dashboards would hold the only worker for 30 s (a name lookup, 5 s), and
+waited for one of those dashboards would hold the only worker for 30 s (a name lookup, 8 s), and
 the real job behind it would miss its deadline many times over.
 """
 
@@ -22,7 +22,7 @@ from rayquota.operator.config import OperatorConfig
 from tests.integration.ray.kubehelpers import Kube, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.test_rayjob import CLUSTER_SPEC, job_state, rayjob
-from tests.integration.ray.test_rayjob_slow_dashboards import SLOW_RECONCILE_S, slow_rayjob_reconciles
+from tests.integration.ray.test_rayjob_slow_dashboards import slow_rayjob_reconciles
 from tests.operator_thread import operator_thread
 
 pytestmark = pytest.mark.ray
@@ -30,7 +30,12 @@ pytestmark = pytest.mark.ray
 PREFIX = "rayw1"  # not under the package operator's `ray-*`: this module's operator alone
 UNRESOLVABLE = "head-svc.never-resolves.test"
 DASHBOARD_TIMEOUT_S = 30.0
-LOOKUP_STALL_S = 5.0
+LOOKUP_STALL_S = 8.0
+# A reconcile that waited on either took 8 s or more. The histogram is the process's (the
+# package's operator reconciles here too): at this machine's load an ordinary reconcile can pass
+# 2.5 s (clean-clone run cc12: 2 such, with no dashboard waited on), so the line is drawn at the
+# 5 s bucket, below the shortest wait.
+WAITED_S = 5.0
 # A real job's whole life (its cluster, the submission, the run, the polls) on the shared head;
 # a reconcile held by one silent dashboard alone would take 30 s.
 REAL_JOB_DEADLINE_S = 45.0
@@ -147,7 +152,7 @@ def test_dashboards_that_never_answer_or_resolve_hold_back_only_their_own_rayjob
             lambda: len(silent.accepted) >= 2 and len(stalled_lookups) >= 1,
             timeout_s=60,
         )
-        slow_before = slow_rayjob_reconciles()
+        slow_before = slow_rayjob_reconciles(WAITED_S)
 
         started = time.monotonic()
         kube.apply(rayjob("real", "python -c 'print(2)'", submissionMode="HTTPMode"))
@@ -163,9 +168,9 @@ def test_dashboards_that_never_answer_or_resolve_hold_back_only_their_own_rayjob
         for name in stuck:
             left = job_state(kube, name)
             assert left.get("jobDeploymentStatus") == "Running" and not left.get("jobStatus"), (name, left)
-        slow = slow_rayjob_reconciles() - slow_before
+        slow = slow_rayjob_reconciles(WAITED_S) - slow_before
         assert slow == 0, (
-            f"{slow:g} rayjob reconciles took {SLOW_RECONCILE_S}s or more (the real job took {took:.1f}s)"
+            f"{slow:g} rayjob reconciles took {WAITED_S}s or more (the real job took {took:.1f}s)"
         )
         for name in (*stuck, "real"):
             kube.kubectl("delete", "rayjob", name, "--wait=false")

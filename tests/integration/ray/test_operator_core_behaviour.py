@@ -183,7 +183,7 @@ def test_deletion_gives_up_on_an_unreachable_dashboard_after_a_bounded_time(
         lambda: kube.get("rayjob", "orphan") is None,
         timeout_s=ray_operator.rayjob_stop_timeout_s + 60,
     )
-    assert any(e["reason"] == "GaveUpStoppingRayJob" for e in kube.events("orphan"))
+    kube.reasons_once("orphan", {"GaveUpStoppingRayJob"})
     # Clean up the Ray job the test left running on the shared head.
     ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))
 
@@ -199,7 +199,8 @@ def test_deleting_a_rayjob_with_its_own_cluster_is_not_held_by_a_dead_dashboard(
     wait_for("dashboard URL changed", lambda: job_state(kube, "owned").get("dashboardURL") == "127.0.0.1:9")
     kube.kubectl("delete", "rayjob", "owned", "--wait=false")
     wait_for("released", lambda: kube.get("rayjob", "owned") is None, timeout_s=30)
-    failed = [e for e in kube.events("owned") if e["reason"] == "FailedToStopRayJob"]
+    events = kube.events_once("owned", lambda es: any(e["reason"] == "FailedToStopRayJob" for e in es))
+    failed = [e for e in events if e["reason"] == "FailedToStopRayJob"]
     assert failed and "ends with its RayCluster" in failed[0]["message"]
     ray(local_dashboard, lambda c: c.stop_job(status["jobId"]))
 

@@ -96,7 +96,8 @@ def test_sample_cluster_runs_with_services_status_and_events(kube: Kube, namespa
     assert condition(cluster, "RayClusterProvisioned")["status"] == "True"
     assert condition(cluster, "ReplicaFailure") is None
 
-    reasons = [e["reason"] for e in kube.events(NAME)]
+    events = kube.events_once(NAME, lambda es: [e["reason"] for e in es].count("CreatedWorkerPod") >= 2)
+    reasons = [e["reason"] for e in events]
     assert reasons.count("CreatedHeadPod") == 1 and reasons.count("CreatedWorkerPod") == 2
 
 
@@ -146,8 +147,7 @@ def test_scaling_workers_to_delete_and_self_healing(kube: Kube) -> None:
             and head_of(kube)
         ),
     )
-    reasons = [e["reason"] for e in kube.events(NAME)]
-    assert "DeletedWorkerPod" in reasons
+    kube.reasons_once(NAME, {"DeletedWorkerPod"})
 
 
 def test_suspend_and_resume(kube: Kube) -> None:
@@ -168,7 +168,9 @@ def test_suspend_and_resume(kube: Kube) -> None:
     assert condition(cluster, "RayClusterSuspending")["status"] == "False"
     # KubeRay reports what the spec asks for while suspended.
     assert cluster["status"]["desiredWorkerReplicas"] == 2
-    reasons = [e["reason"] for e in kube.events(NAME)]
+    deletions = {"DeletedWorkerPod", "DeletedHeadPod"}
+    events = kube.events_once(NAME, lambda es: deletions <= {e["reason"] for e in es})
+    reasons = [e["reason"] for e in events]
     assert reasons.count("DeletedWorkerPod") == 2 and reasons.count("DeletedHeadPod") == 1
     # No pod left: it says it is suspended, not that pods are being removed.
     assert_suspended_with_no_pods(wait_for("the last status", lambda: settled_status(kube, NAME)))

@@ -27,13 +27,13 @@ SLOW_RECONCILE_S = 2.5  # a bucket of rayquota_controller_reconcile_seconds
 UNRESOLVABLE = "head-svc.unresolvable.test"
 
 
-def slow_rayjob_reconciles() -> float:
-    """How many `rayjob` reconciles in this process took over SLOW_RECONCILE_S so far."""
+def slow_rayjob_reconciles(over_s: float = SLOW_RECONCILE_S) -> float:
+    """How many `rayjob` reconciles in this process took over ``over_s`` (a bucket's bound) so far."""
     labels = {"controller": "rayjob"}
     count = REGISTRY.get_sample_value("rayquota_controller_reconcile_seconds_count", labels) or 0.0
-    fast = REGISTRY.get_sample_value(
-        "rayquota_controller_reconcile_seconds_bucket", {**labels, "le": str(SLOW_RECONCILE_S)}
-    )
+    bucket = {**labels, "le": str(over_s)}
+    fast = REGISTRY.get_sample_value("rayquota_controller_reconcile_seconds_bucket", bucket)
+    assert fast is not None or not count, f"no histogram bucket at {over_s}s"
     return count - (fast or 0.0)
 
 

@@ -73,12 +73,8 @@ def test_rayservice_becomes_ready_and_kubectl_shows_it(
     table = kube.kubectl("get", "rayservice", NAME).stdout
     assert table.split("\n")[0].split() == ["NAME", "SERVICE", "STATUS", "NUM", "SERVE", "ENDPOINTS", "AGE"]
     assert table.split("\n")[1].split()[:2] == [NAME, "Running"]
-    assert {
-        "CreatedRayCluster",
-        "UpdatedServeApplications",
-        "PromotedRayCluster",
-        "CreatedService",
-    } <= reasons(kube)
+    milestones = {"CreatedRayCluster", "UpdatedServeApplications", "PromotedRayCluster", "CreatedService"}
+    kube.reasons_once(NAME, milestones)
 
 
 def test_serve_config_change_is_applied_in_place(
@@ -143,7 +139,7 @@ def test_a_failing_serve_application_keeps_the_old_cluster_serving(
     assert condition(obj, "Ready")["status"] == "True"  # type: ignore[index]
     assert selectors(kube) == {first}
     assert deployed_message(ray_head) == "v1"  # the old cluster's Serve was never touched
-    assert "ServeApplicationFailed" in reasons(kube)
+    kube.reasons_once(NAME, {"ServeApplicationFailed"})
 
 
 def test_upgrade_strategy_none_only_reports_the_change(kube: Kube, dashboards: Dashboards) -> None:
@@ -185,7 +181,7 @@ def test_suspend_deletes_everything_and_resume_starts_fresh(kube: Kube, dashboar
     assert (
         kube.get("service", f"{NAME}-head-svc") is None and kube.get("service", f"{NAME}-serve-svc") is None
     )
-    assert {"Suspending", "Suspended"} <= reasons(kube)
+    kube.reasons_once(NAME, {"Suspending", "Suspended"})
 
     kube.patch("rayservice", NAME, {"spec": {"suspend": False}})
     obj = wait_ready(kube)

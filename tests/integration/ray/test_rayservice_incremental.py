@@ -27,7 +27,6 @@ from tests.integration.ray.rayservice_support import (
     cluster_name,
     clusters,
     manifest,
-    reasons,
     serve_apps,
     service,
     start_upgrade_on_second_head,
@@ -206,7 +205,7 @@ def test_a_revert_mid_upgrade_rolls_back(
     assert final["status"]["activeServiceStatus"]["trafficRoutedPercent"] == 100
     assert (condition(final, "RollbackInProgress") or {}).get("status") == "False"
     wait_for("the new cluster deleted", lambda: pending not in clusters(kube), timeout_s=30)
-    assert "RollbackStarted" in reasons(kube)
+    kube.reasons_once(NAME, {"RollbackStarted"})
 
 
 def test_a_missing_gateway_class_is_reported(kube: Kube, dashboards: Dashboards) -> None:
@@ -219,6 +218,6 @@ def test_a_missing_gateway_class_is_reported(kube: Kube, dashboards: Dashboards)
 
     upgrade = wait_for("UpgradeInProgress=False GatewayClassNotFound", reported, timeout_s=30)
     assert "no-such-class" in upgrade["message"]
-    assert "GatewayClassNotFound" in reasons(kube)
+    kube.reasons_once(NAME, {"GatewayClassNotFound"})
     assert clusters(kube) == [first]
     assert (condition(service(kube), "Ready") or {}).get("status") == "True"
