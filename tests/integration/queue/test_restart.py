@@ -89,6 +89,10 @@ def test_sigkill_mid_admission_loses_nothing_and_admits_nothing_twice(
         if f["name"] == quota.name("a100")
     }
     assert usage["nvidia.com/gpu"] == "8"
-    for name in names:
-        job = kube.get("rayjob", name) or {}
-        assert job["spec"]["suspend"] is (name not in settled)
+
+    def suspended() -> dict[str, bool]:
+        return {name: (kube.get("rayjob", name) or {})["spec"]["suspend"] for name in names}
+
+    # An admitted RayJob is let go once the cache shows its recorded admission: a moment later.
+    wanted = {name: name not in settled for name in names}
+    wait_for("the admitted RayJobs unsuspended, the others not", lambda: suspended() == wanted, timeout_s=30)
