@@ -146,18 +146,12 @@ def assert_milestone_events(kube: Kube, wanted: set[str]) -> None:
     occurrences that were not written, so fewer occurrences than the burst mean nothing was
     dropped. An event is written after the change it tells of (the old cluster is gone before
     its DeletedRayCluster event is stored): they are waited for."""
-    seen: list[dict[str, Any]] = []
 
-    def all_told() -> bool:
-        seen[:] = kube.events(NAME)
+    def all_told(seen: list[dict[str, Any]]) -> bool:
         missing = wanted - {e["reason"] for e in seen}
         return not missing or sum(int(e.get("count") or 1) for e in seen) >= SPAM_BURST
 
-    try:
-        wait_for(f"events {sorted(wanted)}", all_told, timeout_s=30, interval_s=0.5)
-    except AssertionError:
-        missing = wanted - {e["reason"] for e in seen}
-        raise AssertionError((missing, sorted((e["reason"], e.get("count")) for e in seen))) from None
+    kube.events_once(NAME, all_told)
 
 
 def start_upgrade_on_second_head(kube: Kube, dashboards: Dashboards, first: str, head_b: RayHead,

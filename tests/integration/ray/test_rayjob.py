@@ -310,12 +310,8 @@ def test_shutdown_after_job_finishes_deletes_cluster_after_ttl(kube: Kube) -> No
         "cluster deleted", lambda: kube.get("raycluster", status["rayClusterName"]) is None, timeout_s=60
     )
     # The event is written after the deletion it tells of (the operator's event writer may lag).
-    [deleted] = wait_for(
-        "the DeletedRayCluster event",
-        lambda: [e for e in kube.events("ttl") if e["reason"] == "DeletedRayCluster"],
-        timeout_s=30,
-        interval_s=0.5,
-    )
+    events = kube.events_once("ttl", lambda es: any(e["reason"] == "DeletedRayCluster" for e in es))
+    [deleted] = [e for e in events if e["reason"] == "DeletedRayCluster"]
     waited = dt.datetime.fromisoformat(deleted["firstTimestamp"]) - dt.datetime.fromisoformat(
         status["endTime"]
     )

@@ -14,6 +14,7 @@ from rayquota.operator.core import ObjectKey
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.demand.scale_down import shrinking_pod_sets, why_not_shrink
 from rayquota.operator.queue.objects import Queued
 from rayquota.operator.queue.workloads.workload_reconciler import WorkloadReconciler
 from rayquota.queueing import PodSet, PodSetAssignment, Workload
@@ -82,3 +83,14 @@ def test_growth_and_first_admissions_are_not_held() -> None:
     # Only a smaller admission is guarded: the rest is the engine's to decide.
     assert judge(reconciler(workers(2), in_flight={"job-cluster"}), admitted(1), asking(2)) is None
     assert judge(reconciler(workers(2), in_flight={"job-cluster"}), None, asking(1)) is None
+
+
+def test_the_rule_names_the_pod_sets_over_the_smaller_admission() -> None:
+    admitted, asked = {"head": 1, "gpu": 3, "cpu": 2}, {"head": 1, "gpu": 1, "cpu": 1}
+    assert shrinking_pod_sets(admitted, asked) == {"gpu", "cpu"}
+    reason = why_not_shrink(admitted, asked, {"head": 1, "gpu": 2, "cpu": 1}, pods_in_flight=False)
+    assert reason == "pod sets gpu have more live pods than the smaller admission"
+    # A pod set dropped from the ask counts as asking for none.
+    assert why_not_shrink({"gpu": 1}, {}, {"gpu": 1}, pods_in_flight=False) is not None
+    # Pods in flight hold only a shrink: a same-sized ask is not held.
+    assert why_not_shrink(admitted, admitted, {"gpu": 9}, pods_in_flight=True) is None

@@ -129,6 +129,20 @@ READY_HEAD = {
 }
 
 
+def traffic_on(writes: Writes, rounds: ServeRounds) -> ServeTraffic:
+    """Serve traffic whose clusters all have a ready head."""
+    return ServeTraffic(cast(RayServiceWrites, writes), lambda cluster: READY_HEAD, cast(Store, None), rounds)
+
+
+def service_with_config() -> dict[str, Any]:
+    return {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
+
+
+def cluster_with_config() -> dict[str, Any]:
+    """A cluster the service's Serve config was applied to."""
+    return {"metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}}
+
+
 def test_a_first_look_with_the_round_in_flight_leaves_serve_unasked() -> None:
     """A new operator's first pass over a serving RayService (as after a migration from KubeRay):
     no state read yet and the round in flight, so Serve counts as not asked and the stored Ready
@@ -138,13 +152,8 @@ def test_a_first_look_with_the_round_in_flight_leaves_serve_unasked() -> None:
     async def run() -> None:
         serve, requeued = Serve(RUNNING), []
         rounds = rounds_on(serve, requeued)
-        traffic = ServeTraffic(
-            cast(RayServiceWrites, Writes(serve)), lambda cluster: READY_HEAD, cast(Store, None), rounds
-        )
-        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
-        applied = {
-            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
-        }
+        traffic = traffic_on(Writes(serve), rounds)
+        service, applied = service_with_config(), cluster_with_config()
         first = ReconcilePass(service, {}, applied, None)
         await traffic.observe(first)
         assert "svc-a" not in first.serve
@@ -173,13 +182,8 @@ def test_a_failure_read_before_stands_with_its_reason_while_the_next_round_is_in
         serve, requeued = Serve(FAILED), []
         rounds = rounds_on(serve, requeued)
         writes = Writes(serve)
-        traffic = ServeTraffic(
-            cast(RayServiceWrites, writes), lambda cluster: READY_HEAD, cast(Store, None), rounds
-        )
-        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
-        pending = {
-            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
-        }
+        traffic = traffic_on(writes, rounds)
+        service, pending = service_with_config(), cluster_with_config()
         serve.gate.set()  # Serve answers within the pass
         answered = ReconcilePass(service, {}, None, pending)
         await traffic.observe(answered)
@@ -217,13 +221,8 @@ def test_a_step_waits_while_a_round_started_with_the_old_capacity_may_still_depl
         serve, requeued = Serve(RUNNING), []
         rounds = rounds_on(serve, requeued)
         writes = DeployingWrites(serve)
-        traffic = ServeTraffic(
-            cast(RayServiceWrites, writes), lambda cluster: READY_HEAD, cast(Store, None), rounds
-        )
-        service = {**SERVICE, "spec": {"serveConfigV2": CONFIG}, "status": {}}
-        pending = {
-            "metadata": {**CLUSTER["metadata"], "annotations": {labels.SERVE_CONFIG_ANNOTATION: CONFIG}}
-        }
+        traffic = traffic_on(writes, rounds)
+        service, pending = service_with_config(), cluster_with_config()
         active = {"metadata": {"namespace": "ns", "name": "svc-old"}}
         before = UpgradeProgress.start()
         after = UpgradeProgress(before.active, ClusterShare(50, 0))

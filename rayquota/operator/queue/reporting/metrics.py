@@ -3,10 +3,13 @@ own ``kueue_*`` families beside them are in :mod:`kueue_metrics`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue.reporting import kueue_metrics
 from rayquota.queueing import Admit, Decision, Engine, Pending, Preempt
 
@@ -90,3 +93,13 @@ def observe_queues(engine: Engine) -> None:
             BORROWING.labels(node.name, flavor, resource).set(
                 status.borrowed.get((flavor, resource), 0) / 1000
             )
+
+
+def observe_admission_wait(workload: Mapping[str, Any], cluster_queue: str) -> None:
+    """An admission, once announced: how long its Workload waited since it was created."""
+    created = parse_rfc3339(workload["metadata"].get("creationTimestamp"))
+    if created is not None:
+        waited = max(0.0, (dt.datetime.now(dt.UTC) - created).total_seconds())
+        QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
+        ADMISSION_WAIT.labels(cluster_queue).observe(waited)
+        kueue_metrics.observe_admission(workload, cluster_queue, waited)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import Manager
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
+from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.admission.pods_ready import (
@@ -21,6 +23,7 @@ from rayquota.operator.queue.admission.pods_ready import (
     PODS_READY,
     PODS_READY_TIMEOUT,
     Readiness,
+    RequeuingTimestamp,
     WaitForPodsReady,
     judge,
     ready_pods_per_pod_set,
@@ -29,6 +32,7 @@ from rayquota.operator.queue.admission.pods_ready import (
 from rayquota.operator.queue.demand.podsets import Demand, GroupOfPod
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.ray.vocabulary import conditions
+from rayquota.queueing import Workload
 
 Obj = dict[str, Any]
 
@@ -40,6 +44,19 @@ def requeue_state(workload: Mapping[str, Any]) -> Mapping[str, Any]:
 def requeue_at(workload: Mapping[str, Any]) -> float | None:
     moment = parse_rfc3339(requeue_state(workload).get("requeueAt"))
     return moment.timestamp() if moment is not None else None
+
+
+def engine_workload(
+    workload: Mapping[str, Any], priority_of: converter.PriorityLookup, config: WaitForPodsReady | None
+) -> Workload:
+    """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
+    requeued workload queues by the time it was evicted, behind those that waited."""
+    spec = converter.workload(workload, priority_of)
+    state = requeue_state(workload)
+    if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
+        return spec
+    evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
+    return replace(spec, created=max(spec.created, evicted_at))
 
 
 class ReadinessKeeper:

@@ -3,7 +3,7 @@ step with the object (spec, pod-set words, owner)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
@@ -12,6 +12,21 @@ from rayquota.operator.queue import naming
 from rayquota.operator.queue.demand.pod_set_words import POD_SET_WORDS_ANNOTATION, annotation_value
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.ray.vocabulary import labels
+
+
+def workload_spec(
+    queue_name: str | None,
+    pod_sets: Sequence[Mapping[str, Any]],
+    priority: Mapping[str, Any],
+    current: Obj | None,
+) -> dict[str, Any]:
+    """The Workload spec a queued object asks for (before the API group's shape).
+
+    ``spec.active`` is the user's lever, as in Kueue: false suspends an admitted object and
+    releases its quota once its pods are gone; true queues it again. A Workload deactivated by
+    waitForPodsReady's ``backoffLimitCount`` stays inactive."""
+    active = ((current or {}).get("spec") or {}).get("active", True) is not False
+    return {"queueName": queue_name, "podSets": list(pod_sets), "active": active, **priority}
 
 
 def new_workload(

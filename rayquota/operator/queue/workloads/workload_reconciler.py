@@ -15,11 +15,9 @@ Every step is idempotent: a crash between two writes is repaired by the next rec
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
@@ -31,7 +29,6 @@ from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
 from rayquota.operator.queue.adapters.protocol import KindAdapter
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
-from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 from rayquota.operator.queue.admission import converter, creation_order
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.creation_order import CreationVersions
@@ -39,7 +36,6 @@ from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.admission.pods_ready import (
     PODS_READY_TIMEOUT,
     Readiness,
-    RequeuingTimestamp,
     WaitForPodsReady,
 )
 from rayquota.operator.queue.admission.workload_status import desired_status, is_evicted, is_finished
@@ -50,16 +46,18 @@ from rayquota.operator.queue.demand.podsets import (
     live_pods_per_pod_set,
     too_many_pod_sets,
 )
+from rayquota.operator.queue.demand.scale_down import shrinking_pod_sets, why_not_shrink
 from rayquota.operator.queue.dra.words import naming_device_classes
 from rayquota.operator.queue.objects import PodKey, PodLookups, Queued, QueueObjects, RecordingLookup
-from rayquota.operator.queue.reporting import kueue_metrics, metrics
+from rayquota.operator.queue.reporting import metrics
 from rayquota.operator.queue.workloads.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
+from rayquota.operator.queue.workloads.gate_events import gate_shut_event
 from rayquota.operator.queue.workloads.pending_writes import PendingWrites
-from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, requeue_at, requeue_state
+from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, engine_workload, requeue_at
 from rayquota.operator.queue.workloads.restores import OwedRestores, apply_edits
 from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions, has_no_owner_reference
 from rayquota.operator.queue.workloads.template_quantities import quantity_errors
-from rayquota.operator.queue.workloads.workload_body import new_workload, updated_workload
+from rayquota.operator.queue.workloads.workload_body import new_workload, updated_workload, workload_spec
 from rayquota.queueing import ResourceFlavor, Workload, names_a_missing_queue
 
 log = logging.getLogger(__name__)
@@ -217,7 +215,7 @@ class WorkloadReconciler:
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             before = self.driver.admission(engine_key)
-            submitted = self._engine_workload(workload)
+            submitted = engine_workload(workload, self.loop.priority_of, self.readiness.config)
             unsafe = self._unsafe_shrink(queued, children, key, demand, before, submitted)
             if unsafe is not None:
                 # The pods' events (or the timer) bring us back with the demand counting them.
@@ -293,7 +291,7 @@ class WorkloadReconciler:
                 return timer
             if key in self._unannounced:
                 self._unannounced.discard(key)
-                self._observe_wait(workload, admission.cluster_queue)
+                metrics.observe_admission_wait(workload, admission.cluster_queue)
                 self.manager.recorder.post(
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
                 )
@@ -302,19 +300,8 @@ class WorkloadReconciler:
         self.readiness.forget(engine_key)
         await self._write_status(workload)
         if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
-            if gate_cleared_by_hand(obj):
-                self.manager.recorder.post(
-                    obj,
-                    "Warning",
-                    "QuotaGateReasserted",
-                    "the object is not admitted; suspend was set again "
-                    "(clearing it does not bypass the quota)",
-                )
-            else:
-                queue = self.objects.queue_name(queued.kind, obj)
-                self.manager.recorder.post(
-                    obj, "Normal", "Queued", f"suspended until LocalQueue {queue} admits it"
-                )
+            queue = self.objects.queue_name(queued.kind, obj)
+            self.manager.recorder.post(obj, *gate_shut_event(obj, queue))
             await self._apply(adapter.suspend(obj, children))
         elif key in self.restores:
             await self.restores.pay(key, adapter, obj, children)
@@ -337,17 +324,8 @@ class WorkloadReconciler:
             naming.priority_class_of(obj, self.objects.settings),
             (at.template for at in queued.adapter.pod_templates(obj)),
         )
-        spec: dict[str, Any] = {
-            "queueName": self.objects.queue_name(queued.kind, obj),
-            "podSets": pod_sets,
-            # A Workload deactivated (waitForPodsReady's backoffLimitCount) stays inactive.
-            "active": (workload or {}).get("spec", {}).get("active", True) is not False,
-            **priority.workload_spec(),
-        }
-        if workload is not None:
-            # spec.active is the user's lever (as in Kueue): false suspends an admitted object and
-            # releases its quota once its pods are gone; true queues it again.
-            spec["active"] = (workload.get("spec") or {}).get("active", True) is not False
+        queue = self.objects.queue_name(queued.kind, obj)
+        spec = workload_spec(queue, pod_sets, priority.workload_spec(), workload)
         spec = self.objects.api.workload_spec(spec)
         path = self.objects.api.workloads.path(queued.workload.namespace)
         if workload is None:
@@ -448,39 +426,23 @@ class WorkloadReconciler:
         before: AdmittedSlice | None,
         submitted: Workload,
     ) -> str | None:
-        """Why a smaller admission may not be submitted yet, or None.
+        """Why a smaller admission may not be submitted yet, or None (`demand/scale_down.py`).
 
-        The demand was read before this reconcile's awaits; meanwhile a cluster of the object
-        may have created pods the smaller admission would not cover (the gate let it: the
-        recorded admission was still the larger one). Checked with no await before the submit:
-        a pod created before it is in the cache or in flight now, and one planned after it
-        meets the gate's cap by the engine's smaller admission."""
+        Looked at with no await before the submit: a pod a cluster of the object created
+        before it is in the cache or in flight now, and one planned after it meets the gate's
+        cap by the engine's smaller admission."""
         if before is None:
             return None
+        admitted = before.counts()
         asked = {ps.name: ps.count for ps in submitted.pod_sets}
-        shrinking = {name for name, count in before.counts().items() if asked.get(name, 0) < count}
-        if not shrinking:
+        if not shrinking_pod_sets(admitted, asked):
             return None
         namespace = str(queued.obj["metadata"]["namespace"])
-        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()))
-        if self._in_flight(queued.adapter, namespace, [*pods_by_part, *self._parts.get(key, ())]):
-            return "pods created or deleted a moment ago are not in the cache yet"
+        known = self._parts.get(key, ())
+        pods_by_part = self.objects.pods_by_part(queued, children, known)
+        in_flight = self._in_flight(queued.adapter, namespace, {*pods_by_part, *known})
         live = live_pods_per_pod_set(demand, pods_by_part, queued.adapter.group_of_pod)
-        over = sorted(name for name in shrinking if live.get(name, 0) > asked.get(name, 0))
-        if over:
-            return f"pod sets {', '.join(over)} have more live pods than the smaller admission"
-        return None
-
-    def _engine_workload(self, workload: Obj) -> Workload:
-        """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
-        requeued workload queues by the time it was evicted, behind those that waited."""
-        spec = converter.workload(workload, self.loop.priority_of)
-        config = self.readiness.config
-        state = requeue_state(workload)
-        if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
-            return spec
-        evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
-        return replace(spec, created=max(spec.created, evicted_at))
+        return why_not_shrink(admitted, asked, live, in_flight)
 
     def _in_words(self, reason: str, workload: Obj) -> str:
         """The queue's reason as its user knows the things it names: worker groups, not pod
@@ -528,14 +490,6 @@ class WorkloadReconciler:
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
         await apply_edits(self.client, edits)
-
-    def _observe_wait(self, workload: Mapping[str, Any], cluster_queue: str) -> None:
-        created = converter.timestamp(workload["metadata"].get("creationTimestamp"))
-        if created:
-            waited = max(0.0, dt.datetime.now(dt.UTC).timestamp() - created)
-            metrics.QUOTA_RESERVED_WAIT.labels(cluster_queue).observe(waited)
-            metrics.ADMISSION_WAIT.labels(cluster_queue).observe(waited)
-            kueue_metrics.observe_admission(workload, cluster_queue, waited)
 
 
 def _version(obj: Mapping[str, Any]) -> str:
