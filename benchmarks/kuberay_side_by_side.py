@@ -343,7 +343,10 @@ refused otherwise: `ENABLE_INIT_CONTAINER_INJECTION=false`, `ENABLE_PROBES_INJEC
 `USE_INGRESS_ON_OPENSHIFT=false` (no OpenShift Route is made), `ENABLE_LOGIN_SHELL=true`,
 `ENABLE_DETERMINISTIC_HEAD_POD_NAME=true` and `ENABLE_WEBHOOKS=true`. The annotation
 `ray.io/disable-provisioned-head-restart: "true"` is honoured: once the RayCluster was provisioned,
-a lost head pod is not re-created (the cluster's status says why it waits).
+a lost head pod is not re-created (the cluster's status says why it waits). As in KubeRay, a
+SidecarMode RayJob sets it on the RayCluster it creates, over any value on the RayJob (the
+submitter runs in the head pod, and a new head would not run the job again); the other modes copy
+the RayJob's value like any annotation.
 
 **Migration from KubeRay.** KubeRay's finalizers are handled: `ray.io/rayjob-finalizer` (the Ray
 job is stopped, then the finalizer removed), `ray.io/gcs-ft-redis-cleanup-finalizer` (the Redis
@@ -565,7 +568,8 @@ def main() -> int:
         "--kuberay-binary",
         type=Path,
         help="the peer's operator binary (default: the pinned v1.6.2); e.g. "
-        "~/.cache/rayquota/bin/kuberay-operator-v1.7.0/kuberay-operator (tools/build_kuberay_from_source.sh)",
+        "~/.cache/rayquota/bin/kuberay-operator-v1.7.0/kuberay-operator "
+        "(`rayquota peers build kuberay --source DIR --tag v1.7.0`)",
     )
     parser.add_argument(
         "--kuberay-crds",

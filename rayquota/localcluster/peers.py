@@ -1,7 +1,8 @@
 """Build the peers rayquota is measured against, cached like the control-plane binaries.
 
 - KubeRay's operator (`github.com/ray-project/kuberay/ray-operator` v1.6.2): the side-by-side
-  parity script and the operator-scale benchmark run it beside ours.
+  parity script and the operator-scale benchmark run it beside ours. A later release, which the
+  module proxy does not serve, is built from a source snapshot (`--source DIR`, kuberay_source).
 - Kueue's scheduler performance tools (`runner`, `minimalkueue`, `checker` from
   `sigs.k8s.io/kueue/test/performance/scheduler` at v0.19.2).
 
@@ -44,14 +45,14 @@ KUEUE_PERF_PACKAGE = f"{KUEUE_MODULE}/test/performance/scheduler"
 NICE = ("nice", "-n", environment.tool_variable("RAYQUOTA_BUILD_NICE") or "19")
 
 
-def _staging(cache_dir: Path) -> Path:
+def staging_dir(cache_dir: Path) -> Path:
     tmp = cache_dir.with_name(cache_dir.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     return tmp
 
 
-def _publish(tmp: Path, cache_dir: Path) -> None:
+def publish(tmp: Path, cache_dir: Path) -> None:
     """Move a finished staging directory into place in one rename."""
     shutil.rmtree(cache_dir, ignore_errors=True)
     tmp.rename(cache_dir)
@@ -78,8 +79,8 @@ def build(peer: PeerBuild, *, log: bool = True) -> dict[str, Path]:
         return paths
     go = binaries.find_go()
     started = time.monotonic()
-    _say(f"building {', '.join(paths)} {peer.version} with go (cached afterwards) ...", log)
-    tmp = _staging(peer.cache_dir)
+    say(f"building {', '.join(paths)} {peer.version} with go (cached afterwards) ...", log)
+    tmp = staging_dir(peer.cache_dir)
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
     steps = [["build", "-ldflags=-s -w", "-o", str(tmp / n), pkg] for n, pkg in peer.packages.items()]
     steps += [["test", "-c", "-o", str(tmp / n), pkg] for n, pkg in peer.test_binaries.items()]
@@ -94,12 +95,12 @@ def build(peer: PeerBuild, *, log: bool = True) -> dict[str, Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _publish(tmp, peer.cache_dir)
-    _say(f"  built in {time.monotonic() - started:.0f}s -> {peer.cache_dir}", log)
+    publish(tmp, peer.cache_dir)
+    say(f"  built in {time.monotonic() - started:.0f}s -> {peer.cache_dir}", log)
     return paths
 
 
-def _say(message: str, log: bool) -> None:
+def say(message: str, log: bool) -> None:
     if log:
         print(message, file=sys.stderr, flush=True)
 
@@ -200,14 +201,14 @@ def kueue_workdir() -> Path:
     source = module_cache_path(KUEUE_MODULE, KUEUE_VERSION)
     if not source.is_dir():
         raise binaries.BuildError(f"{source} is missing: run `rayquota peers build kueue` first")
-    tmp = _staging(workdir)
+    tmp = staging_dir(workdir)
     shutil.copy2(source / "Makefile", tmp / "Makefile")
     for part in ("config/components/crd", "test/performance/scheduler/configs"):
         shutil.copytree(source / part, tmp / part)
     # The module cache is read-only; our copy must stay deletable.
     for path in [tmp, *tmp.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
-    _publish(tmp, workdir)
+    publish(tmp, workdir)
     return workdir
 
 
@@ -233,10 +234,10 @@ def envtest_assets() -> Path:
     if all((assets / p.name).resolve() == p for p in (etcd, apiserver, kubectl)):
         return assets
     binaries.ensure_all()
-    tmp = _staging(assets)
+    tmp = staging_dir(assets)
     for target in (etcd, apiserver, kubectl):
         (tmp / target.name).symlink_to(target)
-    _publish(tmp, assets)
+    publish(tmp, assets)
     return assets
 
 
@@ -246,10 +247,26 @@ PEERS = ("kuberay", "kueue")
 
 
 def main(args: argparse.Namespace) -> int:
-    """`rayquota peers build kuberay|kueue|all`: build (or reuse) and print where things are."""
+    """`rayquota peers build kuberay|kueue|all [--source DIR [--tag TAG]]`: build (or reuse) and
+    print where things are."""
+    source, tag = getattr(args, "source", None), getattr(args, "tag", None)
+    if tag is not None and source is None:
+        print(
+            f"error: --tag {tag} selects a tag of the git repository given by --source DIR", file=sys.stderr
+        )
+        return 2
+    if source is not None and args.peer != "kuberay":
+        print(f"error: --source builds KubeRay's operator only, not {args.peer}", file=sys.stderr)
+        return 2
     wanted = PEERS if args.peer == "all" else (args.peer,)
     try:
-        if "kuberay" in wanted:
+        if source is not None:
+            from rayquota.localcluster import kuberay_source
+
+            built = kuberay_source.build_from_source(Path(source), tag)
+            print(f"{'kuberay-operator':<24} {built.binary}")
+            print(f"{'kuberay-crds':<24} {built.crds}")
+        elif "kuberay" in wanted:
             print(f"{'kuberay-operator':<24} {build_kuberay()}")
             print(f"{'kuberay-crds':<24} {kuberay_crd_dir()}")
         if "kueue" in wanted:

@@ -232,7 +232,10 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
     manifest = cluster_manifest(body, status, DEFAULT_RAY_IMAGE)
     assert manifest["metadata"]["name"] == "job-abcde"
     assert manifest["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
-    assert manifest["metadata"]["annotations"] == {"team": "a"}
+    assert manifest["metadata"]["annotations"] == {
+        "team": "a",
+        "ray.io/disable-provisioned-head-restart": "true",
+    }
     assert manifest["metadata"]["ownerReferences"][0]["uid"] == "uid-j"
     head_spec = manifest["spec"]["headGroupSpec"]["template"]["spec"]
     assert head_spec["restartPolicy"] == "Never"
@@ -247,3 +250,41 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
     assert "ray job submit" in sidecar["args"][0]
     # The RayJob's own spec is not modified.
     assert len(body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "marked"), [("SidecarMode", "true"), ("K8sJobMode", None), ("HTTPMode", None), (None, None)]
+)
+def test_only_a_sidecar_mode_cluster_forbids_replacing_its_provisioned_head(
+    mode: str | None, marked: str | None
+) -> None:
+    """KubeRay marks the RayCluster of a SidecarMode RayJob, and only it, with
+    `ray.io/disable-provisioned-head-restart: "true"` (a new head would not run the job again),
+    over the RayJob's own value; in the other modes that value is copied like any annotation."""
+    from rayquota.operator.config import DEFAULT_RAY_IMAGE
+    from rayquota.operator.ray.rayjob.plan import cluster_manifest
+
+    key = "ray.io/disable-provisioned-head-restart"
+    status = {"rayClusterName": "job-abcde", "jobId": "job-xyz12"}
+    body = rayjob() if mode is None else rayjob(submissionMode=mode)
+    assert cluster_manifest(body, status, DEFAULT_RAY_IMAGE)["metadata"]["annotations"].get(key) == marked
+    body["metadata"]["annotations"] = {key: "false"}
+    annotations = cluster_manifest(body, status, DEFAULT_RAY_IMAGE)["metadata"]["annotations"]
+    assert annotations[key] == (marked or "false")
+
+
+def test_a_sidecar_mode_clusters_lost_head_is_not_replaced_once_provisioned() -> None:
+    """The RayJob side and the RayCluster side together: the cluster a SidecarMode RayJob creates,
+    once provisioned, gets no new head when its head pod is gone."""
+    from rayquota.operator.config import DEFAULT_RAY_IMAGE
+    from rayquota.operator.ray.raycluster.plan import plan_cluster
+    from rayquota.operator.ray.rayjob.plan import cluster_manifest
+
+    status = {"rayClusterName": "job-abcde", "jobId": "job-xyz12"}
+    for mode, heads_made in (("SidecarMode", 0), ("K8sJobMode", 1)):
+        made = cluster_manifest(rayjob(submissionMode=mode), status, DEFAULT_RAY_IMAGE)
+        made["metadata"]["uid"] = "uid-c"  # as the API server gives it
+        made["status"] = {"conditions": [{"type": "RayClusterProvisioned", "status": "True"}]}
+        plan = plan_cluster(made, [], "v1")
+        heads = [p for p in plan.create if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+        assert (mode, len(heads)) == (mode, heads_made)

@@ -145,9 +145,13 @@ def rayjob_cluster(rayjob: Mapping[str, Any]) -> list[str]:
 def cluster_manifest(
     rayjob: Mapping[str, Any], status: Mapping[str, Any], default_image: str
 ) -> dict[str, Any]:
-    """The RayCluster a RayJob runs on (SidecarMode: with the submitter in the head pod)."""
+    """The RayCluster a RayJob runs on (SidecarMode: with the submitter in the head pod, and, as
+    KubeRay marks it, `ray.io/disable-provisioned-head-restart: "true"` over any value copied from
+    the RayJob: a new head would not run the job again, so a provisioned head lost is not replaced)."""
     meta = rayjob["metadata"]
     spec = copy.deepcopy(rayjob["spec"]["rayClusterSpec"])
+    cluster_labels = labels.rayjob_cluster_labels(rayjob)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
     if mode_of(rayjob) == "SidecarMode":
         head_spec = spec["headGroupSpec"]["template"].setdefault("spec", {})
         image = head_spec["containers"][0].get("image") or default_image
@@ -156,8 +160,7 @@ def cluster_manifest(
         sidecar = submitter.sidecar_container(rayjob, status["jobId"], image, port, cluster)
         head_spec["containers"].append(sidecar)
         head_spec["restartPolicy"] = "Never"
-    cluster_labels = labels.rayjob_cluster_labels(rayjob)
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _bookkeeping(k)}
+        annotations[labels.DISABLE_PROVISIONED_HEAD_RESTART] = "true"
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
