@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.webhooks.configurations import queued_kind_rules
+from rayquota.operator.webhooks.configurations import queued_kind_rules, webhook_configurations
 from tests.e2e.chart import CHART, REPO, configuration_of, find, helm, render, settings_of
 
 
@@ -129,8 +129,8 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
     [mutating] = find(objects, "MutatingWebhookConfiguration")
     [validating] = find(objects, "ValidatingWebhookConfiguration")
     ray_hooks = [*mutating["webhooks"][:2], *validating["webhooks"][:2]]
-    # one per honoured queue label, and the ClusterQueues' (no pod gate: our reconcilers')
-    assert len(mutating["webhooks"]) == 3
+    # one per honoured queue label, the ClusterQueues' and the Cohorts' (no pod gate: our reconcilers')
+    assert len(mutating["webhooks"]) == 4
     for hook, key in zip(ray_hooks, ["rayquota.io/queue-name", "kueue.x-k8s.io/queue-name"] * 2, strict=True):
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -168,6 +168,47 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
     words = mutating["webhooks"][2]
     assert words["rules"] == queues["rules"]
     assert words["clientConfig"]["service"]["path"] == "/mutate-clusterqueue"
+    # A Cohort's quota is checked as a ClusterQueue's, the same two ways.
+    cohorts, cohort_words = validating["webhooks"][4], mutating["webhooks"][3]
+    assert cohorts["rules"] == cohort_words["rules"]
+    assert cohorts["rules"][0]["apiGroups"] == ["rayquota.io"]
+    assert cohorts["rules"][0]["resources"] == ["cohorts"]
+    assert cohorts["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert cohorts["failurePolicy"] == cohort_words["failurePolicy"] == "Fail"
+    assert cohorts["clientConfig"]["service"]["path"] == "/validate-cohort"
+    assert cohort_words["clientConfig"]["service"]["path"] == "/mutate-cohort"
+
+
+def test_the_chart_sends_the_queue_objects_where_the_operator_registers_them() -> None:
+    """The chart's and the loopback operator's configurations (webhooks/configurations.py) send
+    the same cluster-scoped queue objects, with the same operations, to the same handlers."""
+
+    def routes(hooks: list[dict[str, Any]], path_of: Any) -> set[tuple[str, str, str, str]]:
+        return {
+            (group, resource, ",".join(sorted(rule["operations"])), path_of(hook))
+            for hook in hooks
+            for rule in hook["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            if resource in ("clusterqueues", "cohorts")
+        }
+
+    objects = render()
+    chart = [
+        *next(find(objects, "MutatingWebhookConfiguration"))["webhooks"],
+        *next(find(objects, "ValidatingWebhookConfiguration"))["webhooks"],
+    ]
+    mutating, validating = webhook_configurations("https://127.0.0.1:1", "Q0E=", ("rayquota.io/queue-name",))
+    operator = [*mutating["webhooks"], *validating["webhooks"]]
+    from_chart = routes(chart, lambda h: h["clientConfig"]["service"]["path"])
+    from_operator = routes(operator, lambda h: h["clientConfig"]["url"].removeprefix("https://127.0.0.1:1"))
+    assert from_chart == from_operator
+    assert {(resource, path) for _, resource, _, path in from_chart} == {
+        ("clusterqueues", "/mutate-clusterqueue"),
+        ("clusterqueues", "/validate-clusterqueue"),
+        ("cohorts", "/mutate-cohort"),
+        ("cohorts", "/validate-cohort"),
+    }
 
 
 def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off() -> None:
@@ -214,6 +255,7 @@ def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
         "https://127.0.0.1:9443/validate-ray",
         "https://127.0.0.1:9443/validate-ray",
         "https://127.0.0.1:9443/validate-clusterqueue",
+        "https://127.0.0.1:9443/validate-cohort",
     ]
     assert {h["clientConfig"]["caBundle"] for h in validating["webhooks"]} == {"Q0E="}
     assert "rq-rayquota-webhook" not in {s["metadata"]["name"] for s in find(objects, "Service")}
@@ -225,7 +267,7 @@ def test_webhooks_can_point_at_a_url_with_a_given_ca() -> None:
 def test_manage_jobs_without_queue_name_sends_every_ray_object_to_the_webhooks() -> None:
     objects = render("queue.manageJobsWithoutQueueName=true")
     [mutating] = find(objects, "MutatingWebhookConfiguration")
-    assert len(mutating["webhooks"]) == 2  # every Ray object, and the ClusterQueues
+    assert len(mutating["webhooks"]) == 3  # every Ray object, the ClusterQueues and the Cohorts
     assert "objectSelector" not in mutating["webhooks"][0]
 
 

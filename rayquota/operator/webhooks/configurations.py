@@ -112,8 +112,9 @@ def webhook_configurations(
 ) -> tuple[dict[str, Any], ...]:
     """One webhook per queue label key (a selector cannot OR two keys), plus one for the
     children of the kinds that mark theirs (RayJobs', RayServices'), which may not carry the
-    label; with ``hold_pods`` (admission-only mode) the pod gates' too (Ray clusters' pods,
-    Jobs' pods)."""
+    label; the ClusterQueues' and the Cohorts' (each also as a mutating webhook, which answers
+    before the CRD schema: a quota that is not a quantity is refused in words); with
+    ``hold_pods`` (admission-only mode) the pod gates' too (Ray clusters' pods, Jobs' pods)."""
 
     def hook(
         name: str, path: str, rules: list[dict[str, Any]], selector: Mapping[str, Any] | None
@@ -140,6 +141,7 @@ def webhook_configurations(
         ]
     }
     cluster_queue_rules = [_rule("rayquota.io", ("clusterqueues",), ["CREATE", "UPDATE"])]
+    cohort_rules = [_rule("rayquota.io", ("cohorts",), ["CREATE", "UPDATE"])]
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -157,6 +159,7 @@ def webhook_configurations(
             ),
             # Refusals in words before the CRD schema's (mutating webhooks are called first).
             hook("clusterqueue-words.queue.rayquota.io", "/mutate-clusterqueue", cluster_queue_rules, None),
+            hook("cohort-words.queue.rayquota.io", "/mutate-cohort", cohort_rules, None),
             *([pod_gate_hook(url, ca_bundle), job_pod_gate_hook(url, ca_bundle)] if hold_pods else []),
         ],
     }
@@ -170,11 +173,17 @@ def webhook_configurations(
         cluster_queue_rules,
         None,
     )
+    cohort_hook = hook("cohort.queue.rayquota.io", "/validate-cohort", cohort_rules, None)
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": CONFIG_NAME},
-        "webhooks": [*gate_hooks, queue_hook, *([pod_gate_kept_hook(url, ca_bundle)] if hold_pods else [])],
+        "webhooks": [
+            *gate_hooks,
+            queue_hook,
+            cohort_hook,
+            *([pod_gate_kept_hook(url, ca_bundle)] if hold_pods else []),
+        ],
     }
     return mutating, validating
 

@@ -211,9 +211,11 @@ def _held_at_pods(cluster: Body, objects: QueueObjects) -> bool:
     return owner is not None and owner.adapter.children_held_at_pods
 
 
-def cluster_queue_errors(obj: Body) -> list[str]:
-    """What the CRD schema cannot say: each flavor lists exactly the group's coveredResources,
-    no resource is covered by two groups, no flavor appears twice in one group."""
+def resource_group_errors(obj: Body) -> list[str]:
+    """What the CRD schema cannot say of a ClusterQueue's or a Cohort's ``spec.resourceGroups``
+    (the same shape in both): each flavor lists exactly the group's coveredResources, no resource
+    is covered by two groups, no flavor appears twice in one group, and each quota is a quantity
+    (said in words; the schema would answer with its regular expression)."""
     errors: list[str] = []
     covered_by: dict[str, int] = {}
     for gi, group in enumerate((obj.get("spec") or {}).get("resourceGroups") or []):
@@ -253,13 +255,29 @@ def _quota_quantity_errors(flavor: Body, where: str) -> list[str]:
     return errors
 
 
-def validate_cluster_queue(obj: Body) -> Verdict:
-    errors = type_errors("ClusterQueue", obj) or cluster_queue_errors(obj)
+def _quota_object_errors(kind: str, obj: Body, convert: Callable[[Body], object]) -> list[str]:
+    """A ClusterQueue's or a Cohort's refusals: fields of the wrong type first (the check is also
+    called as a mutating webhook, before the schema), then its resource groups, then what the
+    engine's converter cannot read."""
+    errors = type_errors(kind, obj) or resource_group_errors(obj)
     if not errors:
         try:
-            converter.cluster_queue(obj)
+            convert(obj)
         except converter.ConversionError as exc:
             errors.append(str(exc))
+    return errors
+
+
+def validate_cluster_queue(obj: Body) -> Verdict:
+    errors = _quota_object_errors("ClusterQueue", obj, converter.cluster_queue)
     if errors:
         return Verdict(False, f"invalid ClusterQueue {obj['metadata'].get('name')}: " + "; ".join(errors))
     return Verdict(True, warning=namespace_selection.unset_selector_warning(obj))
+
+
+def validate_cohort(obj: Body) -> Verdict:
+    """A Cohort's quota is checked as a ClusterQueue's (:func:`resource_group_errors`)."""
+    errors = _quota_object_errors("Cohort", obj, converter.cohort)
+    if errors:
+        return Verdict(False, f"invalid Cohort {obj['metadata'].get('name')}: " + "; ".join(errors))
+    return ALLOW

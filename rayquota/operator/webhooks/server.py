@@ -79,6 +79,9 @@ class WebhookServer:
                 # Also called as a mutating webhook: those answer before the CRD schema, so a
                 # quota that is not a quantity is refused in words, not with the schema's regex.
                 web.post("/mutate-clusterqueue", self._validate_cluster_queue),
+                # A Cohort's quota, checked as a ClusterQueue's, served the same two ways.
+                web.post("/validate-cohort", self._validate_cohort),
+                web.post("/mutate-cohort", self._validate_cohort),
             ]
         )
 
@@ -169,6 +172,11 @@ class WebhookServer:
         body = await request.json()
         req = body["request"]
         return web.json_response(_response(req["uid"], review.validate_cluster_queue(req["object"])))
+
+    async def _validate_cohort(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        req = body["request"]
+        return web.json_response(_response(req["uid"], review.validate_cohort(req["object"])))
 
     async def run(self) -> None:
         await self.serving.loaded.wait()

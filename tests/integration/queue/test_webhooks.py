@@ -344,3 +344,29 @@ def test_a_quota_that_is_not_a_quantity_is_refused_in_words(webhook_operator: No
     assert "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota" in message, message
     assert "not a Kubernetes quantity" in message, message
     assert "should match" not in message, message  # the CRD schema's regular expression
+
+
+def test_a_cohort_quota_that_is_not_a_quantity_is_refused_in_words(
+    webhook_operator: None, control_plane: Any, quota: Quota
+) -> None:
+    """A Cohort's quota is checked as a ClusterQueue's, at creation and on an update."""
+
+    def cohort(gpus: str) -> dict[str, Any]:
+        resources = [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]
+        groups = [
+            {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "a100", "resources": resources}]}
+        ]
+        return {"spec": {"resourceGroups": groups}}
+
+    field = "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+    with pytest.raises(ClusterError) as refused:
+        quota.apply("Cohort", "words", cohort("8 GPUs"))
+    message = str(refused.value)
+    assert f"{field}: invalid quantity '8 GPUs': not a Kubernetes quantity" in message, message
+    assert "should match" not in message, message  # the CRD schema's regular expression
+    name = quota.apply("Cohort", "words", cohort("8"))  # a valid Cohort is accepted
+    stored = json.loads(control_plane.kubectl("get", "cohorts.rayquota.io", name, "-o", "json").stdout)
+    assert stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
+    with pytest.raises(ClusterError) as refused:
+        quota.apply("Cohort", "words", cohort("8 GPUs"))
+    assert f"{field}: invalid quantity '8 GPUs'" in str(refused.value), str(refused.value)

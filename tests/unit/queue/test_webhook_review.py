@@ -110,6 +110,53 @@ def test_configurations_never_block_a_down_operator_and_select_queued_objects() 
     assert mutating["webhooks"][2]["clientConfig"]["url"].endswith("/mutate-clusterqueue")
 
 
+def test_cluster_queues_and_cohorts_go_to_their_checks_before_and_after_the_schema() -> None:
+    """A Cohort's quota is checked as a ClusterQueue's: each kind's CREATE and UPDATE go to a
+    mutating webhook (called before the CRD schema: a quota that is not a quantity is said in
+    words) and to a validating one."""
+    mutating, validating = webhook_configurations("https://127.0.0.1:1", "Q0E=", (naming.QUEUE_LABEL,))
+    served: dict[tuple[str, str], set[str]] = {}
+    for hook in [*mutating["webhooks"], *validating["webhooks"]]:
+        for rule in hook["rules"]:
+            for resource in rule["resources"]:
+                if resource in ("clusterqueues", "cohorts"):
+                    assert rule["apiGroups"] == ["rayquota.io"]
+                    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+                    path = hook["clientConfig"]["url"].removeprefix("https://127.0.0.1:1")
+                    served.setdefault((resource, hook["failurePolicy"]), set()).add(path)
+    assert served == {
+        ("clusterqueues", "Ignore"): {"/mutate-clusterqueue", "/validate-clusterqueue"},
+        ("cohorts", "Ignore"): {"/mutate-cohort", "/validate-cohort"},
+    }
+
+
+def test_a_cohort_whose_quota_is_not_a_quantity_is_refused_in_words() -> None:
+    cohort = {
+        "metadata": {"name": "research"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8 GPUs"}]}
+                    ],
+                }
+            ]
+        },
+    }
+    verdict = review.validate_cohort(cohort)
+    assert not verdict.allowed
+    assert verdict.message == (
+        "invalid Cohort research: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+        "invalid quantity '8 GPUs': not a Kubernetes quantity"
+    )
+    cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "8"
+    assert review.validate_cohort(cohort) == review.ALLOW
+    # The ClusterQueue's other resource-group rules hold for a Cohort too (one check for both).
+    cohort["spec"]["resourceGroups"][0]["flavors"].append(cohort["spec"]["resourceGroups"][0]["flavors"][0])
+    assert "flavors[1].name: flavor a100 appears twice" in review.validate_cohort(cohort).message
+
+
 def test_unreadable_topology_annotations_are_refused_naming_field_and_value() -> None:
     job = bodies.rayjob()
     group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]

@@ -5,7 +5,7 @@ fails with a traceback, which the API server would report without naming the fie
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -103,27 +103,55 @@ def cluster_queue() -> dict[str, Any]:
     }
 
 
-def test_the_cluster_queue_webhook_answers_whatever_type_a_field_holds() -> None:
-    valid = cluster_queue()
-    assert review.validate_cluster_queue(valid).allowed
+def cohort() -> dict[str, Any]:
+    """A Cohort with quota of its own: the same resourceGroups as the ClusterQueue's."""
+    return {
+        "apiVersion": "rayquota.io/v1alpha1",
+        "kind": "Cohort",
+        "metadata": {"name": "research"},
+        "spec": {
+            "parent": "org",
+            "resourceGroups": cluster_queue()["spec"]["resourceGroups"],
+            "fairSharing": {"weight": "1"},
+        },
+    }
+
+
+# The kinds whose quota the webhook checks, each with a valid document and its check.
+QUOTA_OBJECTS: dict[str, tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], review.Verdict]]] = {
+    "ClusterQueue": (cluster_queue, review.validate_cluster_queue),
+    "Cohort": (cohort, review.validate_cohort),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(QUOTA_OBJECTS))
+def test_the_quota_webhooks_answer_whatever_type_a_field_holds(kind: str) -> None:
+    build, validate = QUOTA_OBJECTS[kind]
+    valid = build()
+    assert validate(valid).allowed
     failures: list[str] = []
     for path in paths(valid):
         if path[:1] == ("metadata",):
             continue
         for value in ODD_VALUES:
             try:
-                review.validate_cluster_queue(replaced(valid, path, value))
+                validate(replaced(valid, path, value))
             except Exception as exc:
                 failures.append(f"{path} = {value!r}: {type(exc).__name__}: {exc}")
     assert not failures, "\n".join(failures[:40])
 
 
+@pytest.mark.parametrize("kind", sorted(QUOTA_OBJECTS))
 @pytest.mark.parametrize("field", ["nominalQuota", "borrowingLimit", "lendingLimit"])
-@pytest.mark.parametrize("value", ["1e1000", "-1", "abc", "1.2.3"])
-def test_a_bad_quota_quantity_is_refused_naming_its_field_and_value(field: str, value: str) -> None:
-    doc = cluster_queue()
+@pytest.mark.parametrize("value", ["1e1000", "-1", "abc", "1.2.3", "8 GPUs"])
+def test_a_bad_quota_quantity_is_refused_naming_its_field_and_value(
+    kind: str, field: str, value: str
+) -> None:
+    build, validate = QUOTA_OBJECTS[kind]
+    doc = build()
     doc["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1][field] = value
-    verdict = review.validate_cluster_queue(doc)
+    verdict = validate(doc)
     assert not verdict.allowed
+    assert verdict.message.startswith(f"invalid {kind} {doc['metadata']['name']}: ")
     assert f"spec.resourceGroups[0].flavors[0].resources[1].{field}" in verdict.message
     assert value in verdict.message

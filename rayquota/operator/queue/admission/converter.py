@@ -248,12 +248,12 @@ def admission_check(body: Mapping[str, Any]) -> AdmissionCheck:
 
 def cohort_from_spec(name: str, spec: Mapping[str, Any]) -> Cohort:
     spec = kueue_shapes.rayquota_spec(spec)
-    return Cohort(
-        name,
-        spec.get("parent") or None,
-        resource_groups(spec.get("resourceGroups"), f"cohort {name}"),
-        _weight(spec.get("fairSharing")),
-    )
+    groups = resource_groups(spec.get("resourceGroups"), f"cohort {name}")
+    try:
+        weight = _weight(spec.get("fairSharing"))
+    except ValueError as exc:
+        raise ConversionError(f"cohort {name}.spec.fairSharing.weight: {exc}") from exc
+    return Cohort(name, spec.get("parent") or None, groups, weight)
 
 
 def resource_flavor(body: Mapping[str, Any]) -> ResourceFlavor:
