@@ -18,31 +18,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue.adapters import CLUSTER_KIND
+from rayquota.operator.queue.adapters.job import JOB_PODS
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.demand import topology_request
 from rayquota.operator.queue.gating import pod_gate
 from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
-from rayquota.operator.queue.gating.job_pod_ungater import JOB_KIND
+from rayquota.operator.queue.gating.job_pod_ungater import JOB_KIND, job_pods_of_its_own
 from rayquota.operator.queue.objects import Queued, QueueObjects, controller_owner
-from rayquota.operator.ray.vocabulary import labels
 from rayquota.operator.webhooks.review import ALLOW, Verdict
 
 HELD = "held at its scheduling gate until its queue's admission covers it"
 
 
 def _cluster_name(pod: Mapping[str, Any]) -> str | None:
-    for ref in pod["metadata"].get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == CLUSTER_KIND:
-            return str(ref["name"])
-    name = (pod["metadata"].get("labels") or {}).get(labels.RAY_CLUSTER)
-    return str(name) if name else None
+    """Its controller RayCluster, else the cluster its ``ray.io/cluster`` label names."""
+    name = RAY_CLUSTER_PODS.owner_by_reference(pod)
+    return name if name is not None else RAY_CLUSTER_PODS.owner_by_label(pod)
 
 
 def _job_name(pod: Mapping[str, Any]) -> str | None:
-    for ref in pod["metadata"].get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == JOB_KIND:
-            return str(ref["name"])
-    return None
+    return JOB_PODS.owner_by_reference(pod)
 
 
 def _gated(pod: Mapping[str, Any]) -> Verdict:
@@ -58,8 +53,8 @@ def hold_job_pod(pod: Mapping[str, Any], namespace: str, job_name: str, objects:
     if _owner_unknown(job, objects):
         return _gated(pod)  # it may run on a queued RayJob's quota: held until the cache shows it
     owner = objects.queued_owner(JOB_KIND, job)
-    if owner is None or owner.kind == JOB_KIND:
-        return ALLOW
+    if owner is None or job_pods_of_its_own(owner):
+        return ALLOW  # under no quota, or queued itself: its admission gates its template
     return _gated(pod)
 
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import MULTIKUEUE_CONTROLLER
-from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND
+from rayquota.operator.queue.adapters import ADAPTERS
+from rayquota.operator.queue.adapters.capabilities import PlansWithinCaps
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.demand import topology_request
 from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.kueue import namespace_selection
-from rayquota.operator.queue.objects import QueueObjects, is_child
+from rayquota.operator.queue.objects import QueueObjects, accounted_elsewhere
 from rayquota.operator.queue.workloads.template_quantities import quantity_errors
 from rayquota.operator.ray.raycluster.security_fields import object_refusals
 from rayquota.operator.webhooks.shapes import type_errors
@@ -180,11 +181,12 @@ def validate_gate(
     if old is None or not suspend.is_set(old) or suspend.is_set(obj):
         return ALLOW
     name = f"{kind} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-    if kind == CLUSTER_KIND and is_child(obj):
+    record = objects.adapters[kind]
+    if isinstance(record, PlansWithinCaps) and accounted_elsewhere(kind, obj):
         if _held_at_pods(obj, objects):
             return ALLOW  # its parent's operator writes its suspend; its pods are held instead
         caps = gate.caps_for(obj)
-        if caps is not None and not caps.head:
+        if caps is not None and not record.may_start(caps):
             return Verdict(
                 False,
                 f"{name} belongs to a queued object whose admitted quota does not cover it; "

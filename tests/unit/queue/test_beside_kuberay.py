@@ -3,10 +3,11 @@ KubeRay writes (a RayService's children's ``spec.suspend``), and their pods are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS, registry
+from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, registry
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.gating.gate import QueueGate
@@ -82,7 +83,12 @@ def test_a_pending_child_is_covered_whole_or_not_at_all_while_the_active_one_kee
     assert BESIDE["RayService"].running_parts(service, [active, pending]) == set()
 
 
-def objects_with(service: dict[str, Any], children: list[dict[str, Any]], admitted: bool) -> QueueObjects:
+def objects_with(
+    service: dict[str, Any],
+    children: list[dict[str, Any]],
+    admitted: bool,
+    adapters: Mapping[str, KindAdapter] = BESIDE,
+) -> QueueObjects:
     workloads = []
     if admitted:
         admission = whole_admission(service, children)
@@ -98,7 +104,7 @@ def objects_with(service: dict[str, Any], children: list[dict[str, Any]], admitt
         informers,  # type: ignore[arg-type]
         FakeInformer(workloads),  # type: ignore[arg-type]
         fake_pod_informers(),
-        adapters=BESIDE,
+        adapters=adapters,
     )
 
 
@@ -109,6 +115,22 @@ def test_kuberay_carrying_the_services_gate_to_a_child_is_not_refused() -> None:
     new = {**child, "spec": {**child["spec"], "suspend": False}}
     objects = objects_with(service, [child], admitted=False)
     assert review.validate_gate("RayCluster", new, old, objects, QueueGate(objects)).allowed
+
+
+def test_in_the_own_mode_a_childs_suspend_is_cleared_only_once_the_admission_covers_its_head() -> None:
+    """The contrast: rayquota's own reconcilers hold a child by its ``spec.suspend``, so the
+    webhook judges clearing it by the child's caps (``PlansWithinCaps``)."""
+    service, child = service_with_child(suspended=False)
+    old = {**child, "spec": {**child["spec"], "suspend": True}}
+    new = {**child, "spec": {**child["spec"], "suspend": False}}
+    waiting = objects_with(service, [child], admitted=False, adapters=ADAPTERS)
+    verdict = review.validate_gate("RayCluster", new, old, waiting, QueueGate(waiting))
+    assert not verdict.allowed
+    assert verdict.message.startswith(
+        "RayCluster team-a/svc-a belongs to a queued object whose admitted quota"
+    )
+    admitted = objects_with(service, [child], admitted=True, adapters=ADAPTERS)
+    assert review.validate_gate("RayCluster", new, old, admitted, QueueGate(admitted)).allowed
 
 
 def test_clearing_the_services_gate_before_admission_is_refused_and_allowed_after() -> None:

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayquota.operator.core import ObjectKey, owner_uids
 from rayquota.operator.core.gate import Placement
+from rayquota.operator.core.store import Store
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, BESIDE_KUBERAY
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.gating import pod_gate
-from rayquota.operator.queue.gating.job_pod_ungater import job_pod_set, room_of
-from rayquota.operator.queue.objects import QueueObjects, workload_key
+from rayquota.operator.queue.gating.gate import QueueGate
+from rayquota.operator.queue.gating.job_pod_ungater import JobPodUngater, job_pod_set, room_of
+from rayquota.operator.queue.objects import OWNER_INDEX, WORKLOAD_INDEX, QueueObjects, workload_key
 from rayquota.operator.webhooks import configurations, pod_review
 from rayquota.queueing import PodSetAssignment, ResourceFlavor, TopologyAssignment, TopologyDomain
 from tests.unit.queue import bodies
@@ -238,6 +241,38 @@ def test_the_workload_key_of_a_submitters_rayjob_is_the_one_the_ungater_reads() 
     objects = store([submitter_of(rayjob)], [rayjob])
     owner = objects.queued_owner("Job", submitter_of(rayjob))
     assert owner is not None and owner.workload == workload_key("RayJob", rayjob)
+
+
+class Cached:
+    """An informer's cache: a store indexed by owner uid."""
+
+    def __init__(self, objs: list[dict[str, Any]]) -> None:
+        self.store = Store({OWNER_INDEX: owner_uids})
+        for obj in objs:
+            self.store.upsert(obj)
+
+
+def test_a_workload_change_looks_again_at_its_queued_job_or_at_the_jobs_its_rayjob_owns() -> None:
+    """A queued Job gates its own pods (``GatesItsOwnPods``): its Workload names the Job itself.
+    A RayJob's names the Jobs it owns (its submitter), not the RayJob."""
+    solo = job(1, 1)
+    solo["metadata"].update(name="solo", uid="uid-solo")
+    rayjob = bodies.rayjob("train")
+    kinds = {kind: Cached([]) for kind in ADAPTERS}
+    kinds.update(Job=Cached([solo, submitter_of(rayjob)]), RayJob=Cached([rayjob]))
+    objects = QueueObjects(naming.QueueSettings(), kinds, FakeInformer(), fake_pod_informers())  # type: ignore[arg-type]
+    for kind, cached in kinds.items():
+        cached.store.add_indexer(WORKLOAD_INDEX, objects._workload_index(kind))
+    ungater = JobPodUngater(None, objects, QueueGate(objects))  # type: ignore[arg-type]
+
+    def jobs_looked_at(workload: ObjectKey) -> list[ObjectKey]:
+        return ungater._jobs_of_workload(
+            {"metadata": {"namespace": workload.namespace, "name": workload.name}}
+        )
+
+    assert jobs_looked_at(workload_key("Job", solo)) == [ObjectKey("team-a", "solo")]
+    assert jobs_looked_at(workload_key("RayJob", rayjob)) == [ObjectKey("team-a", "train")]
+    assert jobs_looked_at(ObjectKey("team-a", "no-such-workload")) == []
 
 
 def test_a_queued_clusters_pod_is_held_when_its_admission_assigned_domains_without_annotations() -> None:

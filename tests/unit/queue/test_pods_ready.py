@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rayquota.operator.queue.adapters.job import JOB_POD_SET, JobAdapter, job_demand
+from rayquota.operator.queue.adapters.ray_kind import group_key_of_pod
 from rayquota.operator.queue.adapters.raycluster import raycluster_demand
 from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.admission.pods_ready import (
@@ -20,7 +21,6 @@ from rayquota.operator.queue.admission.pods_ready import (
     unready,
 )
 from rayquota.operator.queue.admission.workload_status import desired_status
-from rayquota.operator.queue.demand.podsets import group_key_of_pod
 from rayquota.queueing import Admit, ClusterQueue, Engine, LocalQueue, PodSetAssignment, ResourceFlavor
 from tests.config_env import pods_ready_from_env
 from tests.unit.queueing.builders import gpu_group, gpus

@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from rayquota.operator.queue import naming
+from rayquota.operator.queue.adapters.ray_kind import group_key_of_pod
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter, raycluster_demand
 from rayquota.operator.queue.adapters.rayjob import rayjob_demand
 from rayquota.operator.queue.adapters.rayservice import rayservice_demand
@@ -224,7 +225,6 @@ def test_refused_upgrade_keeps_the_active_child_covered_and_the_new_one_gated() 
     assert not shares["svc-new"].runs
 
 
-
 def small_head(cluster_spec: dict[str, Any]) -> dict[str, Any]:
     head = cluster_spec["headGroupSpec"]["template"]["spec"]["containers"][0]
     head["resources"] = {"requests": {"cpu": "100m", "memory": "1Gi"}}
@@ -257,5 +257,5 @@ def test_the_older_ft_annotation_counts_the_cleanup_pod_too_and_rocksdb_does_not
 
 
 def test_the_redis_cleanup_pod_counts_as_its_clusters_head() -> None:
-    assert podsets.group_key_of_pod(bodies.pod("c", "redis-cleanup")) == (Role.HEAD, "")
-    assert podsets.group_key_of_pod(bodies.pod("c", "worker", "headgroup")) == (Role.WORKER, "headgroup")
+    assert group_key_of_pod(bodies.pod("c", "redis-cleanup")) == (Role.HEAD, "")
+    assert group_key_of_pod(bodies.pod("c", "worker", "headgroup")) == (Role.WORKER, "headgroup")

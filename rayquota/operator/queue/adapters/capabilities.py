@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from rayquota.operator.queue.adapters.protocol import PodWatch
 from rayquota.operator.queue.demand.pod_set_words import OwnersInWords
 from rayquota.operator.queue.demand.podsets import GroupKey
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 
 Body = Mapping[str, Any]
 
@@ -55,10 +57,40 @@ class ChildrenMarkedByLabel(Protocol):
         ...
 
 
+@runtime_checkable
+class PlansWithinCaps(Protocol):
+    """Its objects plan their own pods within the caps the gate gives each (`QueueGate.caps_for`,
+    which the RayCluster planner reads): a RayCluster, standalone or one of a RayJob's or
+    RayService's parts. An UPDATE that clears the gate of a child of this kind (one accounted
+    through its parent) is let through by the validating webhook only once its caps let it start.
+    Without it, the webhook leaves a child's gate to its parent's record (a RayJob's submitter
+    Job: its pods are held instead)."""
+
+    def may_start(self, caps: AdmittedCaps) -> bool:
+        """Do these caps let one of its objects start at all?"""
+        ...
+
+
+@runtime_checkable
+class GatesItsOwnPods(Protocol):
+    """Its admission writes rayquota's scheduling gate into its own pod template where its pods
+    must be held (`run_with`: a batch/v1 Job given topology domains), so they are born held: the
+    pod webhook leaves them be, and the ungater of ``own_pods`` lets them through keyed by the
+    object itself. Without it, the held pods of a queued object are its children's (a RayJob's
+    submitter Job: its template or the pod webhook holds them), keyed by those children."""
+
+    @property
+    def own_pods(self) -> PodWatch:
+        """The pod watch its own pods are found in, under its name."""
+        ...
+
+
 __all__ = [
     "ChildrenMarkedByLabel",
     "ClustersCappedOneByOne",
+    "GatesItsOwnPods",
     "OwnersInWords",
     "PartTemplates",
+    "PlansWithinCaps",
     "RunsItsOwnCluster",
 ]

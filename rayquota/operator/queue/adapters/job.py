@@ -162,6 +162,8 @@ class JobAdapter(CountsClaims, SpecSuspendKind):
     change_filter = staticmethod(job_changed)
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
     multicluster = MultiClusterPart(status=mirrored_status, clean_spec=clean_copy)
+    # Capability (adapters/capabilities.py, ``GatesItsOwnPods``): ``run_with`` gates its template.
+    own_pods = JOB_PODS
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return job_demand(obj, self.claim_reading(obj))

@@ -83,12 +83,24 @@ class PodWatch:
         return True
 
     def index(self, pod: Mapping[str, Any]) -> list[str]:
+        value = self.owner_by_label(pod)
+        return [] if value is None else [f"{pod['metadata']['namespace']}/{value}"]
+
+    def owner_by_label(self, pod: Mapping[str, Any]) -> str | None:
+        """The value of the first of ``index_labels`` the pod carries (not empty), if any."""
         pod_labels = pod["metadata"].get("labels") or {}
         for key in self.index_labels:
             value = pod_labels.get(key)
             if value:
-                return [f"{pod['metadata']['namespace']}/{value}"]
-        return []
+                return str(value)
+        return None
+
+    def owner_by_reference(self, pod: Mapping[str, Any]) -> str | None:
+        """The name of the pod's controller owner of ``owner_kind``, if it has one."""
+        for ref in pod["metadata"].get("ownerReferences") or ():
+            if ref.get("controller") and ref.get("kind") == self.owner_kind:
+                return str(ref["name"])
+        return None
 
 
 class PodLookup(Protocol):

@@ -1,5 +1,6 @@
-"""What the Ray kinds' records share: the cluster pod watch, a RayCluster spec's pod templates
-(read, placed, restored), and `RayKind`, the base of the RayCluster, RayJob and RayService records."""
+"""What the Ray kinds' records share: the cluster pod watch, the group a pod counts in, a
+RayCluster spec's pod templates (read, placed, restored), and `RayKind`, the base of the
+RayCluster, RayJob and RayService records."""
 
 from __future__ import annotations
 
@@ -13,12 +14,25 @@ from rayquota.operator.queue.adapters.protocol import (
     TemplateAt,
 )
 from rayquota.operator.queue.adapters.record_helpers import CountsClaims
-from rayquota.operator.queue.demand.podsets import GroupKey, Role, group_key_of_pod
+from rayquota.operator.queue.demand.podsets import GroupKey, Role
 from rayquota.operator.queue.gating import placement
+from rayquota.operator.ray.raycluster.redis_cleanup import REDIS_CLEANUP_NODE_TYPE
 from rayquota.operator.ray.vocabulary import labels
 
 # The pods of RayClusters (the RayCluster reconciler's informer too: one watch).
 RAY_CLUSTER_PODS = PodWatch("ray-cluster", labels.RAY_CLUSTER, (labels.RAY_CLUSTER,), "RayCluster")
+
+
+def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
+    """The group a Ray kind's pod counts in, by KubeRay's labels: a submitter's, the head's (the
+    Redis cleanup Job's pod too: it runs on the head's quota once the head is gone), or its
+    worker group's."""
+    pod_labels = pod["metadata"].get("labels") or {}
+    if pod_labels.get(labels.RAY_JOB_SUBMITTER) == "true":
+        return (Role.SUBMITTER, "")
+    if pod_labels.get(labels.RAY_NODE_TYPE) in (labels.HEAD_NODE, REDIS_CLEANUP_NODE_TYPE):
+        return (Role.HEAD, "")
+    return (Role.WORKER, str(pod_labels.get(labels.RAY_GROUP, "")))
 
 
 def cluster_spec_templates(path: str, cluster_spec: Mapping[str, Any]) -> list[TemplateAt]:

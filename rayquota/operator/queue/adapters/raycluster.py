@@ -28,6 +28,7 @@ from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand, GroupKey, cluster_pod_sets, single_part
 from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.workloads import event_filters
+from rayquota.operator.ray.raycluster.admitted_caps import AdmittedCaps
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import ResourceFlavor
 
@@ -93,6 +94,9 @@ class RayClusterAdapter(RayKind, SpecSuspendKind):
 
     def own_cluster(self, obj: Body) -> str:
         return str(obj["metadata"]["name"])
+
+    def may_start(self, caps: AdmittedCaps) -> bool:
+        return caps.head  # a cluster starts with its head
 
     def part_templates(self, obj: Body, children: Sequence[Body], part: str) -> list[tuple[GroupKey, Body]]:
         return list(cluster_templates(dict(obj.get("spec") or {})))

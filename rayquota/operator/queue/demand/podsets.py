@@ -31,7 +31,7 @@ from rayquota.operator.ray.builders.podspec import (
     ray_container_index,
 )
 from rayquota.operator.ray.raycluster.plan import desired_pods
-from rayquota.operator.ray.raycluster.redis_cleanup import REDIS_CLEANUP_NODE_TYPE, cleanup_requests
+from rayquota.operator.ray.raycluster.redis_cleanup import cleanup_requests
 from rayquota.operator.ray.raycluster.redis_cleanup import wanted as redis_cleanup_wanted
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import TopologyRequest
@@ -281,16 +281,6 @@ def resource_totals(pod_sets: Iterable[PodSetDemand]) -> dict[str, int]:
         for resource, amount in ps.totals().items():
             out[resource] = out.get(resource, 0) + amount
     return out
-
-
-def group_key_of_pod(pod: Mapping[str, Any]) -> GroupKey:
-    pod_labels = pod["metadata"].get("labels") or {}
-    if pod_labels.get(labels.RAY_JOB_SUBMITTER) == "true":
-        return (Role.SUBMITTER, "")
-    if pod_labels.get(labels.RAY_NODE_TYPE) in (labels.HEAD_NODE, REDIS_CLEANUP_NODE_TYPE):
-        # The Redis cleanup Job's pod runs on the head's quota once the head is gone.
-        return (Role.HEAD, "")
-    return (Role.WORKER, str(pod_labels.get(labels.RAY_GROUP, "")))
 
 
 GroupOfPod = Callable[[Mapping[str, Any]], GroupKey]

@@ -20,6 +20,7 @@ from typing import Any
 
 from rayquota.operator.core import Informer, Manager, ObjectKey, Result
 from rayquota.operator.core.gate import ANYWHERE
+from rayquota.operator.queue.adapters.capabilities import GatesItsOwnPods
 from rayquota.operator.queue.adapters.job import JOB_PODS
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.demand.podsets import Demand, Role
@@ -27,7 +28,7 @@ from rayquota.operator.queue.gating import caps, pod_gate
 from rayquota.operator.queue.gating.gate import QueueGate, recorded_admission
 from rayquota.operator.queue.gating.pod_release import PodReleases
 from rayquota.operator.queue.gating.topology_caps import domains
-from rayquota.operator.queue.objects import OWNER_INDEX, QueueObjects
+from rayquota.operator.queue.objects import OWNER_INDEX, Queued, QueueObjects
 from rayquota.queueing import ResourceFlavor
 
 # The roles whose pods a Job creates: a queued Job's own, a RayJob's submitter.
@@ -42,6 +43,13 @@ def job_pod_set(demand: Demand) -> str | None:
             if role in JOB_ROLES:
                 return name
     return None
+
+
+def job_pods_of_its_own(queued: Queued) -> bool:
+    """Is the queued object a Job holding its own pods (``GatesItsOwnPods`` in the Job pod
+    watch), rather than an owner of Jobs (a RayJob, whose submitter's pods are held)?"""
+    adapter = queued.adapter
+    return isinstance(adapter, GatesItsOwnPods) and adapter.own_pods == JOB_PODS
 
 
 def room_of(
@@ -83,7 +91,7 @@ class JobPodUngater:
         queued = self.objects.owner_of_workload(ObjectKey.of(workload))
         if queued is None:
             return []
-        if queued.kind == JOB_KIND:
+        if job_pods_of_its_own(queued):
             return [ObjectKey.of(queued.obj)]
         owned = self.jobs.store.by_index(OWNER_INDEX, str(queued.obj["metadata"]["uid"]))
         return [ObjectKey.of(job) for job in owned]
