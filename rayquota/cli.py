@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rayquota.config.build import Settings
     from rayquota.operator.config import OperatorConfig
+    from rayquota.operator.queue.kueue.api_group import QueueApi
     from rayquota.operator.visibility.settings import VisibilitySettings
     from rayquota.operator.webhook_settings import WebhookSettings
 
@@ -170,19 +171,45 @@ def _kueue_refusal() -> str | None:
 def _queues(args: argparse.Namespace) -> int:
     from rayquota import cli_views
 
-    return cli_views.main_queues()
+    api = _queue_api(args)
+    return 2 if api is None else cli_views.main_queues(api, args.output == "wide")
 
 
 def _workloads(args: argparse.Namespace) -> int:
     from rayquota import cli_views
 
-    return cli_views.main_workloads(args.namespace)
+    api = _queue_api(args)
+    return 2 if api is None else cli_views.main_workloads(args.namespace, api, args.output == "wide")
 
 
 def _explain(args: argparse.Namespace) -> int:
     from rayquota import cli_views
 
-    return cli_views.main_explain(args.target, args.namespace)
+    api = _queue_api(args)
+    return 2 if api is None else cli_views.main_explain(args.target, args.namespace, api)
+
+
+def _queue_api(args: argparse.Namespace) -> QueueApi | None:
+    """The group --queue-api (or $RAYQUOTA_QUEUE_API) names; None, said on stderr, if neither mode."""
+    from rayquota.config import environment
+    from rayquota.operator.queue.kueue.api_group import chosen
+
+    try:
+        return chosen(args.queue_api, environment.process())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def add_queue_api_flag(parser: argparse.ArgumentParser) -> None:
+    """--queue-api of the read commands (queues, workloads, explain, usage)."""
+    parser.add_argument(
+        "--queue-api",
+        choices=("rayquota", "kueue"),
+        default=None,
+        help="read rayquota.io/v1alpha1 or Kueue's kueue.x-k8s.io/v1beta2 objects, as the operator's "
+        "queue.api (default: $RAYQUOTA_QUEUE_API or rayquota)",
+    )
 
 
 def _dashboard(args: argparse.Namespace) -> int:
@@ -339,6 +366,25 @@ def _add_crds_command(sub: Any) -> None:
     crds.set_defaults(func=_crds)
 
 
+def _add_read_commands(sub: Any) -> None:
+    """`rayquota queues`, `workloads` and `explain`: what the queues hold, read once."""
+    queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")
+    queues.set_defaults(func=_queues)
+    workloads = sub.add_parser("workloads", help="Workloads: owner, queue, status, requests, why they wait")
+    workloads.add_argument("--namespace", "-n", default=None, help="one namespace (default: all)")
+    workloads.set_defaults(func=_workloads)
+    for table in (queues, workloads):
+        table.add_argument(
+            "--output", "-o", choices=("wide",), default=None, help="wide: more columns (docs/operations.md)"
+        )
+    explain = sub.add_parser("explain", help="why a queued object waits: position, needs, free, who is ahead")
+    explain.add_argument("target", help="rayjob/NAME, rayservice/NAME, raycluster/NAME or workload/NAME")
+    explain.add_argument("--namespace", "-n", default="default")
+    explain.set_defaults(func=_explain)
+    for command in (queues, workloads, explain):
+        add_queue_api_flag(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -389,15 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_run_command(sub)
 
-    queues = sub.add_parser("queues", help="ClusterQueues: usage/quota, borrowed, pending, admitted")
-    queues.set_defaults(func=_queues)
-    workloads = sub.add_parser("workloads", help="Workloads: owner, queue, status, requests, why they wait")
-    workloads.add_argument("--namespace", "-n", default=None, help="one namespace (default: all)")
-    workloads.set_defaults(func=_workloads)
-    explain = sub.add_parser("explain", help="why a queued object waits: position, needs, free, who is ahead")
-    explain.add_argument("target", help="rayjob/NAME, rayservice/NAME, raycluster/NAME or workload/NAME")
-    explain.add_argument("--namespace", "-n", default="default")
-    explain.set_defaults(func=_explain)
+    _add_read_commands(sub)
 
     dashboard = sub.add_parser(
         "dashboard", help="the read-only web dashboard (quotas, queue order, Ray objects)"

@@ -261,7 +261,7 @@ async def _list(target: Target, resource: Resource, args: argparse.Namespace | N
 
 
 def _show(target: Target, items: Sequence[Obj], header: list[str], rows: list[list[str]]) -> int:
-    from rayquota.cli_views import table
+    from rayquota.cli_tables import table
     from rayquota.kubectl_plugin import print_objects
 
     if not items and target.output not in ("json", "yaml"):
@@ -308,7 +308,7 @@ async def _list_local_queues(target: Target, args: argparse.Namespace) -> int:
 
 
 async def _list_workloads(target: Target, args: argparse.Namespace) -> int:
-    from rayquota.cli_views import workload_phase
+    from rayquota.cli_tables import workload_phase
 
     phases = bodies.status_filter(args.status)
     if args.owner:

@@ -1,5 +1,5 @@
 """``rayquota queues``, ``rayquota workloads`` and ``rayquota explain``: what the queues hold
-and why a workload waits.
+and why a workload waits (the tables themselves are :mod:`rayquota.cli_tables`).
 
 ``explain`` rebuilds the admission engine from what the API server holds (the same
 converter and driver the operator uses), runs one cycle on that copy, and reads the
@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota import cli_topology
+from rayquota.cli_tables import (
+    inactive_reason,
+    pending_reason,
+    queues_table,
+    requested,
+    workload_phase,
+    workloads_table,
+)
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.adapters import ADAPTERS
-from rayquota.operator.queue.admission import check_states, converter
+from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.driver import Driver, IgnoredDecisions, workload_key_of
 from rayquota.operator.queue.admission.workload_status import is_evicted, is_finished
 from rayquota.operator.queue.demand import slice_growth
@@ -32,7 +40,6 @@ from rayquota.queueing import (
     Preempt,
     Workload,
     format_quantity,
-    never_fits,
 )
 
 Obj = Mapping[str, Any]
@@ -96,113 +103,6 @@ async def fetch_state(
     if any((f.get("spec") or {}).get("topologyName") for f in state.flavors):
         await cli_topology.fetch(state, connect, api)
     return state
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
-    return "\n".join(
-        "   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    )
-
-
-# --- rayquota queues ------------------------------------------------------------------------
-
-
-def queues_table(state: QueueState) -> str:
-    rows = []
-    for cq in sorted(state.cluster_queues, key=lambda c: str(c["metadata"]["name"])):
-        spec, status = cq.get("spec") or {}, cq.get("status") or {}
-        used = {
-            (f["name"], r["name"]): r
-            for f in status.get("flavorsUsage") or []
-            for r in f.get("resources") or []
-        }
-        cells = []
-        for group in spec.get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    usage = used.get((flavor["name"], res["name"]), {})
-                    borrowed = usage.get("borrowed")
-                    extra = f" (+{borrowed} borrowed)" if borrowed not in (None, "0") else ""
-                    amounts = f"{usage.get('total', '0')}/{res['nominalQuota']}"
-                    cells.append(f"{flavor['name']}/{res['name']} {amounts}{extra}")
-        rows.append(
-            [
-                str(cq["metadata"]["name"]),
-                str(spec.get("cohort") or spec.get("cohortName") or "-"),
-                "; ".join(cells) or "-",
-                str(status.get("pendingWorkloads", 0)),
-                str(status.get("admittedWorkloads", 0)),
-                _active_cell(cq),
-            ]
-        )
-    header = ["CLUSTERQUEUE", "COHORT", "USAGE/QUOTA (flavor/resource)", "PENDING", "ADMITTED", "ACTIVE"]
-    return table(header, rows)
-
-
-def inactive_reason(cluster_queue: Obj) -> tuple[str, str] | None:
-    """(reason, message) of the queue's ``Active=False`` condition, as the operator wrote it."""
-    for condition in (cluster_queue.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Active" and condition.get("status") == "False":
-            return str(condition.get("reason") or ""), str(condition.get("message") or "")
-    return None
-
-
-def _active_cell(cluster_queue: Obj) -> str:
-    inactive = inactive_reason(cluster_queue)
-    if inactive is not None:
-        return f"False ({inactive[0]})"
-    active = any(
-        c.get("type") == "Active" for c in (cluster_queue.get("status") or {}).get("conditions") or ()
-    )
-    return "True" if active else "-"
-
-
-# --- rayquota workloads ---------------------------------------------------------------------
-
-
-def workload_phase(workload: Obj) -> str:
-    status = workload.get("status") or {}
-    if is_finished(workload):
-        return "Finished"
-    if is_evicted(workload):
-        return "Evicting"
-    if status.get("admission") and not check_states.all_ready(workload):
-        return "QuotaReserved"  # waiting for its admission checks
-    if status.get("admission"):
-        return "Admitted"
-    # Beyond the queue's maximum capacity: no turn ever comes (Kueue's ExceedsMaxQuota).
-    return "Inadmissible" if never_fits(str(status.get("pendingReason") or "")) else "Pending"
-
-
-def owner_of(workload: Obj) -> str:
-    refs = workload["metadata"].get("ownerReferences") or []
-    return f"{refs[0]['kind'].lower()}/{refs[0]['name']}" if refs else "-"
-
-
-def requested(workload: Obj) -> str:
-    totals = converter.workload(workload).totals()
-    return ", ".join(f"{r} {format_quantity(q, r)}" for r, q in sorted(totals.items())) or "-"
-
-
-def workloads_table(state: QueueState) -> str:
-    rows = []
-    for wl in sorted(state.workloads, key=lambda w: (w["metadata"]["namespace"], w["metadata"]["name"])):
-        status = wl.get("status") or {}
-        rows.append(
-            [
-                str(wl["metadata"]["namespace"]),
-                str(wl["metadata"]["name"]),
-                owner_of(wl),
-                str((wl.get("spec") or {}).get("queueName") or "-"),
-                str((status.get("admission") or {}).get("clusterQueue") or "-"),
-                workload_phase(wl),
-                requested(wl),
-                str(status.get("pendingReason") or ""),
-            ]
-        )
-    return table(["NAMESPACE", "NAME", "OWNER", "QUEUE", "ADMITTED BY", "STATUS", "REQUESTS", "REASON"], rows)
 
 
 # --- rayquota explain -----------------------------------------------------------------------
@@ -300,11 +200,9 @@ def explain(state: QueueState, kind: str, name: str, namespace: str) -> str:
     status = engine.workload(key)
     cluster_queue = status.cluster_queue if status is not None else None
     if cluster_queue is None:
-        reason = (status.pending_reason if status else "") or (workload.get("status") or {}).get(
-            "pendingReason"
-        )
+        reason = (status.pending_reason if status else "") or pending_reason(workload)
         lines.append(
-            f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason_in_words(str(reason), workload)}"
+            f"  queue: LocalQueue {spec.queue_name} leads nowhere: {reason_in_words(reason, workload)}"
         )
         return "\n".join(lines)
     lines.append(f"  ClusterQueue: {cluster_queue}")
@@ -405,17 +303,17 @@ def _ahead(state: QueueState, engine: Engine, key: str, cluster_queue: str) -> l
 # --- entry points ---------------------------------------------------------------------------
 
 
-def main_queues() -> int:
-    print(queues_table(asyncio.run(fetch_state())))
+def main_queues(api: QueueApi = RAYQUOTA, wide: bool = False) -> int:
+    print(queues_table(asyncio.run(fetch_state(api=api)), wide))
     return 0
 
 
-def main_workloads(namespace: str | None) -> int:
-    print(workloads_table(asyncio.run(fetch_state(namespace))))
+def main_workloads(namespace: str | None, api: QueueApi = RAYQUOTA, wide: bool = False) -> int:
+    print(workloads_table(asyncio.run(fetch_state(namespace, api=api)), wide))
     return 0
 
 
-def main_explain(target: str, namespace: str) -> int:
+def main_explain(target: str, namespace: str, api: QueueApi = RAYQUOTA) -> int:
     kind, _, name = target.partition("/")
     if not name or kind.lower() not in KIND_ALIASES:
         print(
@@ -424,5 +322,5 @@ def main_explain(target: str, namespace: str) -> int:
             file=sys.stderr,
         )
         return 2
-    print(explain(asyncio.run(fetch_state()), KIND_ALIASES[kind.lower()], name, namespace))
+    print(explain(asyncio.run(fetch_state(api=api)), KIND_ALIASES[kind.lower()], name, namespace))
     return 0

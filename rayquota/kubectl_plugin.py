@@ -1,9 +1,10 @@
-"""``kubectl rayquota``: the read views of ``rayquota`` (queues, workloads, explain) and
+"""``kubectl rayquota``: the read views of ``rayquota`` (queues, workloads, explain, usage) and
 kueuectl's verbs (create, list, stop, resume, delete), as a kubectl plugin.
 
 kubectl runs ``kubectl-rayquota`` from PATH with every argument after ``rayquota``; the
 plugin takes kubectl's own flags itself, anywhere on the line: ``-n/--namespace``,
-``-A/--all-namespaces``, ``-o json|yaml|wide|name``, ``--context`` and ``--kubeconfig``.
+``-A/--all-namespaces``, ``-o json|yaml|wide|name`` (``usage``: ``table|json|yaml|csv``),
+``--context`` and ``--kubeconfig``.
 ``--queue-api kueue`` (or ``$RAYQUOTA_QUEUE_API=kueue``) acts on kueue.x-k8s.io instead of
 rayquota.io.
 """
@@ -24,7 +25,7 @@ import yaml
 from rayquota.config import environment
 from rayquota.kueuectl_bodies import FlagError
 from rayquota.operator.kube import ApiError, KubeClient
-from rayquota.operator.queue.kueue.api_group import MODES, QUEUE_API_ENV, QueueApi, of_mode
+from rayquota.operator.queue.kueue.api_group import QUEUE_API_ENV, QueueApi, chosen
 
 OUTPUTS = ("json", "yaml", "wide", "name")
 Obj = Mapping[str, Any]
@@ -71,16 +72,16 @@ class Target:
         return PatientClient(configuration)
 
 
-def add_global_flags(parser: argparse.ArgumentParser) -> None:
+def add_global_flags(parser: argparse.ArgumentParser, outputs: Sequence[str] = OUTPUTS) -> None:
     """kubectl's flags, accepted before and after the verb (absent ones set nothing, so a
-    value given before the verb survives the verb's parser)."""
+    value given before the verb survives the verb's parser); ``outputs``: what -o takes."""
     parser.add_argument(
         "-n", "--namespace", default=argparse.SUPPRESS, help="the namespace (default: the context's)"
     )
     parser.add_argument(
         "-A", "--all-namespaces", action="store_true", default=argparse.SUPPRESS, help="every namespace"
     )
-    parser.add_argument("-o", "--output", default=argparse.SUPPRESS, help=f"one of {', '.join(OUTPUTS)}")
+    parser.add_argument("-o", "--output", default=argparse.SUPPRESS, help=f"one of {', '.join(outputs)}")
     parser.add_argument("--context", default=argparse.SUPPRESS, help="the kubeconfig context to use")
     parser.add_argument(
         "--kubeconfig", default=argparse.SUPPRESS, help="the kubeconfig file (default: $KUBECONFIG)"
@@ -105,11 +106,13 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
 
 def target_of(args: argparse.Namespace, env: Mapping[str, str]) -> Target:
     output = getattr(args, "output", None)
-    if output is not None and output not in OUTPUTS:
-        raise FlagError(f"-o/--output {output!r}: expected one of {', '.join(OUTPUTS)}")
-    mode = getattr(args, "queue_api", None) or env.get(QUEUE_API_ENV) or "rayquota"
-    if mode not in MODES:
-        raise FlagError(f"--queue-api {mode!r}: expected one of {', '.join(MODES)}")
+    outputs: Sequence[str] = getattr(args, "outputs", OUTPUTS)  # a verb may print other formats
+    if output is not None and output not in outputs:
+        raise FlagError(f"-o/--output {output!r}: expected one of {', '.join(outputs)}")
+    try:
+        api = chosen(getattr(args, "queue_api", None), env)
+    except ValueError as exc:
+        raise FlagError(str(exc)) from None
     kubeconfig = getattr(args, "kubeconfig", None) or env.get("KUBECONFIG") or None
     context = getattr(args, "context", None)
     namespace = getattr(args, "namespace", None) or context_namespace(kubeconfig, context)
@@ -119,7 +122,7 @@ def target_of(args: argparse.Namespace, env: Mapping[str, str]) -> Target:
         namespace=namespace,
         all_namespaces=bool(getattr(args, "all_namespaces", False)),
         output=output,
-        api=of_mode(mode),
+        api=api,
     )
 
 
@@ -157,18 +160,20 @@ def print_objects(items: Sequence[Obj], output: str | None, table: str) -> None:
 
 
 async def _queues(target: Target, args: argparse.Namespace) -> int:
-    from rayquota import cli_views
+    from rayquota import cli_tables, cli_views
 
     state = await cli_views.fetch_state(connect=target.connect, api=target.api)
-    print_objects(state.cluster_queues, target.output, cli_views.queues_table(state))
+    print_objects(
+        state.cluster_queues, target.output, cli_tables.queues_table(state, target.output == "wide")
+    )
     return 0
 
 
 async def _workloads(target: Target, args: argparse.Namespace) -> int:
-    from rayquota import cli_views
+    from rayquota import cli_tables, cli_views
 
     state = await cli_views.fetch_state(target.list_namespace, connect=target.connect, api=target.api)
-    print_objects(state.workloads, target.output, cli_views.workloads_table(state))
+    print_objects(state.workloads, target.output, cli_tables.workloads_table(state, target.output == "wide"))
     return 0
 
 
@@ -196,8 +201,24 @@ async def _explain(target: Target, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _usage(target: Target, args: argparse.Namespace) -> int:
+    """Showback over the Workloads of the namespace (every one with -A); with --prometheus-url,
+    per ClusterQueue over the cluster (an explicit -n is refused)."""
+    from rayquota import usage_cli
+
+    namespace = target.list_namespace
+    if args.prometheus_url:
+        namespace = None if target.all_namespaces else getattr(args, "namespace", None)
+    try:
+        report = await usage_cli.report(args, namespace, target.api, target.connect)
+    except ValueError as exc:
+        raise FlagError(str(exc)) from None
+    print(usage_cli.render(report, target.output or "table"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from rayquota import cli_kueuectl
+    from rayquota import cli_kueuectl, usage_cli
 
     summary = __doc__.split("\n\n")[0].replace("``", "")
     parser = argparse.ArgumentParser(prog="kubectl rayquota", description=summary)
@@ -210,8 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="why a queued object waits: position, needs, free, who is ahead")
     explain.add_argument("target", help="rayjob/NAME, rayservice/NAME, raycluster/NAME or workload/NAME")
     explain.set_defaults(run=_explain)
+    usage = sub.add_parser("usage", help="showback: GPU-hours (and other resources) per queue or namespace")
+    usage_cli.add_report_flags(usage)
+    usage.set_defaults(run=_usage, outputs=usage_cli.OUTPUTS)
     for view in (queues, workloads, explain):
         add_global_flags(view)
+    add_global_flags(usage, usage_cli.OUTPUTS)
     cli_kueuectl.add_verbs(sub)
     return parser
 

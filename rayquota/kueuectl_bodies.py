@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from rayquota.cli_views import workload_phase
+from rayquota.cli_tables import workload_phase
 from rayquota.operator.queue.kueue.api_group import KUEUE_MODE, QueueApi
 from rayquota.queueing.policies import (
     QueueingStrategy,

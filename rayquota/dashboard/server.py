@@ -42,6 +42,7 @@ STATIC_DIR = Path(str(package_files.files("rayquota.dashboard") / "static"))
 SPA_PATHS = (
     "/",
     "/cohorts",
+    "/cohorts/",
     "/queues",
     "/queues/{tail:.*}",
     "/localqueues",
@@ -49,11 +50,15 @@ SPA_PATHS = (
     "/workloads",
     "/workloads/{tail:.*}",
     "/ray",
+    "/ray/",
     "/history",
+    "/history/",
     "/usage",
+    "/usage/",
 )
-"""Every path the app routes (static/app.js ``ROUTES``) answers with the app, so a reload, a new
-tab or a bookmark of any page opens it; a test checks each route both ways."""
+"""Every path the app routes (static/app.js ``ROUTES``), with and without a trailing slash,
+answers with the app, so a reload, a new tab or a bookmark of any page opens it; tests check
+each route both ways (tests/unit/dashboard/test_spa_routes.py, and in Chromium)."""
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -433,3 +433,22 @@ def test_list_workload_takes_for_and_field_selector(kubeconfig: str) -> None:
         ["list", "wl", "--for", "rayjob/train", "--field-selector", "metadata.name=w"], kubeconfig
     )
     assert (args.owner, args.field_selector) == ("rayjob/train", "metadata.name=w")
+
+
+def test_wide_views_add_columns(
+    kubeconfig: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rayquota import cli_tables, cli_views, kubectl_plugin
+    from tests.unit.queue.test_cli_views import state
+
+    async def fetched(*args: object, **kwargs: object) -> cli_views.QueueState:
+        return state()
+
+    monkeypatch.setattr(cli_views, "fetch_state", fetched)
+    for view, wide_columns in (("queues", cli_tables.QUEUES_WIDE), ("workloads", cli_tables.WORKLOADS_WIDE)):
+        assert kubectl_plugin.main([view, "--kubeconfig", kubeconfig]) == 0
+        header = capsys.readouterr().out.splitlines()[0]
+        assert not any(column in header for column in wide_columns)
+        assert kubectl_plugin.main([view, "-o", "wide", "--kubeconfig", kubeconfig]) == 0
+        header = capsys.readouterr().out.splitlines()[0]
+        assert all(column in header for column in wide_columns), header

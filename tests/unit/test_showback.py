@@ -232,3 +232,196 @@ def test_cli_refuses_prometheus_with_another_grouping(capsys: pytest.CaptureFixt
     assert "--prometheus-url counts per ClusterQueue only: not with --by=namespace" in capsys.readouterr().err
     assert cli.main(["usage", "--since", "yesterday"]) == 2
     assert "--since='yesterday'" in capsys.readouterr().err
+
+
+# --- Kueue's shape: kueue.x-k8s.io/v1beta2 Workloads (Kueue-API mode, or Kueue's own) ----------
+
+
+def kueue_workload(
+    name: str, namespace: str, pod_sets: list[dict[str, Any]], status: dict[str, Any]
+) -> dict[str, Any]:
+    """A Workload as Kueue v1beta2 spells it: pod sets carry only a template, the priority is a
+    priorityClassRef, the status has no pendingReason."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "queueName": "lq",
+            "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+            "priority": 100,
+            "active": True,
+            "podSets": pod_sets,
+        },
+        "status": status,
+    }
+
+
+def kueue_pod_set(name: str, count: int, **pod_spec: Any) -> dict[str, Any]:
+    return {"name": name, "count": count, "template": {"spec": {"restartPolicy": "Never", **pod_spec}}}
+
+
+def container(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    return {"name": "c", "image": "ray", "resources": resources}
+
+
+def kueue_history() -> list[dict[str, Any]]:
+    trainer = kueue_workload(
+        "trainer",
+        "team-a",
+        [
+            kueue_pod_set("head", 1, containers=[container({"cpu": "2", "memory": "8Gi"})]),
+            kueue_pod_set("workers", 4, containers=[container({"cpu": "4"}, {"nvidia.com/gpu": "2"})]),
+        ],
+        {
+            # Preempted at 1h, admitted again at 2h: Kueue turns Evicted and Preempted False.
+            "conditions": [
+                cond("QuotaReserved", True, 2, "QuotaReserved"),
+                cond("Admitted", True, 2, "Admitted"),
+                cond("Evicted", False, 2, "QuotaReserved"),
+                cond("Preempted", False, 2, "QuotaReserved"),
+                cond("Requeued", True, 1, "Preempted"),
+                cond("PodsReady", True, 2.1, "PodsReady"),
+            ],
+            "admission": {
+                "clusterQueue": "cq-a",
+                "podSetAssignments": [
+                    {
+                        "name": "head",
+                        "flavors": {"cpu": "default", "memory": "default"},
+                        "resourceUsage": {"cpu": "2", "memory": "8Gi"},
+                        "count": 1,
+                    },
+                    {
+                        "name": "workers",
+                        "flavors": {"cpu": "default", "nvidia.com/gpu": "a100"},
+                        "resourceUsage": {"cpu": "16", "nvidia.com/gpu": "8"},
+                        "count": 4,
+                    },
+                ],
+            },
+            "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
+            "accumulatedPastExecutionTimeSeconds": 3600,
+        },
+    )
+    # Kueue keeps a finished Workload's admission: exact.
+    finished_by_kueue = kueue_workload(
+        "done",
+        "team-b",
+        [kueue_pod_set("main", 1, containers=[container({"nvidia.com/gpu": "2"})])],
+        {
+            "conditions": [
+                cond("QuotaReserved", True, 1, "QuotaReserved"),
+                cond("Admitted", True, 1, "Admitted"),
+                cond("Finished", True, 4, "Succeeded"),
+            ],
+            "admission": {
+                "clusterQueue": "cq-b",
+                "podSetAssignments": [
+                    {
+                        "name": "main",
+                        "flavors": {"nvidia.com/gpu": "a100"},
+                        "resourceUsage": {"nvidia.com/gpu": "2"},
+                    }
+                ],
+            },
+        },
+    )
+    # rayquota drops it when the quota is released: sized from the template (a limit-only
+    # GPU, an init container's peak, the pod overhead).
+    finished_released = kueue_workload(
+        "released",
+        "team-a",
+        [
+            kueue_pod_set(
+                "main",
+                2,
+                containers=[container({"nvidia.com/gpu": "1"}), container(limits={"cpu": "1"})],
+                initContainers=[container({"cpu": "4"})],
+                overhead={"cpu": "250m"},
+            )
+        ],
+        {
+            "conditions": [
+                cond("QuotaReserved", True, 3, "QuotaReserved"),
+                cond("Finished", True, 5, "Succeeded"),
+            ]
+        },
+    )
+    preempted_waiting = kueue_workload(
+        "preempted",
+        "team-a",
+        [kueue_pod_set("main", 1, containers=[container({"nvidia.com/gpu": "4"})])],
+        {
+            "conditions": [
+                cond("QuotaReserved", False, 6, "Pending"),
+                cond("Admitted", False, 6, "NoReservation"),
+                cond("Evicted", True, 6, "Preempted"),
+                cond("Preempted", True, 6, "InClusterQueue"),
+                cond("Requeued", True, 6, "Preempted"),
+            ],
+            "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
+        },
+    )
+    pending = kueue_workload(
+        "waiting",
+        "team-b",
+        [kueue_pod_set("main", 1, containers=[container({"nvidia.com/gpu": "16"})])],
+        {"conditions": [cond("QuotaReserved", False, 0, "Pending")]},
+    )
+    return [trainer, finished_by_kueue, finished_released, preempted_waiting, pending]
+
+
+def test_kueue_v1beta2_workload_history_is_read_as_kueue_writes_it() -> None:
+    by_cq = report(kueue_history(), 0, 10)
+    # cq-a: trainer 8 h x 8 GPUs (from its latest admission), released 2 h x 2 pods x 1 GPU.
+    assert hours_of(by_cq, "cq-a") == pytest.approx(64 + 4)
+    # cpu: trainer 8 h x 18; released 2 h x 2 pods x (init peak 4 + overhead 0.25).
+    assert hours_of(by_cq, "cq-a", "cpu") == pytest.approx(8 * 18 + 2 * 2 * 4.25)
+    assert hours_of(by_cq, "cq-a", "memory") == pytest.approx(8 * 8)
+    assert hours_of(by_cq, "cq-b") == pytest.approx(3 * 2)
+    rows = {r["key"]: r for r in by_cq["rows"]}
+    assert (rows["cq-a"]["workloads"], rows["cq-a"]["estimated"]) == (2, True)
+    assert (rows["cq-b"]["workloads"], rows["cq-b"]["estimated"]) == (1, False)
+    [lost] = by_cq["unrecoverable"]
+    assert lost.startswith("team-a/preempted:")
+    by_lq = report(kueue_history(), 0, 10, "localqueue")
+    assert hours_of(by_lq, "team-a/lq") == pytest.approx(68) and hours_of(by_lq, "team-b/lq") == 6
+
+
+def test_a_history_reads_the_same_in_both_groups() -> None:
+    """rayquota.io Workloads and the same ones as the operator writes them in Kueue-API mode
+    (kueue_shapes' translation: requests into templates, no pendingReason, Kueue's reasons)."""
+    from rayquota.operator.queue.kueue.kueue_shapes import workload_spec_to_kueue, workload_status_to_kueue
+
+    history = [
+        workload(
+            "running",
+            conditions=[cond("QuotaReserved", True, 1)],
+            admission=admission("cq-a", {"nvidia.com/gpu": "4", "cpu": "2"}),
+        ),
+        workload(
+            "done",
+            namespace="team-b",
+            conditions=[cond("QuotaReserved", True, 0), cond("Finished", True, 2.5)],
+            requests={"nvidia.com/gpu": "2", "cpu": "500m", "memory": "3Gi"},
+            count=3,
+        ),
+        workload(
+            "evicted",
+            conditions=[
+                cond("QuotaReserved", False, 2),
+                cond("Evicted", True, 2),
+                cond("Preempted", True, 2),
+            ],
+        ),
+    ]
+    kueue = [
+        {**w, "spec": workload_spec_to_kueue(w["spec"]), "status": workload_status_to_kueue(w["status"])}
+        for w in history
+    ]
+    assert "requests" not in kueue[1]["spec"]["podSets"][0]  # only the template says it now
+    for by in showback.GROUPINGS:
+        assert report(kueue, 0, 4, by) == report(history, 0, 4, by)
+    assert report(kueue, 0, 4)["rows"] != []

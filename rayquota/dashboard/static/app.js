@@ -44,16 +44,17 @@ document.getElementById("signin-form").addEventListener("submit", (event) => {
 
 // --- routing -------------------------------------------------------------------------------
 
+// Each page opens with and without a trailing slash (server.py SPA_PATHS serves both).
 const ROUTES = [
-  [/^\/(?:cohorts)?$/, () => ["/api/cohorts", renderCohorts, "cohorts"]],
+  [/^\/(?:cohorts\/?)?$/, () => ["/api/cohorts", renderCohorts, "cohorts"]],
   // The queue picker also answers the parents of the deeper pages (a trimmed address).
   [/^\/(?:queues|localqueues|workloads)\/?$/, () => ["/api/cohorts", renderQueueIndex, "queues"]],
-  [/^\/queues\/([^/]+)$/, (m) => [`/api/queues/${m[1]}`, renderQueue, "queues"]],
-  [/^\/localqueues\/([^/]+)\/([^/]+)$/, (m) => [`/api/localqueues/${m[1]}/${m[2]}`, renderQueue, "queues"]],
-  [/^\/workloads\/([^/]+)\/([^/]+)$/, (m) => [`/api/workloads/${m[1]}/${m[2]}`, renderWorkload, "queues"]],
-  [/^\/ray$/, () => ["/api/ray", renderRay, "ray"]],
-  [/^\/history$/, () => ["/api/history", renderHistory, "history"]],
-  [/^\/usage$/, () => ["/api/usage", renderUsage, "usage"]],
+  [/^\/queues\/([^/]+)\/?$/, (m) => [`/api/queues/${m[1]}`, renderQueue, "queues"]],
+  [/^\/localqueues\/([^/]+)\/([^/]+)\/?$/, (m) => [`/api/localqueues/${m[1]}/${m[2]}`, renderQueue, "queues"]],
+  [/^\/workloads\/([^/]+)\/([^/]+)\/?$/, (m) => [`/api/workloads/${m[1]}/${m[2]}`, renderWorkload, "queues"]],
+  [/^\/ray\/?$/, () => ["/api/ray", renderRay, "ray"]],
+  [/^\/history\/?$/, () => ["/api/history", renderHistory, "history"]],
+  [/^\/usage\/?$/, () => ["/api/usage", renderUsage, "usage"]],
 ];
 
 export function navigate(href) {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rayquota.cli_views import inactive_reason
+from rayquota.cli_tables import inactive_reason
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import amount, conditions
 from rayquota.queueing import NodeSnapshot

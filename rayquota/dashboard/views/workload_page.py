@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.cli_views import workload_phase
+from rayquota.cli_tables import workload_phase
 from rayquota.dashboard.queue_model import QueueSnapshot
 from rayquota.dashboard.views.common import amounts_text, conditions, redact
 from rayquota.dashboard.views.ray_objects import gate_state, ray_state

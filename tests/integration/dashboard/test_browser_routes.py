@@ -41,11 +41,9 @@ def test_every_route_opens_by_its_address_and_on_reload(
     second = wait_for("the second Workload", lambda: workload_of(kube, "RayJob", "second"), timeout_s=60)
     wait_for("the third Workload", lambda: workload_of(kube, "RayJob", "huge"), timeout_s=60)
     broken = quota.cluster_queue("broken", {quota.name("no-such-flavor"): 4})
-    routes = [
-        "/",
+    pages = [
         "/cohorts",
         "/queues",
-        "/queues/",
         f"/queues/{cq}",
         "/localqueues",
         f"/localqueues/{namespace}/team",
@@ -54,7 +52,14 @@ def test_every_route_opens_by_its_address_and_on_reload(
         "/ray",
         "/history",
         "/usage",
+    ]
+    # Every page by its address with and without a trailing slash (and with a query).
+    routes = [
+        "/",
+        *pages,
+        *(f"{page}/" for page in pages),
         "/usage?by=namespace&since=7d",
+        "/usage/?by=namespace",
     ]
     with chromium() as browser:
         page = browser.new_page()

@@ -7,7 +7,7 @@ resources and translates the few bodies whose shape differs between the two grou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,3 +111,15 @@ def of_mode(mode: str) -> QueueApi:
     if mode == RAYQUOTA_MODE:
         return RAYQUOTA
     raise ValueError(f"{QUEUE_API_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+
+
+def chosen(flag_value: str | None, env: Mapping[str, str], flag: str = "--queue-api") -> QueueApi:
+    """The group a command acts on: ``flag``'s value, else ``$RAYQUOTA_QUEUE_API``, else
+    rayquota.io. A value of neither mode is refused naming where it came from."""
+    if flag_value:
+        source, mode = flag, flag_value
+    else:
+        source, mode = f"${QUEUE_API_ENV}", env.get(QUEUE_API_ENV) or RAYQUOTA_MODE
+    if mode not in MODES:
+        raise ValueError(f"{source} {mode!r}: expected one of {', '.join(MODES)}")
+    return of_mode(mode)
