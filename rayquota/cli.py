@@ -385,6 +385,25 @@ def _add_read_commands(sub: Any) -> None:
         add_queue_api_flag(command)
 
 
+def _add_peers_command(sub: Any) -> None:
+    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
+    psub = peers.add_subparsers(dest="peers_command", required=True)
+    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
+    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
+    peers_build.add_argument(
+        "--source",
+        metavar="DIR",
+        help="kuberay only: build KubeRay's operator from source instead of the pinned v1.6.2 module: DIR "
+        "is a KubeRay source tree (its root or ray-operator/, built as it is), or with --tag a git "
+        "repository, bare or not; cached with the tree's CRDs in kuberay-operator-<version>/",
+    )
+    peers_build.add_argument(
+        "--tag",
+        help="with --source: the tag of the git repository DIR to build (e.g. v1.7.0 or ray-operator/v1.7.0)",
+    )
+    peers.set_defaults(func=_peers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayquota", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -409,22 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     multicluster_cli.add_parser(sub)
 
-    peers = sub.add_parser("peers", help="build the peers rayquota is measured against (KubeRay, Kueue)")
-    psub = peers.add_subparsers(dest="peers_command", required=True)
-    peers_build = psub.add_parser("build", help="build (or reuse) a peer and print where its files are")
-    peers_build.add_argument("peer", choices=["kuberay", "kueue", "all"])
-    peers_build.add_argument(
-        "--source",
-        metavar="DIR",
-        help="kuberay only: build KubeRay's operator from source instead of the pinned v1.6.2 module: DIR "
-        "is a KubeRay source tree (its root or ray-operator/, built as it is), or with --tag a git "
-        "repository, bare or not; cached with the tree's CRDs in kuberay-operator-<version>/",
-    )
-    peers_build.add_argument(
-        "--tag",
-        help="with --source: the tag of the git repository DIR to build (e.g. v1.7.0 or ray-operator/v1.7.0)",
-    )
-    peers.set_defaults(func=_peers)
+    _add_peers_command(sub)
 
     _add_crds_command(sub)
 

@@ -17,7 +17,6 @@ REMOVE_ENTRY = "remove its entry from LONG_FUNCTIONS"
 
 # "module path::qualified name" -> its length in lines when it was listed (the most it may have).
 LONG_FUNCTIONS = {
-    "rayquota/cli.py::build_parser": 89,
     "rayquota/dashboard/views/queue_order.py::queue_order_page": 92,
     "rayquota/localcluster/cluster.py::LocalCluster.up": 155,
     "rayquota/operator/queue/admission/workload_status.py::desired_status": 101,
