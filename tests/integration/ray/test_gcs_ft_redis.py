@@ -304,7 +304,10 @@ def test_a_cleanup_that_never_finishes_lets_the_cluster_go_after_the_timeout(
     wait_for("the Redis cleanup Job", lambda: kube.get("job", "ft-stuck-redis-cleanup"), 60)
     # Its pod never finishes (a kwok fake): the timeout lets the cluster go, with a Warning.
     wait_for("the RayCluster gone", lambda: kube.get("raycluster", "ft-stuck") is None, 60)
-    [event] = [e for e in kube.events("ft-stuck") if e["reason"] == "ForceDeletedStuckCluster"]
+    # The event is written after the deletion it tells of (the operator's event writer may lag).
+    stuck = "ForceDeletedStuckCluster"
+    events = kube.events_once("ft-stuck", lambda es: any(e["reason"] == stuck for e in es))
+    [event] = [e for e in events if e["reason"] == stuck]
     assert event["type"] == "Warning" and "may need cleaning by hand" in event["message"]
 
 

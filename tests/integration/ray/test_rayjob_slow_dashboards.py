@@ -28,11 +28,22 @@ UNRESOLVABLE = "head-svc.unresolvable.test"
 
 
 def slow_rayjob_reconciles(over_s: float = SLOW_RECONCILE_S) -> float:
-    """How many `rayjob` reconciles in this process took over ``over_s`` (a bucket's bound) so far."""
-    labels = {"controller": "rayjob"}
-    count = REGISTRY.get_sample_value("rayquota_controller_reconcile_seconds_count", labels) or 0.0
-    bucket = {**labels, "le": str(over_s)}
-    fast = REGISTRY.get_sample_value("rayquota_controller_reconcile_seconds_bucket", bucket)
+    """How many `rayjob` reconciles in this process took over ``over_s`` (a bucket's bound) so far.
+
+    The count and the bucket come from one collection: the histogram's count is the sum of the
+    buckets it read (two separate reads could see reconciles of this process's other operators
+    finish in between, and go negative)."""
+    count, fast = 0.0, None
+    for family in REGISTRY.collect():
+        if family.name != "rayquota_controller_reconcile_seconds":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("controller") != "rayjob":
+                continue
+            if sample.name.endswith("_count"):
+                count = sample.value
+            elif sample.name.endswith("_bucket") and sample.labels.get("le") == str(over_s):
+                fast = sample.value
     assert fast is not None or not count, f"no histogram bucket at {over_s}s"
     return count - (fast or 0.0)
 
