@@ -95,7 +95,8 @@ def build_from_source(source: Path, tag: str | None = None, *, log: bool = True)
         else:
             shutil.copytree(operator, tree, ignore=shutil.ignore_patterns(".git"))
         peers.say(f"building {BINARY} {version} from source with go (cached afterwards) ...", log)
-        _go_build(go, tree, tmp / BINARY, version, started, log)
+        build_step = ["build", "-ldflags=-s -w", "-o", str(tmp / BINARY), "."]
+        peers.go_build(go, build_step, tree, label=f"{BINARY} {version}", started=started, log=log, mod="mod")
         shutil.copytree(tree / "config" / "crd" / "bases", tmp / CRD_DIR)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -193,14 +194,3 @@ def _extract_tag(source: Path, tag: str, into: Path) -> None:
             errors.seek(0)
             said = errors.read().decode(errors="replace").strip()
             raise SourceError(f"`{' '.join(cmd)}` failed{unreadable}: {said}")
-
-
-def _go_build(go: str, tree: Path, output: Path, version: str, started: float, log: bool) -> None:
-    # -mod=mod: go may complete the copy's go.mod/go.sum from the module proxy.
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
-    cmd = [*peers.NICE, go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(output), "."]
-    returncode, stderr = binaries.run_with_progress(
-        cmd, cwd=tree, label=f"{BINARY} {version}", env=env, started=started, log=log
-    )
-    if returncode != 0:
-        raise binaries.BuildError(f"`{' '.join(cmd)}` failed in {tree}:\n{stderr[-4000:]}")

@@ -81,23 +81,32 @@ def build(peer: PeerBuild, *, log: bool = True) -> dict[str, Path]:
     started = time.monotonic()
     say(f"building {', '.join(paths)} {peer.version} with go (cached afterwards) ...", log)
     tmp = staging_dir(peer.cache_dir)
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
     steps = [["build", "-ldflags=-s -w", "-o", str(tmp / n), pkg] for n, pkg in peer.packages.items()]
     steps += [["test", "-c", "-o", str(tmp / n), pkg] for n, pkg in peer.test_binaries.items()]
     try:
         for step in steps:
-            cmd = [*NICE, go, step[0], "-trimpath", *step[1:]]
-            returncode, stderr = binaries.run_with_progress(
-                cmd, cwd=repo_root() / peer.module_dir, label=peer.key, env=env, started=started, log=log
-            )
-            if returncode != 0:
-                raise binaries.BuildError(f"`{' '.join(cmd)}` failed in {peer.module_dir}:\n{stderr[-4000:]}")
+            go_build(go, step, repo_root() / peer.module_dir, label=peer.key, started=started, log=log)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     publish(tmp, peer.cache_dir)
     say(f"  built in {time.monotonic() - started:.0f}s -> {peer.cache_dir}", log)
     return paths
+
+
+def go_build(
+    go: str, step: list[str], directory: Path, *, label: str, started: float, log: bool, mod: str = "readonly"
+) -> None:
+    """Run one ``go`` step (``build ...`` or ``test -c ...``) in ``directory``, niced, with progress
+    on stderr; ``mod`` is go's ``-mod`` (``mod`` lets go complete go.mod/go.sum from the proxy).
+    The one place a peer's go command gets its environment."""
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS=f"-mod={mod} -buildvcs=false")
+    cmd = [*NICE, go, step[0], "-trimpath", *step[1:]]
+    returncode, stderr = binaries.run_with_progress(
+        cmd, cwd=directory, label=label, env=env, started=started, log=log
+    )
+    if returncode != 0:
+        raise binaries.BuildError(f"`{' '.join(cmd)}` failed in {directory}:\n{stderr[-4000:]}")
 
 
 def say(message: str, log: bool) -> None:

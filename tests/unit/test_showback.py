@@ -266,6 +266,22 @@ def container(requests: dict[str, str] | None = None, limits: dict[str, str] | N
     return {"name": "c", "image": "ray", "resources": resources}
 
 
+def kueue_admitted(
+    at_h: float, cluster_queue: str, assignments: list[dict[str, Any]], *later: dict[str, Any], **more: Any
+) -> dict[str, Any]:
+    """The status Kueue writes for a Workload admitted at ``at_h`` (QuotaReserved and Admitted
+    true, the admission kept), with ``later`` conditions and other status fields after it."""
+    admitted = [cond("QuotaReserved", True, at_h, "QuotaReserved"), cond("Admitted", True, at_h, "Admitted")]
+    admission = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
+    return {"conditions": [*admitted, *later], "admission": admission, **more}
+
+
+def kueue_assignment(
+    name: str, flavors: dict[str, str], usage: dict[str, str], **count: int
+) -> dict[str, Any]:
+    return {"name": name, "flavors": flavors, "resourceUsage": usage, **count}
+
+
 def kueue_history() -> list[dict[str, Any]]:
     trainer = kueue_workload(
         "trainer",
@@ -274,59 +290,40 @@ def kueue_history() -> list[dict[str, Any]]:
             kueue_pod_set("head", 1, containers=[container({"cpu": "2", "memory": "8Gi"})]),
             kueue_pod_set("workers", 4, containers=[container({"cpu": "4"}, {"nvidia.com/gpu": "2"})]),
         ],
-        {
-            # Preempted at 1h, admitted again at 2h: Kueue turns Evicted and Preempted False.
-            "conditions": [
-                cond("QuotaReserved", True, 2, "QuotaReserved"),
-                cond("Admitted", True, 2, "Admitted"),
-                cond("Evicted", False, 2, "QuotaReserved"),
-                cond("Preempted", False, 2, "QuotaReserved"),
-                cond("Requeued", True, 1, "Preempted"),
-                cond("PodsReady", True, 2.1, "PodsReady"),
+        # Preempted at 1h, admitted again at 2h: Kueue turns Evicted and Preempted False.
+        kueue_admitted(
+            2,
+            "cq-a",
+            [
+                kueue_assignment(
+                    "head", {"cpu": "default", "memory": "default"}, {"cpu": "2", "memory": "8Gi"}, count=1
+                ),
+                kueue_assignment(
+                    "workers",
+                    {"cpu": "default", "nvidia.com/gpu": "a100"},
+                    {"cpu": "16", "nvidia.com/gpu": "8"},
+                    count=4,
+                ),
             ],
-            "admission": {
-                "clusterQueue": "cq-a",
-                "podSetAssignments": [
-                    {
-                        "name": "head",
-                        "flavors": {"cpu": "default", "memory": "default"},
-                        "resourceUsage": {"cpu": "2", "memory": "8Gi"},
-                        "count": 1,
-                    },
-                    {
-                        "name": "workers",
-                        "flavors": {"cpu": "default", "nvidia.com/gpu": "a100"},
-                        "resourceUsage": {"cpu": "16", "nvidia.com/gpu": "8"},
-                        "count": 4,
-                    },
-                ],
-            },
-            "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
-            "accumulatedPastExecutionTimeSeconds": 3600,
-        },
+            cond("Evicted", False, 2, "QuotaReserved"),
+            cond("Preempted", False, 2, "QuotaReserved"),
+            cond("Requeued", True, 1, "Preempted"),
+            cond("PodsReady", True, 2.1, "PodsReady"),
+            schedulingStats={"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]},
+            accumulatedPastExecutionTimeSeconds=3600,
+        ),
     )
     # Kueue keeps a finished Workload's admission: exact.
     finished_by_kueue = kueue_workload(
         "done",
         "team-b",
         [kueue_pod_set("main", 1, containers=[container({"nvidia.com/gpu": "2"})])],
-        {
-            "conditions": [
-                cond("QuotaReserved", True, 1, "QuotaReserved"),
-                cond("Admitted", True, 1, "Admitted"),
-                cond("Finished", True, 4, "Succeeded"),
-            ],
-            "admission": {
-                "clusterQueue": "cq-b",
-                "podSetAssignments": [
-                    {
-                        "name": "main",
-                        "flavors": {"nvidia.com/gpu": "a100"},
-                        "resourceUsage": {"nvidia.com/gpu": "2"},
-                    }
-                ],
-            },
-        },
+        kueue_admitted(
+            1,
+            "cq-b",
+            [kueue_assignment("main", {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": "2"})],
+            cond("Finished", True, 4, "Succeeded"),
+        ),
     )
     # rayquota drops it when the quota is released: sized from the template (a limit-only
     # GPU, an init container's peak, the pod overhead).

@@ -29,7 +29,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("rayquota/devtools/localhead.py", WHOLE): "dev-only: " + _CHILD,
     ("rayquota/localcluster/kueue_crds.py", WHOLE): _CHILD,
     ("rayquota/localcluster/peers.py", WHOLE): _CHILD,
-    ("rayquota/localcluster/kuberay_source.py", WHOLE): _CHILD,
     ("rayquota/localcluster/gateway_api.py", WHOLE): _CHILD,
     ("rayquota/localcluster/binaries.py", WHOLE): _CHILD,
     ("rayquota/localcluster/multicluster_cli.py", WHOLE): _CHILD,

@@ -105,12 +105,13 @@ def quota_objects(api: QueueApi) -> tuple[Resource, ...]:
     )
 
 
-def of_mode(mode: str) -> QueueApi:
+def of_mode(mode: str, source: str = f"${QUEUE_API_ENV}") -> QueueApi:
+    """The group of a mode's name; another name is refused naming ``source``, where it came from."""
     if mode == KUEUE_MODE:
         return KUEUE
     if mode == RAYQUOTA_MODE:
         return RAYQUOTA
-    raise ValueError(f"{QUEUE_API_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    raise ValueError(f"{source} {mode!r}: expected one of {', '.join(MODES)}")
 
 
 def chosen(flag_value: str | None, env: Mapping[str, str], flag: str = "--queue-api") -> QueueApi:
@@ -120,6 +121,4 @@ def chosen(flag_value: str | None, env: Mapping[str, str], flag: str = "--queue-
         source, mode = flag, flag_value
     else:
         source, mode = f"${QUEUE_API_ENV}", env.get(QUEUE_API_ENV) or RAYQUOTA_MODE
-    if mode not in MODES:
-        raise ValueError(f"{source} {mode!r}: expected one of {', '.join(MODES)}")
-    return of_mode(mode)
+    return of_mode(mode, source)
