@@ -197,6 +197,14 @@ def visibility(config: Configuration) -> VisibilitySettings | None:
     return None
 
 
+def _frameworks(config: Configuration) -> tuple[str, ...] | None:
+    """``integrations.frameworks`` as written (None when unset: every kind is queued)."""
+    integrations = config.integrations
+    if integrations is None or integrations.frameworks is None:
+        return None
+    return tuple(integrations.frameworks)
+
+
 def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = None) -> OperatorConfig:
     kuberay, ray_dashboard = config.kuberay, config.rayDashboard
     defaults = OperatorConfig()
@@ -211,6 +219,7 @@ def operator_config(config: Configuration, local_time_zone: dt.tzinfo | None = N
         fair_sharing=_fair_sharing(config),
         admission_fair_sharing=_admission_fair_sharing(config),
         wait_for_pods_ready=_wait_for_pods_ready(config),
+        frameworks=_frameworks(config),
     )
     return dataclasses.replace(
         defaults,

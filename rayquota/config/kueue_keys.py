@@ -13,7 +13,13 @@ from pydantic import BaseModel
 from rayquota.config.model import Configuration
 from rayquota.queueing.fairsharing import FairSharing
 
-KUEUE_FRAMEWORKS_QUEUED = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice")
+KUEUE_FRAMEWORKS_QUEUED = (
+    "batch/job",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "ray.io/rayservice",
+    "jobset.x-k8s.io/jobset",
+)
 
 
 @dataclass(frozen=True)

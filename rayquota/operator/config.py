@@ -41,6 +41,9 @@ class QueueConfig:
     admission_fair_sharing: AdmissionFairSharing | None = None
     """Kueue's admissionFairSharing: usage-based ordering of LocalQueues (``None``: off)."""
     wait_for_pods_ready: WaitForPodsReady | None = None
+    frameworks: tuple[str, ...] | None = None
+    """Kueue's ``integrations.frameworks``: the optional kinds (JobSet) are queued only when it
+    names them; None (unset): every kind rayquota queues."""
 
 
 @dataclass(frozen=True)

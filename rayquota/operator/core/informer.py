@@ -4,6 +4,11 @@ A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh)
 or an expired version means a fresh LIST, after which objects that vanished meanwhile are
 reported as DELETED. Label selectors are applied by the API server, so objects that are not
 ours never reach the process.
+
+An ``optional`` resource (its CRD is another project's, `Resource.optional`) that the API server
+does not serve (a LIST answered 404) counts as listed and empty, so the operator starts without
+it; the LIST is tried again with a growing pause (1 s up to 2 min, as Kueue waits for an
+integration's CRD) and the watch starts once the CRD is installed. Both moments are logged.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 ChangeHandler = Callable[[str, Obj, Obj | None], None]
 
 LIST_PAGE_SIZE = 500
+# How long an optional resource's LIST waits before it is tried again while it is not served.
+ABSENT_RETRY_S = (1.0, 120.0)
 
 
 class WatchExpired(Exception):
@@ -71,6 +78,7 @@ class Informer:
         self._listed: set[str | None] = set()
         self.synced = asyncio.Event()
         self.relists = 0  # how many times a LIST was needed (start-up included)
+        self.served = True  # False while an optional resource is not served (its CRD absent)
 
     def __repr__(self) -> str:
         selectors = [s for s in (self.label_selector, self.field_selector) if s]
@@ -102,12 +110,14 @@ class Informer:
         # created 50,000 Workloads. After a 410 Gone the LIST is a consistent read: the cache may
         # hold less than we saw; if that one is refused so, the cache serves the next one.
         from_cache = True
+        absent = 0  # LISTs in a row an optional resource was not served
         while True:
             try:
                 if version is None:
                     version = await self._relist(namespace, from_cache=from_cache)
+                    self._now_served(absent)
                     self._mark_listed(namespace)
-                    failures = 0
+                    failures = absent = 0
                 version = await self._watch(namespace, version)
                 failures = 0
             except asyncio.CancelledError:
@@ -116,6 +126,10 @@ class Informer:
                 version, from_cache = None, False
             except Exception as exc:  # network trouble, API server restarts: back off and resume
                 stop_if_cancelled(exc)
+                if version is None and self._not_served(exc):
+                    absent += 1
+                    await self._wait_for_resource(namespace, absent)
+                    continue
                 if version is None and isinstance(exc, ApiError) and exc.status == 504:
                     from_cache = True
                 failures += 1
@@ -127,6 +141,28 @@ class Informer:
                 # Cut short when the API server answers again after it did not: its return
                 # must not wait for the backoff an outage built up.
                 await self.client.reachability.sleep(delay)
+
+    def _not_served(self, exc: Exception) -> bool:
+        return self.resource.optional and isinstance(exc, ApiError) and exc.status == 404
+
+    async def _wait_for_resource(self, namespace: str | None, absent: int) -> None:
+        """An optional resource not served: listed as empty (what was cached of it goes), and
+        its LIST tried again after a pause."""
+        if self.served:
+            log.info("%s is not served (its CRD is not installed): its kind waits for it", self.resource)
+            self.served = False
+        for key in [k for k in self.store.object_keys() if namespace is None or k.namespace == namespace]:
+            old = self.store.get_key(key)
+            if old is not None:
+                self._apply(DELETED, old)
+        self._mark_listed(namespace)
+        low, high = ABSENT_RETRY_S
+        await self.client.reachability.sleep(min(high, low * 2 ** (absent - 1)))
+
+    def _now_served(self, absent: int) -> None:
+        if absent and not self.served:
+            log.info("%s is served now: watching it", self.resource)
+        self.served = True
 
     async def _relist(self, namespace: str | None, *, from_cache: bool = False) -> str:
         self.relists += 1

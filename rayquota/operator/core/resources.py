@@ -28,6 +28,9 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    optional: bool = False
+    """Its CRD is another project's and may not be installed (a JobSet): an informer of it is
+    synced empty while it is not served and starts watching once it is (`informer.py`)."""
 
     @property
     def api_version(self) -> str:
@@ -68,6 +71,8 @@ RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", "RayService")
 RAYCRONJOBS = Resource("ray.io", "v1", "raycronjobs", "RayCronJob")
+# JobSet's CRD is JobSet's controller's (kubernetes-sigs/jobset), installed or not.
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True)
 
 QUEUEING_GROUP, QUEUEING_VERSION = "rayquota.io", "v1alpha1"
 RESOURCE_FLAVORS = Resource(QUEUEING_GROUP, QUEUEING_VERSION, "resourceflavors", "ResourceFlavor", False)

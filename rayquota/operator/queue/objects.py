@@ -1,6 +1,7 @@
 """Finding, in the watch-fed caches, the queued objects, their children, pods and Workloads.
 
-A queued object is one of the registered kinds (`adapters.ADAPTERS`) that names a queue. An
+A queued object is one of the registered kinds (`adapters.ADAPTERS`) that names a queue (of the
+kinds the configuration turns on, `adapters.registry`: only those are watched). An
 object whose controller owner is a kind its record is accounted through (a RayCluster owned by
 a RayJob or RayService, a RayJob's submitter Job) is never queued on its own: it is a *child*,
 accounted through its parent.
@@ -106,8 +107,8 @@ class QueueObjects:
         claims: ClaimSource | None = None,
     ) -> QueueObjects:
         informers = {
-            kind: manager.informer(resource, indexers={OWNER_INDEX: owner_uids})
-            for kind, resource in RESOURCE_OF_KIND.items()
+            kind: manager.informer(RESOURCE_OF_KIND[kind], indexers={OWNER_INDEX: owner_uids})
+            for kind in adapters
         }
         pod_informers = {
             # The RayCluster pods' informer is the RayCluster reconciler's too (same selector).
@@ -116,7 +117,7 @@ class QueueObjects:
                 label_selector=watch.selector,
                 indexers={POD_INDEX: watch.index, OWNER_INDEX: owner_uids},
             )
-            for watch in pod_watches()
+            for watch in pod_watches(adapters)
         }
         objects = cls(
             settings,
@@ -156,7 +157,8 @@ class QueueObjects:
     # --- queued objects -----------------------------------------------------------------------
 
     def queue_name(self, kind: str, obj: Mapping[str, Any]) -> str | None:
-        if accounted_elsewhere(kind, obj):
+        """None also for a kind the configuration leaves off (an optional integration)."""
+        if kind not in self.adapters or accounted_elsewhere(kind, obj):
             return None
         return naming.queue_name_of(obj, self.settings, self.default_queues_since)
 
@@ -179,9 +181,7 @@ class QueueObjects:
         owner = controller_owner(obj)
         if owner is not None and owner.get("kind") in ADAPTERS[kind].accounted_through:
             parent_kind = str(owner["kind"])
-            parent = self.informers[parent_kind].store.get(
-                str(obj["metadata"]["namespace"]), str(owner["name"])
-            )
+            parent = self.cached(parent_kind, str(obj["metadata"]["namespace"]), str(owner["name"]))
             if parent is None or parent["metadata"].get("uid") != owner.get("uid"):
                 return None
             return self.queued(parent_kind, parent)
@@ -247,7 +247,12 @@ class QueueObjects:
         if not keys:
             return None
         namespace, _, name = keys[0].partition("/")
-        return self.informers[watch.owner_kind].store.get(namespace, name)
+        return self.cached(watch.owner_kind, namespace, name)
+
+    def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """The cached object, or None (a kind the configuration leaves off is not watched)."""
+        informer = self.informers.get(kind)
+        return None if informer is None else informer.store.get(namespace, name)
 
     def pods_owned_by(self, owner_uids: Iterable[str]) -> list[Obj]:
         """Pods of the given owners: directly (a RayCluster, a Job) or through the clusters
@@ -270,7 +275,7 @@ class QueueObjects:
         """The Workload (``namespace/name``) a pod's resources count in, if it belongs to a
         queued object: through the owner its kind's pod watches find it by (a RayCluster, a
         RayJob's submitter, a Job)."""
-        for watch in pod_watches():
+        for watch in pod_watches(self.adapters):
             if not watch.matches(pod):
                 continue
             owner = self.pod_owner(watch, pod)

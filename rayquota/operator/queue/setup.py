@@ -6,6 +6,7 @@ reconciles the Ray objects): they look again when a Workload they depend on chan
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,14 @@ from rayquota.operator.config import QueueConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
 from rayquota.operator.core.informer import DELETED
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.adapters import ADAPTERS, PodWatch, pod_watches, registry
+from rayquota.operator.queue.adapters import (
+    ADAPTERS,
+    KindAdapter,
+    PodWatch,
+    disabled_frameworks,
+    pod_watches,
+    registry,
+)
 from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
 from rayquota.operator.queue.adapters.rayjob import RayJobAdapter
 from rayquota.operator.queue.adapters.rayservice import RayServiceAdapter
@@ -40,6 +48,8 @@ from rayquota.operator.queue.workloads.release_events import (
 from rayquota.operator.queue.workloads.workload_reconciler import WorkloadReconciler
 from rayquota.operator.ray.setup import RayControllers
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class QueueComponent:
@@ -60,7 +70,7 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     # The claim source every demand read counts DRA claims from: the records, the quantity
     # check, the gate and the caps are each handed it (queue/dra/cache.py).
     claims = ClaimCache.register(manager, settings.dra)
-    records = registry(beside_kuberay=ray is None, kueue_api=api.mode == KUEUE_MODE, claims=claims)
+    records = _records(ray is None, api.mode == KUEUE_MODE, claims, config.frameworks)
     objects = QueueObjects.register(manager, settings, api, records, claims)
     loop = AdmissionLoop(
         fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
@@ -106,7 +116,7 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     def holds_quota(key: ObjectKey) -> bool:
         return loop.driver.admission(str(key)) is not None or loop.driver.is_evicting(str(key))
 
-    for watch in pod_watches():
+    for watch in pod_watches(records):
         informer = objects.pod_informers[watch.name]
         controller.watch(informer, pod_mapper(watch), when=event_filters.pod_changed)
         informer.on_change(
@@ -192,6 +202,16 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
         config_informers["LocalQueue"], config_informers["ClusterQueue"], config_informers["AdmissionCheck"]
     )
     return QueueComponent(objects, loop, reconciler, gate, dispatching)
+
+
+def _records(
+    beside_kuberay: bool, kueue_api: bool, claims: ClaimCache, frameworks: tuple[str, ...] | None
+) -> dict[str, KindAdapter]:
+    """The records of the mode it runs in that ``integrations.frameworks`` turns on; each
+    optional integration it leaves off is said in the log, by Kueue's name."""
+    for framework in disabled_frameworks(frameworks):
+        log.info("integration %s is off: integrations.frameworks does not name it", framework)
+    return registry(beside_kuberay, kueue_api, claims, frameworks)
 
 
 def _keep_flavors(reconciler: WorkloadReconciler) -> Any:

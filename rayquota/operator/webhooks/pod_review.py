@@ -63,9 +63,9 @@ def _owner_unknown(job: Mapping[str, Any], objects: QueueObjects) -> bool:
     owner = controller_owner(job)
     if owner is None or owner.get("kind") not in objects.adapters[JOB_KIND].accounted_through:
         return False
-    parent = objects.informers[str(owner["kind"])].store.get(
-        str(job["metadata"]["namespace"]), str(owner["name"])
-    )
+    if str(owner["kind"]) not in objects.informers:
+        return False  # an owner whose kind the configuration leaves off: the Job is under no quota
+    parent = objects.cached(str(owner["kind"]), str(job["metadata"]["namespace"]), str(owner["name"]))
     return parent is None or parent["metadata"].get("uid") != owner.get("uid")
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from rayquota.operator.queue.adapters.capabilities import ChildrenMarkedByLabel
+from collections.abc import Collection, Mapping
+
+from rayquota.operator.queue.adapters.capabilities import ChildrenMarkedByLabel, OptionalIntegration
 from rayquota.operator.queue.adapters.job import JobAdapter
+from rayquota.operator.queue.adapters.jobset import JobSetAdapter
 from rayquota.operator.queue.adapters.protocol import Edit, KindAdapter, PodWatch
 from rayquota.operator.queue.adapters.raycluster import RayClusterAdapter
 from rayquota.operator.queue.adapters.raycluster_beside import BesideKubeRayClusterAdapter
@@ -42,7 +45,8 @@ def records(
 ) -> dict[str, KindAdapter]:
     """One record of each kind, new, whose demand reads count the claims of ``claims``."""
     ray_kinds = _ray_records(beside_kuberay, elastic_by_annotation_only, claims)
-    return {adapter.kind: adapter for adapter in (*ray_kinds, JobAdapter(claims=claims))}
+    others = (JobAdapter(claims=claims), JobSetAdapter(claims=claims))
+    return {adapter.kind: adapter for adapter in (*ray_kinds, *others)}
 
 
 # The records with no claim source, for what reads a kind's fixed facts (its resource, owners,
@@ -57,15 +61,47 @@ BESIDE_KUBERAY: dict[str, KindAdapter] = {
 
 
 def registry(
-    beside_kuberay: bool, kueue_api: bool = False, claims: ClaimSource | None = None
+    beside_kuberay: bool,
+    kueue_api: bool = False,
+    claims: ClaimSource | None = None,
+    frameworks: Collection[str] | None = None,
 ) -> dict[str, KindAdapter]:
     """The records of the mode the operator runs in. ``kueue_api``: a RayJob is elastic only
     with Kueue's ``kueue.x-k8s.io/elastic-job`` annotation (as in Kueue). ``claims``: the claim
-    source their demand reads count DRA claims from (the queue's setup passes its cache)."""
+    source their demand reads count DRA claims from (the queue's setup passes its cache).
+    ``frameworks``: the configuration's ``integrations.frameworks`` (None: unset), which the
+    optional kinds follow (`enabled`)."""
     elastic_by_annotation_only = kueue_api and not beside_kuberay
     if claims is None and not elastic_by_annotation_only:
-        return BESIDE_KUBERAY if beside_kuberay else ADAPTERS
-    return records(beside_kuberay, elastic_by_annotation_only=elastic_by_annotation_only, claims=claims)
+        chosen = BESIDE_KUBERAY if beside_kuberay else ADAPTERS
+    else:
+        chosen = records(beside_kuberay, elastic_by_annotation_only=elastic_by_annotation_only, claims=claims)
+    return chosen if frameworks is None else enabled(chosen, frameworks)
+
+
+def enabled(
+    adapters: Mapping[str, KindAdapter], frameworks: Collection[str] | None
+) -> dict[str, KindAdapter]:
+    """The records the configuration turns on: every kind, but an optional one
+    (``capabilities.OptionalIntegration``) only when ``frameworks`` is unset or names it."""
+    return {
+        kind: adapter
+        for kind, adapter in adapters.items()
+        if frameworks is None
+        or not isinstance(adapter, OptionalIntegration)
+        or adapter.framework in frameworks
+    }
+
+
+def disabled_frameworks(frameworks: Collection[str] | None) -> list[str]:
+    """Kueue's names of the optional integrations ``frameworks`` leaves off (for the log)."""
+    return sorted(
+        adapter.framework
+        for adapter in ADAPTERS.values()
+        if isinstance(adapter, OptionalIntegration)
+        and frameworks is not None
+        and adapter.framework not in frameworks
+    )
 
 
 def child_markers() -> dict[str, list[str]]:
@@ -79,11 +115,10 @@ def child_markers() -> dict[str, list[str]]:
     return {key: sorted(values) for key, values in out.items()}
 
 
-def pod_watches() -> tuple[PodWatch, ...]:
-    """Every pod watch the registered kinds declare, once each."""
-    return tuple(
-        {watch.name: watch for adapter in ADAPTERS.values() for watch in adapter.pod_watches}.values()
-    )
+def pod_watches(adapters: Mapping[str, KindAdapter] | None = None) -> tuple[PodWatch, ...]:
+    """Every pod watch the registered kinds (or ``adapters``) declare, once each."""
+    chosen = ADAPTERS if adapters is None else adapters
+    return tuple({watch.name: watch for adapter in chosen.values() for watch in adapter.pod_watches}.values())
 
 
 __all__ = [
@@ -94,6 +129,8 @@ __all__ = [
     "KindAdapter",
     "PodWatch",
     "child_markers",
+    "disabled_frameworks",
+    "enabled",
     "pod_watches",
     "records",
     "registry",

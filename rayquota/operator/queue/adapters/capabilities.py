@@ -85,10 +85,23 @@ class GatesItsOwnPods(Protocol):
         ...
 
 
+@runtime_checkable
+class OptionalIntegration(Protocol):
+    """Its kind is queued only when the configuration's ``integrations.frameworks`` is unset or
+    names ``framework`` (Kueue's integration name), and its CRD is another project's: the
+    operator starts without it (`Resource.optional`). Without it, a kind is always queued."""
+
+    @property
+    def framework(self) -> str:
+        """Kueue's name for the integration (``jobset.x-k8s.io/jobset``)."""
+        ...
+
+
 __all__ = [
     "ChildrenMarkedByLabel",
     "ClustersCappedOneByOne",
     "GatesItsOwnPods",
+    "OptionalIntegration",
     "OwnersInWords",
     "PartTemplates",
     "PlansWithinCaps",

@@ -13,7 +13,8 @@ topology gate): the Job controller creates the pods held, and the pod ungater le
 pinned to an assigned domain with room (`queue/gating/pod_gate.py`). This needs no webhook: the gate is
 in the template before the Job may create a pod.
 
-A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone.
+A Job owned by a RayJob (its submitter) runs on the RayJob's quota and is never queued alone;
+so does a Job of a JobSet (`adapters/jobset.py`).
 Partial admission (``kueue.x-k8s.io/job-min-parallelism``): :mod:`.job_partial`.
 """
 
@@ -155,7 +156,7 @@ def job_is_suspended(job: Body) -> bool:
 class JobAdapter(CountsClaims, SpecSuspendKind):
     kind = "Job"
     resource = resources.JOBS
-    accounted_through = ("RayJob",)
+    accounted_through = ("RayJob", "JobSet")
     child_kind = None
     pod_watches = (JOB_PODS,)
     children_held_at_pods = False

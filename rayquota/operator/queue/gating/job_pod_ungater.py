@@ -1,6 +1,7 @@
 """The Job pod ungater: lifts rayquota's scheduling gate from the pods of batch/v1 Jobs the
-recorded admission covers, keyed by their Job: a queued Job's own pods, and the pods of a queued
-RayJob's submitter Job (KubeRay's or rayquota's).
+recorded admission covers, keyed by their Job: a queued Job's own pods, the pods of a queued
+RayJob's submitter Job (KubeRay's or rayquota's), and the pods of a queued JobSet's Jobs (each
+in its replicatedJob's pod set).
 
 A queued Job whose admission assigned topology domains carries the gate in its pod template
 (`adapters/job.py`); a submitter's pod gets it from its template (rayquota's own RayJob
@@ -43,6 +44,20 @@ def job_pod_set(demand: Demand) -> str | None:
             if role in JOB_ROLES:
                 return name
     return None
+
+
+def pod_set_of_job(queued: Queued, job: Mapping[str, Any], demand: Demand) -> str | None:
+    """The pod set the Job's pods count in: the one its record puts a pod of the Job's template
+    in (a JobSet's Job: its replicatedJob's), else the one pod set of a Job's role."""
+    template_meta = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    group = queued.adapter.group_of_pod(
+        {"metadata": {**template_meta, "namespace": job["metadata"].get("namespace")}}
+    )
+    if group[0] in JOB_ROLES:
+        for groups in demand.pod_set_of.values():
+            if group in groups:
+                return groups[group]
+    return job_pod_set(demand)
 
 
 def job_pods_of_its_own(queued: Queued) -> bool:
@@ -104,7 +119,7 @@ class JobPodUngater:
         children = self.objects.children(queued.kind, queued.obj)
         demand = queued.adapter.pod_sets(queued.obj, children)
         admission = recorded_admission(self.objects.workload(queued.workload))
-        return room_of(admission, job_pod_set(demand), self.gate.flavors)
+        return room_of(admission, pod_set_of_job(queued, job, demand), self.gate.flavors)
 
     async def reconcile(self, key: ObjectKey) -> Result | None:
         pods = [self.releases.as_released(p) for p in self.objects.pods(JOB_PODS, key.namespace, key.name)]
