@@ -83,6 +83,7 @@ from .engine_events import WorkloadStatus
 from .flavors import never_fits
 from .model import (
     HOSTNAME_LABEL,
+    PODS,
     BorrowWithinCohort,
     ClusterNode,
     ClusterQueue,
@@ -105,6 +106,7 @@ from .model import (
     TopologyRequest,
     Workload,
 )
+from .node_affinity import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm
 from .policies import (
     AdmissionMode,
     BorrowWithinCohortPolicy,
@@ -122,6 +124,7 @@ from .state import Phase
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "PODS",
     "AdmissionCheck",
     "AdmissionCheckRule",
     "AdmissionFairSharing",
@@ -146,6 +149,9 @@ __all__ = [
     "LabelSelectorRequirement",
     "LocalQueue",
     "LocalQueueUsage",
+    "NodeAffinity",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
     "NodeSnapshot",
     "Pending",
     "Phase",

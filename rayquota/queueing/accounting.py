@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .admission_checks import CheckProblem
 from .cohorts import QuotaNode, QuotaTree, add_usage, available
 from .decisions import PodSetAssignment
-from .model import ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
+from .model import PODS, ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
 from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .state import NOTHING_PARKED, ClusterQueueState, Phase, WorkloadState
 from .topology_fit import trimmed
@@ -169,8 +169,9 @@ class Accounting:
         usage: dict[FlavorResource, int] = {}
         assignments: list[PodSetAssignment] = []
         for pod_set in workload.pod_sets:
-            totals = pod_set.totals()
             flavors = flavors_of.get(pod_set.name, {})
+            # Admitted with a flavor for pods: its queue counts them, and the fewer pods free theirs.
+            totals = pod_set.quota_totals(PODS in flavors)
             for resource, amount in totals.items():
                 if resource not in flavors:
                     raise ValueError(

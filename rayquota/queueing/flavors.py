@@ -2,7 +2,9 @@
 
 Flavors are tried in the order the ClusterQueue declares them. A flavor is
 usable for a pod set when its node labels agree with the pod set's node
-selector and every NoSchedule/NoExecute taint is tolerated. Among usable
+selector and required node affinity (on the keys the flavor labels, see
+:mod:`.node_affinity`) and every NoSchedule/NoExecute taint is tolerated. When the
+ClusterQueue's resource groups cover ``pods``, each pod set asks for one per pod. Among usable
 flavors the first that fits within nominal quota wins; one that needs
 borrowing or preemption wins only if the fungibility policy says to stop
 there, otherwise the search goes on and falls back to the best one seen.
@@ -23,7 +25,8 @@ from enum import IntEnum
 
 from .cohorts import available, may_reclaim_in_hierarchy, potential_available
 from .decisions import PodSetAssignment
-from .model import FlavorResource, PodSet, ResourceFlavor, ResourceGroup
+from .model import PODS, FlavorResource, PodSet, ResourceFlavor, ResourceGroup
+from .node_affinity import affinity_matches, selector_mismatch
 from .policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
 from .quantities import format_quantity
 from .state import ClusterQueueState
@@ -80,9 +83,11 @@ def _flavor_refusal(
 ) -> str | None:
     # As Kueue v0.19 matches: only the keys the flavor's own node labels name (a selector on a
     # key the flavor does not label is for the node scheduler, not for flavor choice).
-    for key, value in pod_set.node_selector.items():
-        if key in flavor.node_labels and flavor.node_labels[key] != value:
-            return f"flavor {flavor.name} does not match nodeSelector {key}={value}"
+    mismatch = selector_mismatch(pod_set.node_selector, flavor.node_labels)
+    if mismatch is not None:
+        return f"flavor {flavor.name} does not match nodeSelector {mismatch}"
+    if not affinity_matches(pod_set.node_affinity, flavor.node_labels):
+        return f"flavor {flavor.name} does not match the required node affinity of pod set {pod_set.name}"
     for taint in flavor.node_taints:
         if taint.effect not in _HARD_EFFECTS:
             continue
@@ -251,6 +256,83 @@ def _stops_search(fit: _FlavorFit, cq: ClusterQueueState) -> bool:
     return not (fit.borrowing and fungibility.when_can_borrow is WhenCanBorrow.TRY_NEXT_FLAVOR)
 
 
+@dataclass(slots=True)
+class _Context:
+    """What every pod set's flavor search shares: the flavors, the workload's usage so far."""
+
+    flavors: Mapping[str, ResourceFlavor]
+    credit: Mapping[FlavorResource, int]
+    usage: dict[FlavorResource, int]
+    topology_refusal: TopologyRefusal | None
+    oracle: PreemptionOracle | None
+
+
+@dataclass(slots=True)
+class _GroupChoice:
+    """The flavor one resource group of one pod set gets, or why none."""
+
+    flavor: str | None
+    fit: _FlavorFit | None
+    refusals: list[str]
+    never: bool
+    """Every candidate flavor is ruled out for good."""
+
+
+def _candidates(
+    group: ResourceGroup, requests: Mapping[str, int], wanted: Mapping[str, str] | None
+) -> list[str]:
+    """The group's flavors in the order to try them: those the pod set already runs on first."""
+    names = [f.flavor for f in group.flavors]
+    if wanted:
+        first = {wanted[r] for r in requests if r in wanted}
+        names.sort(key=lambda f: f not in first)
+    return names
+
+
+def _choose_flavor(
+    cq: ClusterQueueState,
+    pod_set: PodSet,
+    names: list[str],
+    requests: Mapping[str, int],
+    context: _Context,
+) -> _GroupChoice:
+    """Try the flavors in order; keep the best one seen, stopping where fungibility says."""
+    choice = _GroupChoice(None, None, [], True)
+    for name in names:
+        flavor = context.flavors.get(name)
+        if flavor is None:
+            choice.refusals.append(f"flavor {name} does not exist")
+            continue
+        refusal = _flavor_refusal(flavor, pod_set, context.topology_refusal)
+        if refusal is not None:
+            choice.refusals.append(refusal)
+            choice.never = False
+            continue
+        fit = _fit_flavor(cq, flavor.name, requests, context.usage, context.credit, context.oracle)
+        choice.never = choice.never and fit.never
+        if fit.shortage is not None:
+            choice.refusals.append(fit.shortage)
+        if fit.better_than(choice.fit, cq.spec.flavor_fungibility.preference):
+            choice.fit, choice.flavor = fit, flavor.name
+        if _stops_search(fit, cq):
+            break
+    return choice
+
+
+def _requests_by_group(
+    cq: ClusterQueueState, totals: Mapping[str, int]
+) -> tuple[list[tuple[ResourceGroup, dict[str, int]]], str | None]:
+    """The pod set's requests split by the resource group covering them, or the resource no
+    group covers."""
+    by_group: dict[int, tuple[ResourceGroup, dict[str, int]]] = {}
+    for resource, amount in totals.items():
+        group = cq.group_of.get(resource)
+        if group is None:
+            return [], resource
+        by_group.setdefault(id(group), (group, {}))[1][resource] = amount
+    return list(by_group.values()), None
+
+
 def assign_flavors(
     cq: ClusterQueueState,
     pod_sets: tuple[PodSet, ...],
@@ -265,73 +347,62 @@ def assign_flavors(
     ``credit`` is usage the workload already holds (a predecessor slice);
     ``preferred`` maps pod set name -> resource -> flavor to try first, so a
     scale-up stays on the flavors its pods already run on. ``oracle`` says what preemption
-    could do in a flavor (without one, any flavor within the rules may preempt).
+    could do in a flavor (without one, any flavor within the rules may preempt). When the
+    queue's resource groups cover ``pods``, each pod set asks for one per pod.
     """
-    node = cq.node
     result = FlavorAssignment(FitMode.FIT)
-    usage = result.usage
+    context = _Context(flavors, credit, result.usage, topology_refusal, oracle)
     for pod_set in pod_sets:
-        totals = pod_set.totals()
-        by_group: dict[int, tuple[ResourceGroup, dict[str, int]]] = {}
+        totals = pod_set.quota_totals(PODS in cq.group_of)
+        groups, uncovered = _requests_by_group(cq, totals)
+        if uncovered is not None:
+            result.mode = FitMode.NO_FIT
+            result.reasons.append(f"resource {uncovered} is not covered by ClusterQueue {cq.name}")
+            return result
+        prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
         chosen: dict[str, str] = {}
-        pod_set_mode = FitMode.FIT
-        for resource, amount in totals.items():
-            group = cq.group_of.get(resource)
-            if group is None:
+        for group, requests in groups:
+            names = _candidates(group, requests, preferred.get(pod_set.name))
+            choice = _choose_flavor(cq, pod_set, names, requests, context)
+            if choice.fit is None or choice.flavor is None:
                 result.mode = FitMode.NO_FIT
-                result.reasons.append(f"resource {resource} is not covered by ClusterQueue {cq.name}")
+                never = f"{NEVER_FITS}: " if choice.never and choice.refusals else ""
+                words = "; or ".join(choice.refusals) or "no flavor in its resource group"
+                result.reasons.append(prefix + never + words)
                 return result
-            by_group.setdefault(id(group), (group, {}))[1][resource] = amount
-        for group, requests in by_group.values():
-            candidates = list(group.flavors)
-            wanted = preferred.get(pod_set.name)
-            if wanted:
-                first = {wanted[r] for r in requests if r in wanted}
-                candidates.sort(key=lambda f: f.flavor not in first)
-            best: _FlavorFit | None = None
-            best_flavor: str | None = None
-            refusals: list[str] = []
-            never = True  # every candidate flavor is ruled out for good
-            for flavor_quotas in candidates:
-                flavor = flavors.get(flavor_quotas.flavor)
-                if flavor is None:
-                    refusals.append(f"flavor {flavor_quotas.flavor} does not exist")
-                    continue
-                refusal = _flavor_refusal(flavor, pod_set, topology_refusal)
-                if refusal is not None:
-                    refusals.append(refusal)
-                    never = False
-                    continue
-                fit = _fit_flavor(cq, flavor.name, requests, usage, credit, oracle)
-                never = never and fit.never
-                if fit.shortage is not None:
-                    refusals.append(fit.shortage)
-                if fit.better_than(best, cq.spec.flavor_fungibility.preference):
-                    best, best_flavor = fit, flavor.name
-                if _stops_search(fit, cq):
-                    break
-            if best is None or best_flavor is None:
-                result.mode = FitMode.NO_FIT
-                prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
-                if never and refusals:
-                    prefix += f"{NEVER_FITS}: "
-                result.reasons.append(prefix + ("; or ".join(refusals) or "no flavor in its resource group"))
-                return result
-            if best.mode is not FitMode.FIT:
-                prefix = f"pod set {pod_set.name}: " if len(pod_sets) > 1 else ""
-                result.reasons.extend(prefix + r for r in refusals)
-            pod_set_mode = min(pod_set_mode, best.mode)
-            result.no_candidates = result.no_candidates or best.rank == Possibility.NO_CANDIDATES
-            for resource, amount in requests.items():
-                chosen[resource] = best_flavor
-                fr = (best_flavor, resource)
-                usage[fr] = usage.get(fr, 0) + amount
-        result.mode = min(result.mode, pod_set_mode)
+            _take(result, choice, requests, chosen, prefix)
         result.pod_sets.append(PodSetAssignment(pod_set.name, pod_set.count, chosen, totals))
-    needed = result.need
-    for fr, amount in usage.items():
+    _settle_need(result, cq, credit)
+    return result
+
+
+def _take(
+    result: FlavorAssignment,
+    choice: _GroupChoice,
+    requests: Mapping[str, int],
+    chosen: dict[str, str],
+    prefix: str,
+) -> None:
+    """Record a resource group's flavor: its fit, the usage it adds, the reasons it is not a fit."""
+    assert choice.fit is not None and choice.flavor is not None
+    if choice.fit.mode is not FitMode.FIT:
+        result.reasons.extend(prefix + r for r in choice.refusals)
+    result.mode = min(result.mode, choice.fit.mode)
+    result.no_candidates = result.no_candidates or choice.fit.rank == Possibility.NO_CANDIDATES
+    for resource, amount in requests.items():
+        chosen[resource] = choice.flavor
+        fr = (choice.flavor, resource)
+        result.usage[fr] = result.usage.get(fr, 0) + amount
+
+
+def _settle_need(
+    result: FlavorAssignment, cq: ClusterQueueState, credit: Mapping[FlavorResource, int]
+) -> None:
+    """What must come out of free quota (usage beyond the credit), and whether that borrows."""
+    node = cq.node
+    for fr, amount in result.usage.items():
         extra = amount - credit.get(fr, 0)
         if extra > 0:
-            needed[fr] = extra
-    result.borrowing = any(node.usage.get(fr, 0) + n > node.quota[fr].nominal for fr, n in needed.items())
-    return result
+            result.need[fr] = extra
+    need = result.need
+    result.borrowing = any(node.usage.get(fr, 0) + n > node.quota[fr].nominal for fr, n in need.items())

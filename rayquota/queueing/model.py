@@ -8,10 +8,11 @@ Every amount is an integer in milli-units (see :mod:`.quantities`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .admission_checks import AdmissionCheckRule
+from .node_affinity import NodeAffinity
 from .policies import (
     AdmissionMode,
     BorrowWithinCohortPolicy,
@@ -24,6 +25,9 @@ from .policies import (
     WithinClusterQueuePolicy,
 )
 from .quantities import parse_quantity
+
+PODS = "pods"
+"""The resource a queue's quota counts pods with (each pod one), when a resource group covers it."""
 
 FlavorResource = tuple[str, str]
 """``(flavor, resource)``: the unit of quota accounting."""
@@ -288,6 +292,8 @@ class PodSet:
     min_count: int | None = None
     """Kueue's ``minCount`` (partial admission): when the whole workload does not fit, it may be
     admitted with as few as this many pods of the set (see :mod:`.partial_admission`)."""
+    node_affinity: NodeAffinity = ()
+    """The pod template's required node affinity terms (see :mod:`.node_affinity`)."""
 
     @classmethod
     def of(
@@ -299,6 +305,7 @@ class PodSet:
         tolerations: tuple[Toleration, ...] = (),
         topology_request: TopologyRequest | None = None,
         min_count: int | None = None,
+        node_affinity: NodeAffinity = (),
     ) -> PodSet:
         """Build from Kubernetes quantities per pod."""
         return cls(
@@ -309,10 +316,26 @@ class PodSet:
             tolerations,
             topology_request,
             min_count,
+            node_affinity,
         )
 
     def totals(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items() if q}
+
+    def quota_totals(self, count_pods: bool) -> dict[str, int]:
+        """What the pod set takes of a queue's quota: its totals, and with ``count_pods`` (the
+        queue's resource groups cover ``pods``) one ``pods`` per pod, as Kueue counts them."""
+        totals = self.totals()
+        if count_pods and self.count:
+            totals[PODS] = self.count * parse_quantity(1)
+        return totals
+
+    def after_reclaim(self, reclaimable: int) -> PodSet:
+        """Without ``reclaimable`` of its pods (Kueue's ``status.reclaimablePods``: pods that
+        finished and need no quota), never below none."""
+        if reclaimable <= 0:
+            return self
+        return replace(self, count=self.count - min(reclaimable, self.count))
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +371,13 @@ class Workload:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def after_reclaim(self, reclaimable: Mapping[str, int]) -> Workload:
+        """With each pod set's reclaimable pods (by pod set name) left out of its count."""
+        if not any(reclaimable.get(ps.name, 0) > 0 for ps in self.pod_sets):
+            return self
+        pod_sets = tuple(ps.after_reclaim(reclaimable.get(ps.name, 0)) for ps in self.pod_sets)
+        return replace(self, pod_sets=pod_sets)
 
     def totals(self) -> dict[str, int]:
         out: dict[str, int] = {}

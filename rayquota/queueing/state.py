@@ -146,6 +146,7 @@ def _shape_of(spec: Workload) -> Shape:
             ps.tolerations,
             ps.topology_request,
             ps.min_count,
+            ps.node_affinity,
         )
         for ps in spec.pod_sets
     )

@@ -28,6 +28,8 @@ from rayquota.queueing import (
     LabelSelector,
     LabelSelectorRequirement,
     LocalQueue,
+    NodeAffinity,
+    NodeSelectorRequirement,
     Phase,
     PodSet,
     PodSetAssignment,
@@ -213,14 +215,28 @@ def _pod_sets(raw: Raw) -> tuple[PodSet, ...]:
             node_selector=dict(ps.get("node_selector") or {}),
             tolerations=tuple(_toleration(t) for t in ps.get("tolerations") or ()),
             min_count=None if ps.get("min_count") is None else int(ps["min_count"]),
+            node_affinity=_node_affinity(ps.get("node_affinity") or ()),
         )
         for ps in specs
     )
 
 
+def _node_affinity(terms: list[list[Raw]]) -> NodeAffinity:
+    """``[[{key, operator, values}, ...], ...]``: the terms (ORed) of expressions (ANDed)."""
+    return tuple(
+        tuple(
+            NodeSelectorRequirement(
+                str(e["key"]), str(e["operator"]), tuple(str(v) for v in e.get("values") or ())
+            )
+            for e in term
+        )
+        for term in terms
+    )
+
+
 def _workload(raw: Raw, index: int) -> Workload:
     namespace, _, name = str(raw["key"]).partition("/")
-    return Workload(
+    workload = Workload(
         namespace,
         name,
         str(raw.get("queue", "main")),
@@ -229,6 +245,7 @@ def _workload(raw: Raw, index: int) -> Workload:
         created=float(raw.get("created", index)),
         replaces=raw.get("replaces"),
     )
+    return workload.after_reclaim({str(ps): int(n) for ps, n in (raw.get("reclaimable") or {}).items()})
 
 
 def _assignments(raw: Raw, workload: Workload) -> list[PodSetAssignment]:

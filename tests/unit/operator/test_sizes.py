@@ -24,7 +24,6 @@ LONG_FUNCTIONS = {
     "rayquota/operator/queue/workloads/workload_reconciler.py::WorkloadReconciler._queued": 176,
     "rayquota/operator/ray/raycluster/plan.py::plan_cluster": 105,
     "rayquota/operator/ray/raycluster/status.py::cluster_status": 150,
-    "rayquota/queueing/flavors.py::assign_flavors": 84,
     "rayquota/simulation/simulator.py::Simulation.run": 109,
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.queue.admission import creation_order
-from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.demand import node_affinity, topology_request
 from rayquota.operator.queue.demand.podsets import PodSetDemand
 from rayquota.operator.queue.demand.priorities import POD_PRIORITY_CLASS_SOURCE
 from rayquota.operator.queue.kueue import kueue_shapes, namespace_selection
@@ -299,12 +299,13 @@ def engine_pod_set(demand: PodSetDemand) -> PodSet:
         tuple(toleration(t) for t in demand.tolerations),
         demand.topology_request,
         demand.min_count,
+        node_affinity.from_api(demand.node_affinity, f"pod set {demand.name} template.spec"),
     )
 
 
 def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
     """A Workload's ``spec.podSets[]`` entry: per-pod requests, and a template only to carry
-    the nodeSelector and tolerations flavor assignment must respect."""
+    the nodeSelector, required node affinity and tolerations flavor assignment must respect."""
     out: dict[str, Any] = {
         "name": demand.name,
         "count": demand.count,
@@ -312,14 +313,15 @@ def api_pod_set(demand: PodSetDemand) -> dict[str, Any]:
     }
     if demand.min_count is not None:
         out["minCount"] = demand.min_count
-    if demand.node_selector or demand.tolerations:
-        out["template"] = {
-            "spec": {
-                "containers": [],
-                "nodeSelector": dict(demand.node_selector),
-                "tolerations": [dict(t) for t in demand.tolerations],
-            }
+    if demand.node_selector or demand.tolerations or demand.node_affinity:
+        spec: dict[str, Any] = {
+            "containers": [],
+            "nodeSelector": dict(demand.node_selector),
+            "tolerations": [dict(t) for t in demand.tolerations],
         }
+        if demand.node_affinity:
+            spec["affinity"] = node_affinity.to_api(demand.node_affinity)
+        out["template"] = {"spec": spec}
     request = demand.topology_request
     if request is not None and request.invalid is None:
         out["topologyRequest"] = topology_request.to_api(request)
@@ -350,6 +352,7 @@ def _convert_pod_set(raw: Mapping[str, Any], where: str) -> PodSet:
             )
         else:
             requests = pod_requests(template_spec)
+        affinity = node_affinity.from_api(node_affinity.required_terms(template_spec), "template.spec")
     except ValueError as exc:
         raise ConversionError(f"{where}: {exc}") from exc
     return PodSet(
@@ -360,6 +363,7 @@ def _convert_pod_set(raw: Mapping[str, Any], where: str) -> PodSet:
         tuple(toleration(t) for t in template_spec.get("tolerations") or ()),
         topology_request.from_api(raw.get("topologyRequest")),
         None if raw.get("minCount") is None else int(raw["minCount"]),
+        affinity,
     )
 
 
@@ -387,8 +391,9 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
     # Our Workloads queue in their owners' creation order; others in their own (creation_order.py).
     order = creation_order.parse(meta.get("annotations"))
     created, sequence = order if order is not None else (meta.get("creationTimestamp"), 0)
-    requeue_state = (body.get("status") or {}).get("requeueState") or {}
-    return Workload(
+    status = body.get("status") or {}
+    requeue_state = status.get("requeueState") or {}
+    spec_workload = Workload(
         str(meta["namespace"]),
         str(meta["name"]),
         str(spec.get("queueName") or ""),
@@ -401,6 +406,22 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
         pod_owner=f"{meta['namespace']}/{meta['name']}",
         requeue_at=timestamp(requeue_state.get("requeueAt")),
     )
+    # As Kueue counts a pod set: without the pods its job reports reclaimable (finished).
+    return spec_workload.after_reclaim(reclaimable_pods(status.get("reclaimablePods"), where))
+
+
+def reclaimable_pods(raw: Sequence[Mapping[str, Any]] | None, where: str) -> dict[str, int]:
+    """``status.reclaimablePods``: pod set name -> pods that need no quota any more."""
+    out: dict[str, int] = {}
+    for i, entry in enumerate(raw or ()):
+        field = f"{where}.status.reclaimablePods[{i}]"
+        count = entry.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ConversionError(f"{field}.count: must be a whole number >= 0, got {count!r}")
+        if not entry.get("name"):
+            raise ConversionError(f"{field}.name: a pod set name is required, got {entry.get('name')!r}")
+        out[str(entry["name"])] = count
+    return out
 
 
 # --- admissions -----------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 (in its integration record, `adapters/<kind>.py`) is built from.
 
 A *pod set* is ``count`` pods of one shape (per-pod requests in milli-units, plus the
-nodeSelector and tolerations that flavor assignment looks at). A kind's demand names the pod
-sets an object needs and which *part* of the object each pod belongs to (a RayService's parts
-are its child RayClusters, gated one by one).
+nodeSelector, required node affinity and tolerations that flavor assignment looks at). A kind's
+demand names the pod sets an object needs and which *part* of the object each pod belongs to (a
+RayService's parts are its child RayClusters, gated one by one).
 
 Pure: the inputs are API bodies (camelCase dicts as the API server returns them).
 """
@@ -20,7 +20,7 @@ from typing import Any
 from rayquota.api.queueing_v1alpha1 import MAX_POD_SETS
 from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.queue import naming
-from rayquota.operator.queue.demand import topology_request
+from rayquota.operator.queue.demand import node_affinity, topology_request
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.ray.builders.pod_resources import pod_requests
@@ -63,6 +63,8 @@ class PodSetDemand:
     could not be read is a request marked ``invalid``: the pod set waits with that reason."""
     min_count: int | None = None
     """Kueue's ``minCount`` (partial admission): as few pods as the object can run with."""
+    node_affinity: tuple[Mapping[str, Any], ...] = ()
+    """The template's required node selector terms, as written (see :mod:`.node_affinity`)."""
 
     def totals(self) -> dict[str, int]:
         return {r: q * self.count for r, q in self.requests.items() if q}
@@ -142,7 +144,8 @@ def pod_set(
     requests = dict(dra.backed(spec, pod_requests(spec), where, claims).requests)
     for resource, amount in dra.charges(spec, where, claims).requests.items():
         requests[resource] = requests.get(resource, 0) + amount
-    return PodSetDemand(name, role, count, requests, selector, tolerations, topology)
+    affinity = node_affinity.required_terms(spec)
+    return PodSetDemand(name, role, count, requests, selector, tolerations, topology, node_affinity=affinity)
 
 
 def shape_key(pod_set: PodSetDemand) -> str:
@@ -154,6 +157,8 @@ def shape_key(pod_set: PodSetDemand) -> str:
     }
     if pod_set.topology_request is not None:
         shape["topology"] = repr(pod_set.topology_request)
+    if pod_set.node_affinity:
+        shape["nodeAffinity"] = json.dumps(pod_set.node_affinity, sort_keys=True)
     return naming.short_hash(json.dumps(shape, sort_keys=True))
 
 
