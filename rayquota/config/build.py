@@ -14,7 +14,7 @@ from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_ur
 from rayquota.operator.config import OperatorConfig, QueueConfig
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.leader import LeaseSettings
-from rayquota.operator.queue.admission.pods_ready import RequeuingTimestamp, WaitForPodsReady
+from rayquota.operator.queue.admission.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
@@ -22,6 +22,7 @@ from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
 from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
 from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.queue_order import RequeuingTimestamp
 
 DEFAULT_NAMESPACE = "default"
 

@@ -44,7 +44,10 @@ with Retry or Rejected evicts the reservation (a ``Preempt`` of kind ``Admission
 ``DeactivatedDueToAdmissionCheck``); a queue naming a missing or inactive check admits nothing.
 
 A workload whose ``requeue_at`` lies after the cycle's ``now`` waits out of line until then
-(``next_requeue_at()`` says when the next one is due).
+(``next_requeue_at()`` says when the next one is due). Queues order by priority, then by
+Kueue's queue order time (:func:`queue_order_time`): the creation time, or the time of the
+workload's last eviction (``Workload.evicted``) when that was by an admission check, or for pods
+not ready in time under ``Engine(requeuing_timestamp=RequeuingTimestamp.EVICTION)`` (the default).
 
 A scale-up is a replacement slice: ``add_workload(Workload(..., replaces=old_key))``
 needs only the difference to fit; when it is admitted the old slice is
@@ -119,6 +122,7 @@ from .policies import (
     WithinClusterQueuePolicy,
 )
 from .quantities import QuantityError, format_quantity, parse_quantity
+from .queue_order import RequeuingTimestamp, WorkloadEviction, queue_order_time
 from .routing import names_a_missing_queue
 from .state import Phase
 
@@ -163,6 +167,7 @@ __all__ = [
     "QuantityError",
     "QueueingStrategy",
     "ReclaimWithinCohortPolicy",
+    "RequeuingTimestamp",
     "ResourceFlavor",
     "ResourceGroup",
     "ResourceQuota",
@@ -178,10 +183,12 @@ __all__ = [
     "WhenCanPreempt",
     "WithinClusterQueuePolicy",
     "Workload",
+    "WorkloadEviction",
     "WorkloadStatus",
     "format_quantity",
     "names_a_missing_queue",
     "never_fits",
     "parse_quantity",
+    "queue_order_time",
     "retry_backoff_s",
 ]

@@ -70,11 +70,11 @@ class AdmissionCheckEvents:
         outcome = verdict(states)
         messages = {name: message}
         if outcome is CheckVerdict.REJECTED:
-            wl.set_spec(replace(wl.spec, active=False))
+            wl.set_spec(replace(wl.spec, active=False), wl.queued_at)
             reason = f"Deactivated due to {describe(states, CheckState.REJECTED, messages)}"
             self._drain([wl], reason, PreemptionReason.ADMISSION_CHECK_REJECTED)
         elif outcome is CheckVerdict.RETRY:
-            wl.set_spec(replace(wl.spec, requeue_at=max(requeue_at, wl.spec.requeue_at)))
+            wl.set_spec(replace(wl.spec, requeue_at=max(requeue_at, wl.spec.requeue_at)), wl.queued_at)
             reason = f"Evicted due to {describe(states, CheckState.RETRY, messages)}"
             self._drain([wl], reason, PreemptionReason.ADMISSION_CHECK)
 

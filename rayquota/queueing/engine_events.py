@@ -19,6 +19,7 @@ from .admission_checks import CheckProblem, CheckState
 from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
 from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
 from .policies import StopPolicy
+from .queue_order import RequeuingTimestamp, queue_order_time
 from .queue_problems import queue_problem
 from .routing import Router, local_queue_key
 from .state import ClusterQueueState, Phase, Shape, WorkloadState
@@ -47,7 +48,10 @@ class WorkloadStatus:
 
 
 class EngineEvents(AdmissionCheckEvents, TopologyEvents):
-    def __init__(self) -> None:
+    def __init__(self, requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION) -> None:
+        """``requeuing_timestamp``: waitForPodsReady's ``requeuingStrategy.timestamp``, which
+        orders the workloads evicted for pods not ready in time (:mod:`.queue_order`)."""
+        self.requeuing_timestamp = requeuing_timestamp
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
         self._accounting = Accounting()
@@ -174,13 +178,17 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
 
     # --------------------------------------------------------------- workloads
 
+    def _queued_at(self, workload: Workload) -> float:
+        """The moment it queues by (Kueue's queue order timestamp)."""
+        return queue_order_time(workload.created, workload.evicted, self.requeuing_timestamp)
+
     def add_workload(self, workload: Workload) -> None:
         """A new workload (or replacement slice, if ``workload.replaces`` is set) wants admission."""
         if workload.key in self._workloads:
             self.update_workload(workload)
             return
         self._seq += 1
-        wl = WorkloadState(workload, self._seq)
+        wl = WorkloadState(workload, self._seq, self._queued_at(workload))
         self._workloads[wl.key] = wl
         predecessor = self._workloads.get(workload.replaces) if workload.replaces else None
         if predecessor is not None:
@@ -203,7 +211,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
             return
         if wl.phase is Phase.PENDING:
             self._router.remove_from_queue(wl)
-            wl.set_spec(workload)
+            wl.set_spec(workload, self._queued_at(workload))
             self._router.route(wl)
             return
         if workload.pod_sets != wl.spec.pod_sets:
@@ -211,7 +219,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
             if self._topology.free(wl.key):
                 self._placement.charge(wl)  # the trimmed assignment
                 self._topology_room_changed()
-        wl.set_spec(workload)
+        wl.set_spec(workload, self._queued_at(workload))
         if not workload.active and wl.phase is Phase.ADMITTED:
             self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
 
@@ -272,7 +280,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         """
         self.delete_workload(workload.key)
         self._seq += 1
-        wl = WorkloadState(workload, self._seq)
+        wl = WorkloadState(workload, self._seq, self._queued_at(workload))
         self._workloads[wl.key] = wl
         usage: dict[FlavorResource, int] = {}
         for ps in pod_sets:

@@ -25,6 +25,7 @@ from .policies import (
     WithinClusterQueuePolicy,
 )
 from .quantities import parse_quantity
+from .queue_order import WorkloadEviction
 
 PODS = "pods"
 """The resource a queue's quota counts pods with (each pod one), when a resource group covers it."""
@@ -346,10 +347,11 @@ class Workload:
     it needs only the difference to fit, and on admission the predecessor is
     finished and its usage transferred.
 
-    Queue order is priority, then ``created``, then ``sequence``: the creation order among
-    workloads created in the same instant (creation timestamps have one-second resolution;
-    the operator passes the resourceVersion the object was created with). Workloads with
-    equal ``sequence`` (0: unknown) keep the order in which the engine first saw them.
+    Queue order is priority, then the queue order time (``created``, or for some evictions the
+    eviction's time: :func:`~.queue_order.queue_order_time`), then ``sequence``: the creation
+    order among workloads created in the same instant (creation timestamps have one-second
+    resolution; the operator passes the resourceVersion the object was created with). Workloads
+    with equal ``sequence`` (0: unknown) keep the order in which the engine first saw them.
     """
 
     namespace: str
@@ -367,6 +369,9 @@ class Workload:
     requeue_at: float = 0.0
     """Not before this moment (the caller's clock) does it wait in its queue again: the backoff
     after an eviction for pods that did not become ready in time (Kueue's ``requeueState``)."""
+    evicted: WorkloadEviction | None = None
+    """Its last eviction while its ``Evicted`` condition is true (reason and time); ``None``:
+    not evicted since it was last admitted."""
 
     @property
     def key(self) -> str:

@@ -89,7 +89,7 @@ def same_queue_eligible(
     return (
         policy is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         and theirs == mine
-        and victim.spec.created > preemptor.spec.created
+        and victim.queued_at > preemptor.queued_at
     )
 
 

@@ -30,6 +30,7 @@ from .flavors import FitMode, FlavorAssignment, assign_flavors
 from .model import FlavorResource, PodSet
 from .partial_admission import allows_partial, largest_fitting
 from .policies import AdmissionMode, QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
+from .queue_order import RequeuingTimestamp
 from .routing import local_queue_key
 from .state import NOTHING_AWAITED, ClusterQueueState, Phase, Shape, WorkloadState
 from .topology_fit import PlacementAsk
@@ -60,8 +61,9 @@ class Scheduler(EngineEvents):
         *,
         fair_sharing: bool | FairSharing = False,
         admission_fair_sharing: AdmissionFairSharing | None = None,
+        requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION,
     ) -> None:
-        super().__init__()
+        super().__init__(requeuing_timestamp)
         self.fair_sharing = fair_sharing
         self.admission_usage: UsageLedger | None = (
             None if admission_fair_sharing is None else UsageLedger(admission_fair_sharing)
@@ -87,7 +89,7 @@ class Scheduler(EngineEvents):
         newer_matters = (
             cq.spec.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         )
-        victims_key = (cq.name, wl.shape, spec.priority, spec.created if newer_matters else 0.0)
+        victims_key = (cq.name, wl.shape, spec.priority, wl.queued_at if newer_matters else 0.0)
         if not spec.replaces:
             cached = self._cached_refusal(cq, wl, victims_key, newer_matters)
             if cached is not None:

@@ -17,7 +17,8 @@ NOTHING_PARKED = -(1 << 62)
 """``parked_top`` of a queue with nothing parked: below every priority."""
 
 Order = tuple[int, float, int, int]
-"""Queue order, smallest first: (-priority, created, sequence, arrival in the engine)."""
+"""Queue order, smallest first: (-priority, queue order time, sequence, arrival in the engine);
+the time is :func:`~.queue_order.queue_order_time` of the workload."""
 
 
 class Phase(StrEnum):
@@ -49,11 +50,12 @@ class WorkloadState:
         "usage",
     )
 
-    def __init__(self, spec: Workload, seq: int) -> None:
+    def __init__(self, spec: Workload, seq: int, queued_at: float) -> None:
+        """``queued_at``: the workload's queue order time (:func:`~.queue_order.queue_order_time`)."""
         self.spec = spec
         self.key = spec.key
         self.seq = seq
-        self.order: Order = (-spec.priority, spec.created, spec.sequence, seq)
+        self.order: Order = (-spec.priority, queued_at, spec.sequence, seq)
         self.shape = _shape(spec)
         self.likeness = _likeness(spec, self.shape)
         self.group: PendingGroup | None = None
@@ -70,9 +72,14 @@ class WorkloadState:
         self.drop_on_release = False
         self.successor: str | None = None
 
-    def set_spec(self, spec: Workload) -> None:
+    @property
+    def queued_at(self) -> float:
+        """The queue order time: creation, or for some evictions the eviction's time."""
+        return self.order[1]
+
+    def set_spec(self, spec: Workload, queued_at: float) -> None:
         self.spec = spec
-        self.order = (-spec.priority, spec.created, spec.sequence, self.seq)
+        self.order = (-spec.priority, queued_at, spec.sequence, self.seq)
         self.shape = _shape(spec)
         self.likeness = _likeness(spec, self.shape)
 

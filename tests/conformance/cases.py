@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from rayquota.queueing import RequeuingTimestamp
 from rayquota.queueing.fairsharing import FairSharing
 
 CASES_DIR = Path(__file__).resolve().parent / "kueue"
@@ -66,6 +67,8 @@ class Expectation:
     """The preemption reason of each victim (Kueue's ``InClusterQueue``, ``InCohortReclamation``...)."""
     counts: dict[str, dict[str, int]] | None = None
     """The pod count admitted per pod set (partial admission admits fewer than asked)."""
+    order: list[str] | None = None
+    """The order the run admits in (Kueue's tests that pop a cycle's entries in order)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,9 @@ class Case:
     ``resourceWeights``); ``None``: not configured."""
     consumed: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The LocalQueues' consumed resources when the run starts (Kueue's usage ledger)."""
+    requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION
+    """Kueue's ``waitForPodsReady.requeuingStrategy.timestamp`` (``Eviction`` or ``Creation``): how a
+    pending workload ``evicted`` for pods not ready in time is ordered."""
     unsupported: str | None = None
     deliberate: str | None = None
     open_difference: str | None = None
@@ -123,13 +129,14 @@ _CASE_KEYS = {
     "fair_sharing",
     "admission_fair_sharing",
     "consumed",
+    "requeuing_timestamp",
     "unsupported",
     "deliberate",
     "open_difference",
     "note",
     "assignment",
 }
-_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in", "reasons", "counts"}
+_EXPECT_KEYS = {"admitted", "preempted", "pending", "admitted_in", "reasons", "counts", "order"}
 
 
 def _setup(raw: Raw, where: str) -> Setup:
@@ -161,7 +168,16 @@ def _expectation(raw: Raw, where: str) -> Expectation:
         None
         if raw.get("counts") is None
         else {str(k): {str(ps): int(n) for ps, n in v.items()} for k, v in raw["counts"].items()},
+        None if raw.get("order") is None else [str(k) for k in raw["order"]],
     )
+
+
+def _requeuing_timestamp(raw: Any, where: str) -> RequeuingTimestamp:
+    try:
+        return RequeuingTimestamp(raw)
+    except ValueError:
+        choices = [t.value for t in RequeuingTimestamp]
+        raise CaseFormatError(f"{where}: requeuing_timestamp must be one of {choices}, got {raw!r}") from None
 
 
 def _fair_sharing(raw: Any, where: str) -> bool | FairSharing:
@@ -218,6 +234,7 @@ def load_file(path: Path) -> CaseFile:
                 fair_sharing=_fair_sharing(raw.get("fair_sharing", False), where),
                 admission_fair_sharing=raw.get("admission_fair_sharing"),
                 consumed={str(k): dict(v or {}) for k, v in (raw.get("consumed") or {}).items()},
+                requeuing_timestamp=_requeuing_timestamp(raw.get("requeuing_timestamp", "Eviction"), where),
                 unsupported=raw.get("unsupported"),
                 deliberate=raw.get("deliberate"),
                 open_difference=raw.get("open_difference"),

@@ -47,6 +47,7 @@ from rayquota.queueing import (
     WhenCanPreempt,
     WithinClusterQueuePolicy,
     Workload,
+    WorkloadEviction,
     parse_quantity,
 )
 
@@ -69,6 +70,8 @@ class Outcome:
     pending: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
     preemption_reasons: dict[str, str] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    """Every admission of the run, in the order made."""
 
 
 # ---------------------------------------------------------------- building the engine
@@ -244,8 +247,18 @@ def _workload(raw: Raw, index: int) -> Workload:
         priority=int(raw.get("priority", 0)),
         created=float(raw.get("created", index)),
         replaces=raw.get("replaces"),
+        evicted=_eviction(raw.get("evicted"), str(raw["key"])),
     )
     return workload.after_reclaim({str(ps): int(n) for ps, n in (raw.get("reclaimable") or {}).items()})
+
+
+def _eviction(raw: Any, key: str) -> WorkloadEviction | None:
+    """``evicted: {reason: PodsReadyTimeout, at: 3}``: the workload's Evicted condition (true)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"reason", "at"}:
+        raise CaseFormatError(f"{key}: evicted must be {{reason: ..., at: ...}}, got {raw!r}")
+    return WorkloadEviction(str(raw["reason"]), float(raw["at"]))
 
 
 def _assignments(raw: Raw, workload: Workload) -> list[PodSetAssignment]:
@@ -269,6 +282,7 @@ def build(case: Case) -> Engine:
     engine = Engine(
         fair_sharing=case.fair_sharing,
         admission_fair_sharing=_admission_fair_sharing(case.admission_fair_sharing),
+        requeuing_timestamp=case.requeuing_timestamp,
     )
     setup = case.setup
     for name, labels in setup.namespaces.items():
@@ -317,6 +331,7 @@ def run(case: Case) -> Outcome:
             if isinstance(decision, Admit):
                 outcome.admitted[decision.workload] = {ps.name: dict(ps.flavors) for ps in decision.pod_sets}
                 outcome.admitted_in[decision.workload] = decision.cluster_queue
+                outcome.order.append(decision.workload)
                 outcome.counts[decision.workload] = {ps.name: ps.count for ps in decision.pod_sets}
             elif isinstance(decision, Preempt):
                 victims.extend(decision.victims)
@@ -368,6 +383,8 @@ def differences(case: Case, outcome: Outcome) -> list[str]:
         out.append(f"preempted {sorted(outcome.preempted)}, upstream {sorted(want.preempted)}")
     if want.reasons is not None and want.reasons != outcome.preemption_reasons:
         out.append(f"preemption reasons {outcome.preemption_reasons}, upstream {want.reasons}")
+    if want.order is not None and want.order != outcome.order:
+        out.append(f"admitted in the order {outcome.order}, upstream {want.order}")
     if want.pending is not None and set(want.pending) != outcome.pending:
         out.append(f"pending {sorted(outcome.pending)}, upstream {sorted(want.pending)}")
     return out

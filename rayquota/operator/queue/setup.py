@@ -47,6 +47,7 @@ from rayquota.operator.queue.workloads.release_events import (
 )
 from rayquota.operator.queue.workloads.workload_reconciler import WorkloadReconciler
 from rayquota.operator.ray.setup import RayControllers
+from rayquota.queueing import RequeuingTimestamp
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,11 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     claims = ClaimCache.register(manager, settings.dra)
     records = _records(ray is None, api.mode == KUEUE_MODE, claims, config.frameworks)
     objects = QueueObjects.register(manager, settings, api, records, claims)
+    ready = config.wait_for_pods_ready
     loop = AdmissionLoop(
-        fair_sharing=config.fair_sharing, admission_fair_sharing=config.admission_fair_sharing
+        fair_sharing=config.fair_sharing,
+        admission_fair_sharing=config.admission_fair_sharing,
+        requeuing_timestamp=ready.requeuing_timestamp if ready is not None else RequeuingTimestamp.EVICTION,
     )
     # The RayCluster planner's pods that the cache does not show yet (none in admission-only mode).
     in_flight = ray.clusters.pods_in_flight if ray is not None else None

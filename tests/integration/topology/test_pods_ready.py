@@ -55,9 +55,10 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         # Maintenance on the rack: running pods are evicted by the taint, new ones cannot start.
         racks.taint(first_rack, "maintenance", "NoExecute")
         # Read from every version the API server stored, not by polling: the pods are gone at once
-        # (the pinned replacements never started), so Evicted=True/PodsReadyTimeout lasts well
-        # under a second before the release writes Evicted=False/QuotaReleased; a poll through
-        # kubectl (seconds apart under load) missed it and waited out its 90 s.
+        # (the pinned replacements never started), so the admission beside Evicted=True/
+        # PodsReadyTimeout lasts well under a second before the release clears it (Evicted stays
+        # true until the next admission); a poll through kubectl (seconds apart under load)
+        # missed the evicted version with its requeueState and waited out its 90 s.
         evicted = wait_for(
             "the job evicted for pods not ready in time",
             lambda: sampler.first("Workload", evicted_for_readiness),

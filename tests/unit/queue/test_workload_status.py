@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
-from rayquota.operator.queue.admission.workload_status import desired_status
+from rayquota.operator.queue.admission.workload_status import desired_status, is_evicted, recorded_eviction
 from rayquota.queueing import PodSetAssignment
 
 ADMISSION = AdmittedSlice(
@@ -38,9 +38,22 @@ def test_pending_then_admitted_then_evicted_then_requeued() -> None:
         evicted, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t4"
     )
     assert "admission" not in requeued
+    # Evicted stays true, with the eviction's reason and time, until quota is reserved again.
     assert (
-        conds(requeued)["Evicted"] == ("False", "QuotaReleased") and conds(requeued)["Requeued"][0] == "True"
+        conds(requeued)["Evicted"] == ("True", "InClusterQueue") and conds(requeued)["Requeued"][0] == "True"
     )
+    assert next(c for c in requeued["conditions"] if c["type"] == "Evicted")["lastTransitionTime"] == "t3"
+    assert not is_evicted({"status": requeued}) and recorded_eviction({"status": requeued}) is None
+
+    waiting = desired_status(
+        requeued, admission=None, eviction=None, pending_reason="still waiting", finished=False, now="t5"
+    )
+    assert next(c for c in waiting["conditions"] if c["type"] == "Evicted")["lastTransitionTime"] == "t3"
+
+    readmitted = desired_status(
+        waiting, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t6"
+    )
+    assert "Evicted" not in conds(readmitted) and "Requeued" not in conds(readmitted)
 
 
 def test_transition_time_moves_only_with_the_status() -> None:

@@ -23,7 +23,7 @@ from rayquota.operator.queue.admission.freeing_writes import FreeingWrites
 from rayquota.operator.queue.admission.workload_status import is_evicted, is_finished, recorded_eviction
 from rayquota.operator.queue.demand.priorities import PriorityClasses
 from rayquota.operator.queue.reporting import fair_status, kueue_metrics, metrics
-from rayquota.queueing import AdmissionFairSharing, Engine
+from rayquota.queueing import AdmissionFairSharing, Engine, RequeuingTimestamp
 from rayquota.queueing.fairsharing import FairSharing, fair_sharing_of
 
 log = logging.getLogger(__name__)
@@ -73,16 +73,21 @@ class AdmissionLoop:
         decisions: Writer | None = None,
         clock: Callable[[], float] = time.monotonic,
         admission_fair_sharing: AdmissionFairSharing | None = None,
+        requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION,
     ) -> None:
         """``decisions``: where the driver's decisions go instead of the Workload controller (a
         read-only copy of the engine, such as the dashboard's, passes one that ignores them).
-        ``clock``: how long the cycles have waited for a freeing write (the warnings' pace)."""
+        ``clock``: how long the cycles have waited for a freeing write (the warnings' pace).
+        ``requeuing_timestamp``: waitForPodsReady's ``requeuingStrategy.timestamp`` (Kueue's
+        default ``Eviction`` also when waitForPodsReady is off)."""
         self.writer = EnqueueingWriter(
             cluster_queue_of=lambda key: self.driver.cluster_queue_of(key),
             local_queue_of=lambda key: self.driver.local_queue_of(key),
         )
         engine = Engine(
-            fair_sharing=fair_sharing_of(fair_sharing) or False, admission_fair_sharing=admission_fair_sharing
+            fair_sharing=fair_sharing_of(fair_sharing) or False,
+            admission_fair_sharing=admission_fair_sharing,
+            requeuing_timestamp=requeuing_timestamp,
         )
         self.driver = Driver(engine, self.writer if decisions is None else decisions)
         self.restored = asyncio.Event()

@@ -54,6 +54,7 @@ from rayquota.queueing import (
     WhenCanPreempt,
     WithinClusterQueuePolicy,
     Workload,
+    WorkloadEviction,
     format_quantity,
     parse_quantity,
 )
@@ -377,7 +378,9 @@ PriorityLookup = Callable[[str], int | None]
 
 def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: None) -> Workload:
     """A Workload object as the engine sees it. ``spec.priority`` wins; else the value of
-    ``spec.priorityClassName`` when it names a WorkloadPriorityClass; else 0."""
+    ``spec.priorityClassName`` when it names a WorkloadPriorityClass; else 0. Its ``Evicted``
+    condition, while true, is its last eviction: the engine orders it by that (Kueue's queue
+    order timestamp, :mod:`rayquota.queueing.queue_order`)."""
     meta = body["metadata"]
     spec = kueue_shapes.rayquota_spec(body.get("spec") or {})
     where = f"workload {meta.get('namespace')}/{meta.get('name')}"
@@ -405,6 +408,7 @@ def workload(body: Mapping[str, Any], priority_of: PriorityLookup = lambda _: No
         # Every slice the driver makes of it keeps this: its pods are known by the Workload.
         pod_owner=f"{meta['namespace']}/{meta['name']}",
         requeue_at=timestamp(requeue_state.get("requeueAt")),
+        evicted=last_eviction(body),
     )
     # As Kueue counts a pod set: without the pods its job reports reclaimable (finished).
     return spec_workload.after_reclaim(reclaimable_pods(status.get("reclaimablePods"), where))
@@ -422,6 +426,18 @@ def reclaimable_pods(raw: Sequence[Mapping[str, Any]] | None, where: str) -> dic
             raise ConversionError(f"{field}.name: a pod set name is required, got {entry.get('name')!r}")
         out[str(entry["name"])] = count
     return out
+
+
+def last_eviction(body: Mapping[str, Any]) -> WorkloadEviction | None:
+    """The Workload's ``Evicted`` condition while true, as its reason and lastTransitionTime
+    (``None`` without a readable time: the workload then queues by its creation time)."""
+    for condition in (body.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Evicted" and condition.get("status") == "True":
+            moment = parse_rfc3339(condition.get("lastTransitionTime"))
+            if moment is None:
+                return None
+            return WorkloadEviction(str(condition.get("reason") or ""), moment.timestamp())
+    return None
 
 
 # --- admissions -----------------------------------------------------------------------------

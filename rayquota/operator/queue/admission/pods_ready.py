@@ -18,23 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from rayquota.operator.core.pods import pod_ready
 from rayquota.operator.queue.demand.podsets import SUBMITTER_POD_SET, Demand, GroupOfPod, pods_per_pod_set
-from rayquota.queueing import PodSetAssignment
+from rayquota.queueing import PodSetAssignment, RequeuingTimestamp
+from rayquota.queueing.queue_order import EVICTED_BY_PODS_READY_TIMEOUT
 
 PODS_READY = "PodsReady"
-PODS_READY_TIMEOUT = "PodsReadyTimeout"
+PODS_READY_TIMEOUT = EVICTED_BY_PODS_READY_TIMEOUT
 DEACTIVATED = "WorkloadRequeuingLimitExceeded"
-
-
-class RequeuingTimestamp(StrEnum):
-    EVICTION = "Eviction"
-    """A requeued workload goes to the back of its queue (ordered by its eviction time)."""
-    CREATION = "Creation"
-    """A requeued workload keeps its place (ordered by its creation time)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +37,7 @@ class WaitForPodsReady:
     """None: the same as ``timeout_s``; 0: a loss of readiness is never timed."""
     block_admission: bool = False
     requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION
+    """How a workload evicted here is ordered when it queues again (the engine applies it)."""
     backoff_limit_count: int | None = None
     """None: requeued again and again."""
     backoff_base_s: float = 60.0

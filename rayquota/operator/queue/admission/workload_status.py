@@ -25,13 +25,20 @@ EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 
 
 def is_evicted(workload: Mapping[str, Any]) -> bool:
-    return conditions.is_true((workload.get("status") or {}).get("conditions"), Cond.EVICTED)
+    """Being evicted: ``Evicted`` is true and the admission is still held (its pods are going).
+    Once they are gone the admission is cleared and ``Evicted`` stays true until the workload
+    reserves quota again (Kueue's lifecycle; its reason and time order the requeued workload)."""
+    status = workload.get("status") or {}
+    return bool(status.get("admission")) and conditions.is_true(status.get("conditions"), Cond.EVICTED)
 
 
 def recorded_eviction(workload: Mapping[str, Any]) -> Eviction | None:
-    """The eviction a Workload's status records (its Evicted condition), for a process that did
-    not decide it: without it, the next status write would read as "pods gone, quota released"
-    and clear the admission while the pods still run (a leader taking over mid-preemption did)."""
+    """The eviction a Workload's status records (its Evicted condition, the admission still held),
+    for a process that did not decide it: without it, the next status write would read as "pods
+    gone, quota released" and clear the admission while the pods still run (a leader taking over
+    mid-preemption did)."""
+    if not is_evicted(workload):
+        return None
     for condition in (workload.get("status") or {}).get("conditions") or []:
         if condition.get("type") == Cond.EVICTED and condition.get("status") == "True":
             return Eviction(str(condition.get("message") or ""), str(condition.get("reason") or ""), None)
@@ -97,15 +104,14 @@ def desired_status(
         state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
         backoff_until = parse_rfc3339(state.get("requeueAt"))
         backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
-        if conditions.is_true(conds, Cond.EVICTED):
-            # The pods are gone and the quota is back: the workload queues again.
+        # The pods are gone and the quota is back: the workload queues again. Evicted stays true
+        # (reason and time) until quota is reserved again, as in Kueue: the engine orders a
+        # workload evicted for pods not ready in time, or by a check, by that time.
+        released = bool(prev.get("admission")) and conditions.is_true(conds, Cond.EVICTED)
+        if released and not backing_off:
             conds = conditions.set_condition(
-                conds, Cond.EVICTED, False, "QuotaReleased", "the evicted pods are gone", now=now
+                conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
             )
-            if not backing_off:
-                conds = conditions.set_condition(
-                    conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
-                )
         if backing_off:
             attempt = state.get("count")
             message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"

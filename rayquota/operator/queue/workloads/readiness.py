@@ -2,7 +2,9 @@
 Workload, the eviction when its pods are not all ready in time, the requeue backoff and the
 deactivation after too many tries, each told by an event on the Ray object.
 
-The verdicts are :mod:`.pods_ready`'s; this applies them. With ``blockAdmission`` the engine
+The verdicts are :mod:`.pods_ready`'s; this applies them. A requeued Workload's place in line is
+the engine's rule (:mod:`rayquota.queueing.queue_order`), fed the ``Evicted`` condition's reason
+and time by :func:`~rayquota.operator.queue.admission.converter.workload`. With ``blockAdmission`` the engine
 admits nothing while an admitted Workload has not yet had all its pods ready.
 """
 
@@ -10,12 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import Manager
 from rayquota.operator.core.timestamps import format_rfc3339, parse_rfc3339
-from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.admission.pods_ready import (
@@ -23,7 +23,6 @@ from rayquota.operator.queue.admission.pods_ready import (
     PODS_READY,
     PODS_READY_TIMEOUT,
     Readiness,
-    RequeuingTimestamp,
     WaitForPodsReady,
     judge,
     ready_pods_per_pod_set,
@@ -32,7 +31,6 @@ from rayquota.operator.queue.admission.pods_ready import (
 from rayquota.operator.queue.demand.podsets import Demand, GroupOfPod
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.ray.vocabulary import conditions
-from rayquota.queueing import Workload
 
 Obj = dict[str, Any]
 
@@ -44,19 +42,6 @@ def requeue_state(workload: Mapping[str, Any]) -> Mapping[str, Any]:
 def requeue_at(workload: Mapping[str, Any]) -> float | None:
     moment = parse_rfc3339(requeue_state(workload).get("requeueAt"))
     return moment.timestamp() if moment is not None else None
-
-
-def engine_workload(
-    workload: Mapping[str, Any], priority_of: converter.PriorityLookup, config: WaitForPodsReady | None
-) -> Workload:
-    """The Workload as the engine sees it; with waitForPodsReady's ``Eviction`` timestamp a
-    requeued workload queues by the time it was evicted, behind those that waited."""
-    spec = converter.workload(workload, priority_of)
-    state = requeue_state(workload)
-    if config is None or config.requeuing_timestamp is not RequeuingTimestamp.EVICTION or not state:
-        return spec
-    evicted_at = spec.requeue_at - config.backoff_s(int(state.get("count") or 1))
-    return replace(spec, created=max(spec.created, evicted_at))
 
 
 class ReadinessKeeper:

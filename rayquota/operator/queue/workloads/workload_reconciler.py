@@ -53,7 +53,7 @@ from rayquota.operator.queue.reporting import metrics
 from rayquota.operator.queue.workloads.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
 from rayquota.operator.queue.workloads.gate_events import gate_shut_event
 from rayquota.operator.queue.workloads.pending_writes import PendingWrites
-from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, engine_workload, requeue_at
+from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, requeue_at
 from rayquota.operator.queue.workloads.restores import OwedRestores, apply_edits
 from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions, has_no_owner_reference
 from rayquota.operator.queue.workloads.template_quantities import quantity_errors
@@ -215,7 +215,7 @@ class WorkloadReconciler:
         if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
             before = self.driver.admission(engine_key)
-            submitted = engine_workload(workload, self.loop.priority_of, self.readiness.config)
+            submitted = converter.workload(workload, self.loop.priority_of)
             unsafe = self._unsafe_shrink(queued, children, key, demand, before, submitted)
             if unsafe is not None:
                 # The pods' events (or the timer) bring us back with the demand counting them.
