@@ -23,6 +23,13 @@ from typing import cast
 import yaml
 
 from rayquota.localcluster import binaries
+from rayquota.localcluster.command_lines import (
+    apiserver_command,
+    controller_manager_command,
+    etcd_command,
+    kwok_command,
+    scheduler_command,
+)
 from rayquota.localcluster.nodes import NodePool, kwok_config, load_pools
 from rayquota.localcluster.paths import state_root
 from rayquota.localcluster.pki import PkiFiles, ensure_front_proxy, ensure_pki
@@ -35,7 +42,6 @@ __all__ = ["COMPONENTS", "ClusterError", "LocalCluster", "run_kubectl"]
 _alive, _cmdline, _wait_for = alive, cmdline, wait_until
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-SERVICE_CIDR = "10.96.0.0/16"
 
 
 AUDIT_POLICY = """\
@@ -172,126 +178,9 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         pki = ensure_pki(self.state_dir / "pki")
-        front_proxy = ensure_front_proxy(self.state_dir / "pki")
-        etcd_dir = self.state_dir / "etcd"
-        shutil.rmtree(etcd_dir, ignore_errors=True)  # every `up` after a `down` is a clean cluster
-
-        etcd_port, peer_port = free_port(), free_port()
-        api_port = free_port()
-        api_url = f"https://127.0.0.1:{api_port}"
-        self._write_kubeconfig(api_url, pki)
         records: dict[str, dict[str, object]] = {}
-
-        def start(component: str, argv: Sequence[str], url: str = "") -> None:
-            pid = launch(argv, self.log_dir / f"{component}.log", self.state_dir)
-            records[component] = {"pid": pid, "binary": str(argv[0]), "url": url, "argv": list(argv)}
-            self._pid_file.write_text(json.dumps(records, indent=2))
-
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
-        start(
-            "etcd",
-            [
-                str(paths["etcd"]),
-                "--name=rayquota",
-                f"--data-dir={etcd_dir}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-cluster=rayquota=http://127.0.0.1:{peer_port}",
-                "--unsafe-no-fsync",  # a throwaway test store: durability is not the point
-                "--log-level=warn",
-            ],
-            etcd_url,
-        )
-        say(f"  etcd on {etcd_url}")
-        start(
-            "kube-apiserver",
-            [
-                str(paths["kube-apiserver"]),
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={pki.apiserver_cert}",
-                f"--tls-private-key-file={pki.apiserver_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                "--authorization-mode=RBAC",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # 127.0.0.1 is not a valid endpoint for the `kubernetes` Service.
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                # The aggregation layer (the operator's pending-workloads API). Not
-                # --enable-aggregator-routing: its endpoint resolver refuses the ExternalName
-                # Service that points the aggregator at 127.0.0.1.
-                *front_proxy.apiserver_flags(),
-                *self._audit_flags(),
-                "--v=1",
-            ],
-            api_url,
-        )
-        say(f"  kube-apiserver on {api_url}")
-        _wait_for("etcd", lambda: self._http_ok(etcd_url + "/health"), 30, self.log_dir / "etcd.log")
-        _wait_for("kube-apiserver /readyz", self._readyz, 60, self.log_dir / "kube-apiserver.log")
-
-        kubeconfig = str(self.kubeconfig)
-
-        def client_flags() -> list[str]:
-            """Flags shared by the controller-manager and scheduler: admin access, loopback serving."""
-            return [
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                "--leader-elect=false",
-            ]
-
-        start(
-            "kube-controller-manager",
-            [
-                str(paths["kube-controller-manager"]),
-                *client_flags(),
-                f"--service-account-private-key-file={pki.sa_key}",
-                f"--root-ca-file={pki.ca_cert}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
-                "--concurrent-gc-syncs=5",
-                # kwok renews node leases (below); a generous grace period keeps a busy
-                # 2-core machine from marking fake nodes NotReady, which would taint them
-                # and flip their pods to Ready=False for good.
-                "--node-monitor-grace-period=120s",
-                "--v=1",
-            ],
-        )
-        start(
-            "kube-scheduler",
-            [
-                str(paths["kube-scheduler"]),
-                *client_flags(),
-                "--v=1",
-            ],
-        )
-        kwok_cfg = self.state_dir / "kwok.yaml"
-        kwok_cfg.write_text(kwok_config())
-        start(
-            "kwok",
-            [
-                str(paths["kwok"]),
-                f"--kubeconfig={kubeconfig}",
-                f"--config={kwok_cfg}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--cidr=10.244.0.1/16",
-                "--node-ip=10.240.0.1",
-                "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{free_port()}",
-            ],
-        )
+        self._start_store_and_apiserver(paths, pki, records, say)
+        self._start_controllers_and_kwok(paths, pki, records)
         say("  kube-controller-manager, kube-scheduler, kwok started")
         pools = load_pools(self.nodes_file)
         self._create_nodes(pools)
@@ -315,6 +204,57 @@ class LocalCluster:
             f"cluster {self.name!r} up in {time.monotonic() - started:.1f}s: {len(expected)} nodes; "
             f"export KUBECONFIG={self.kubeconfig}"
         )
+
+    def _start(
+        self, records: dict[str, dict[str, object]], component: str, argv: Sequence[str], url: str = ""
+    ) -> None:
+        """Launch one component and record it (pid, binary, url, command line) in the pid file."""
+        pid = launch(argv, self.log_dir / f"{component}.log", self.state_dir)
+        records[component] = {"pid": pid, "binary": str(argv[0]), "url": url, "argv": list(argv)}
+        self._pid_file.write_text(json.dumps(records, indent=2))
+
+    def _start_store_and_apiserver(
+        self,
+        paths: dict[str, Path],
+        pki: PkiFiles,
+        records: dict[str, dict[str, object]],
+        say: Callable[[str], None],
+    ) -> None:
+        """A fresh etcd and the API server on it (the kubeconfig points there); waits until both serve."""
+        front_proxy = ensure_front_proxy(self.state_dir / "pki")
+        etcd_dir = self.state_dir / "etcd"
+        shutil.rmtree(etcd_dir, ignore_errors=True)  # every `up` after a `down` is a clean cluster
+        etcd_port, peer_port = free_port(), free_port()
+        api_port = free_port()
+        api_url = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig(api_url, pki)
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self._start(records, "etcd", etcd_command(paths["etcd"], etcd_dir, etcd_url, peer_port), etcd_url)
+        say(f"  etcd on {etcd_url}")
+        apiserver = apiserver_command(
+            paths["kube-apiserver"], etcd_url, api_port, pki, front_proxy, self._audit_flags()
+        )
+        self._start(records, "kube-apiserver", apiserver, api_url)
+        say(f"  kube-apiserver on {api_url}")
+        _wait_for("etcd", lambda: self._http_ok(etcd_url + "/health"), 30, self.log_dir / "etcd.log")
+        _wait_for("kube-apiserver /readyz", self._readyz, 60, self.log_dir / "kube-apiserver.log")
+
+    def _start_controllers_and_kwok(
+        self, paths: dict[str, Path], pki: PkiFiles, records: dict[str, dict[str, object]]
+    ) -> None:
+        """The controller-manager, the scheduler and kwok (the fake nodes), all clients of the API server."""
+        manager = controller_manager_command(
+            paths["kube-controller-manager"], self.kubeconfig, free_port(), pki
+        )
+        self._start(records, "kube-controller-manager", manager)
+        self._start(
+            records,
+            "kube-scheduler",
+            scheduler_command(paths["kube-scheduler"], self.kubeconfig, free_port()),
+        )
+        kwok_cfg = self.state_dir / "kwok.yaml"
+        kwok_cfg.write_text(kwok_config())
+        self._start(records, "kwok", kwok_command(paths["kwok"], self.kubeconfig, kwok_cfg, free_port()))
 
     def down(self, *, quiet: bool = False, purge: bool = False) -> list[str]:
         """Stop every recorded process (whole process groups) and wait until they are gone."""

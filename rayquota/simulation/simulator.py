@@ -119,6 +119,30 @@ class SimulationWriter:
         self.evicted_now.append(workload)
 
 
+@dataclass(slots=True)
+class _RunState:
+    """What one run of a simulation keeps as the virtual clock advances."""
+
+    records: dict[str, WorkloadRecord]
+    per_queue: dict[str, UsageIntegral]
+    pending_specs: dict[str, Workload] = field(default_factory=dict)
+    events: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    """(time ms, event kind, sequence number, workload key, its token), a heap"""
+    seq: int = 0
+    total: UsageIntegral = field(default_factory=UsageIntegral)
+    timeline: list[tuple[int, dict[str, int], int]] = field(default_factory=list)
+    pending: int = 0
+    cycles: int = 0
+    decisions: int = 0
+    engine_seconds: float = 0.0
+    makespan: int = 0
+    wasted: dict[str, int] = field(default_factory=dict)
+
+    def schedule(self, at_ms: int, kind: _Event, key: str, token: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at_ms, kind, self.seq, key, token))
+
+
 class Simulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
@@ -204,94 +228,93 @@ class Simulation:
         return arrivals
 
     def run(self) -> SimulationResult:
-        driver, writer = self.driver, self.writer
-        records: dict[str, WorkloadRecord] = {}
-        pending_specs: dict[str, Workload] = {}
-        events: list[tuple[int, int, int, str, int]] = []
-        seq = 0
+        state = _RunState(
+            records={}, per_queue={cq.name: UsageIntegral() for cq in self.scenario.cluster_queues}
+        )
         for at, wl, wc in self._workloads():
-            records[wl.key] = WorkloadRecord(
+            state.records[wl.key] = WorkloadRecord(
                 wl.key,
                 wc.name,
                 self._cq_of_lq.get(f"{wl.namespace}/{wl.queue_name}", ""),
                 at,
                 round(wc.runtime * 1000),
             )
-            pending_specs[wl.key] = wl
-            seq += 1
-            events.append((at, _Event.ARRIVAL, seq, wl.key, 0))
-        heapq.heapify(events)
-        total = UsageIntegral()
-        per_queue: dict[str, UsageIntegral] = {
-            cq.name: UsageIntegral() for cq in self.scenario.cluster_queues
-        }
-        timeline: list[tuple[int, dict[str, int], int]] = []
-        pending = 0
-        cycles = decisions_count = 0
-        engine_seconds = 0.0
-        makespan = 0
-        wasted: dict[str, int] = {}
-        delay_ms = round(self.scenario.preemption_delay * 1000)
-        finish_delay_ms = round(self.scenario.finish_delay * 1000)
-
-        def charge(now: int, rec: WorkloadRecord, sign: int) -> None:
-            queue = per_queue[rec.cluster_queue]
-            for (_, resource), amount in rec.usage.items():
-                total.change(now, resource, sign * amount)
-                queue.change(now, resource, sign * amount)
-            if self.domains is not None:
-                self.domains.change(now, rec.domains, sign)
-
-        while events:
-            now = events[0][0]
-            while events and events[0][0] == now:
-                _, kind, _, key, token = heapq.heappop(events)
-                rec = records[key]
-                if kind == _Event.ARRIVAL:
-                    driver.submit(pending_specs.pop(key))
-                    pending += 1
-                elif kind == _Event.FINISH and token == rec.token:
-                    driver.finish(key, pods_gone=True)
-                    charge(now, rec, -1)
-                    rec.finished_ms = now
-                    makespan = max(makespan, now)
-                elif kind == _Event.RELEASE:
-                    driver.pods_gone(key)
-                    charge(now, rec, -1)
-                    pending += 1
+            state.pending_specs[wl.key] = wl
+            state.schedule(at, _Event.ARRIVAL, wl.key)
+        while state.events:
+            now = state.events[0][0]
+            self._apply_events_at(state, now)
             started = time.perf_counter()
-            decisions = driver.cycle(now / 1000)
-            engine_seconds += time.perf_counter() - started
-            cycles += 1
-            decisions_count += len(decisions)
-            for key, admission in writer.admitted_now:
-                rec = records[key]
-                if rec.admitted_ms is None:
-                    rec.admitted_ms = now
-                rec.usage = dict(admission.usage)
-                rec.domains = self._held_per_domain(admission)
-                rec.last_admitted_ms = now
-                rec.token += 1
-                charge(now, rec, +1)
-                pending -= 1
-                seq += 1
-                heapq.heappush(
-                    events, (now + rec.runtime_ms + finish_delay_ms, _Event.FINISH, seq, rec.key, rec.token)
-                )
-            for victim in writer.evicted_now:
-                rec = records[victim]
-                rec.preemptions += 1
-                for (_, resource), amount in rec.usage.items():
-                    wasted[resource] = wasted.get(resource, 0) + amount * (now - rec.last_admitted_ms)
-                rec.token += 1  # its pending completion will never happen
-                seq += 1
-                heapq.heappush(events, (now + delay_ms, _Event.RELEASE, seq, victim, 0))
-            writer.admitted_now.clear()
-            writer.evicted_now.clear()
-            if not timeline or timeline[-1][1] != total.current or timeline[-1][2] != pending:
-                timeline.append((now, dict(total.current), pending))
-        total.close(makespan)
-        for queue in per_queue.values():
+            decisions = self.driver.cycle(now / 1000)
+            state.engine_seconds += time.perf_counter() - started
+            state.cycles += 1
+            state.decisions += len(decisions)
+            self._start_admitted(state, now)
+            self._stop_evicted(state, now)
+            timeline = state.timeline
+            if not timeline or timeline[-1][1] != state.total.current or timeline[-1][2] != state.pending:
+                timeline.append((now, dict(state.total.current), state.pending))
+        return self._result(state)
+
+    def _apply_events_at(self, state: _RunState, now: int) -> None:
+        """Everything due at ``now``: arrivals submitted, completions and releases freeing quota
+        (a completion whose token is stale, its workload evicted since, is dropped)."""
+        while state.events and state.events[0][0] == now:
+            _, kind, _, key, token = heapq.heappop(state.events)
+            rec = state.records[key]
+            if kind == _Event.ARRIVAL:
+                self.driver.submit(state.pending_specs.pop(key))
+                state.pending += 1
+            elif kind == _Event.FINISH and token == rec.token:
+                self.driver.finish(key, pods_gone=True)
+                self._charge(state, now, rec, -1)
+                rec.finished_ms = now
+                state.makespan = max(state.makespan, now)
+            elif kind == _Event.RELEASE:
+                self.driver.pods_gone(key)
+                self._charge(state, now, rec, -1)
+                state.pending += 1
+
+    def _start_admitted(self, state: _RunState, now: int) -> None:
+        """The cycle's admissions start running: their usage is charged and completion scheduled."""
+        finish_delay_ms = round(self.scenario.finish_delay * 1000)
+        for key, admission in self.writer.admitted_now:
+            rec = state.records[key]
+            if rec.admitted_ms is None:
+                rec.admitted_ms = now
+            rec.usage = dict(admission.usage)
+            rec.domains = self._held_per_domain(admission)
+            rec.last_admitted_ms = now
+            rec.token += 1
+            self._charge(state, now, rec, +1)
+            state.pending -= 1
+            state.schedule(now + rec.runtime_ms + finish_delay_ms, _Event.FINISH, rec.key, rec.token)
+        self.writer.admitted_now.clear()
+
+    def _stop_evicted(self, state: _RunState, now: int) -> None:
+        """The cycle's victims lose the work done since admission; their pods go after the delay."""
+        delay_ms = round(self.scenario.preemption_delay * 1000)
+        for victim in self.writer.evicted_now:
+            rec = state.records[victim]
+            rec.preemptions += 1
+            for (_, resource), amount in rec.usage.items():
+                state.wasted[resource] = state.wasted.get(resource, 0) + amount * (now - rec.last_admitted_ms)
+            rec.token += 1  # its pending completion will never happen
+            state.schedule(now + delay_ms, _Event.RELEASE, victim)
+        self.writer.evicted_now.clear()
+
+    def _charge(self, state: _RunState, now: int, rec: WorkloadRecord, sign: int) -> None:
+        queue = state.per_queue[rec.cluster_queue]
+        for (_, resource), amount in rec.usage.items():
+            state.total.change(now, resource, sign * amount)
+            queue.change(now, resource, sign * amount)
+        if self.domains is not None:
+            self.domains.change(now, rec.domains, sign)
+
+    def _result(self, state: _RunState) -> SimulationResult:
+        makespan, records = state.makespan, state.records
+        state.total.close(makespan)
+        for queue in state.per_queue.values():
             queue.close(makespan)
         if self.domains is not None:
             self.domains.used.close(makespan)
@@ -299,17 +322,17 @@ class Simulation:
             scenario=self.scenario,
             records=list(records.values()),
             makespan_ms=makespan,
-            cycles=cycles,
-            engine_seconds=engine_seconds,
-            decisions=decisions_count,
-            total=total,
-            per_queue=per_queue,
-            timeline=timeline,
+            cycles=state.cycles,
+            engine_seconds=state.engine_seconds,
+            decisions=state.decisions,
+            total=state.total,
+            per_queue=state.per_queue,
+            timeline=state.timeline,
             capacity=self._capacity(),
             queue_nominal=self._queue_nominal(),
             capacity_bound_ms=self._capacity_bound(records.values()),
             arrival_bound_ms=max((r.arrival_ms + r.runtime_ms for r in records.values()), default=0),
-            wasted=wasted,
+            wasted=state.wasted,
             domains=self.domains,
         )
 

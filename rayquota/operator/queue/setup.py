@@ -13,7 +13,8 @@ from typing import Any
 
 from rayquota.operator.config import QueueConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.controller import Controller
+from rayquota.operator.core.informer import DELETED, Informer
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import (
     ADAPTERS,
@@ -35,7 +36,7 @@ from rayquota.operator.queue.dra.cache import ClaimCache
 from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.gating.job_pod_ungater import JobPodUngater
 from rayquota.operator.queue.gating.pod_ungater import PodUngater
-from rayquota.operator.queue.kueue.api_group import KUEUE_MODE, of_mode
+from rayquota.operator.queue.kueue.api_group import KUEUE_MODE, QueueApi, of_mode
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.queue.status import QueueStatusWriter
@@ -85,6 +86,40 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     controller = manager.controller("workload", reconciler.reconcile)
     loop.writer.enqueue = controller.enqueue
     loop.writer.enqueue_first = controller.enqueue_first
+    _watch_for_workloads(controller, objects, reconciler, loop, records)
+    config_informers = _watch_queue_config(manager, api, loop, reconciler, objects)
+    _watch_topology_and_priorities(manager, api, loop, objects)
+    if api.workload_status_manager is not None:
+        manager.status.apply_as[api.workloads] = api.workload_status_manager
+    if ray is not None:
+        _watch_workloads_for_ray(ray, objects)
+    gate = _register_gate(manager, ray, objects, reconciler, loop)
+    manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
+    status = QueueStatusWriter(
+        manager,
+        loop.driver.engine,
+        config_informers["ClusterQueue"],
+        config_informers["LocalQueue"],
+        objects.workloads,
+        api,
+        cohorts=config_informers["Cohort"],
+    )
+    manager.add_runnable("queue status", status.run)
+    dispatching = DispatchingQueues(
+        config_informers["LocalQueue"], config_informers["ClusterQueue"], config_informers["AdmissionCheck"]
+    )
+    return QueueComponent(objects, loop, reconciler, gate, dispatching)
+
+
+def _watch_for_workloads(
+    controller: Controller,
+    objects: QueueObjects,
+    reconciler: WorkloadReconciler,
+    loop: AdmissionLoop,
+    records: Mapping[str, KindAdapter],
+) -> None:
+    """The Workload controller looks again when a Workload, a queued object or one of its pods
+    changes (first in line when quota may be freed)."""
 
     def mapped(kind: str) -> Any:
         def keys(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -127,6 +162,16 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
             enqueue_first_when_pod_leaves(pod_mapper(watch), holds_quota, controller.enqueue_first)
         )
 
+
+def _watch_queue_config(
+    manager: Manager,
+    api: QueueApi,
+    loop: AdmissionLoop,
+    reconciler: WorkloadReconciler,
+    objects: QueueObjects,
+) -> dict[str, Informer]:
+    """The informers of the queue configuration (flavors, queues, cohorts, checks) by kind, fed
+    to the admission loop, with the finalizers and manual checks that read them."""
     config_informers = {
         "ResourceFlavor": manager.informer(api.resource_flavors),
         "ClusterQueue": manager.informer(api.cluster_queues, interned=True),
@@ -143,6 +188,12 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     ).register()
     ManualChecks(manager, api, config_informers["AdmissionCheck"], objects.workloads).register()
     manager.informer(resources.NAMESPACES).on_change(loop.on_namespace)
+    return config_informers
+
+
+def _watch_topology_and_priorities(
+    manager: Manager, api: QueueApi, loop: AdmissionLoop, objects: QueueObjects
+) -> None:
     # Topology-aware admission: the domains' room, from the Topologies, the Nodes and the pods
     # bound to them (all of them: a DaemonSet's pods take room too).
     feed = TopologyFeed(loop.driver.engine, loop.request_cycle, objects.workload_of_pod)
@@ -152,32 +203,41 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
     manager.informer(api.workload_priority_classes).on_change(loop.on_priority_class)
     # Kueue's fallback when no WorkloadPriorityClass is named: the pods' PriorityClass.
     manager.informer(resources.PRIORITY_CLASSES).on_change(loop.priority_classes.on_pod_class)
-    if api.workload_status_manager is not None:
-        manager.status.apply_as[api.workloads] = api.workload_status_manager
 
-    # The gate reads the cached Workloads: when one changes, the clusters it covers look again.
-    if ray is not None:
 
-        def clusters_of_workload(workload: Mapping[str, Any]) -> list[ObjectKey]:
+def _watch_workloads_for_ray(ray: RayControllers, objects: QueueObjects) -> None:
+    """The gate reads the cached Workloads: when one changes, the clusters it covers look again."""
+
+    def clusters_of_workload(workload: Mapping[str, Any]) -> list[ObjectKey]:
+        queued = objects.owner_of_workload(ObjectKey.of(workload))
+        if queued is None:
+            return []
+        if isinstance(queued.adapter, RunsItsOwnCluster):
+            return [ObjectKey.of(queued.obj)]
+        return [ObjectKey.of(c) for c in objects.children(queued.kind, queued.obj)]
+
+    ray.clusters.controller.watch(objects.workloads, clusters_of_workload, primary=False)
+
+    # The Ray objects' QuotaReserved condition repeats the Workload's verdict.
+    def owner_of_kind(kind: str) -> Any:
+        def keys(workload: Mapping[str, Any]) -> list[ObjectKey]:
             queued = objects.owner_of_workload(ObjectKey.of(workload))
-            if queued is None:
-                return []
-            if isinstance(queued.adapter, RunsItsOwnCluster):
-                return [ObjectKey.of(queued.obj)]
-            return [ObjectKey.of(c) for c in objects.children(queued.kind, queued.obj)]
+            return [ObjectKey.of(queued.obj)] if queued is not None and queued.kind == kind else []
 
-        ray.clusters.controller.watch(objects.workloads, clusters_of_workload, primary=False)
+        return keys
 
-        # The Ray objects' QuotaReserved condition repeats the Workload's verdict.
-        def owner_of_kind(kind: str) -> Any:
-            def keys(workload: Mapping[str, Any]) -> list[ObjectKey]:
-                queued = objects.owner_of_workload(ObjectKey.of(workload))
-                return [ObjectKey.of(queued.obj)] if queued is not None and queued.kind == kind else []
+    ray.jobs.controller.watch(objects.workloads, owner_of_kind(RayJobAdapter.kind), primary=False)
+    ray.services.controller.watch(objects.workloads, owner_of_kind(RayServiceAdapter.kind), primary=False)
 
-            return keys
 
-        ray.jobs.controller.watch(objects.workloads, owner_of_kind(RayJobAdapter.kind), primary=False)
-        ray.services.controller.watch(objects.workloads, owner_of_kind(RayServiceAdapter.kind), primary=False)
+def _register_gate(
+    manager: Manager,
+    ray: RayControllers | None,
+    objects: QueueObjects,
+    reconciler: WorkloadReconciler,
+    loop: AdmissionLoop,
+) -> QueueGate:
+    """The gate pods and the RayCluster planner ask what they may be, and the ungaters it drives."""
 
     def decided_counts(key: ObjectKey) -> Mapping[str, int] | None:
         admission = loop.driver.admission(str(key))
@@ -191,21 +251,7 @@ def setup(manager: Manager, ray: RayControllers | None, config: QueueConfig) -> 
         PodUngater(manager, objects, gate).register()
     else:
         ray.clusters.caps = gate  # the RayCluster planner's port: what each cluster's pods may be
-    manager.add_runnable("admission loop", lambda: loop.run(lambda: objects.workloads.store.list()))
-    status = QueueStatusWriter(
-        manager,
-        loop.driver.engine,
-        config_informers["ClusterQueue"],
-        config_informers["LocalQueue"],
-        objects.workloads,
-        api,
-        cohorts=config_informers["Cohort"],
-    )
-    manager.add_runnable("queue status", status.run)
-    dispatching = DispatchingQueues(
-        config_informers["LocalQueue"], config_informers["ClusterQueue"], config_informers["AdmissionCheck"]
-    )
-    return QueueComponent(objects, loop, reconciler, gate, dispatching)
+    return gate
 
 
 def _records(

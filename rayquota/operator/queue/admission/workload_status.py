@@ -70,73 +70,118 @@ def desired_status(
     else:
         conds = conditions.remove_condition(conds, Cond.FINISHED)
     if eviction is not None:
-        # Still holding quota until the pods are gone: keep the admission, say why it goes.
-        status["admission"] = prev.get("admission")
-        status["admissionChecks"] = prev.get("admissionChecks")
-        conds = conditions.set_condition(conds, Cond.EVICTED, True, eviction.kind, eviction.reason, now=now)
-        if eviction.preemptor is not None:
-            message = f"{eviction.reason} (preempted by {eviction.preemptor})"
-            conds = conditions.set_condition(conds, Cond.PREEMPTED, True, eviction.kind, message, now=now)
+        conds = _evicting(status, conds, prev, eviction, now)
     elif admission is not None:
-        status["admission"] = converter.admission_to_api(admission.cluster_queue, admission.pod_sets)
-        message = f"Quota reserved in ClusterQueue {admission.cluster_queue}"
-        conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
-        if admission.admission_checks:
-            status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
-        elif check_states.passed(prev):
-            # A scale-up slice is not checked again: the checks the workload passed stay.
-            status["admissionChecks"] = prev["admissionChecks"]
-        if check_states.status_ready(status):
-            admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
-        else:
-            admitted = (False, check_states.UNSATISFIED_CHECKS, check_states.not_ready_words(status))
-        conds = conditions.set_condition(conds, Cond.ADMITTED, *admitted, now=now)
-        conds = conditions.remove_condition(conds, Cond.EVICTED)
-        conds = conditions.remove_condition(conds, Cond.REQUEUED)
-        if pods_ready is not None:
-            conds = conditions.set_condition(
-                conds, PODS_READY, pods_ready.ready, pods_ready.reason, pods_ready.message, now=now
-            )
-        if pending_reason:
-            status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
+        conds = _admitted(status, conds, prev, admission, pods_ready, pending_reason, now)
     else:
         conds = conditions.remove_condition(conds, PODS_READY)
         state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
-        backoff_until = parse_rfc3339(state.get("requeueAt"))
-        backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
-        # The pods are gone and the quota is back: the workload queues again. Evicted stays true
-        # (reason and time) until quota is reserved again, as in Kueue: the engine orders a
-        # workload evicted for pods not ready in time, or by a check, by that time.
-        released = bool(prev.get("admission")) and conditions.is_true(conds, Cond.EVICTED)
-        if released and not backing_off:
-            conds = conditions.set_condition(
-                conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
-            )
-        if backing_off:
-            attempt = state.get("count")
-            message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"
-            conds = conditions.set_condition(conds, Cond.REQUEUED, False, "BackoffPending", message, now=now)
-        elif conditions.find(conds, Cond.REQUEUED) is not None and not conditions.is_true(
-            conds, Cond.REQUEUED
-        ):
-            conds = conditions.set_condition(
-                conds,
-                Cond.REQUEUED,
-                True,
-                "BackoffFinished",
-                "back in its queue after the requeue backoff",
-                now=now,
-            )
+        conds = _requeue_conditions(conds, state, now, had_admission=bool(prev.get("admission")))
         if prev.get("admissionChecks"):
             status["admissionChecks"] = check_states.requeued_checks(prev, now)
         if not finished:
-            reason = pending_reason or NOT_YET_EVALUATED
-            # Kueue's reason for a request beyond what the queue could ever hold.
-            why = EXCEEDS_MAX_QUOTA if never_fits(reason) else "Pending"
-            conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, why, reason, now=now)
-            conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
-            status["pendingReason"] = reason
+            conds = _pending(status, conds, pending_reason, now)
     status["conditions"] = conds
+    _carry_over(status, prev, requeue_state)
+    return {k: v for k, v in status.items() if v is not None}
+
+
+def _evicting(
+    status: dict[str, Any], conds: list[dict[str, Any]], prev: Mapping[str, Any], eviction: Eviction, now: str
+) -> list[dict[str, Any]]:
+    """Still holding quota until the pods are gone: keep the admission, say why it goes."""
+    status["admission"] = prev.get("admission")
+    status["admissionChecks"] = prev.get("admissionChecks")
+    conds = conditions.set_condition(conds, Cond.EVICTED, True, eviction.kind, eviction.reason, now=now)
+    if eviction.preemptor is not None:
+        message = f"{eviction.reason} (preempted by {eviction.preemptor})"
+        conds = conditions.set_condition(conds, Cond.PREEMPTED, True, eviction.kind, message, now=now)
+    return conds
+
+
+def _admitted(
+    status: dict[str, Any],
+    conds: list[dict[str, Any]],
+    prev: Mapping[str, Any],
+    admission: AdmittedSlice,
+    pods_ready: Readiness | None,
+    pending_reason: str | None,
+    now: str,
+) -> list[dict[str, Any]]:
+    """The admission and its checks, QuotaReserved, Admitted (once the checks are ready) and
+    PodsReady; a pending reason here is a scale-up slice's."""
+    status["admission"] = converter.admission_to_api(admission.cluster_queue, admission.pod_sets)
+    message = f"Quota reserved in ClusterQueue {admission.cluster_queue}"
+    conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, True, "QuotaReserved", message, now=now)
+    if admission.admission_checks:
+        status["admissionChecks"] = check_states.reserved_checks(prev, admission.admission_checks, now)
+    elif check_states.passed(prev):
+        # A scale-up slice is not checked again: the checks the workload passed stay.
+        status["admissionChecks"] = prev["admissionChecks"]
+    if check_states.status_ready(status):
+        admitted = (True, "Admitted", f"The workload is admitted to {admission.cluster_queue}")
+    else:
+        admitted = (False, check_states.UNSATISFIED_CHECKS, check_states.not_ready_words(status))
+    conds = conditions.set_condition(conds, Cond.ADMITTED, *admitted, now=now)
+    conds = conditions.remove_condition(conds, Cond.EVICTED)
+    conds = conditions.remove_condition(conds, Cond.REQUEUED)
+    if pods_ready is not None:
+        conds = conditions.set_condition(
+            conds, PODS_READY, pods_ready.ready, pods_ready.reason, pods_ready.message, now=now
+        )
+    if pending_reason:
+        status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
+    return conds
+
+
+def _requeue_conditions(
+    conds: list[dict[str, Any]], state: Mapping[str, Any], now: str, had_admission: bool
+) -> list[dict[str, Any]]:
+    """Requeued says whether the workload is back in its queue or waits out its requeue backoff
+    (``state``: its requeueState). Evicted stays true (reason and time) after the pods are gone,
+    until quota is reserved again, as in Kueue: the engine orders a workload evicted for pods not
+    ready in time, or by a check, by that time."""
+    backoff_until = parse_rfc3339(state.get("requeueAt"))
+    backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
+    # The pods are gone and the quota is back (``had_admission``: this write clears it).
+    released = had_admission and conditions.is_true(conds, Cond.EVICTED)
+    if released and not backing_off:
+        conds = conditions.set_condition(
+            conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
+        )
+    if backing_off:
+        attempt = state.get("count")
+        message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"
+        return conditions.set_condition(conds, Cond.REQUEUED, False, "BackoffPending", message, now=now)
+    if conditions.find(conds, Cond.REQUEUED) is not None and not conditions.is_true(conds, Cond.REQUEUED):
+        return conditions.set_condition(
+            conds,
+            Cond.REQUEUED,
+            True,
+            "BackoffFinished",
+            "back in its queue after the requeue backoff",
+            now=now,
+        )
+    return conds
+
+
+def _pending(
+    status: dict[str, Any], conds: list[dict[str, Any]], pending_reason: str | None, now: str
+) -> list[dict[str, Any]]:
+    """QuotaReserved and Admitted False with the pending reason, which the status carries too."""
+    reason = pending_reason or NOT_YET_EVALUATED
+    # Kueue's reason for a request beyond what the queue could ever hold.
+    why = EXCEEDS_MAX_QUOTA if never_fits(reason) else "Pending"
+    conds = conditions.set_condition(conds, Cond.QUOTA_RESERVED, False, why, reason, now=now)
+    conds = conditions.set_condition(conds, Cond.ADMITTED, False, "Pending", reason, now=now)
+    status["pendingReason"] = reason
+    return conds
+
+
+def _carry_over(
+    status: dict[str, Any], prev: Mapping[str, Any], requeue_state: Mapping[str, Any] | None
+) -> None:
+    """Fields other controllers wrote that outlive this write (the new requeueState wins)."""
     if status.get("admission"):
         # MultiKueue's choice of worker (its check controller writes it) lasts as long as the
         # reservation: a requeued workload is dispatched afresh.
@@ -148,4 +193,3 @@ def desired_status(
             status[key] = prev[key]
     if requeue_state is not None:
         status["requeueState"] = dict(requeue_state)
-    return {k: v for k, v in status.items() if v is not None}

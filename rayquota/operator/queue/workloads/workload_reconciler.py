@@ -26,7 +26,6 @@ from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import Edit
-from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
 from rayquota.operator.queue.adapters.protocol import KindAdapter
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.admission import converter, creation_order
@@ -34,7 +33,6 @@ from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.creation_order import CreationVersions
 from rayquota.operator.queue.admission.driver import AdmittedSlice
 from rayquota.operator.queue.admission.pods_ready import (
-    PODS_READY_TIMEOUT,
     Readiness,
     WaitForPodsReady,
 )
@@ -50,15 +48,16 @@ from rayquota.operator.queue.demand.scale_down import shrinking_pod_sets, why_no
 from rayquota.operator.queue.dra.words import naming_device_classes
 from rayquota.operator.queue.objects import PodKey, PodLookups, Queued, QueueObjects, RecordingLookup
 from rayquota.operator.queue.reporting import metrics
-from rayquota.operator.queue.workloads.check_outcomes import CHECK_EVICTIONS, CheckOutcomes
-from rayquota.operator.queue.workloads.gate_events import gate_shut_event
+from rayquota.operator.queue.workloads.check_outcomes import CheckOutcomes
 from rayquota.operator.queue.workloads.pending_writes import PendingWrites
-from rayquota.operator.queue.workloads.readiness import ReadinessKeeper, requeue_at
+from rayquota.operator.queue.workloads.queued_steps import while_evicting, while_pending
+from rayquota.operator.queue.workloads.queued_view import QueuedView
+from rayquota.operator.queue.workloads.readiness import ReadinessKeeper
 from rayquota.operator.queue.workloads.restores import OwedRestores, apply_edits
 from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions, has_no_owner_reference
 from rayquota.operator.queue.workloads.template_quantities import quantity_errors
 from rayquota.operator.queue.workloads.workload_body import new_workload, updated_workload, workload_spec
-from rayquota.queueing import ResourceFlavor, Workload, names_a_missing_queue
+from rayquota.queueing import ResourceFlavor, Workload
 
 log = logging.getLogger(__name__)
 
@@ -141,118 +140,29 @@ class WorkloadReconciler:
 
     async def _queued(self, key: ObjectKey, queued: Queued, workload: Obj | None) -> Result | None:
         obj, adapter = queued.obj, queued.adapter
-        children = self.objects.children(queued.kind, obj)
-        # Clusters seen before count until their pods are gone (a deleted child's pods linger).
-        lookup = RecordingLookup(self.objects)
-        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()), lookup)
-        self.pod_lookups.record(key, lookup.looked_up)
-        self._parts[key] = [part for part, part_pods in pods_by_part.items() if part_pods] + [
-            str(c["metadata"]["name"]) for c in children
-        ]
-        pods = [p for part_pods in pods_by_part.values() for p in part_pods]
-        clusters = [*pods_by_part, *(str(c["metadata"]["name"]) for c in children)]
-        if isinstance(adapter, RunsItsOwnCluster):
-            clusters.append(adapter.own_cluster(obj))
-
-        def pods_gone() -> bool:
-            return self._pods_gone(queued, pods, pods_by_part) and not self.objects.redis_cleanup_pending(
-                key.namespace, clusters
-            )
-
+        view = self._observe(key, queued)
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
-            self.driver.finish(str(key), pods_gone=pods_gone())
+            self.driver.finish(str(key), pods_gone=self._all_pods_gone(key, view))
             self.loop.request_cycle()
             return None
-        bad_quantities = quantity_errors(queued.kind, obj, self.objects.claims)
-        # The demand is read only where every quantity can be (it would raise otherwise).
-        demand = None if bad_quantities else adapter.pod_sets(obj, children)
-        if bad_quantities:
-            # Nothing can be counted: the webhook refuses such an object; without it, it stays
-            # gated (what an admission already runs keeps running) and says why.
-            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
-            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
-            if not holding:
-                await self._apply(adapter.suspend(obj, children))
+        read = await self._read_demand(key, view, workload)
+        if read is None:
             return None
-        assert demand is not None
-        refused = too_many_pod_sets(queued.kind, obj, demand)
-        refusal = TOO_MANY_POD_SETS
-        unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]
-        if refused is None and any(unreadable):
-            # The webhook refuses these; without it, the object waits, gated, with the reason.
-            refused, refusal = "; ".join(u for u in unreadable if u), INVALID_TOPOLOGY_REQUEST
-        if refused is not None:
-            # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
-            # stays shut on everything it does not cover.
-            self.manager.recorder.post(obj, "Warning", refusal, refused)
-            if workload is None:
-                await self._apply(adapter.suspend(obj, children))
-                return None
-        else:
-            held = held_demand(demand, live_pods_per_pod_set(demand, pods_by_part, adapter.group_of_pod))
-            api_pod_sets = [converter.api_pod_set(ps) for ps in held]
-            words = pod_set_words(
-                adapter,
-                str(obj["metadata"]["name"]),
-                demand,
-                (str(c["metadata"]["name"]) for c in children),
-            )
-            workload = await self._ensure_workload(queued, workload, api_pod_sets, words)
-            if workload is None:
-                return None
+        demand, refused, workload = read
         engine_key = str(key)
         if adapter.finished(obj):
-            holding = self.driver.admission(engine_key) is not None
-            self.driver.finish(engine_key, pods_gone=pods_gone())
-            if holding and self.driver.admission(engine_key) is None:
-                # Freed at once (its pods were already gone): given on once Finished is written.
-                self.loop.hold_freed_quota(engine_key)
-            self.loop.request_cycle()
-            await self._write_status(workload, finished=True)
+            await self._finish(key, view, workload)
             return None
-        lingering = any(part_pods for part, part_pods in pods_by_part.items() if part not in demand.parts)
-        if refused is None and not (lingering and self.driver.admission(engine_key) is not None):
+        if not refused and not (view.lingering(demand) and self.driver.admission(engine_key) is not None):
             # A deleted child's pods still hold their quota: no scale-down until they are gone.
-            before = self.driver.admission(engine_key)
-            submitted = converter.workload(workload, self.loop.priority_of)
-            unsafe = self._unsafe_shrink(queued, children, key, demand, before, submitted)
-            if unsafe is not None:
-                # The pods' events (or the timer) bring us back with the demand counting them.
-                log.debug("Workload %s keeps its admission for now: %s", key, unsafe)
-                return Result(requeue_after_s=SHRINK_RETRY_S)
-            self.driver.submit(submitted)
-            if before is not None and self.driver.admission(engine_key) not in (None, before):
-                # A scale-down: what it freed waits for the smaller admission's write below.
-                self.loop.hold_freed_quota(engine_key)
-            self.checks.feed(engine_key, workload)
-            self.loop.request_cycle()
-
+            retry = self._submit(key, view, demand, workload)
+            if retry is not None:
+                return retry
         if self.driver.is_evicting(engine_key):
-            eviction = self.driver.eviction(engine_key)
-            retry = None
-            if eviction is not None and eviction.kind in CHECK_EVICTIONS:  # told by their own events
-                if await self.checks.deactivate(obj, workload, eviction):
-                    return None  # the Workload's watch brings us back
-                retry = self.checks.retry_state(obj, workload, eviction)
-            elif eviction is not None and eviction.kind != PODS_READY_TIMEOUT:  # that one has its own event
-                by = f" by {eviction.preemptor}" if eviction.preemptor else ""
-                self.manager.recorder.post(obj, "Warning", "Preempted", f"evicted{by}: {eviction.reason}")
-            await self._apply(adapter.suspend(obj, children))
-            if not pods_gone() or not self._eviction_shown(workload):
-                # Released only once the cache shows the eviction: from then on the gate lets no
-                # new pod start (the RayCluster planner reads the cached Workload), so none can
-                # appear after the quota went. The Workload's and the pods' events bring us back.
-                await self._write_status(workload, requeue_state=retry)
-                return None
-            # The admission is cleared in the API before the engine may give the quota to anyone
-            # else: a preemptor's recorded admission never shows beside its victim's.
-            self.restores.owe(key)
-            await self._write_status(workload, released=True, requeue_state=retry)
-            self.driver.pods_gone(engine_key)
-            self.loop.request_cycle()
-            await self.restores.pay(key, adapter, obj, children)
+            await while_evicting(self, key, view, workload)
             return None
+        children, pods_by_part, pods = view.children, view.pods_by_part, view.pods
         admission = self.driver.admission(engine_key)
         if admission is not None and not self.driver.checks_ready(engine_key):
             # Quota reserved, a check not Ready yet: the status says so, the gate stays shut.
@@ -297,24 +207,85 @@ class WorkloadReconciler:
                 )
             await self._apply(adapter.run_with(obj, children, admission, self.flavors))
             return timer
-        self.readiness.forget(engine_key)
-        await self._write_status(workload)
-        if not adapter.is_suspended(obj) or adapter.running_parts(obj, children):
-            queue = self.objects.queue_name(queued.kind, obj)
-            self.manager.recorder.post(obj, *gate_shut_event(obj, queue))
-            await self._apply(adapter.suspend(obj, children))
-        elif key in self.restores:
-            await self.restores.pay(key, adapter, obj, children)
-        reason = self.driver.pending_reason(engine_key)
-        if reason:
-            # A LocalQueue that does not exist (a typo in the label) is a mistake to correct.
-            kind = "Warning" if names_a_missing_queue(reason) else "Normal"
-            self.manager.recorder.post(obj, kind, "Pending", self._in_words(reason, workload))
-        backoff = requeue_at(workload)
-        if backoff is not None and backoff > time.time():
-            # The Requeued condition turns True when the backoff ends.
-            return Result(requeue_after_s=backoff - time.time() + 0.5)
-        return self._deferred_words(engine_key)
+        return await while_pending(self, key, view, workload)
+
+    def _observe(self, key: ObjectKey, queued: Queued) -> QueuedView:
+        """The object's children and pods, recording where its pods were looked for."""
+        children = self.objects.children(queued.kind, queued.obj)
+        # Clusters seen before count until their pods are gone (a deleted child's pods linger).
+        lookup = RecordingLookup(self.objects)
+        pods_by_part = self.objects.pods_by_part(queued, children, self._parts.get(key, ()), lookup)
+        self.pod_lookups.record(key, lookup.looked_up)
+        view = QueuedView(queued, children, pods_by_part)
+        self._parts[key] = view.parts_to_remember()
+        return view
+
+    def _all_pods_gone(self, key: ObjectKey, view: QueuedView) -> bool:
+        """No pod of the object holds resources and no Redis cleanup of its clusters is pending."""
+        return self._pods_gone(view.queued, view.pods, view.pods_by_part) and not (
+            self.objects.redis_cleanup_pending(key.namespace, view.clusters())
+        )
+
+    async def _read_demand(
+        self, key: ObjectKey, view: QueuedView, workload: Obj | None
+    ) -> tuple[Demand, bool, Obj] | None:
+        """The object's demand, whether it is refused, and its Workload (created or brought in step
+        with the demand unless refused); None when the object stays gated as it is."""
+        queued, obj, adapter = view.queued, view.queued.obj, view.queued.adapter
+        bad_quantities = quantity_errors(queued.kind, obj, self.objects.claims)
+        if bad_quantities:
+            # Nothing can be counted: the webhook refuses such an object; without it, it stays
+            # gated (what an admission already runs keeps running) and says why.
+            self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
+            holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
+            if not holding:
+                await self._apply(adapter.suspend(obj, view.children))
+            return None
+        # The demand is read only where every quantity can be (it would raise otherwise).
+        demand = adapter.pod_sets(obj, view.children)
+        refusal = _refusal(queued.kind, obj, demand)
+        if refusal is not None:
+            # The Workload keeps its last demand that fit (what runs keeps its admission); the gate
+            # stays shut on everything it does not cover.
+            self.manager.recorder.post(obj, "Warning", *refusal)
+            if workload is None:
+                await self._apply(adapter.suspend(obj, view.children))
+                return None
+            return demand, True, workload
+        held = held_demand(demand, live_pods_per_pod_set(demand, view.pods_by_part, adapter.group_of_pod))
+        api_pod_sets = [converter.api_pod_set(ps) for ps in held]
+        words = pod_set_words(adapter, str(obj["metadata"]["name"]), demand, view.child_names)
+        workload = await self._ensure_workload(queued, workload, api_pod_sets, words)
+        return None if workload is None else (demand, False, workload)
+
+    async def _finish(self, key: ObjectKey, view: QueuedView, workload: Obj) -> None:
+        """A finished object: its quota goes once its pods are gone; the Workload says Finished."""
+        engine_key = str(key)
+        holding = self.driver.admission(engine_key) is not None
+        self.driver.finish(engine_key, pods_gone=self._all_pods_gone(key, view))
+        if holding and self.driver.admission(engine_key) is None:
+            # Freed at once (its pods were already gone): given on once Finished is written.
+            self.loop.hold_freed_quota(engine_key)
+        self.loop.request_cycle()
+        await self._write_status(workload, finished=True)
+
+    def _submit(self, key: ObjectKey, view: QueuedView, demand: Demand, workload: Obj) -> Result | None:
+        """Submit the Workload to the driver; a retry when a scale-down may not be submitted yet."""
+        engine_key = str(key)
+        before = self.driver.admission(engine_key)
+        submitted = converter.workload(workload, self.loop.priority_of)
+        unsafe = self._unsafe_shrink(view.queued, view.children, key, demand, before, submitted)
+        if unsafe is not None:
+            # The pods' events (or the timer) bring us back with the demand counting them.
+            log.debug("Workload %s keeps its admission for now: %s", key, unsafe)
+            return Result(requeue_after_s=SHRINK_RETRY_S)
+        self.driver.submit(submitted)
+        if before is not None and self.driver.admission(engine_key) not in (None, before):
+            # A scale-down: what it freed waits for the smaller admission's status write.
+            self.loop.hold_freed_quota(engine_key)
+        self.checks.feed(engine_key, workload)
+        self.loop.request_cycle()
+        return None
 
     async def _ensure_workload(
         self, queued: Queued, workload: Obj | None, pod_sets: list[dict[str, Any]], words: Mapping[str, str]
@@ -490,6 +461,18 @@ class WorkloadReconciler:
 
     async def _apply(self, edits: Sequence[Edit]) -> None:
         await apply_edits(self.client, edits)
+
+
+def _refusal(kind: str, obj: Obj, demand: Demand) -> tuple[str, str] | None:
+    """Why the demand cannot be queued (an event reason and its message), or None."""
+    refused = too_many_pod_sets(kind, obj, demand)
+    if refused is not None:
+        return TOO_MANY_POD_SETS, refused
+    unreadable = [ps.topology_request.invalid for ps in demand.pod_sets if ps.topology_request]
+    if any(unreadable):
+        # The webhook refuses these; without it, the object waits, gated, with the reason.
+        return INVALID_TOPOLOGY_REQUEST, "; ".join(u for u in unreadable if u)
+    return None
 
 
 def _version(obj: Mapping[str, Any]) -> str:

@@ -192,33 +192,14 @@ def plan_cluster(
 
     # Suspension is atomic: once started it finishes even if suspend is flipped back meanwhile.
     if spec.get("suspend") or _was(cluster, SUSPENDING):
-        for pod in live:
-            plan.delete.append(PodDeletion(pod, "Suspend", "the RayCluster is suspended"))
-        plan.suspending = bool(pods)
-        plan.suspended = not pods
+        _plan_suspension(plan, pods, live)
         return plan
 
     current_hash = spec_hash(spec)
     active = [p for p in live if is_active(p)]
     heads = sorted((p for p in active if node_type(p) == labels.HEAD_NODE), key=_age_key)
-    reference = heads[0] if heads else (active[0] if active else None)
-    if reference is not None:
-        annotations = reference["metadata"].get("annotations") or {}
-        if annotations.get(labels.OPERATOR_VERSION_ANNOTATION) != operator_version:
-            # An operator upgrade (or pods never stamped) never restarts a user's cluster:
-            # record the new version and the current hash, and leave the pods running.
-            plan.restamp = [str(p["metadata"]["name"]) for p in active]
-        elif (
-            upgrade_strategy(cluster) == RECREATE and annotations.get(labels.HASH_ANNOTATION) != current_hash
-        ):
-            plan.recreating = True
-            for pod in live:
-                plan.delete.append(
-                    PodDeletion(
-                        pod, "Recreate", "the RayCluster spec changed and upgradeStrategy is Recreate"
-                    )
-                )
-            return plan
+    if _plan_restamp_or_recreate(plan, cluster, live, active, heads, operator_version, current_hash):
+        return plan
 
     ctx = PodContext(cluster, operator_version, current_hash, cluster_domain)
     for pod in live:
@@ -229,8 +210,58 @@ def plan_cluster(
     names = [str(g.get("groupName")) for g in worker_groups(cluster)]
     placed = [p for p in active if not _replace_misplaced(plan, caps, p, names)]
     placed_ids = {id(p) for p in placed}
-    heads = [p for p in heads if id(p) in placed_ids]
-    head_misses = caps_module.template_misses(caps, None, spec["headGroupSpec"]["template"])
+    _plan_head(plan, ctx, caps, [p for p in heads if id(p) in placed_ids])
+    _plan_worker_groups(plan, ctx, caps, [p for p in placed if node_type(p) == labels.WORKER_NODE])
+    _hold_to_admitted(plan, caps, pods)
+    return plan
+
+
+def _plan_suspension(
+    plan: ClusterPlan, pods: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]
+) -> None:
+    """Delete every live pod; suspending while any pod (terminating ones too) remains."""
+    for pod in live:
+        plan.delete.append(PodDeletion(pod, "Suspend", "the RayCluster is suspended"))
+    plan.suspending = bool(pods)
+    plan.suspended = not pods
+
+
+def _plan_restamp_or_recreate(
+    plan: ClusterPlan,
+    cluster: Mapping[str, Any],
+    live: Sequence[Mapping[str, Any]],
+    active: Sequence[Mapping[str, Any]],
+    heads: Sequence[Mapping[str, Any]],
+    operator_version: str,
+    current_hash: str,
+) -> bool:
+    """Judge the pods by their stamps (the oldest head's, else any active pod's): restamp them
+    after an operator upgrade, or delete them all for a Recreate upgrade; True for the latter."""
+    reference = heads[0] if heads else (active[0] if active else None)
+    if reference is None:
+        return False
+    annotations = reference["metadata"].get("annotations") or {}
+    if annotations.get(labels.OPERATOR_VERSION_ANNOTATION) != operator_version:
+        # An operator upgrade (or pods never stamped) never restarts a user's cluster:
+        # record the new version and the current hash, and leave the pods running.
+        plan.restamp = [str(p["metadata"]["name"]) for p in active]
+        return False
+    if upgrade_strategy(cluster) != RECREATE or annotations.get(labels.HASH_ANNOTATION) == current_hash:
+        return False
+    plan.recreating = True
+    for pod in live:
+        plan.delete.append(
+            PodDeletion(pod, "Recreate", "the RayCluster spec changed and upgradeStrategy is Recreate")
+        )
+    return True
+
+
+def _plan_head(
+    plan: ClusterPlan, ctx: PodContext, caps: AdmittedCaps | None, heads: Sequence[Mapping[str, Any]]
+) -> None:
+    """One head pod: create it when none is left (if allowed), delete any beyond the oldest."""
+    cluster = ctx.cluster
+    head_misses = caps_module.template_misses(caps, None, cluster["spec"]["headGroupSpec"]["template"])
     if head_misses:
         plan.waiting.append(f"the head template lacks the admitted {', '.join(head_misses)}")
     if not heads and _head_restart_disabled(cluster):
@@ -242,13 +273,18 @@ def plan_cluster(
     for extra in heads[1:]:
         plan.delete.append(PodDeletion(extra, "SurplusHead", "more than one head pod"))
 
-    group_names = {labels.label_value(name) for name in names}
-    workers = [p for p in placed if node_type(p) == labels.WORKER_NODE]
+
+def _plan_worker_groups(
+    plan: ClusterPlan, ctx: PodContext, caps: AdmittedCaps | None, workers: Sequence[Mapping[str, Any]]
+) -> None:
+    """Delete workers of groups no longer in the spec, then bring each group to its count."""
+    groups = worker_groups(ctx.cluster)
+    group_names = {labels.label_value(str(g.get("groupName"))) for g in groups}
     for pod in workers:
         if group_of(pod) not in group_names:
             plan.delete.append(PodDeletion(pod, "GroupRemoved", f"worker group {group_of(pod)!r} is gone"))
 
-    for group in worker_groups(cluster):
+    for group in groups:
         name = str(group["groupName"])
         group_pods = [p for p in workers if group_of(p) == labels.label_value(name)]
         # The list stays as written (as in KubeRay): clearing it is a spec write GitOps sees as drift.
@@ -264,14 +300,21 @@ def plan_cluster(
             _plan_single_host_group(plan, ctx, group, group_pods, to_delete, wanted)
         if misses:
             del plan.create[creating_from:]  # its pods would never find a node they may use
-    if caps is not None and (caps.head_domains is not None or caps.worker_domains):
+
+
+def _hold_to_admitted(
+    plan: ClusterPlan, caps: AdmittedCaps | None, pods: Sequence[Mapping[str, Any]]
+) -> None:
+    """Under quota: pin new pods to their admitted topology domains and keep back those the
+    admitted budget has no room for yet (saying why in ``plan.waiting``)."""
+    if caps is None:
+        return
+    if caps.head_domains is not None or caps.worker_domains:
         # Topology-aware admission: every new pod is pinned to a domain of its group's
         # assignment; a pod with no room left in its domains is not created.
         plan.create, _ = topology_pins.pin_created(plan.create, caps.head_domains, caps.worker_domains, pods)
-    if caps is not None:
-        plan.create, waiting = caps_module.within_budget(plan.create, caps_module.Budget.of(caps, pods))
-        plan.waiting += waiting
-    return plan
+    plan.create, waiting = caps_module.within_budget(plan.create, caps_module.Budget.of(caps, pods))
+    plan.waiting += waiting
 
 
 def _replace_misplaced(

@@ -127,19 +127,49 @@ def cluster_status(
     previous = copy.deepcopy(cluster.get("status") or {})
     generation = cluster["metadata"].get("generation")
     conds: list[dict[str, Any]] = list(previous.get("conditions") or [])
-    spec = cluster.get("spec") or {}
-    suspended_flag = bool(spec.get("suspend"))
     groups = worker_groups(cluster)
     active = [p for p in pods if is_active(p)]
     workers = [p for p in active if node_type(p) == labels.WORKER_NODE]
     heads = [p for p in active if node_type(p) == labels.HEAD_NODE]
     head = heads[0] if heads else None
+    suspended_flag = bool((cluster.get("spec") or {}).get("suspend"))
     desired_workers = sum(desired_pods(g, suspended_flag) for g in groups)
     ready_workers = sum(1 for p in workers if is_ready(p))
+
+    status = _worker_counts(groups, workers, ready_workers, generation)
+    status.update(_resource_columns(cluster))
+    status.update(_head_fields(cluster, head, head_service))
+
+    head_ready = head is not None and is_ready(head)
+    conds = _head_pod_ready_condition(conds, head, head_ready, now, generation)
+    all_ready = head_ready and ready_workers == desired_workers and len(workers) == desired_workers
+    conds = _provisioned_condition(conds, plan, all_ready, now, generation)
+    status["reason"] = "; ".join(plan.errors) if plan.errors else None
+    conds = _replica_failure_condition(conds, plan, failures, now, generation)
+    conds = _suspend_conditions(conds, plan, now)
+
+    status["state"] = _state(previous.get("state"), conds, plan, all_ready)
+    # Like KubeRay: when the cluster last entered each state (kept across reconciles).
+    transitions = dict(previous.get("stateTransitionTimes") or {})
+    if status["state"] and previous.get("state") != status["state"]:
+        transitions[status["state"]] = now
+    if transitions:
+        status["stateTransitionTimes"] = transitions
+    conds = conditions.with_queue_condition(conds, queue, now=now)
+    status["conditions"] = conds
+    return status
+
+
+def _worker_counts(
+    groups: Sequence[Mapping[str, Any]],
+    workers: Sequence[Mapping[str, Any]],
+    ready_workers: int,
+    generation: Any,
+) -> dict[str, Any]:
+    """The worker replica counts and observedGeneration, a zero count omitted."""
     # KubeRay reports the spec's worker count even while the cluster is suspended (suspended
     # groups count 0), and min/max only over groups that are not suspended.
     running_groups = [g for g in groups if not g.get("suspend")]
-
     status: dict[str, Any] = {
         "readyWorkerReplicas": ready_workers,
         "availableWorkerReplicas": sum(1 for p in workers if is_running(p)),
@@ -151,12 +181,25 @@ def cluster_status(
         "observedGeneration": generation,
     }
     _omit_zero_counts(status)
-    resources = desired_resources(cluster)
-    status["desiredCPU"] = _format_cpu(resources["cpu"])
-    status["desiredMemory"] = _format_memory(resources["memory"])
-    status["desiredGPU"] = _format_cpu(resources["gpu"])
-    status["desiredTPU"] = _format_cpu(resources["tpu"])
+    return status
 
+
+def _resource_columns(cluster: Mapping[str, Any]) -> dict[str, str]:
+    """desiredCPU, desiredMemory, desiredGPU and desiredTPU as the status columns show them."""
+    resources = desired_resources(cluster)
+    return {
+        "desiredCPU": _format_cpu(resources["cpu"]),
+        "desiredMemory": _format_memory(resources["memory"]),
+        "desiredGPU": _format_cpu(resources["gpu"]),
+        "desiredTPU": _format_cpu(resources["tpu"]),
+    }
+
+
+def _head_fields(
+    cluster: Mapping[str, Any], head: Mapping[str, Any] | None, head_service: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``head`` (service name, pod name and IP, service IP) and, with a head service, ``endpoints``."""
+    fields: dict[str, Any] = {}
     head_info: dict[str, Any] = {"serviceName": labels.cluster_head_service_name(cluster)}
     if head is not None:
         head_info["podName"] = head["metadata"]["name"]
@@ -166,27 +209,34 @@ def cluster_status(
         service_ip = services.head_service_ip(head_service, head)
         if service_ip:
             head_info["serviceIP"] = service_ip
-        status["endpoints"] = services.head_service_endpoints(head_service)
-    status["head"] = head_info
+        fields["endpoints"] = services.head_service_endpoints(head_service)
+    fields["head"] = head_info
+    return fields
 
-    head_ready = head is not None and is_ready(head)
+
+def _head_pod_ready_condition(
+    conds: list[dict[str, Any]], head: Mapping[str, Any] | None, head_ready: bool, now: str, generation: Any
+) -> list[dict[str, Any]]:
     if head_ready:
-        conds = conditions.set_condition(
+        return conditions.set_condition(
             conds, HEAD_POD_READY, True, "HeadPodRunningAndReady", "", now=now, observed_generation=generation
         )
-    else:
-        reason, message = ("HeadPodNotFound", "no head pod") if head is None else ("HeadPodNotReady", "")
-        conds = conditions.set_condition(
-            conds, HEAD_POD_READY, False, reason, message, now=now, observed_generation=generation
-        )
+    reason, message = ("HeadPodNotFound", "no head pod") if head is None else ("HeadPodNotReady", "")
+    return conditions.set_condition(
+        conds, HEAD_POD_READY, False, reason, message, now=now, observed_generation=generation
+    )
 
-    all_ready = head_ready and ready_workers == desired_workers and len(workers) == desired_workers
+
+def _provisioned_condition(
+    conds: list[dict[str, Any]], plan: ClusterPlan, all_ready: bool, now: str, generation: Any
+) -> list[dict[str, Any]]:
+    """RayClusterProvisioned: False while pods are removed; once True it stays True (KubeRay)."""
     if plan.suspended or plan.suspending or plan.recreating:
         # Suspended means no pod is left (KubeRay says so too): only pods that exist are removed.
         message = "pods are being removed"
         if plan.suspended:
             message = "the RayCluster is suspended: it has no pods"
-        conds = conditions.set_condition(
+        return conditions.set_condition(
             conds,
             PROVISIONED,
             False,
@@ -195,74 +245,56 @@ def cluster_status(
             now=now,
             observed_generation=generation,
         )
-    elif all_ready and not plan.changes_pods:
-        if not conditions.is_true(conds, PROVISIONED):
-            conds = conditions.set_condition(
-                conds,
-                PROVISIONED,
-                True,
-                "AllPodRunningAndReadyFirstTime",
-                "all Ray pods are running and ready",
-                now=now,
-                observed_generation=generation,
-            )
-    elif not conditions.is_true(conds, PROVISIONED):
-        conds = conditions.set_condition(
+    if conditions.is_true(conds, PROVISIONED):
+        return conds
+    if all_ready and not plan.changes_pods:
+        return conditions.set_condition(
             conds,
             PROVISIONED,
-            False,
-            "RayClusterPodsProvisioning",
-            "; ".join(plan.waiting) or "waiting for all Ray pods to be running and ready",
+            True,
+            "AllPodRunningAndReadyFirstTime",
+            "all Ray pods are running and ready",
             now=now,
             observed_generation=generation,
         )
+    return conditions.set_condition(
+        conds,
+        PROVISIONED,
+        False,
+        "RayClusterPodsProvisioning",
+        "; ".join(plan.waiting) or "waiting for all Ray pods to be running and ready",
+        now=now,
+        observed_generation=generation,
+    )
 
+
+def _replica_failure_condition(
+    conds: list[dict[str, Any]], plan: ClusterPlan, failures: Sequence[str], now: str, generation: Any
+) -> list[dict[str, Any]]:
+    """ReplicaFailure: the validation errors, else the failed pod writes, else absent."""
     if plan.errors:
-        status["reason"] = "; ".join(plan.errors)
-        conds = conditions.set_condition(
-            conds,
-            REPLICA_FAILURE,
-            True,
-            "ValidationFailed",
-            status["reason"],
-            now=now,
-            observed_generation=generation,
-        )
+        reason, message = "ValidationFailed", "; ".join(plan.errors)
     elif failures:
-        status["reason"] = None
-        conds = conditions.set_condition(
-            conds,
-            REPLICA_FAILURE,
-            True,
-            "FailedCreatePod" if any("create" in f for f in failures) else "FailedDeletePod",
-            "; ".join(failures)[:2000],
-            now=now,
-            observed_generation=generation,
-        )
+        reason = "FailedCreatePod" if any("create" in f for f in failures) else "FailedDeletePod"
+        message = "; ".join(failures)[:2000]
     else:
-        status["reason"] = None
-        conds = conditions.remove_condition(conds, REPLICA_FAILURE)
+        return conditions.remove_condition(conds, REPLICA_FAILURE)
+    return conditions.set_condition(
+        conds, REPLICA_FAILURE, True, reason, message, now=now, observed_generation=generation
+    )
 
-    conds = _suspend_conditions(conds, plan, now)
 
+def _state(
+    previous_state: Any, conds: list[dict[str, Any]], plan: ClusterPlan, all_ready: bool
+) -> str | None:
     if plan.suspended:
-        status["state"] = "suspended"
-    elif all_ready and not plan.errors and not plan.changes_pods:
-        status["state"] = "ready"
-    elif previous.get("state") == "ready" and conditions.is_true(conds, PROVISIONED) and not plan.errors:
+        return "suspended"
+    if all_ready and not plan.errors and not plan.changes_pods:
+        return "ready"
+    if previous_state == "ready" and conditions.is_true(conds, PROVISIONED) and not plan.errors:
         # Like KubeRay: a provisioned cluster stays ready while pods come and go (scaling).
-        status["state"] = "ready"
-    else:
-        status["state"] = None
-    # Like KubeRay: when the cluster last entered each state (kept across reconciles).
-    transitions = dict(previous.get("stateTransitionTimes") or {})
-    if status["state"] and previous.get("state") != status["state"]:
-        transitions[status["state"]] = now
-    if transitions:
-        status["stateTransitionTimes"] = transitions
-    conds = conditions.with_queue_condition(conds, queue, now=now)
-    status["conditions"] = conds
-    return status
+        return "ready"
+    return None
 
 
 def status_changed(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
