@@ -101,8 +101,13 @@ def test_a_copy_needs_managed_by_multikueue() -> None:
     assert "spec.managedBy is unset" in str(part.refusal(unmanaged))
 
 
-def test_every_queued_kind_is_dispatched() -> None:
-    assert all(adapter.multicluster is not None for adapter in ADAPTERS.values())
+# Kinds MultiKueue does not dispatch (docs/operations.md says so): a worker without JobSet's CRD
+# would fail the watch of every kind the manager copies there; the dispatcher refuses them in words.
+NOT_DISPATCHED = {"JobSet"}
+
+
+def test_every_queued_kind_is_dispatched_but_those_listed() -> None:
+    assert {kind for kind, adapter in ADAPTERS.items() if adapter.multicluster is None} == NOT_DISPATCHED
 
 
 def rayservice(cluster: dict[str, Any], serve: str = "applications: []") -> dict[str, Any]:
