@@ -19,7 +19,7 @@ from rayquota.operator.queue.admission.topology_feed import BOUND_AND_RUNNING, c
 from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.queueing import Engine, TopologyMode, Workload, format_quantity
-from rayquota.queueing.topology_fit import level_name
+from rayquota.queueing.topology.fit import level_name
 
 if TYPE_CHECKING:
     from rayquota.operator.kube import KubeClient

@@ -20,9 +20,9 @@ from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSe
 from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
-from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
-from rayquota.queueing.fairsharing import FairSharing
 from rayquota.queueing.queue_order import RequeuingTimestamp
+from rayquota.queueing.quota.admission_fair_sharing import AdmissionFairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 DEFAULT_NAMESPACE = "default"
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rayquota.config.model import Configuration
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 KUEUE_FRAMEWORKS_QUEUED = (
     "batch/job",

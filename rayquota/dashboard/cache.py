@@ -23,7 +23,7 @@ from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.queue.objects import RESOURCE_OF_KIND, WORKLOAD_SHARED_PATHS
 from rayquota.operator.ray.vocabulary import labels
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 OWNER_INDEX = "dashboard-owner"
 CLUSTER_INDEX = "dashboard-cluster"

@@ -20,7 +20,7 @@ from rayquota.operator.core import Manager, NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.dra.context import ClaimSource
 from rayquota.operator.queue.kueue.api_group import RAYQUOTA, QueueApi
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 log = logging.getLogger("rayquota.dashboard")
 

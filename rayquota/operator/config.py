@@ -14,8 +14,8 @@ from rayquota.operator.queue.naming import QueueSettings
 from rayquota.operator.ray.vocabulary.labels import DEFAULT_CLUSTER_DOMAIN, KUBERAY_CREATED_BY_VALUE
 from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import WebhookSettings
-from rayquota.queueing.admission_fair_sharing import AdmissionFairSharing
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.admission_fair_sharing import AdmissionFairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 if TYPE_CHECKING:
     from rayquota.operator.queue.admission.pods_ready import WaitForPodsReady

@@ -61,7 +61,6 @@ workloads in queue order), ``snapshot()`` (every node of the cohort tree) and
 ``cohort_cycles()``.
 """
 
-from .accounting import ClusterQueueStatus, NodeSnapshot
 from .admission_checks import (
     AdmissionCheck,
     AdmissionCheckRule,
@@ -70,7 +69,6 @@ from .admission_checks import (
     CheckVerdict,
     retry_backoff_s,
 )
-from .admission_fair_sharing import AdmissionFairSharing, LocalQueueUsage
 from .decisions import (
     Admit,
     Decision,
@@ -81,9 +79,10 @@ from .decisions import (
     TopologyAssignment,
     TopologyDomain,
 )
-from .engine import Engine
-from .engine_events import WorkloadStatus
-from .flavors import never_fits
+from .engine.cycle import Engine
+from .engine.routing import names_a_missing_queue
+from .engine.status import WorkloadStatus
+from .flavors.assignment import never_fits
 from .model import (
     HOSTNAME_LABEL,
     PODS,
@@ -123,8 +122,9 @@ from .policies import (
 )
 from .quantities import QuantityError, format_quantity, parse_quantity
 from .queue_order import RequeuingTimestamp, WorkloadEviction, queue_order_time
-from .routing import names_a_missing_queue
-from .state import Phase
+from .quota.accounting import ClusterQueueStatus, NodeSnapshot
+from .quota.admission_fair_sharing import AdmissionFairSharing, LocalQueueUsage
+from .quota.state import Phase
 
 __all__ = [
     "HOSTNAME_LABEL",

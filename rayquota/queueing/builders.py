@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .engine import Engine
+from .engine.cycle import Engine
 from .model import (
     ClusterQueue,
     Cohort,

@@ -36,6 +36,19 @@ class TopologyAssignment:
         return [(dict(zip(self.levels, d.values, strict=True)), d.count) for d in self.domains]
 
 
+def trimmed(assignment: TopologyAssignment, count: int) -> TopologyAssignment:
+    """The first ``count`` pods of an assignment (a scale-down gives back the last domains' pods)."""
+    domains: list[TopologyDomain] = []
+    left = count
+    for domain in assignment.domains:
+        if left <= 0:
+            break
+        take = min(domain.count, left)
+        domains.append(TopologyDomain(domain.values, take))
+        left -= take
+    return TopologyAssignment(assignment.levels, tuple(domains))
+
+
 @dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     """The flavor chosen for each resource of one pod set, and the pod count admitted."""

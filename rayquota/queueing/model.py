@@ -1,7 +1,7 @@
 """The engine's view of flavors, queues, cohorts and workloads.
 
 These are plain immutable values: the operator translates its Kubernetes
-objects into them and hands them to the :class:`~rayquota.queueing.engine.Engine`.
+objects into them and hands them to the :class:`~rayquota.queueing.engine.cycle.Engine`.
 Every amount is an integer in milli-units (see :mod:`.quantities`).
 """
 
@@ -251,7 +251,7 @@ class ClusterQueue:
     """Checks a workload must pass after reserving quota here (some only on some flavors)."""
     admission_mode: AdmissionMode = AdmissionMode.NO_ADMISSION_FAIR_SHARING
     """``admissionScope.admissionMode``: usage-based ordering of its LocalQueues, when the engine
-    has admission fair sharing configured (:mod:`.admission_fair_sharing`)."""
+    has admission fair sharing configured (:mod:`.quota.admission_fair_sharing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +292,7 @@ class PodSet:
     unconstrained (Kueue's implied request), so every pod on those nodes is accounted."""
     min_count: int | None = None
     """Kueue's ``minCount`` (partial admission): when the whole workload does not fit, it may be
-    admitted with as few as this many pods of the set (see :mod:`.partial_admission`)."""
+    admitted with as few as this many pods of the set (see :mod:`.flavors.partial_admission`)."""
     node_affinity: NodeAffinity = ()
     """The pod template's required node affinity terms (see :mod:`.node_affinity`)."""
 

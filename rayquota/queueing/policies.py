@@ -60,5 +60,5 @@ class AdmissionMode(StrEnum):
     """A ClusterQueue's ``admissionScope.admissionMode`` (Kueue v1beta2)."""
 
     USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
-    """Its LocalQueues take turns by their decayed past usage (:mod:`.admission_fair_sharing`)."""
+    """Its LocalQueues take turns by their decayed past usage (:mod:`.quota.admission_fair_sharing`)."""
     NO_ADMISSION_FAIR_SHARING = "NoAdmissionFairSharing"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rayquota.queueing.topology_fit import level_name
+from rayquota.queueing.topology.fit import level_name
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rayquota.queueing import format_quantity
-from rayquota.queueing.topology_fit import level_name
+from rayquota.queueing.topology.fit import level_name
 
 from .simulator import SimulationResult, WorkloadRecord
 

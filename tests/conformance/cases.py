@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from rayquota.queueing import RequeuingTimestamp
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 CASES_DIR = Path(__file__).resolve().parent / "kueue"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rayquota.queueing import Engine
 from rayquota.queueing.model import FlavorResource
-from rayquota.queueing.preemption import find_victims
+from rayquota.queueing.preemption.victims import find_victims
 
 from .cases import Case, CaseFormatError
 

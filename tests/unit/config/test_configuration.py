@@ -219,7 +219,7 @@ def test_the_docs_example_file_loads(tmp_path: Path) -> None:
 
 
 def test_fair_sharing_strategies_reach_the_engine_from_the_file_and_the_environment(tmp_path: Path) -> None:
-    from rayquota.queueing.fairsharing import FairSharing, PreemptionStrategy
+    from rayquota.queueing.quota.fairsharing import FairSharing, PreemptionStrategy
 
     path = write(tmp_path, RAYQUOTA_HEADER + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}\n")
     fair = build.operator_config(load(path).configuration).queue.fair_sharing

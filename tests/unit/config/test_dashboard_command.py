@@ -12,7 +12,7 @@ import pytest
 
 from rayquota import cli
 from rayquota.dashboard import main as dashboard_main
-from rayquota.queueing.fairsharing import FairSharing
+from rayquota.queueing.quota.fairsharing import FairSharing
 
 
 @pytest.fixture

@@ -12,8 +12,14 @@ import rayquota
 
 PACKAGE = Path(rayquota.__file__).parent
 OPERATOR = PACKAGE / "operator"
-BELOW = ("rayquota.api", "rayquota.queueing", "rayquota.ports", "rayquota.operator", "rayquota.pki",
-         "rayquota.__version__")
+BELOW = (
+    "rayquota.api",
+    "rayquota.queueing",
+    "rayquota.ports",
+    "rayquota.operator",
+    "rayquota.pki",
+    "rayquota.__version__",
+)
 
 
 def imported_modules(source: str) -> list[tuple[int, str]]:
@@ -67,3 +73,152 @@ def test_nothing_under_the_operator_imports_from_above_it() -> None:
         for line, name in reaching_up(path.read_text())
     ]
     assert not found, "the operator reaches up a layer:\n" + "\n".join(found)
+
+
+# ----------------------------------------------------------------- the engine's rooms (issue #32)
+
+QUEUEING = PACKAGE / "queueing"
+QUEUEING_ROOMS = ("values", "quota", "flavors", "preemption", "topology", "engine", "front")
+"""The rooms of ``rayquota/queueing``, lowest first: a module imports only from its own room and
+the rooms below it. ``values`` are the modules at the package's top (model, policies, decisions,
+quantities, ...), ``front`` the package's ``__init__`` and builders, which face its callers."""
+QUEUEING_FRONT = {"rayquota.queueing", "rayquota.queueing.builders"}
+
+
+def queueing_room(module: str) -> str:
+    """The room of a ``rayquota.queueing`` module (or of a name imported from it)."""
+    if module in QUEUEING_FRONT:
+        return "front"
+    head = module.removeprefix("rayquota.queueing.").split(".")[0]
+    return head if head in QUEUEING_ROOMS else "values"
+
+
+def queueing_imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Every ``rayquota.queueing`` module a source of ``module`` imports, relative ones resolved,
+    with its line."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            if node.module is None:
+                found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, f"{base}.{node.module}" if base else node.module))
+    return sorted(
+        (line, name)
+        for line, name in found
+        if name == "rayquota.queueing" or name.startswith("rayquota.queueing.")
+    )
+
+
+def importing_up(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    mine = QUEUEING_ROOMS.index(queueing_room(module))
+    return [
+        (line, name)
+        for line, name in queueing_imports(source, module, is_package)
+        if QUEUEING_ROOMS.index(queueing_room(name)) > mine
+    ]
+
+
+def test_the_room_search_resolves_relative_imports_and_finds_one_from_above() -> None:
+    source = (
+        "from ..model import PodSet\n"
+        "from .cohorts import QuotaNode\n"
+        "from ..flavors.assignment import FitMode\n"
+        "from .. import engine\n"
+        "import rayquota.queueing.topology.fit\n"
+        "from rayquota.queueing import Engine\n"
+        "from rayquota.api.common import ObjectMeta\n"
+    )
+    assert importing_up(source, "rayquota.queueing.quota.accounting") == [
+        (3, "rayquota.queueing.flavors.assignment"),
+        (4, "rayquota.queueing.engine"),
+        (5, "rayquota.queueing.topology.fit"),
+        (6, "rayquota.queueing"),
+    ]
+    assert (
+        importing_up(
+            "from .fit import x\nfrom ..preemption.victims import y\n", "rayquota.queueing.topology", True
+        )
+        == []
+    )
+    assert importing_up("from .quota.state import Phase\n", "rayquota.queueing.model") == [
+        (1, "rayquota.queueing.quota.state")
+    ]
+
+
+def test_the_engine_rooms_import_only_downwards() -> None:
+    paths = sorted(QUEUEING.rglob("*.py"))
+    rooms = {queueing_room(_module(path)) for path in paths}
+    assert rooms == set(QUEUEING_ROOMS), rooms  # every room is found where it is
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: imports {name} ({queueing_room(name)} is above "
+        f"{queueing_room(_module(path))})"
+        for path in paths
+        for line, name in importing_up(path.read_text(), _module(path), path.name == "__init__.py")
+    ]
+    assert not found, "a room of the engine reaches up:\n" + "\n".join(found)
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+# ------------------------------------------------------------------ folders small enough to see
+
+MAX_FLAT_MODULES = 15
+# Folder -> (its modules now, not counting __init__.py, exactly; why it is not split yet).
+CROWDED_FOLDERS: dict[str, tuple[int, str]] = {
+    "rayquota/operator/core": (
+        18,
+        "the controller runtime (informer, store, workqueue, controller, status, events, ...): "
+        "its split is the operator's part of issue #32, not the engine's",
+    ),
+}
+
+
+def flat_module_counts() -> dict[str, int]:
+    return {
+        folder.relative_to(PACKAGE.parent).as_posix(): len(
+            [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        )
+        for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]
+    }
+
+
+def crowding_complaints(counts: dict[str, int], listed: dict[str, tuple[int, str]]) -> list[str]:
+    out = [
+        f"{folder}: {count} modules flat, over {MAX_FLAT_MODULES}: split it into sub-packages"
+        for folder, count in sorted(counts.items())
+        if count > MAX_FLAT_MODULES and folder not in listed
+    ]
+    for folder, (allowed, _why) in sorted(listed.items()):
+        count = counts.get(folder, 0)
+        if count <= MAX_FLAT_MODULES:
+            out.append(f"{folder}: {count} modules, within the limit: remove its entry from CROWDED_FOLDERS")
+        elif count != allowed:
+            out.append(f"{folder}: {count} modules, listed with {allowed}: split it, or lower its entry")
+    return out
+
+
+def test_the_crowding_rule_catches_a_new_grown_and_shrunk_folder() -> None:
+    counts = {"a": 16, "b": 17, "c": 16, "d": 15}
+    listed = {"b": (16, "why"), "c": (17, "why"), "d": (16, "why")}
+    assert crowding_complaints(counts, listed) == [
+        "a: 16 modules flat, over 15: split it into sub-packages",
+        "b: 17 modules, listed with 16: split it, or lower its entry",
+        "c: 16 modules, listed with 17: split it, or lower its entry",
+        "d: 15 modules, within the limit: remove its entry from CROWDED_FOLDERS",
+    ]
+
+
+def test_no_folder_has_more_than_15_modules_flat_unless_listed() -> None:
+    counts = flat_module_counts()
+    assert counts["rayquota/queueing"] >= 5, counts  # the folders are found where they are
+    assert not crowding_complaints(counts, CROWDED_FOLDERS), "\n".join(
+        crowding_complaints(counts, CROWDED_FOLDERS)
+    )

@@ -20,7 +20,7 @@ from rayquota.queueing import (
     ResourceQuota,
     Workload,
 )
-from rayquota.queueing.admission_fair_sharing import UsageLedger, decay_alpha
+from rayquota.queueing.quota.admission_fair_sharing import UsageLedger, decay_alpha
 
 USAGE_BASED = AdmissionMode.USAGE_BASED_ADMISSION_FAIR_SHARING
 

@@ -11,7 +11,7 @@ import pytest
 
 from rayquota.queueing import ClusterQueue, Engine, Preempt
 from rayquota.queueing.decisions import PreemptionReason
-from rayquota.queueing.fairsharing import (
+from rayquota.queueing.quota.fairsharing import (
     FairSharing,
     PreemptionStrategy,
     Share,

@@ -17,7 +17,7 @@ from rayquota.queueing import (
     WhenCanPreempt,
     WithinClusterQueuePolicy,
 )
-from rayquota.queueing.flavors import _FIT_RANK, Possibility, _FlavorFit
+from rayquota.queueing.flavors.assignment import _FIT_RANK, Possibility, _FlavorFit
 from tests.unit.queueing.builders import engine_with_flavors, gpu_group, gpus, queue
 
 TRY_NEXT = (WhenCanBorrow.TRY_NEXT_FLAVOR, WhenCanPreempt.TRY_NEXT_FLAVOR)

@@ -5,7 +5,7 @@ and Kueue's measure of that level and of reclaiming in a hierarchy."""
 from __future__ import annotations
 
 from rayquota.queueing import ClusterQueue, Cohort, Engine, FlavorQuotas, ResourceGroup, ResourceQuota
-from rayquota.queueing.cohorts import QuotaNode, borrowing_level, may_reclaim_in_hierarchy
+from rayquota.queueing.quota.cohorts import QuotaNode, borrowing_level, may_reclaim_in_hierarchy
 
 from .builders import GPU, engine_with_flavors, gpu_group, gpus, queue
 from .test_examples import admitted

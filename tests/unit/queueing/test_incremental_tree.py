@@ -27,7 +27,7 @@ from rayquota.queueing import (
     ResourceFlavor,
     Workload,
 )
-from rayquota.queueing.cohorts import QuotaTree, add_usage
+from rayquota.queueing.quota.cohorts import QuotaTree, add_usage
 
 from .test_properties import FLAVORS, World, add_st, groups_st, world_st
 

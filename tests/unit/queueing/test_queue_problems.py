@@ -4,7 +4,7 @@ so with Kueue's reasons; a request beyond what a queue could ever hold says that
 from __future__ import annotations
 
 from rayquota.queueing import ClusterQueue, ResourceFlavor, Topology, never_fits
-from rayquota.queueing.queue_problems import FLAVOR_NOT_FOUND, TOPOLOGY_NOT_FOUND
+from rayquota.queueing.engine.queue_problems import FLAVOR_NOT_FOUND, TOPOLOGY_NOT_FOUND
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue
 from .test_examples import admitted, pending

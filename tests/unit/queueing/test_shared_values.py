@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 
 from rayquota.queueing import ClusterQueue
-from rayquota.queueing.state import NOTHING_AWAITED, SHARED
+from rayquota.queueing.quota.state import NOTHING_AWAITED, SHARED
 
 from .builders import engine_with_flavors, gpu_group, gpus, queue
 

@@ -11,7 +11,7 @@ one node's room cut the TAS benchmark's usage below Kueue's floor).
 from __future__ import annotations
 
 from rayquota.queueing import HOSTNAME_LABEL, Admit, ClusterNode, Engine, parse_quantity
-from rayquota.queueing.topology_capacity import NodeFilter, TopologyCapacity
+from rayquota.queueing.topology.capacity import NodeFilter, TopologyCapacity
 
 from .builders import GPU
 from .topology_builders import BLOCK, FLAVOR, RACK, TOPOLOGY, data_centre, job, required

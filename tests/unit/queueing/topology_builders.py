@@ -106,7 +106,7 @@ def racks_of(engine: Engine, assignment: TopologyAssignment) -> dict[str, int]:
 
 
 def _nodes(engine: Engine) -> list[ClusterNode]:
-    return list(engine._topology.nodes.values())
+    return list(engine._topology.capacity.nodes.values())
 
 
 def pods_per_node(assignment: TopologyAssignment) -> Mapping[str, int]:

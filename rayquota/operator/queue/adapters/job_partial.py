@@ -2,7 +2,7 @@
 
 A Job annotated ``kueue.x-k8s.io/job-min-parallelism: "N"`` asks for its usual pod count with
 ``minCount`` N: when the whole count does not fit, the engine may admit as few as N pods
-(:mod:`rayquota.queueing.partial_admission`). The Job then runs with ``spec.parallelism`` set to
+(:mod:`rayquota.queueing.flavors.partial_admission`). The Job then runs with ``spec.parallelism`` set to
 the admitted count (and ``spec.completions`` too when ``kueue.x-k8s.io/job-completions-equal-
 parallelism`` is ``"true"``). Kueue restores the parallelism from its Workload's spec when the
 Job stops; rayquota records the parallelism the Job asked for in the annotation

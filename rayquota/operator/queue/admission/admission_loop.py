@@ -24,7 +24,7 @@ from rayquota.operator.queue.admission.workload_status import is_evicted, is_fin
 from rayquota.operator.queue.demand.priorities import PriorityClasses
 from rayquota.operator.queue.reporting import fair_status, kueue_metrics, metrics
 from rayquota.queueing import AdmissionFairSharing, Engine, RequeuingTimestamp
-from rayquota.queueing.fairsharing import FairSharing, fair_sharing_of
+from rayquota.queueing.quota.fairsharing import FairSharing, fair_sharing_of
 
 log = logging.getLogger(__name__)
 

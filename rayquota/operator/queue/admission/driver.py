@@ -38,7 +38,7 @@ from rayquota.queueing import (
     ResourceFlavor,
     Workload,
 )
-from rayquota.queueing.routing import inactive_reason
+from rayquota.queueing.engine.routing import inactive_reason
 
 ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | AdmissionCheck
 """What configures the engine (everything but workloads)."""

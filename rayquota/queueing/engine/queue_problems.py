@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from .admission_checks import AdmissionCheck, CheckProblem, check_problems
-from .model import ClusterQueue, ResourceFlavor
+from ..admission_checks import AdmissionCheck, CheckProblem, check_problems
+from ..model import ClusterQueue, ResourceFlavor
 
 FLAVOR_NOT_FOUND = "FlavorNotFound"
 TOPOLOGY_NOT_FOUND = "TopologyNotFound"

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .accounting import Accounting
-from .cohorts import QuotaNode, add_usage
-from .model import FlavorResource
-from .policies import ReclaimWithinCohortPolicy
-from .state import ClusterQueueState, WorkloadState
+from ..model import FlavorResource
+from ..policies import ReclaimWithinCohortPolicy
+from ..quota.accounting import Accounting
+from ..quota.cohorts import QuotaNode, add_usage
+from ..quota.state import ClusterQueueState, WorkloadState
 
 
 class CycleHolds:

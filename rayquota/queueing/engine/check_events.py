@@ -1,17 +1,17 @@
-"""The engine's admission-check events and queries (see :mod:`.admission_checks` for semantics).
+"""The engine's admission-check events and queries (see :mod:`..admission_checks` for semantics).
 
-:class:`AdmissionCheckEvents` is a part of :class:`~.engine_events.EngineEvents`. A reserved
-workload keeps its quota charged (phase ``ADMITTED`` in the engine) while its checks are
-pending; :meth:`workload` tells the two apart with ``WorkloadStatus.checks_ready``.
+:class:`AdmissionCheckEvents` is a component the engine's memory (:class:`~.events.EngineEvents`)
+holds and calls, evicting through the drain it is given. A reserved workload keeps its quota
+charged (phase ``ADMITTED`` in the engine) while its checks are pending; the engine's
+``workload`` tells the two apart with ``WorkloadStatus.checks_ready``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from .accounting import Accounting
-from .admission_checks import (
+from ..admission_checks import (
     AdmissionCheck,
     AdmissionCheckRule,
     CheckState,
@@ -20,33 +20,35 @@ from .admission_checks import (
     describe,
     verdict,
 )
-from .decisions import PodSetAssignment, PreemptionReason
-from .state import Phase, WorkloadState
+from ..decisions import PodSetAssignment, PreemptionReason
+from ..quota.accounting import Accounting
+from ..quota.state import Phase, WorkloadState
+
+Drain = Callable[[list[WorkloadState], str, PreemptionReason], None]
+"""Evicts admitted workloads with a reason and a preemption kind (the engine's ``_drain``)."""
 
 
 class AdmissionCheckEvents:
-    _accounting: Accounting
-    _workloads: dict[str, WorkloadState]
-
-    def _init_admission_checks(self) -> None:
-        self._checks: dict[str, AdmissionCheck] = {}
-        self._check_states: dict[str, dict[str, CheckState]] = {}
+    def __init__(self, accounting: Accounting, workloads: Mapping[str, WorkloadState], drain: Drain) -> None:
+        self._accounting = accounting
+        self._workloads = workloads
+        """The engine's workloads by key (its own dict, read here)."""
+        self._drain = drain
+        self.checks: dict[str, AdmissionCheck] = {}
+        self.states: dict[str, dict[str, CheckState]] = {}
         """Per reserved workload: its checks' states (absent: no checks apply)."""
-
-    def _drain(self, victims: list[WorkloadState], reason: str, kind: PreemptionReason) -> None:
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ events
 
     def upsert_admission_check(self, check: AdmissionCheck) -> None:
         """An AdmissionCheck appeared or changed (its ``active`` flag): queues naming it are judged again."""
-        if self._checks.get(check.name) == check:
+        if self.checks.get(check.name) == check:
             return
-        self._checks[check.name] = check
+        self.checks[check.name] = check
         self._accounting.unpark_everything()
 
     def delete_admission_check(self, name: str) -> None:
-        if self._checks.pop(name, None) is not None:
+        if self.checks.pop(name, None) is not None:
             self._accounting.unpark_everything()
 
     def set_admission_check_state(
@@ -63,7 +65,7 @@ class AdmissionCheckEvents:
         waits until ``requeue_at``. Rejected: the workload is deactivated and evicted likewise.
         States of workloads not reserved, or of checks that do not apply to them, are ignored."""
         wl = self._workloads.get(key)
-        states = self._check_states.get(key)
+        states = self.states.get(key)
         if wl is None or states is None or name not in states or wl.phase is not Phase.ADMITTED:
             return
         states[name] = state
@@ -82,11 +84,11 @@ class AdmissionCheckEvents:
 
     def admission_check_states(self, key: str) -> dict[str, CheckState]:
         """The reserved workload's check states (empty when none apply or it is not reserved)."""
-        return dict(self._check_states.get(key, {}))
+        return dict(self.states.get(key, {}))
 
     # --------------------------------------------------------------- internals
 
-    def _start_checks(
+    def start(
         self,
         wl: WorkloadState,
         rules: tuple[AdmissionCheckRule, ...],
@@ -98,10 +100,10 @@ class AdmissionCheckEvents:
         flavors = {flavor for ps in pod_sets for flavor in ps.flavors.values()}
         names = applicable_checks(rules, flavors)
         if names:
-            self._check_states[wl.key] = {n: (recorded or {}).get(n, CheckState.PENDING) for n in names}
+            self.states[wl.key] = {n: (recorded or {}).get(n, CheckState.PENDING) for n in names}
         else:
-            self._check_states.pop(wl.key, None)
+            self.states.pop(wl.key, None)
         return names
 
-    def _end_checks(self, key: str) -> None:
-        self._check_states.pop(key, None)
+    def end(self, key: str) -> None:
+        self.states.pop(key, None)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from .accounting import Accounting
-from .model import LocalQueue, Workload
-from .policies import WithinClusterQueuePolicy
-from .state import Phase, WorkloadState
+from ..model import LocalQueue, Workload
+from ..policies import WithinClusterQueuePolicy
+from ..quota.accounting import Accounting
+from ..quota.state import Phase, WorkloadState
 
 Tell = Callable[[WorkloadState, str], None]
 """Gives a workload its pending reason (the engine turns it into a Pending decision)."""

@@ -1,15 +1,15 @@
 """Judging one workload in a cycle: admit it, preempt for it, or tell it why it waits.
 
 :class:`Scheduler` holds what one judgement needs beyond the engine's memory
-(:class:`~.engine_events.EngineEvents`): the cohort trees being reclaimed, the quota held for
+(:class:`~.events.EngineEvents`): the cohort trees being reclaimed, the quota held for
 the rest of the cycle, and the verdict of the last failed judgement. The cycle that walks the
-queues and calls :meth:`Scheduler._schedule` in order is :class:`~.engine.Engine`.
+queues and calls :meth:`Scheduler._schedule` in order is :class:`~.cycle.Engine`.
 
 A judgement goes in steps, each one able to end it:
 
 1. refusals that do not depend on quota (namespace, stopped LocalQueue, victims still leaving,
    a look-alike's verdict of this cycle);
-2. the flavor assignment (:mod:`.flavors`), against the predecessor's credit for a slice;
+2. the flavor assignment (:mod:`..flavors.assignment`), against the predecessor's credit for a slice;
 3. borrowing rules of the cycle (nobody borrows where preemptors wait; borrowers wait for the
    queues within nominal quota);
 4. admission where it fits (with its placement in topology domains), else preemption.
@@ -19,22 +19,22 @@ from __future__ import annotations
 
 from enum import Enum
 
-from .admission_fair_sharing import AdmissionFairSharing, UsageLedger
-from .cohorts import QuotaNode, borrowing_level
+from ..decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
+from ..flavors.assignment import FitMode, FlavorAssignment, assign_flavors
+from ..flavors.partial_admission import allows_partial, largest_fitting
+from ..model import FlavorResource, PodSet
+from ..policies import AdmissionMode, QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
+from ..preemption.victim_oracle import VictimOracle
+from ..queue_order import RequeuingTimestamp
+from ..quota.admission_fair_sharing import AdmissionFairSharing, UsageLedger
+from ..quota.cohorts import QuotaNode, borrowing_level
+from ..quota.fairsharing import FairSharing
+from ..quota.state import NOTHING_AWAITED, ClusterQueueState, Phase, Shape, WorkloadState
+from ..topology.fit import PlacementAsk
 from .cycle_holds import CycleHolds, preemptor_hold, unreclaimable_reserve
 from .cycle_line import STATIC_VERDICT, Verdict, VerdictBasis
-from .decisions import Admit, Decision, PodSetAssignment, Preempt, PreemptionReason
-from .engine_events import EngineEvents
-from .fairsharing import FairSharing
-from .flavors import FitMode, FlavorAssignment, assign_flavors
-from .model import FlavorResource, PodSet
-from .partial_admission import allows_partial, largest_fitting
-from .policies import AdmissionMode, QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
-from .queue_order import RequeuingTimestamp
+from .events import EngineEvents
 from .routing import local_queue_key
-from .state import NOTHING_AWAITED, ClusterQueueState, Phase, Shape, WorkloadState
-from .topology_fit import PlacementAsk
-from .victim_oracle import VictimOracle
 
 _VictimsKey = tuple[str, Shape, int, float]
 """The no-victims cache key: (ClusterQueue, shape, priority, creation time when it matters)."""
@@ -108,7 +108,13 @@ class Scheduler(EngineEvents):
             wl, cq, members, self._accounting.queues.__getitem__, self._cycle, self.fair_sharing
         )
         assignment = assign_flavors(
-            cq, spec.pod_sets, self._accounting.flavors, credit, preferred, self._placement.refusal, oracle
+            cq,
+            spec.pod_sets,
+            self._accounting.flavors,
+            credit,
+            preferred,
+            self._topology.placement.refusal,
+            oracle,
         )
         pod_sets = spec.pod_sets
         if not spec.replaces and allows_partial(pod_sets) and not _can_be_had(assignment, oracle):
@@ -127,10 +133,10 @@ class Scheduler(EngineEvents):
         kept = {}
         if predecessor is not None and same_queue:
             kept = {ps.name: ps.topology for ps in predecessor.pod_sets if ps.topology is not None}
-        asks = self._placement.asks(pod_sets, assignment.pod_sets, kept)
-        if assignment.mode >= FitMode.BORROW and self._admission_hold is not None:
+        asks = self._topology.placement.asks(pod_sets, assignment.pod_sets, kept)
+        if assignment.mode >= FitMode.BORROW and self._topology.admission_hold is not None:
             self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
-            return self._not_admitted(wl, cq, out, self._admission_hold)
+            return self._not_admitted(wl, cq, out, self._topology.admission_hold)
         if assignment.mode >= FitMode.BORROW:
             return self._admit_placed(wl, cq, out, assignment, asks, predecessor)
         return self._preempt_for_quota(wl, cq, out, assignment, oracle, asks, (victims_key, newer_matters))
@@ -139,11 +145,11 @@ class Scheduler(EngineEvents):
         self, cq: ClusterQueueState, pod_sets: tuple[PodSet, ...], oracle: VictimOracle
     ) -> tuple[tuple[PodSet, ...], FlavorAssignment] | None:
         """Kueue's partial admission: the largest counts down to the pod sets' ``minCount`` that
-        fit, or that preemption can make room for (see :mod:`.partial_admission`)."""
+        fit, or that preemption can make room for (see :mod:`..flavors.partial_admission`)."""
 
         def fits(counts: tuple[PodSet, ...]) -> tuple[tuple[PodSet, ...], FlavorAssignment] | None:
             assignment = assign_flavors(
-                cq, counts, self._accounting.flavors, {}, {}, self._placement.refusal, oracle
+                cq, counts, self._accounting.flavors, {}, {}, self._topology.placement.refusal, oracle
             )
             return (counts, assignment) if _can_be_had(assignment, oracle) else None
 
@@ -237,15 +243,15 @@ class Scheduler(EngineEvents):
         predecessor: WorkloadState | None,
     ) -> Outcome:
         """The quota is there: admit it where its topology request has room, or free a domain."""
-        placement = self._placement.place(asks) if asks else None
+        placement = self._topology.placement.place(asks) if asks else None
         if placement is None or placement.failure is None:
             chosen = assignment.pod_sets
             if placement is not None:
-                chosen = self._placement.with_placement(chosen, placement)
+                chosen = self._topology.placement.with_placement(chosen, placement)
             self._admit(wl, cq, assignment.usage, tuple(chosen), predecessor)
             # A scale-up slice of an admitted workload is not checked again: its pods run.
             rules = cq.spec.admission_checks if predecessor is None else ()
-            checks = self._start_checks(wl, rules, wl.pod_sets)
+            checks = self._checks.start(wl, rules, wl.pod_sets)
             out.append(
                 Admit(
                     wl.key,
@@ -260,7 +266,7 @@ class Scheduler(EngineEvents):
             return Outcome.ADMITTED
         # The quota is there, the room in one domain is not: free a domain, or wait for one.
         members = self._accounting.members_of(cq)
-        topology_victims = self._placement.victims(wl, cq, asks, (), members, self._cycle)
+        topology_victims = self._topology.placement.victims(wl, cq, asks, (), members, self._cycle)
         if topology_victims is not None:
             return self._preempt(wl, cq, out, topology_victims, {})
         return self._no_room(wl, cq, out, placement.failure or "no room")
@@ -288,10 +294,12 @@ class Scheduler(EngineEvents):
         if victims is not None:
             chosen_victims = victims.workloads
             if asks:
-                placement = self._placement.place(asks, [v.key for v in chosen_victims])
+                placement = self._topology.placement.place(asks, [v.key for v in chosen_victims])
                 if placement.failure is not None:
                     members = self._accounting.members_of(cq)
-                    more = self._placement.victims(wl, cq, asks, chosen_victims, members, self._cycle)
+                    more = self._topology.placement.victims(
+                        wl, cq, asks, chosen_victims, members, self._cycle
+                    )
                     if more is None:
                         return self._no_room(wl, cq, out, placement.failure)
                     chosen_victims = more
@@ -345,7 +353,7 @@ class Scheduler(EngineEvents):
 
     def _no_room(self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], reason: str) -> Outcome:
         """Fits the quota, not the topology: parked until room in a domain is freed."""
-        self._topology_waiting.add(cq.name)
+        self._topology.waiting.add(cq.name)
         if not wl.spec.replaces:
             self._no_fit[(cq.name, wl.shape)] = reason
             self._verdict = Verdict(VerdictBasis.CACHE, self._cache_generation)
@@ -377,7 +385,7 @@ class Scheduler(EngineEvents):
     ) -> None:
         cq.active.pop(wl.key, None)
         self._accounting.charge(wl, cq.name, usage, pod_sets, cycle=self._cycle, now=self._now)
-        self._placement.charge(wl)
+        self._topology.placement.charge(wl)
         if self.admission_usage is not None and cq.spec.admission_mode is USAGE_BASED:
             self.admission_usage.admitted(local_queue_key(wl.spec), per_resource(usage), self._now)
         self._accounting.wake_possible_preemptors(wl, cq)

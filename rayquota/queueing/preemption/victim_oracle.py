@@ -1,7 +1,7 @@
 """Kueue's preemption oracle for the workload a cycle is judging.
 
 Flavor assignment asks it, per flavor and resource the workload falls short in, what preemption
-could do there (:class:`~.flavors.Possibility`): nothing (no workload may be preempted for it),
+could do there (:class:`~..flavors.assignment.Possibility`): nothing (no workload may be preempted for it),
 reclaim (every victim is another queue's borrowed quota) or preempt (some victims are the queue's
 own). The victims it finds are kept, so the cycle does not search again for the same need once
 the flavor is chosen.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .fairsharing import FairSharing, fair_sharing_of
-from .flavors import Possibility
-from .model import FlavorResource
-from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
-from .preemption import Victims, find_victims
-from .state import ClusterQueueState, WorkloadState
+from ..flavors.assignment import Possibility
+from ..model import FlavorResource
+from ..policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
+from ..quota.fairsharing import FairSharing, fair_sharing_of
+from ..quota.state import ClusterQueueState, WorkloadState
+from .victims import Victims, find_victims
 
 
 class VictimOracle:

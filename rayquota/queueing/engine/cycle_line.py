@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from .cohorts import QuotaNode
-from .state import ClusterQueueState, Order, PendingGroup, WorkloadState
+from ..quota.cohorts import QuotaNode
+from ..quota.state import ClusterQueueState, Order, PendingGroup, WorkloadState
 
 
 class VerdictBasis(Enum):

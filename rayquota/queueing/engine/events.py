@@ -1,56 +1,49 @@
 """The engine's memory and the events that change it.
 
 :class:`EngineEvents` keeps what the engine knows (flavors, the cohort tree with its usage in
-:mod:`.accounting`, the lines workloads wait in through :mod:`.routing`, every workload's state)
-and applies the operator's events to it: configuration upserts and deletes, workloads added,
-changed, evicted, released, finished, restored. It decides nothing: :class:`~.engine.Engine`
-adds the admission cycle on top. Decisions an event causes (a drained queue's evictions, a
-workload's new pending reason) wait in the outbox for the next cycle.
+:mod:`..quota.accounting`, the lines workloads wait in through :mod:`.routing`, every workload's
+state) and applies the operator's events to it: configuration upserts and deletes, workloads
+added, changed, evicted, released, finished, restored. Two components it holds and calls take
+their own events: topology (:class:`~..topology.events.TopologyEvents`: Topologies, Nodes, pods,
+the admission hold) and admission checks (:class:`~.check_events.AdmissionCheckEvents`); its
+methods for those hand the event on. It decides nothing: :class:`~.scheduling.Scheduler` judges
+one workload and :class:`~.cycle.Engine` adds the admission cycle on top. Decisions an event
+causes (a drained queue's evictions, a workload's new pending reason) wait in the outbox for the
+next cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from .accounting import Accounting, ClusterQueueStatus, NodeSnapshot
-from .admission_check_events import AdmissionCheckEvents
-from .admission_checks import CheckProblem, CheckState
-from .decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
-from .model import ClusterQueue, Cohort, FlavorResource, LocalQueue, ResourceFlavor, Workload
-from .policies import StopPolicy
-from .queue_order import RequeuingTimestamp, queue_order_time
+from ..admission_checks import AdmissionCheck, CheckProblem, CheckState
+from ..decisions import Decision, Pending, PodSetAssignment, Preempt, PreemptionReason
+from ..model import (
+    ClusterNode,
+    ClusterQueue,
+    Cohort,
+    FlavorResource,
+    LocalQueue,
+    ResourceFlavor,
+    Topology,
+    Workload,
+)
+from ..policies import StopPolicy
+from ..queue_order import RequeuingTimestamp, queue_order_time
+from ..quota.accounting import Accounting, ClusterQueueStatus, NodeSnapshot
+from ..quota.state import ClusterQueueState, Phase, Shape, WorkloadState
+from ..topology.events import TopologyEvents
+from .check_events import AdmissionCheckEvents
 from .queue_problems import queue_problem
 from .routing import Router, local_queue_key
-from .state import ClusterQueueState, Phase, Shape, WorkloadState
-from .topology_events import TopologyEvents
+from .status import WorkloadStatus
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadStatus:
-    key: str
-    phase: Phase
-    cluster_queue: str | None
-    pending_reason: str
-    usage: Mapping[FlavorResource, int]
-    pod_sets: tuple[PodSetAssignment, ...]
-    admitted_at: float | None
-    """The ``now`` of the cycle that admitted it (``None`` while pending)."""
-    admission_checks: Mapping[str, CheckState] = field(default_factory=dict)
-    """The states of the checks its reservation must pass (empty when none apply)."""
-
-    @property
-    def checks_ready(self) -> bool:
-        """Quota reserved and every check Ready: the workload is admitted, its pods may start."""
-        return self.phase is Phase.ADMITTED and all(
-            s is CheckState.READY for s in self.admission_checks.values()
-        )
-
-
-class EngineEvents(AdmissionCheckEvents, TopologyEvents):
+class EngineEvents:
     def __init__(self, requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION) -> None:
         """``requeuing_timestamp``: waitForPodsReady's ``requeuingStrategy.timestamp``, which
-        orders the workloads evicted for pods not ready in time (:mod:`.queue_order`)."""
+        orders the workloads evicted for pods not ready in time (:mod:`..queue_order`)."""
         self.requeuing_timestamp = requeuing_timestamp
         self._outbox: list[Decision] = []
         """Decisions events caused, for the next cycle."""
@@ -58,10 +51,12 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         self._router = Router(
             self._accounting, lambda wl, reason: self._pend(self._outbox, wl, reason), lambda: self._now
         )
-        self._init_topology()
-        self._init_admission_checks()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, WorkloadState] = {}
+        self._topology = TopologyEvents(self._accounting, self._clear_fit_caches)
+        """Topologies, nodes and their pods, the placement of admissions, the admission hold."""
+        self._checks = AdmissionCheckEvents(self._accounting, self._workloads, self._drain)
+        """The AdmissionChecks and the states of each reserved workload's checks."""
         self._terminating: set[str] = set()
         # Workloads that preempted and wait for their victims to be released.
         self._preemptors: dict[str, WorkloadState] = {}
@@ -176,6 +171,62 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         parked could not fit; a read-only copy asks for it to have every sentence current)."""
         self._accounting.unpark_everything()
 
+    # ------------------------------------------- topology and admission checks (components)
+
+    def upsert_topology(self, topology: Topology) -> None:
+        self._topology.upsert_topology(topology)
+
+    def delete_topology(self, name: str) -> None:
+        self._topology.delete_topology(name)
+
+    def upsert_node(self, node: ClusterNode) -> None:
+        """A node's labels, allocatable, taints, readiness (topology placement counts its room)."""
+        self._topology.upsert_node(node)
+
+    def delete_node(self, name: str) -> None:
+        self._topology.delete_node(name)
+
+    def upsert_pod(
+        self, key: str, node: str, requests: Mapping[str, int], workload: str | None = None
+    ) -> None:
+        """A pod bound to ``node`` (see :meth:`TopologyEvents.upsert_pod`)."""
+        self._topology.upsert_pod(key, node, requests, workload)
+
+    def delete_pod(self, key: str) -> None:
+        """The pod finished or is gone: its room is free."""
+        self._topology.delete_pod(key)
+
+    def hold_admissions(self, reason: str | None) -> None:
+        """Admit nothing while ``reason`` is set; ``None`` lifts the hold and wakes every queue."""
+        self._topology.hold_admissions(reason)
+
+    def topology_room(self, flavor: str, level: str, resource: str) -> list[tuple[str, int, int]]:
+        """Per domain of ``level`` in the flavor's topology: (value, free, allocatable)."""
+        return self._topology.topology_room(flavor, level, resource)
+
+    def flavor_spec(self, name: str) -> ResourceFlavor | None:
+        return self._topology.flavor_spec(name)
+
+    def topology_spec(self, name: str) -> Topology | None:
+        return self._topology.topology_spec(name)
+
+    def upsert_admission_check(self, check: AdmissionCheck) -> None:
+        """An AdmissionCheck appeared or changed: queues naming it are judged again."""
+        self._checks.upsert_admission_check(check)
+
+    def delete_admission_check(self, name: str) -> None:
+        self._checks.delete_admission_check(name)
+
+    def set_admission_check_state(
+        self, key: str, name: str, state: CheckState, *, message: str = "", requeue_at: float = 0.0
+    ) -> None:
+        """A check's controller decided (see :meth:`AdmissionCheckEvents.set_admission_check_state`)."""
+        self._checks.set_admission_check_state(key, name, state, message=message, requeue_at=requeue_at)
+
+    def admission_check_states(self, key: str) -> dict[str, CheckState]:
+        """The reserved workload's check states (empty when none apply or it is not reserved)."""
+        return self._checks.admission_check_states(key)
+
     # --------------------------------------------------------------- workloads
 
     def _queued_at(self, workload: Workload) -> float:
@@ -216,9 +267,9 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
             return
         if workload.pod_sets != wl.spec.pod_sets:
             self._capacity_changed(self._accounting.scale_down(wl, workload))
-            if self._topology.free(wl.key):
-                self._placement.charge(wl)  # the trimmed assignment
-                self._topology_room_changed()
+            if self._topology.capacity.free(wl.key):
+                self._topology.placement.charge(wl)  # the trimmed assignment
+                self._topology.room_changed()
         wl.set_spec(workload, self._queued_at(workload))
         if not workload.active and wl.phase is Phase.ADMITTED:
             self._drain([wl], f"workload {wl.key} was deactivated", PreemptionReason.DEACTIVATED)
@@ -259,7 +310,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
             self._forget(wl)
             return
         self._free(wl)
-        self._end_checks(wl.key)
+        self._checks.end(wl.key)
         wl.phase = Phase.PENDING
         self._router.route(wl)
 
@@ -288,10 +339,10 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
                 fr = (ps.flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
         self._accounting.charge(wl, cluster_queue, usage, tuple(pod_sets), cycle=self._cycle, now=self._now)
-        self._placement.charge(wl)
+        self._topology.placement.charge(wl)
         cq = self._accounting.queues.get(cluster_queue)
         if cq is not None:
-            self._start_checks(wl, cq.spec.admission_checks, tuple(pod_sets), admission_checks)
+            self._checks.start(wl, cq.spec.admission_checks, tuple(pod_sets), admission_checks)
         if evicting:
             wl.phase = Phase.EVICTING
 
@@ -333,7 +384,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         awaiting = sum(
             1
             for key in cq.admitted
-            if any(s is not CheckState.READY for s in self._check_states.get(key, {}).values())
+            if any(s is not CheckState.READY for s in self._checks.states.get(key, {}).values())
         )
         return replace(
             status,
@@ -343,7 +394,9 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
 
     def cluster_queue_problem(self, spec: ClusterQueue) -> CheckProblem | None:
         """What the queue names that is missing (or an inactive check): it admits nothing."""
-        return queue_problem(spec, self._accounting.flavors, self._topology.topologies, self._checks)
+        return queue_problem(
+            spec, self._accounting.flavors, self._topology.capacity.topologies, self._checks.checks
+        )
 
     def cluster_queue_names(self) -> list[str]:
         return list(self._accounting.queues)
@@ -370,8 +423,8 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
     # --------------------------------------------------------------- internals
 
     def _free(self, wl: WorkloadState) -> None:
-        if self._topology.free(wl.key):
-            self._topology_room_changed()
+        if self._topology.capacity.free(wl.key):
+            self._topology.room_changed()
         cq = self._accounting.free(wl)
         if cq is None:
             return
@@ -396,7 +449,7 @@ class EngineEvents(AdmissionCheckEvents, TopologyEvents):
         self._router.reroute_unrouted()
 
     def _forget(self, wl: WorkloadState) -> None:
-        self._end_checks(wl.key)
+        self._checks.end(wl.key)
         if wl.phase is Phase.PENDING:
             self._router.remove_from_queue(wl)
         else:

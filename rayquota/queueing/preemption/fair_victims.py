@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from .cohorts import QuotaNode, add_usage
-from .decisions import PreemptionReason
-from .fairsharing import (
+from ..decisions import PreemptionReason
+from ..model import FlavorResource
+from ..quota.cohorts import QuotaNode, add_usage
+from ..quota.fairsharing import (
     NEGATIVE_SHARE,
     FairSharing,
     PreemptionStrategy,
@@ -39,8 +40,7 @@ from .fairsharing import (
     ShareMeter,
     compare_shares,
 )
-from .model import FlavorResource
-from .state import ClusterQueueState, Phase, WorkloadState
+from ..quota.state import ClusterQueueState, Phase, WorkloadState
 
 
 @dataclass(slots=True)
@@ -58,9 +58,7 @@ def _move(usage: Mapping[FlavorResource, int], node: QuotaNode, sign: int) -> No
 class _Ordering:
     """Kueue's target-queue tournament over the candidates, by owner."""
 
-    def __init__(
-        self, cq: ClusterQueueState, candidates: Sequence[FairCandidate], meter: ShareMeter
-    ) -> None:
+    def __init__(self, cq: ClusterQueueState, candidates: Sequence[FairCandidate], meter: ShareMeter) -> None:
         self.cq = cq
         self.meter = meter
         self.on_path = set(map(id, cq.node.ancestors()))

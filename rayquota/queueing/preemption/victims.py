@@ -28,7 +28,7 @@ on the live usage and always undone: quota is released only when the operator sa
 pods are gone.
 
 With fair sharing on, Kueue (and so rayquota) chooses victims differently: see
-:mod:`.fair_preemption`.
+:mod:`.fair_victims`.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from enum import Enum
 
-from .cohorts import QuotaNode, add_usage, available
-from .decisions import PreemptionReason
-from .fair_preemption import FairCandidate, fair_victims
-from .fairsharing import FairSharing, fair_sharing_of
-from .model import FlavorResource
-from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
-from .state import ClusterQueueState, Phase, WorkloadState
+from ..decisions import PreemptionReason
+from ..model import FlavorResource
+from ..policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
+from ..quota.cohorts import QuotaNode, add_usage, available
+from ..quota.fairsharing import FairSharing, fair_sharing_of
+from ..quota.state import ClusterQueueState, Phase, WorkloadState
+from .fair_victims import FairCandidate, fair_victims
 
 
 @dataclass(slots=True)

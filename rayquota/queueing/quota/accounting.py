@@ -4,8 +4,8 @@ Kueue keeps this in its cache: the ClusterQueues, cohorts and flavors as configu
 of the cohort tree the usage of what was admitted. Here the same: a workload is charged when
 admitted (or restored at start-up), freed when its pods are gone, shrunk in place on a
 scale-down; a ClusterQueue change updates the tree in place, a cohort change rebuilds it.
-Which queue a pending workload waits in is :mod:`.routing`'s business, and what to admit the
-cycle's (:mod:`.engine`).
+Which queue a pending workload waits in is :mod:`..engine.routing`'s business, and what to admit the
+cycle's (:mod:`..engine.cycle`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .admission_checks import CheckProblem
+from ..admission_checks import CheckProblem
+from ..decisions import PodSetAssignment, trimmed
+from ..model import PODS, ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
+from ..policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .cohorts import QuotaNode, QuotaTree, add_usage, available
-from .decisions import PodSetAssignment
-from .model import PODS, ClusterQueue, Cohort, FlavorResource, ResourceFlavor, Workload
-from .policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
 from .state import NOTHING_PARKED, ClusterQueueState, Phase, WorkloadState
-from .topology_fit import trimmed
 
 
 @dataclass(frozen=True, slots=True)

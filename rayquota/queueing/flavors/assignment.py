@@ -3,7 +3,7 @@
 Flavors are tried in the order the ClusterQueue declares them. A flavor is
 usable for a pod set when its node labels agree with the pod set's node
 selector and required node affinity (on the keys the flavor labels, see
-:mod:`.node_affinity`) and every NoSchedule/NoExecute taint is tolerated. When the
+:mod:`..node_affinity`) and every NoSchedule/NoExecute taint is tolerated. When the
 ClusterQueue's resource groups cover ``pods``, each pod set asks for one per pod. Among usable
 flavors the first that fits within nominal quota wins; one that needs
 borrowing or preemption wins only if the fungibility policy says to stop
@@ -23,13 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .cohorts import available, may_reclaim_in_hierarchy, potential_available
-from .decisions import PodSetAssignment
-from .model import PODS, FlavorResource, PodSet, ResourceFlavor, ResourceGroup
-from .node_affinity import affinity_matches, selector_mismatch
-from .policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
-from .quantities import format_quantity
-from .state import ClusterQueueState
+from ..decisions import PodSetAssignment
+from ..model import PODS, FlavorResource, PodSet, ResourceFlavor, ResourceGroup
+from ..node_affinity import affinity_matches, selector_mismatch
+from ..policies import BorrowWithinCohortPolicy, FlavorFungibilityPreference, WhenCanBorrow, WhenCanPreempt
+from ..quantities import format_quantity
+from ..quota.cohorts import available, may_reclaim_in_hierarchy, potential_available
+from ..quota.state import ClusterQueueState
 
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -75,7 +75,7 @@ class FlavorAssignment:
 
 
 TopologyRefusal = Callable[[ResourceFlavor, PodSet], str | None]
-"""Why a pod set's topology request rules a flavor out (see :mod:`.topology_admission`)."""
+"""Why a pod set's topology request rules a flavor out (see :mod:`..topology.admission`)."""
 
 
 def _flavor_refusal(

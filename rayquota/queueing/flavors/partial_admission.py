@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from .model import PodSet
+from ..model import PodSet
 
 R = TypeVar("R")
 

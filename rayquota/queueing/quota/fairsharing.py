@@ -5,7 +5,7 @@ quota, as a fraction of what its cohort can lend, taking the worst resource, div
 queue's weight; integers in parts per million keep ordering exact.
 
 :class:`ShareMeter` measures any node of the cohort tree as Kueue does for fair-sharing
-preemption (:mod:`.fair_preemption`): usage beyond the node's subtree quota, per mille of what
+preemption (:mod:`..preemption.fair_victims`): usage beyond the node's subtree quota, per mille of what
 its parent could lend it (summed over flavors per resource), the largest over resources, divided
 by the node's ``fairSharing.weight``; a node of weight 0 that borrows has an infinite share.
 """
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from ..model import FlavorResource
 from .cohorts import QuotaNode, potential_available
-from .model import FlavorResource
 from .state import ClusterQueueState
 
 UNBOUNDED = 1 << 62

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .decisions import TopologyAssignment, TopologyDomain
-from .model import HOSTNAME_LABEL, TopologyMode, TopologyRequest
-from .quantities import format_quantity
-from .topology_capacity import (
+from ..decisions import TopologyAssignment, TopologyDomain, trimmed
+from ..model import HOSTNAME_LABEL, TopologyMode, TopologyRequest
+from ..quantities import format_quantity
+from .capacity import (
     PODS,
     FlavorTopology,
     LeafId,
@@ -460,19 +460,6 @@ def _assignment(levels: tuple[str, ...], leaves: Mapping[LeafId, int]) -> Topolo
     cut = len(levels) - len(out_levels)
     domains = tuple(TopologyDomain(leaf[cut:], n) for leaf, n in sorted(leaves.items()) if n > 0)
     return TopologyAssignment(out_levels, domains)
-
-
-def trimmed(assignment: TopologyAssignment, count: int) -> TopologyAssignment:
-    """The first ``count`` pods of an assignment (a scale-down gives back the last domains' pods)."""
-    domains: list[TopologyDomain] = []
-    left = count
-    for domain in assignment.domains:
-        if left <= 0:
-            break
-        take = min(domain.count, left)
-        domains.append(TopologyDomain(domain.values, take))
-        left -= take
-    return TopologyAssignment(assignment.levels, tuple(domains))
 
 
 def _merged(a: TopologyAssignment, b: TopologyAssignment) -> TopologyAssignment:

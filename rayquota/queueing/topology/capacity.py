@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .decisions import TopologyAssignment
-from .model import HOSTNAME_LABEL, ClusterNode, ResourceFlavor, Toleration, Topology
+from ..decisions import TopologyAssignment
+from ..model import HOSTNAME_LABEL, ClusterNode, ResourceFlavor, Toleration, Topology
 
 LeafId = tuple[str, ...]
 """A leaf domain: one value per level of its topology, highest first."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .model import ClusterQueue, Cohort, FlavorResource, ResourceGroup, ResourceQuota
+from ..model import ClusterQueue, Cohort, FlavorResource, ResourceGroup, ResourceQuota
 
 
 @dataclass(slots=True, eq=False)

@@ -29,16 +29,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 
-from .admission_fair_sharing import LocalQueueUsage
-from .cohorts import QuotaNode
+from ..decisions import Decision
+from ..flavors.assignment import FitMode, assign_flavors
+from ..policies import QueueingStrategy
+from ..quota.admission_fair_sharing import LocalQueueUsage
+from ..quota.cohorts import QuotaNode
+from ..quota.fairsharing import ShareMeter, dominant_share
+from ..quota.state import ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
 from .cycle_line import CycleLine, Verdict, VerdictBasis
-from .decisions import Decision
-from .fairsharing import ShareMeter, dominant_share
-from .flavors import FitMode, assign_flavors
-from .policies import QueueingStrategy
 from .routing import local_queue_key
 from .scheduling import USAGE_BASED, Outcome, Scheduler, borrowing_level_of, per_resource
-from .state import ClusterQueueState, Order, PendingGroup, Phase, WorkloadState
 
 STRICT = QueueingStrategy.STRICT_FIFO
 
@@ -247,7 +247,7 @@ class Engine(Scheduler):
         its own if it must borrow too (a scale-up slice measured without its predecessor's
         credit), else the deepest of theirs, so it waits for them."""
         assignment = assign_flavors(
-            cq, wl.spec.pod_sets, self._accounting.flavors, {}, {}, self._placement.refusal
+            cq, wl.spec.pod_sets, self._accounting.flavors, {}, {}, self._topology.placement.refusal
         )
         return borrowing_level_of(cq, assignment.need) if assignment.mode is FitMode.BORROW else deepest
 

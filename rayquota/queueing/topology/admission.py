@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from .decisions import PodSetAssignment, TopologyAssignment
-from .model import PodSet, ResourceFlavor, TopologyMode, TopologyRequest
-from .policies import ReclaimWithinCohortPolicy
-from .preemption import same_queue_eligible
-from .state import ClusterQueueState, Phase, WorkloadState
-from .topology_capacity import NodeFilter, TopologyCapacity, charge_key
-from .topology_fit import Placement, PlacementAsk, TopologyPlacer, level_name
+from ..decisions import PodSetAssignment, TopologyAssignment
+from ..model import PodSet, ResourceFlavor, TopologyMode, TopologyRequest
+from ..policies import ReclaimWithinCohortPolicy
+from ..preemption.victims import same_queue_eligible
+from ..quota.state import ClusterQueueState, Phase, WorkloadState
+from .capacity import NodeFilter, TopologyCapacity, charge_key
+from .fit import Placement, PlacementAsk, TopologyPlacer, level_name
 
 IMPLIED = TopologyRequest(TopologyMode.UNCONSTRAINED)
 """A pod set on a topology flavor without an annotation: placed anywhere, but placed."""

@@ -8,17 +8,17 @@ import sys
 from collections.abc import Iterator
 from enum import StrEnum
 
+from ..decisions import PodSetAssignment
+from ..model import ClusterQueue, FlavorResource, ResourceGroup, Workload
+from ..policies import StopPolicy
 from .cohorts import QuotaNode
-from .decisions import PodSetAssignment
-from .model import ClusterQueue, FlavorResource, ResourceGroup, Workload
-from .policies import StopPolicy
 
 NOTHING_PARKED = -(1 << 62)
 """``parked_top`` of a queue with nothing parked: below every priority."""
 
 Order = tuple[int, float, int, int]
 """Queue order, smallest first: (-priority, queue order time, sequence, arrival in the engine);
-the time is :func:`~.queue_order.queue_order_time` of the workload."""
+the time is :func:`~..queue_order.queue_order_time` of the workload."""
 
 
 class Phase(StrEnum):
@@ -51,7 +51,7 @@ class WorkloadState:
     )
 
     def __init__(self, spec: Workload, seq: int, queued_at: float) -> None:
-        """``queued_at``: the workload's queue order time (:func:`~.queue_order.queue_order_time`)."""
+        """``queued_at``: the workload's queue order time (:func:`~..queue_order.queue_order_time`)."""
         self.spec = spec
         self.key = spec.key
         self.seq = seq
