@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from rayquota.operator.queue.admission.renamed_pod_sets import carried_over
 from rayquota.queueing import (
     AdmissionCheck,
     Admit,
@@ -213,6 +214,8 @@ class Driver:
             self.engine.update_workload(_with_key(spec, tracked.pending_key))
             return
         assert tracked.admitted_key is not None
+        self._carry_over_renamed(tracked, spec)
+        assert tracked.admission is not None
         held = _within_partial_admission(tracked.admission, spec)
         if not held.active or _covers(tracked.admission, held.pod_sets):
             self._drop_pending_slice(tracked)
@@ -221,6 +224,31 @@ class Driver:
         if tracked.pending_key is None:
             tracked.pending_key = tracked.slice_key()
         self.engine.update_workload(_with_key(spec, tracked.pending_key, tracked.admitted_key))
+
+    def _carry_over_renamed(self, tracked: _Tracked, spec: Workload) -> None:
+        """Pods admitted under a pod set the demand now names otherwise (an operator upgrade
+        changed the naming rule) stay admitted, under the new name, on the same flavors
+        (``renamed_pod_sets.py``): neither freed nor admitted anew. Recorded like a scale-down."""
+        assert tracked.admission is not None and tracked.admitted_key is not None
+        carried = carried_over(tracked.admission, spec.pod_sets)
+        if carried == tracked.admission:
+            return
+        self._drop_pending_slice(tracked)
+        key = tracked.admitted_key
+        held = tuple(PodSet(p.name, p.count, _per_pod(p), {}) for p in carried.pod_sets)
+        self.engine.restore_admission(
+            replace(_with_key(spec, key), pod_sets=held),
+            carried.cluster_queue,
+            carried.pod_sets,
+            admission_checks=self.engine.admission_check_states(key),
+        )
+        status = self.engine.workload(key)
+        if status is None or status.phase is not Phase.ADMITTED:
+            return
+        tracked.admission = AdmittedSlice(
+            status.cluster_queue or "", status.pod_sets, status.usage, tuple(status.admission_checks)
+        )
+        self.writer.admitted(tracked.key, tracked.admission)
 
     def _scale_down(self, tracked: _Tracked, spec: Workload) -> None:
         assert tracked.admitted_key is not None and tracked.admission is not None

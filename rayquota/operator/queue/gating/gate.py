@@ -21,11 +21,12 @@ from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
 from rayquota.operator.queue.adapters.capabilities import ClustersCappedOneByOne, PartTemplates
 from rayquota.operator.queue.adapters.protocol import KindAdapter
-from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission import check_states, converter
 from rayquota.operator.queue.admission.admission_memo import AdmissionMemo
 from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.admission.renamed_pod_sets import carried_counts, carried_over, renames
 from rayquota.operator.queue.admission.workload_status import NOT_YET_EVALUATED, SCALE_UP_WAITING, is_evicted
+from rayquota.operator.queue.demand.podsets import Demand
 from rayquota.operator.queue.dra import context as dra
 from rayquota.operator.queue.gating import caps
 from rayquota.operator.queue.gating.coverage import allocate
@@ -82,6 +83,20 @@ def no_more_than(admission: AdmittedSlice, decided: Mapping[str, int] | None) ->
     return replace(admission, pod_sets=tuple(pod_sets)) if changed else admission
 
 
+def carried_admission(
+    admission: AdmittedSlice, decided: Mapping[str, int] | None, demand: Demand
+) -> tuple[AdmittedSlice, Mapping[str, int] | None]:
+    """The recorded admission and the engine's counts with the pods of renamed pod sets under
+    their new names (``admission/renamed_pod_sets.py``): an operator upgrade that renamed a
+    running pod set caps its pods by what they were admitted, before and after the engine's
+    carried-over admission is written."""
+    moves = renames(admission, demand.pod_sets)
+    if not moves:
+        return admission, decided
+    carried = carried_over(admission, demand.pod_sets, moves)
+    return carried, None if decided is None else carried_counts(decided, moves)
+
+
 class QueueGate:
     def __init__(
         self,
@@ -120,13 +135,15 @@ class QueueGate:
         admission = self._recorded_admission(self.objects.workload(queued.workload))
         if admission is None:
             return NOTHING
-        admission = no_more_than(admission, self.decided_counts(queued.workload))
         name = str(cluster["metadata"]["name"])
         all_children = self.objects.children(queued.kind, queued.obj)
         children: Sequence[Mapping[str, Any]] = all_children
         if isinstance(queued.adapter, ClustersCappedOneByOne):
             children = queued.adapter.capped_with(all_children, name)
-        demand, allocation = allocation_of(queued.adapter, queued.obj, children, admission)
+        demand = queued.adapter.pod_sets(queued.obj, children)
+        admission, decided = carried_admission(admission, self.decided_counts(queued.workload), demand)
+        admission = no_more_than(admission, decided)
+        allocation = allocate(demand, admission.counts(), queued.adapter.running_parts(queued.obj, children))
         share = allocation.get(name)
         placements = caps.admitted_placements(admission, self.flavors)
         if share is None or placements is None:
@@ -158,6 +175,7 @@ class QueueGate:
             return GateVerdict(False, False, WAITING_FOR_QUOTA, f"not admitted: {message}")
         children = self.objects.children(kind, obj)
         demand = queued.adapter.pod_sets(obj, children)
+        admission = carried_over(admission, demand.pod_sets)
         # Covered means covered whole: as if nothing of it ran yet.
         allocation = allocate(demand, admission.counts(), ())
         parts = list(demand.parts) if part is None else [part]
