@@ -442,17 +442,30 @@ def git_commit() -> str:
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "kuberay-compatibility.md"
 CRD_SECTION = ("## The CRD schemas against KubeRay's", "<!-- crd-allow-list:end -->\n\n")
+BY_HAND_SECTION = ("<!-- by-hand:start -->", "<!-- by-hand:end -->\n\n")
+
+
+def kept_section(markers: tuple[str, str]) -> str:
+    """The doc's text from the first marker to the end of the second, or "" when it has none."""
+    text = DOC.read_text(encoding="utf-8")
+    start, end = markers
+    if start not in text:
+        return ""
+    section = text[text.index(start) :]
+    return section[: section.index(end) + len(end)]
 
 
 def crd_schemas_section() -> str:
     """The doc's section on the CRD schemas, kept as it is: the allow-list of
     tests/unit/api/test_crds_against_kuberay.py lives there, not in this run's output."""
-    text = DOC.read_text(encoding="utf-8")
-    start, end = CRD_SECTION
-    if start not in text:
-        return ""
-    section = text[text.index(start) :]
-    return section[: section.index(end) + len(end)]
+    return kept_section(CRD_SECTION)
+
+
+def by_hand_section() -> str:
+    """The doc's records of runs made by hand against KubeRay v1.7.0 (this script with
+    --kuberay-binary, benchmarks/kuberay_network_policy.py), kept as they are: `make test` does
+    not build v1.7.0, so no run of the pinned peer can write them again."""
+    return kept_section(BY_HAND_SECTION)
 
 
 def report(
@@ -462,7 +475,8 @@ def report(
     version: str = peers.KUBERAY_VERSION,
 ) -> str:
     names = ", ".join(sorted({f"{d['kind']} {d['metadata']['name']}" for d in docs}))
-    lines = [HEADER.format(version=version, manifests=names, crd_schemas=crd_schemas_section())]
+    header = HEADER.format(version=version, manifests=names, crd_schemas=crd_schemas_section())
+    lines = [header + by_hand_section()]
     unexplained = [d for d, reason in explained if not reason]
     lines.append(
         f"## Result of the last run\n\n"

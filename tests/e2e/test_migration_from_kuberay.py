@@ -1,4 +1,6 @@
-"""Migrating a running KubeRay installation to rayquota, beside KubeRay's real operator (v1.6.2).
+"""Migrating a running KubeRay installation to rayquota, beside KubeRay's real operator (v1.6.2;
+another release by hand: ``RAYQUOTA_MIGRATION_KUBERAY=v1.7.0``, built with ``rayquota peers build
+kuberay --source DIR --tag v1.7.0``).
 
 A control plane of its own plays a cluster that runs KubeRay: KubeRay's CRDs and its operator.
 Under KubeRay a RayCluster becomes ready, a RayJob (K8sJobMode) runs, and a RayService with GCS
@@ -33,7 +35,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rayquota.localcluster import peers
+from rayquota.localcluster import kuberay_source, peers
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
 from rayquota.operator.config import OperatorConfig
@@ -51,6 +53,24 @@ SERVE_CONFIG = "applications:\n  - name: greeter\n    import_path: greeter:app\n
 RAYQUOTA = str(Path(sys.executable).parent / "rayquota")
 RAYQUOTA_VERSION = OperatorConfig().version
 STABLE_S = 8  # how long rayquota's first reconciles are watched for anything going back
+# The KubeRay release migrated from: the pinned one in `make test`, another for a run by hand.
+KUBERAY_VERSION = os.environ.get("RAYQUOTA_MIGRATION_KUBERAY") or peers.KUBERAY_VERSION
+
+
+def kuberay_build(version: str = KUBERAY_VERSION) -> tuple[Path, Path] | None:
+    """KubeRay's operator binary and CRD directory at ``version``, or None when not built: the
+    pinned release from the module cache, another from `rayquota peers build kuberay --source`."""
+    if version == peers.KUBERAY_VERSION:
+        return (peers.kuberay_binary(), peers.kuberay_crd_dir()) if peers.KUBERAY.is_built() else None
+    built = kuberay_source.build_dir(version)
+    binary, crds = built / kuberay_source.BINARY, built / kuberay_source.CRD_DIR
+    return (binary, crds) if binary.is_file() and crds.is_dir() else None
+
+
+def build_hint(version: str) -> str:
+    if version == peers.KUBERAY_VERSION:
+        return "run `.venv/bin/rayquota peers build kuberay`"
+    return f"run `.venv/bin/rayquota peers build kuberay --source DIR --tag {version}`"
 
 
 # --- the control plane, the heads, the two operators ------------------------------------------
@@ -60,14 +80,13 @@ STABLE_S = 8  # how long rayquota's first reconciles are watched for anything go
 def kuberay_cluster() -> Iterator[LocalCluster]:
     """A control plane with KubeRay's CRDs (and rayquota.io's, which nothing uses until the
     migration; the sampler watches Workloads from the start)."""
-    if not peers.KUBERAY.is_built():
-        pytest.skip(
-            f"KubeRay {peers.KUBERAY_VERSION} is not built: run `.venv/bin/rayquota peers build kuberay`"
-        )
+    build = kuberay_build()
+    if build is None:
+        pytest.skip(f"KubeRay {KUBERAY_VERSION} is not built: {build_hint(KUBERAY_VERSION)}")
     cluster = LocalCluster(name=f"pytest-{os.getpid()}-migrate")
     cluster.up()
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(peers.kuberay_crd_dir()), timeout=240)
+        cluster.kubectl("apply", "--server-side", "-f", str(build[1]), timeout=240)
         _established(cluster, [f"crd/{k}.ray.io" for k in ("rayclusters", "rayjobs", "rayservices")])
         _apply_crds(cluster, "rayquota.io_*.yaml")
         yield cluster
@@ -152,12 +171,20 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _environment(kubeconfig: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    # The test's own setting is no operator's (rayquota would warn that it ignores it).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.lower().endswith("_proxy") and k != "RAYQUOTA_MIGRATION_KUBERAY"
+    }
     return dict(env, KUBECONFIG=str(kubeconfig), **extra)
 
 
 def kuberay(cluster: LocalCluster, namespace: str, heads: FakeHeads, log: Path) -> Any:
     command = peers.kuberay_command(metrics_port=free_port(), health_port=free_port(), namespaces=[namespace])
+    build = kuberay_build()
+    assert build is not None, build_hint(KUBERAY_VERSION)  # the cluster fixture skipped otherwise
+    command[0] = str(build[0])
     return running(with_hosts_file(command, heads.hosts), _environment(cluster.kubeconfig), log)
 
 
@@ -637,7 +664,9 @@ def test_running_kuberay_objects_move_to_rayquota_and_back(
         helm("uninstall", "rq", "-n", namespace, "--wait", cluster=cluster)
 
         # --- the way back: KubeRay's CRDs and operator again ----------------------------------------
-        crds = str(peers.kuberay_crd_dir())
+        again = kuberay_build()
+        assert again is not None, build_hint(KUBERAY_VERSION)
+        crds = str(again[1])
         kubectl("apply", "--server-side", "--force-conflicts", "-f", crds, timeout=240)
         sampler = renewed(sampler, cluster, namespace)
         back = sampler.sync()
