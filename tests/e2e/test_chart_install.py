@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from cryptography import x509
@@ -118,6 +119,17 @@ class LocalOperator:
 
     def log(self) -> str:
         return self.output.read_text(errors="replace")
+
+    def progress(self) -> tuple[int, int, int]:
+        """What grows while the operator starts: its log, its recorded requests and the CPU
+        seconds it used (a start-up on a loaded machine spends minutes importing, silently)."""
+        requests = self.requests.stat().st_size if self.requests.exists() else 0
+        try:
+            cpu = psutil.Process(self.proc.pid).cpu_times()
+            used = int(cpu.user + cpu.system)
+        except psutil.Error:  # it ended: nothing more will grow
+            used = -1
+        return self.output.stat().st_size, requests, used
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)

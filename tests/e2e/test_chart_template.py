@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from rayquota.operator.webhooks.configurations import queued_kind_rules, webhook_configurations
+from rayquota.operator.webhooks.configurations import (
+    TIMEOUT_SECONDS,
+    queued_kind_rules,
+    webhook_configurations,
+)
 from tests.e2e.chart import CHART, REPO, configuration_of, find, helm, render, settings_of
 
 
@@ -181,7 +185,8 @@ def test_ray_webhooks_see_only_labelled_objects_and_fail_closed() -> None:
 
 def test_the_chart_sends_the_queue_objects_where_the_operator_registers_them() -> None:
     """The chart's and the loopback operator's configurations (webhooks/configurations.py) send
-    the same cluster-scoped queue objects, with the same operations, to the same handlers."""
+    the same cluster-scoped queue objects, with the same operations, to the same handlers, and
+    give them the same time to answer."""
 
     def routes(hooks: list[dict[str, Any]], path_of: Any) -> set[tuple[str, str, str, str]]:
         return {
@@ -209,6 +214,8 @@ def test_the_chart_sends_the_queue_objects_where_the_operator_registers_them() -
         ("cohorts", "/mutate-cohort"),
         ("cohorts", "/validate-cohort"),
     }
+    # And they wait for the operator alike (configurations.TIMEOUT_SECONDS says why so long).
+    assert {h["timeoutSeconds"] for h in [*chart, *operator]} == {TIMEOUT_SECONDS}
 
 
 def test_admission_only_mode_installs_no_ray_crds_and_turns_the_reconcilers_off() -> None:

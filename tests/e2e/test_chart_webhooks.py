@@ -10,9 +10,9 @@ of a queued object or of a RayService's child is refused.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -29,7 +29,7 @@ from tests.e2e.test_chart_install import (
     install,
 )
 from tests.e2e.test_chart_install import releases as releases  # the fixture
-from tests.polling import wait_for
+from tests.polling import wait_for, wait_while_progressing
 from tests.quota import QUEUE, Quota, get_json
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
@@ -90,6 +90,56 @@ def refusal(cluster: LocalCluster, *args: str, input: str | None = None) -> str:
     return str(refused.value)
 
 
+T = TypeVar("T")
+# The operator's start-up is waited for while it progresses (LocalOperator.progress): at a load
+# of 30 on 2 cores it had written nothing and sent no request after 90 s, importing.
+STALL_S = 90
+START_LIMIT_S = 600
+
+
+def starting(operator: LocalOperator, what: str, probe: Callable[[], T | None]) -> T:
+    return wait_while_progressing(
+        what,
+        probe,
+        operator.progress,
+        stall_s=STALL_S,
+        limit_s=START_LIMIT_S,
+        describe=lambda: f"the operator's log ends: {operator.log()[-3000:]}",
+    )
+
+
+# The API server's own words when a webhook did not answer (timed out, refused the connection).
+NO_ANSWER = "failed calling webhook"
+
+
+def wait_until_the_webhooks_answer(
+    cluster: LocalCluster, manifest: str, operator: LocalOperator, timeout_s: float = 120
+) -> dict[str, Any]:
+    """A server-side dry run of ``manifest`` (through the webhooks, nothing stored), repeated
+    while the API server says a webhook did not answer: the operator's first reviews come while
+    it starts its reconciles, and on a loaded machine they can outlast the webhook timeout.
+    Returns the object as the webhooks left it; any other refusal fails at once."""
+    said: list[str] = []
+
+    def answered() -> dict[str, Any] | None:
+        result = cluster.kubectl(
+            "apply", "--dry-run=server", "-o", "json", "-f", "-", input=manifest, check=False
+        )
+        if result.returncode == 0:
+            return dict(json.loads(result.stdout))
+        assert NO_ANSWER in result.stderr, result.stderr
+        said.append(result.stderr.strip())
+        return None
+
+    try:
+        return wait_for("the webhooks to answer a dry run", answered, timeout_s, interval_s=1.0)
+    except AssertionError as timed_out:
+        raise AssertionError(
+            f"{timed_out}; {len(said)} dry runs not answered, the last: {said[-1:]}; "
+            f"the operator's log ends: {operator.log()[-3000:]}"
+        ) from None
+
+
 def test_webhooks_served_by_the_operator_under_the_charts_account(
     control_plane: LocalCluster, namespace: str, user_namespace: str, releases: list[Release], tmp_path: Path
 ) -> None:
@@ -110,7 +160,8 @@ def test_webhooks_served_by_the_operator_under_the_charts_account(
         RAYQUOTA_WEBHOOK_CONFIGURATIONS=release.fullname,
     )
     try:
-        secret = wait_for(
+        secret = starting(
+            operator,
             "the operator to issue the webhook certificate",
             lambda: (
                 (
@@ -119,13 +170,14 @@ def test_webhooks_served_by_the_operator_under_the_charts_account(
                 ).get("data")
                 and s
             ),
-            90,
         )
         assert_ca_bundle_published(cluster, release, secret, hosts=["127.0.0.1"])
-        wait_for("the webhook server", lambda: "admission webhooks on" in operator.log())
+        starting(operator, "the webhook server", lambda: "admission webhooks on" in operator.log())
 
         # Born suspended, by the mutating webhook, even though the manifest says otherwise.
         job = over_quota_rayjob(users)
+        dry_run = wait_until_the_webhooks_answer(cluster, yaml.safe_dump(job), operator)
+        assert dry_run["spec"]["suspend"] is True, dry_run["spec"]
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
         stored = get_json(cluster, "rayjob", "eager", "-n", users) or {}
         assert stored["spec"]["suspend"] is True

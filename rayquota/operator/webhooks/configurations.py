@@ -36,6 +36,12 @@ VALIDATING = Resource(
     namespaced=False,
 )
 CONFIG_NAME = "rayquota-queue"
+# How long the API server waits for an answer (the chart's webhooks.timeoutSeconds is the same):
+# a review takes milliseconds, but it is answered by the operator's one event loop, between the
+# steps of its reconciles, on whatever CPU the node leaves it; 5 s timed out on a loaded test
+# machine (the API server's call at load 30 on 2 cores). Kueue's chart uses 10; the API server
+# allows at most 30.
+TIMEOUT_SECONDS = 10
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
@@ -68,7 +74,7 @@ def pod_gate_hook(url: str, ca_bundle: str) -> dict[str, Any]:
         "failurePolicy": "Fail",
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 10,
+        "timeoutSeconds": TIMEOUT_SECONDS,
         "objectSelector": {"matchExpressions": [{"key": labels.RAY_CLUSTER, "operator": "Exists"}]},
     }
 
@@ -126,7 +132,7 @@ def webhook_configurations(
             "failurePolicy": "Ignore",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 5,
+            "timeoutSeconds": TIMEOUT_SECONDS,
         }
         if selector is not None:
             out["objectSelector"] = selector

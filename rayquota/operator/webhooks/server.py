@@ -12,7 +12,8 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -23,9 +24,35 @@ from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.webhooks import pod_review, review
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate
-from rayquota.operator.webhooks.configurations import LoopbackRegistration
+from rayquota.operator.webhooks.configurations import TIMEOUT_SECONDS, LoopbackRegistration
 
 log = logging.getLogger(__name__)
+
+# A review that takes longer is logged (with its path and time): the API server gives up at
+# TIMEOUT_SECONDS (the chart's webhooks.timeoutSeconds), and a slow one is the first sign.
+SLOW_REVIEW_S = 1.0
+# The longest a review waits for the API server (a LocalQueue not yet in the cache): well
+# inside the API server's own timeout, so the review still answers, in doubt as if it existed.
+LOOKUP_TIMEOUT_S = 2.0
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _timed(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every review timed; a slow one logged. The time counts from the request's first bytes
+    being read: the event loop, shared with the reconciles, may have made it wait before that."""
+    started = time.monotonic()
+    try:
+        return await handler(request)
+    finally:
+        took = time.monotonic() - started
+        if took > SLOW_REVIEW_S:
+            log.warning(
+                "admission review %s took %.1fs (the API server waits %ds)",
+                request.path,
+                took,
+                TIMEOUT_SECONDS,
+            )
 
 
 def _response(uid: str, verdict: review.Verdict) -> dict[str, Any]:
@@ -68,7 +95,7 @@ class WebhookServer:
         self.allowed_security_fields = allowed_security_fields
         # The LocalQueue cache (a queue label naming none is warned about at creation).
         self.local_queues: Informer = manager.informer(objects.api.local_queues, interned=True)
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[_timed])
         self.app.add_routes(
             [
                 web.post("/mutate-ray", self._mutate),
@@ -121,12 +148,25 @@ class WebhookServer:
         if self.local_queues.store.get(namespace, name) is not None:
             return True
         try:
-            # A list by name: the operator may list and watch LocalQueues, not get them.
-            found = await self.manager.client.request(
-                "GET", resource.path(namespace), params={"fieldSelector": f"metadata.name={name}"}
+            # A list by name: the operator may list and watch LocalQueues, not get them. Bounded:
+            # the client's own timeout and retries would outlast the API server's wait for us.
+            found = await asyncio.wait_for(
+                self.manager.client.request(
+                    "GET", resource.path(namespace), params={"fieldSelector": f"metadata.name={name}"}
+                ),
+                LOOKUP_TIMEOUT_S,
             )
             return bool(found.get("items"))
         except ApiError:
+            return True
+        except TimeoutError:
+            log.warning(
+                "LocalQueue %s/%s: not in the cache and the API server did not answer within %.0fs; "
+                "taken to exist (no warning)",
+                namespace,
+                name,
+                LOOKUP_TIMEOUT_S,
+            )
             return True
         except UNREACHABLE:
             return True

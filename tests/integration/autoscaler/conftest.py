@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.autoscaler.clusters import DRIVER
+from tests.integration.autoscaler.clusters import DRIVER, Driver
 from tests.integration.autoscaler.node_agent import NodeAgent
 
 # The queue folder's fixtures themselves, not copies.
@@ -57,23 +57,25 @@ def node_agent(control_plane: Any, namespace: str) -> Iterator[Callable[..., Nod
 
 
 @pytest.fixture
-def drivers() -> Iterator[Callable[[NodeAgent], subprocess.Popen[str]]]:
+def drivers(tmp_path: Path) -> Iterator[Callable[[NodeAgent], Driver]]:
     """``drivers(agent)`` starts the driver on the agent's head; each is ended after the test."""
-    started: list[subprocess.Popen[str]] = []
+    started: list[Driver] = []
 
-    def start(agent: NodeAgent) -> subprocess.Popen[str]:
+    def start(agent: NodeAgent) -> Driver:
         assert agent.head is not None
         address = f"127.0.0.1:{agent.head.gcs_port}"
-        driver = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        started.append(driver)
-        return driver
+        output = tmp_path / f"driver-{len(started)}.log"
+        with output.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-c", DRIVER, address], stdout=out, stderr=subprocess.STDOUT
+            )
+        started.append(Driver(process, output))
+        return started[-1]
 
     try:
         yield start
     finally:
         for driver in started:
-            if driver.poll() is None:
-                driver.kill()
-                driver.communicate(timeout=30)
+            if driver.process.poll() is None:
+                driver.process.kill()
+                driver.process.wait(timeout=30)

@@ -108,6 +108,8 @@ class NodeAgent:
     last_head_failure: str = ""
     head_starts: int = 0  # ray start calls of the head (each tries up to 3 times on its own)
     autoscaler_starts: int = 0
+    head_start_s: float = 0.0  # how long the head's successful `ray start` took
+    starting_head: AutoscaledHead | None = None  # the head whose `ray start` runs now
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -167,12 +169,16 @@ class NodeAgent:
         if self._gave_up_on_the_head():
             return
         self.head_starts += 1
+        began, self.starting_head = time.monotonic(), head
         try:
             head.start(timeout_s=HEAD_START_S)
         except RuntimeError as exc:  # a crashed container: a later step starts a new one
             self.last_head_failure = repr(exc)
             head.stop()
             return
+        finally:
+            self.starting_head = None
+        self.head_start_s = time.monotonic() - began
         self.head = head
         self.times[pod.metadata.name].joined = time.monotonic()
         if any(c.name == "autoscaler" for c in pod.spec.containers):
@@ -349,6 +355,45 @@ class NodeAgent:
         for name in waiting:
             if name in joined:
                 self.times[name].joined = time.monotonic()
+
+    def progress(self) -> tuple[object, ...]:
+        """What changes as Ray comes up for the cluster's pods: each pod seen, Running, its Ray
+        node joined or gone; each Ray worker's starts; the head's and the autoscaler's starts;
+        the size of each `ray start`'s log (the head's and the workers': each start attempt
+        writes there; the autoscaler's, written every loop whatever happens, is left out)."""
+        pods = tuple(
+            (name, t.running is not None, t.joined is not None, t.gone is not None)
+            for name, t in sorted(self.times.items())
+        )
+        starts = tuple((name, w.starts) for name, w in sorted(self.workers.items()))
+        return pods, starts, self.head_starts, self.autoscaler_starts, self._start_log_sizes()
+
+    def _start_log_sizes(self) -> tuple[tuple[str, int], ...]:
+        head = self.head or self.starting_head
+        if head is None:
+            return ()
+        sizes = []
+        for log in sorted(head.temp_dir.glob("*.log")):
+            with contextlib.suppress(OSError):  # the head stopped meanwhile
+                if log.name != "autoscaler.log":
+                    sizes.append((log.name, log.stat().st_size))
+        return tuple(sizes)
+
+    def describe(self, lines: int = 25) -> str:
+        """For a failing wait: the agent's errors, its pods, and the last lines of the
+        autoscaler's log and of each Ray worker's."""
+        said = [
+            f"node agent of {self.cluster}: errors {self.errors}, head starts {self.head_starts} "
+            f"(took {self.head_start_s:.0f}s; last failure {self.last_head_failure or 'none'}), "
+            f"autoscaler starts {self.autoscaler_starts}, pods {self.progress()[0]}, "
+            f"worker starts {self.progress()[1]}"
+        ]
+        head = self.head or self.starting_head
+        for log in sorted(head.temp_dir.glob("*.log")) if head is not None else []:
+            with contextlib.suppress(OSError):
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+                said.append(f"--- {log.name}, last {len(tail)} lines:\n" + "\n".join(tail))
+        return "\n".join(said)
 
     def stop(self) -> None:
         self._stop.set()

@@ -26,12 +26,13 @@ from tests.gate_sampler import GateSampler
 from tests.integration.autoscaler.clusters import (
     GROUP,
     QUEUE,
-    RAY_START_S,
     admitted_gpus,
     autoscaled_spec,
     replicas,
     wait_for_autoscaler,
+    wait_for_ray,
     workers,
+    workload_said,
 )
 from tests.integration.autoscaler.node_agent import NodeAgent
 from tests.integration.queue.conftest import Quota, gpu_job, is_admitted, workload_of
@@ -110,7 +111,7 @@ def test_an_elastic_rayjob_scales_up_under_the_v2_autoscaler_when_quota_allows(
     route_dashboard(autoscaler_operator, namespace, cluster, agent.head.dashboard_url)
 
     # The entrypoint's GPU task: the autoscaler asks for a worker; the slice waits for the GPU.
-    wait_for("the autoscaler asking for 1 worker", lambda: replicas(sampler, cluster) == 1, RAY_START_S)
+    wait_for_ray("the autoscaler asking for 1 worker", lambda: replicas(sampler, cluster) == 1, agent)
 
     seen: list[Any] = []
 
@@ -144,10 +145,11 @@ def test_an_elastic_rayjob_scales_up_under_the_v2_autoscaler_when_quota_allows(
     kube.kubectl("delete", "job", "holder", "--wait=false")
     pod = wait_for("the worker pod", lambda: workers(sampler, cluster), timeout_s=120)[0]
     assert admitted_gpus(workload_of(kube, "RayJob", "ej")) == 1
-    wait_for(
+    wait_for_ray(
         "the job succeeded",
         lambda: (rayjob().get("status") or {}).get("jobStatus") == "SUCCEEDED",
-        timeout_s=RAY_START_S,
+        agent,
+        lambda: f"{workload_said(kube, 'RayJob', 'ej')}\nthe RayJob's status: {rayjob().get('status')}",
     )
     job_id = str(rayjob()["status"]["jobId"])
     assert f"ran on {pod['metadata']['name']}" in job_logs(agent.head.dashboard_url, job_id)
