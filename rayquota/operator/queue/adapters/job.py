@@ -29,10 +29,10 @@ from rayquota.operator.core.informer import MODIFIED
 from rayquota.operator.queue.adapters import job_partial
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status
-from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
     CountsClaims,
-    SpecSuspendKind,
+    RunsAsOnePart,
     allocation_of,
     changed,
     edited,
@@ -153,12 +153,13 @@ def job_is_suspended(job: Body) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
 
 
-class JobAdapter(CountsClaims, SpecSuspendKind):
+class JobAdapter(CountsClaims, RunsAsOnePart):
     kind = "Job"
     resource = resources.JOBS
     accounted_through = ("RayJob", "JobSet")
     child_kind = None
     pod_watches = (JOB_PODS,)
+    own_part_pods = JOB_PODS
     children_held_at_pods = False
     change_filter = staticmethod(job_changed)
     grants: tuple[Grant, ...] = ((resources.JOBS, "update"), (resources.JOBS, "patch", "status"))
@@ -168,14 +169,6 @@ class JobAdapter(CountsClaims, SpecSuspendKind):
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return job_demand(obj, self.claim_reading(obj))
-
-    def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
-        return set() if self.is_suspended(obj) else {_name(obj)}
-
-    def pods_by_part(
-        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
-    ) -> dict[str, list[Any]]:
-        return {_name(obj): pods.pods(JOB_PODS, str(obj["metadata"]["namespace"]), _name(obj))}
 
     def group_of_pod(self, pod: Body) -> GroupKey:
         return JOB_GROUP

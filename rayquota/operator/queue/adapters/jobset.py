@@ -25,10 +25,10 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.informer import MODIFIED
-from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodLookup, PodWatch, TemplateAt
+from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
     CountsClaims,
-    SpecSuspendKind,
+    RunsAsOnePart,
     allocation_of,
     changed,
     edited,
@@ -122,12 +122,13 @@ def _templates(after: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-class JobSetAdapter(CountsClaims, SpecSuspendKind):
+class JobSetAdapter(CountsClaims, RunsAsOnePart):
     kind = "JobSet"
     resource = resources.JOBSETS
     accounted_through: tuple[str, ...] = ()
     child_kind = None
     pod_watches = (JOBSET_PODS,)
+    own_part_pods = JOBSET_PODS
     children_held_at_pods = False
     change_filter = staticmethod(jobset_changed)
     grants: tuple[Grant, ...] = ((resources.JOBSETS, "update"),)
@@ -137,14 +138,6 @@ class JobSetAdapter(CountsClaims, SpecSuspendKind):
 
     def pod_sets(self, obj: Body, children: Sequence[Body]) -> Demand:
         return jobset_demand(obj, self.claim_reading(obj))
-
-    def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
-        return set() if self.is_suspended(obj) else {_name(obj)}
-
-    def pods_by_part(
-        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
-    ) -> dict[str, list[Any]]:
-        return {_name(obj): pods.pods(JOBSET_PODS, str(obj["metadata"]["namespace"]), _name(obj))}
 
     def group_of_pod(self, pod: Body) -> GroupKey:
         labels = (pod.get("metadata") or {}).get("labels") or {}

@@ -13,6 +13,8 @@ from rayquota.operator.queue.adapters.protocol import (
     Body,
     Edit,
     KindAdapter,
+    PodLookup,
+    PodWatch,
     SuspendGate,
 )
 from rayquota.operator.queue.admission.driver import AdmittedSlice
@@ -101,3 +103,20 @@ class SpecSuspendKind:
 
     def pods_gone(self, obj: Body, pods: Sequence[Body]) -> bool:
         return no_pods_hold_quota(pods)
+
+
+class RunsAsOnePart(SpecSuspendKind):
+    """A kind with no child clusters (Job, JobSet): the object is its one part, running unless
+    suspended, and its pods are those ``own_part_pods`` finds by its name."""
+
+    own_part_pods: PodWatch
+
+    def running_parts(self, obj: Body, children: Sequence[Body]) -> set[str]:
+        return set() if self.is_suspended(obj) else {str(obj["metadata"]["name"])}
+
+    def pods_by_part(
+        self, pods: PodLookup, obj: Body, children: Sequence[Body], known: Sequence[str]
+    ) -> dict[str, list[Any]]:
+        meta = obj["metadata"]
+        name = str(meta["name"])
+        return {name: pods.pods(self.own_part_pods, str(meta["namespace"]), name)}
