@@ -25,9 +25,9 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _peers(args: argparse.Namespace) -> int:
-    from rayquota.localcluster import peers
+    from rayquota.localcluster import cli as local_cli
 
-    return peers.main(args)
+    return local_cli.peers_main(args)
 
 
 def _crds(args: argparse.Namespace) -> int:

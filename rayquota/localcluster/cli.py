@@ -1,4 +1,5 @@
-"""`rayquota cluster ...` subcommands."""
+"""`rayquota cluster ...` and `rayquota peers ...` subcommands (the peers: `peers` builds from the
+module proxy, `kuberay_source` a KubeRay source snapshot)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rayquota.config import environment
-from rayquota.localcluster import binaries
+from rayquota.localcluster import binaries, kuberay_source, peers
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
 
 PLUGIN = "kubectl-rayquota"
@@ -43,6 +44,41 @@ def main(args: argparse.Namespace) -> int:
             case "kubeconfig":
                 print(cluster.kubeconfig)
     except (ClusterError, binaries.BuildError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+PEERS = ("kuberay", "kueue")
+
+
+def peers_main(args: argparse.Namespace) -> int:
+    """`rayquota peers build kuberay|kueue|all [--source DIR [--tag TAG]]`: build (or reuse) and
+    print where things are."""
+    source, tag = getattr(args, "source", None), getattr(args, "tag", None)
+    if tag is not None and source is None:
+        print(
+            f"error: --tag {tag} selects a tag of the git repository given by --source DIR", file=sys.stderr
+        )
+        return 2
+    if source is not None and args.peer != "kuberay":
+        print(f"error: --source builds KubeRay's operator only, not {args.peer}", file=sys.stderr)
+        return 2
+    wanted = PEERS if args.peer == "all" else (args.peer,)
+    try:
+        if source is not None:
+            built = kuberay_source.build_from_source(Path(source), tag)
+            print(f"{'kuberay-operator':<24} {built.binary}")
+            print(f"{'kuberay-crds':<24} {built.crds}")
+        elif "kuberay" in wanted:
+            print(f"{'kuberay-operator':<24} {peers.build_kuberay()}")
+            print(f"{'kuberay-crds':<24} {peers.kuberay_crd_dir()}")
+        if "kueue" in wanted:
+            for name, path in peers.build_kueue_tools().items():
+                print(f"{name:<24} {path}")
+            print(f"{'kueue-workdir':<24} {peers.kueue_workdir()}")
+            print(f"{'KUBEBUILDER_ASSETS':<24} {peers.envtest_assets()}")
+    except binaries.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

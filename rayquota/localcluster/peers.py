@@ -3,6 +3,7 @@
 - KubeRay's operator (`github.com/ray-project/kuberay/ray-operator` v1.6.2): the side-by-side
   parity script and the operator-scale benchmark run it beside ours. A later release, which the
   module proxy does not serve, is built from a source snapshot (`--source DIR`, kuberay_source).
+  The command over both is in localcluster/cli.py.
 - Kueue's scheduler performance tools (`runner`, `minimalkueue`, `checker` from
   `sigs.k8s.io/kueue/test/performance/scheduler` at v0.19.2).
 
@@ -19,7 +20,6 @@ half-finished build is never mistaken for a finished one.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -248,42 +248,3 @@ def envtest_assets() -> Path:
         (tmp / target.name).symlink_to(target)
     publish(tmp, assets)
     return assets
-
-
-# ---- `rayquota peers ...` -------------------------------------------------------------------
-
-PEERS = ("kuberay", "kueue")
-
-
-def main(args: argparse.Namespace) -> int:
-    """`rayquota peers build kuberay|kueue|all [--source DIR [--tag TAG]]`: build (or reuse) and
-    print where things are."""
-    source, tag = getattr(args, "source", None), getattr(args, "tag", None)
-    if tag is not None and source is None:
-        print(
-            f"error: --tag {tag} selects a tag of the git repository given by --source DIR", file=sys.stderr
-        )
-        return 2
-    if source is not None and args.peer != "kuberay":
-        print(f"error: --source builds KubeRay's operator only, not {args.peer}", file=sys.stderr)
-        return 2
-    wanted = PEERS if args.peer == "all" else (args.peer,)
-    try:
-        if source is not None:
-            from rayquota.localcluster import kuberay_source
-
-            built = kuberay_source.build_from_source(Path(source), tag)
-            print(f"{'kuberay-operator':<24} {built.binary}")
-            print(f"{'kuberay-crds':<24} {built.crds}")
-        elif "kuberay" in wanted:
-            print(f"{'kuberay-operator':<24} {build_kuberay()}")
-            print(f"{'kuberay-crds':<24} {kuberay_crd_dir()}")
-        if "kueue" in wanted:
-            for name, path in build_kueue_tools().items():
-                print(f"{name:<24} {path}")
-            print(f"{'kueue-workdir':<24} {kueue_workdir()}")
-            print(f"{'KUBEBUILDER_ASSETS':<24} {envtest_assets()}")
-    except binaries.BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rayquota.cli import build_parser
-from rayquota.localcluster import binaries, kuberay_source, peers
+from rayquota.localcluster import binaries, kuberay_source
+from rayquota.localcluster import cli as local_cli
 
 MODULE = "github.com/ray-project/kuberay/ray-operator"
 
@@ -108,7 +109,7 @@ def test_the_peers_command_takes_a_source_directory_and_a_tag() -> None:
 def test_source_and_tag_are_refused_where_they_mean_nothing(
     peer: str, source: str | None, tag: str | None, said: str, go: FakeGo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert peers.main(argparse.Namespace(peer=peer, source=source, tag=tag)) == 2
+    assert local_cli.peers_main(argparse.Namespace(peer=peer, source=source, tag=tag)) == 2
     assert said in capsys.readouterr().err
     assert go.calls == []
 
@@ -117,7 +118,7 @@ def test_the_command_prints_where_the_build_is(
     tmp_path: Path, go: FakeGo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = kuberay_tree(tmp_path / "kuberay")
-    assert peers.main(argparse.Namespace(peer="kuberay", source=str(source), tag=None)) == 0
+    assert local_cli.peers_main(argparse.Namespace(peer="kuberay", source=str(source), tag=None)) == 0
     out, err = capsys.readouterr()
     assert f"kuberay-operator         {built_dir(tmp_path, 'v9.9.9') / 'kuberay-operator'}" in out
     assert f"kuberay-crds             {built_dir(tmp_path, 'v9.9.9') / 'crd'}" in out
@@ -129,7 +130,10 @@ def test_the_command_names_a_directory_that_is_not_kuberay(
     tmp_path: Path, go: FakeGo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "elsewhere").mkdir()
-    assert peers.main(argparse.Namespace(peer="kuberay", source=str(tmp_path / "elsewhere"), tag=None)) == 1
+    assert (
+        local_cli.peers_main(argparse.Namespace(peer="kuberay", source=str(tmp_path / "elsewhere"), tag=None))
+        == 1
+    )
     assert f"error: --source {tmp_path / 'elsewhere'} is not a KubeRay source" in capsys.readouterr().err
 
 

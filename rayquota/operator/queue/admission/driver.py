@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from rayquota.operator.queue.admission.admitted_slice import AdmittedSlice as AdmittedSlice
 from rayquota.operator.queue.admission.renamed_pod_sets import carried_over
 from rayquota.queueing import (
     AdmissionCheck,
@@ -29,7 +30,6 @@ from rayquota.queueing import (
     Cohort,
     Decision,
     Engine,
-    FlavorResource,
     LocalQueue,
     Pending,
     Phase,
@@ -46,24 +46,6 @@ ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | AdmissionCh
 
 SLICE_SEPARATOR = "~"
 """Engine keys of replacement slices: ``ns/name~2``. Never valid in an object name."""
-
-
-@dataclass(frozen=True)
-class AdmittedSlice:
-    """What a workload may use now: its ClusterQueue and, per pod set, flavors and pod count."""
-
-    cluster_queue: str
-    pod_sets: tuple[PodSetAssignment, ...]
-    usage: Mapping[FlavorResource, int]
-
-    def counts(self) -> dict[str, int]:
-        return {ps.name: ps.count for ps in self.pod_sets}
-
-    admission_checks: tuple[str, ...] = ()
-    """Checks that must all be Ready before its pods may start (the reservation waits for them)."""
-
-    def flavors_of(self, pod_set: str) -> set[str]:
-        return {f for ps in self.pod_sets if ps.name == pod_set for f in ps.flavors.values()}
 
 
 class Writer(Protocol):

@@ -23,12 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from rayquota.operator.queue.admission.admitted_slice import AdmittedSlice
 from rayquota.queueing import PodSetAssignment
-
-if TYPE_CHECKING:  # the driver uses this module
-    from rayquota.operator.queue.admission.driver import AdmittedSlice
 
 # The ``pods`` resource is counted per pod by the engine when a ClusterQueue covers it; a
 # pod set's requests never name it.

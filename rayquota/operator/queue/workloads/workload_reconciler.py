@@ -143,7 +143,7 @@ class WorkloadReconciler:
         view = self._observe(key, queued)
         if obj["metadata"].get("deletionTimestamp"):
             # Being deleted (a finalizer holds it): its quota is held until its pods are gone.
-            self.driver.finish(str(key), pods_gone=self._all_pods_gone(key, view))
+            self.driver.finish(str(key), pods_gone=self.all_pods_gone(key, view))
             self.loop.request_cycle()
             return None
         read = await self._read_demand(key, view, workload)
@@ -167,7 +167,7 @@ class WorkloadReconciler:
         if admission is not None and not self.driver.checks_ready(engine_key):
             # Quota reserved, a check not Ready yet: the status says so, the gate stays shut.
             self._unannounced.add(key)
-            await self._write_status(workload)
+            await self.write_status(workload)
             return None
         if admission is not None:
             now = time.time()
@@ -186,12 +186,12 @@ class WorkloadReconciler:
             if readiness is not None and readiness.timed_out(now) and not stale:
                 state = await self.readiness.time_out(obj, workload, engine_key, readiness, now)
                 if state is not None:
-                    await self._write_status(workload, requeue_state=state)
+                    await self.write_status(workload, requeue_state=state)
                 return None
             if not (workload.get("status") or {}).get("admission"):
                 # Announced once the cache shows it, which may be a later reconcile than this one.
                 self._unannounced.add(key)
-            stored = await self._write_status(workload, pods_ready=readiness)
+            stored = await self.write_status(workload, pods_ready=readiness)
             if stored is None:
                 return None
             cached = self.objects.workload(key)
@@ -205,7 +205,7 @@ class WorkloadReconciler:
                 self.manager.recorder.post(
                     obj, "Normal", "Admitted", f"admitted by ClusterQueue {admission.cluster_queue}"
                 )
-            await self._apply(adapter.run_with(obj, children, admission, self.flavors))
+            await self.apply(adapter.run_with(obj, children, admission, self.flavors))
             return timer
         return await while_pending(self, key, view, workload)
 
@@ -220,7 +220,7 @@ class WorkloadReconciler:
         self._parts[key] = view.parts_to_remember()
         return view
 
-    def _all_pods_gone(self, key: ObjectKey, view: QueuedView) -> bool:
+    def all_pods_gone(self, key: ObjectKey, view: QueuedView) -> bool:
         """No pod of the object holds resources and no Redis cleanup of its clusters is pending."""
         return self._pods_gone(view.queued, view.pods, view.pods_by_part) and not (
             self.objects.redis_cleanup_pending(key.namespace, view.clusters())
@@ -239,7 +239,7 @@ class WorkloadReconciler:
             self.manager.recorder.post(obj, "Warning", INVALID_QUANTITY, "; ".join(bad_quantities))
             holding = self.driver.admission(str(key)) is not None or self.driver.is_evicting(str(key))
             if not holding:
-                await self._apply(adapter.suspend(obj, view.children))
+                await self.apply(adapter.suspend(obj, view.children))
             return None
         # The demand is read only where every quantity can be (it would raise otherwise).
         demand = adapter.pod_sets(obj, view.children)
@@ -249,7 +249,7 @@ class WorkloadReconciler:
             # stays shut on everything it does not cover.
             self.manager.recorder.post(obj, "Warning", *refusal)
             if workload is None:
-                await self._apply(adapter.suspend(obj, view.children))
+                await self.apply(adapter.suspend(obj, view.children))
                 return None
             return demand, True, workload
         held = held_demand(demand, live_pods_per_pod_set(demand, view.pods_by_part, adapter.group_of_pod))
@@ -262,12 +262,12 @@ class WorkloadReconciler:
         """A finished object: its quota goes once its pods are gone; the Workload says Finished."""
         engine_key = str(key)
         holding = self.driver.admission(engine_key) is not None
-        self.driver.finish(engine_key, pods_gone=self._all_pods_gone(key, view))
+        self.driver.finish(engine_key, pods_gone=self.all_pods_gone(key, view))
         if holding and self.driver.admission(engine_key) is None:
             # Freed at once (its pods were already gone): given on once Finished is written.
             self.loop.hold_freed_quota(engine_key)
         self.loop.request_cycle()
-        await self._write_status(workload, finished=True)
+        await self.write_status(workload, finished=True)
 
     def _submit(self, key: ObjectKey, view: QueuedView, demand: Demand, workload: Obj) -> Result | None:
         """Submit the Workload to the driver; a retry when a scale-down may not be submitted yet."""
@@ -327,10 +327,10 @@ class WorkloadReconciler:
         if self.driver.is_evicting(engine_key):
             if not self.objects.api.evicted_standalone_waits_for_clear:
                 # Nothing of ours runs for it: its quota is free once the eviction is recorded.
-                await self._write_status(workload)
+                await self.write_status(workload)
             elif (workload.get("status") or {}).get("admission"):
                 # Kueue's contract: whoever runs it stops it, then clears status.admission.
-                await self._write_status(workload)
+                await self.write_status(workload)
                 return None
             elif self.manager.status.is_stale(workload):
                 # The cache may predate our own admission write: look again once it caught up
@@ -339,10 +339,10 @@ class WorkloadReconciler:
             self.driver.pods_gone(engine_key)
             self.loop.request_cycle()
             return None
-        await self._write_status(workload)
-        return self._deferred_words(engine_key)
+        await self.write_status(workload)
+        return self.deferred_words(engine_key)
 
-    def _deferred_words(self, engine_key: str) -> Result | None:
+    def deferred_words(self, engine_key: str) -> Result | None:
         """A pending sentence held back by the write rate bound is written when it allows."""
         retry = self.pending_writes.retry_after(engine_key)
         return Result(requeue_after_s=retry) if retry is not None else None
@@ -359,7 +359,7 @@ class WorkloadReconciler:
             return False  # its parts are not RayClusters (a batch/v1 Job's pods are the Job controller's)
         return any(self.pods_in_flight(namespace, part) for part in parts)
 
-    def _eviction_shown(self, workload: Obj) -> bool:
+    def eviction_shown(self, workload: Obj) -> bool:
         """The cached Workload shows our Evicted write (the gate reads it)."""
         cached = self.objects.workload(ObjectKey.of(workload))
         return cached is not None and is_evicted(cached) and not self.manager.status.is_stale(cached)
@@ -415,12 +415,12 @@ class WorkloadReconciler:
         live = live_pods_per_pod_set(demand, pods_by_part, queued.adapter.group_of_pod)
         return why_not_shrink(admitted, asked, live, in_flight)
 
-    def _in_words(self, reason: str, workload: Obj) -> str:
+    def in_words(self, reason: str, workload: Obj) -> str:
         """The queue's reason as its user knows the things it names: worker groups, not pod
         sets, and a DRA quota resource followed by the DeviceClasses mapped to it."""
         return naming_device_classes(reason_in_words(reason, workload), self.objects.settings.dra)
 
-    async def _write_status(
+    async def write_status(
         self,
         workload: Obj,
         *,
@@ -440,7 +440,7 @@ class WorkloadReconciler:
             workload.get("status"),
             admission=None if released else self.driver.admission(key),
             eviction=None if released else self.driver.eviction(key),
-            pending_reason=self._in_words(reason, workload) if reason else reason,
+            pending_reason=self.in_words(reason, workload) if reason else reason,
             finished=finished,
             now=now_rfc3339(),
             pods_ready=pods_ready,
@@ -459,7 +459,7 @@ class WorkloadReconciler:
             self.loop.freed_quota_written(key)
         return stored
 
-    async def _apply(self, edits: Sequence[Edit]) -> None:
+    async def apply(self, edits: Sequence[Edit]) -> None:
         await apply_edits(self.client, edits)
 
 
