@@ -2,11 +2,17 @@
 
 Objects are stored as the API server sent them (less `managedFields`) and must be treated as
 read-only by callers: deep-copy before editing.
+
+The event loop's informers write it; the admission webhooks read it from a thread of their own
+(webhooks/serving_thread.py). Writes and every read that walks the store hold its lock, so a
+reader neither meets a dict changing size under it nor an update half applied (an object out
+of its index for a moment). A read of one object by its key is one dict lookup: old or new.
 """
 
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +28,7 @@ class Store:
         self._indexers: dict[str, Indexer] = dict(indexers or {})
         # index name -> index value -> keys
         self._indexes: dict[str, dict[str, set[ObjectKey]]] = {name: {} for name in self._indexers}
+        self._lock = threading.RLock()  # an indexer may read the store it indexes
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -30,14 +37,15 @@ class Store:
         return key in self._objects
 
     def add_indexer(self, name: str, indexer: Indexer) -> None:
-        if name in self._indexers:
-            return
-        self._indexers[name] = indexer
-        index: dict[str, set[ObjectKey]] = {}
-        for key, obj in self._objects.items():
-            for value in indexer(obj):
-                index.setdefault(value, set()).add(key)
-        self._indexes[name] = index
+        with self._lock:
+            if name in self._indexers:
+                return
+            index: dict[str, set[ObjectKey]] = {}
+            for key, obj in self._objects.items():
+                for value in indexer(obj):
+                    index.setdefault(value, set()).add(key)
+            self._indexes[name] = index
+            self._indexers[name] = indexer
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self._objects.get(ObjectKey(namespace, name))
@@ -46,33 +54,38 @@ class Store:
         return self._objects.get(key)
 
     def object_keys(self) -> list[ObjectKey]:
-        return list(self._objects)
+        with self._lock:
+            return list(self._objects)
 
     def list(self, namespace: str | None = None) -> list[Obj]:
-        if namespace is None:
-            return list(self._objects.values())
-        return [obj for key, obj in self._objects.items() if key.namespace == namespace]
+        with self._lock:
+            if namespace is None:
+                return list(self._objects.values())
+            return [obj for key, obj in self._objects.items() if key.namespace == namespace]
 
     def by_index(self, index: str, value: str) -> builtins.list[Obj]:
-        keys = self._indexes[index].get(value, ())
-        return [self._objects[key] for key in sorted(keys)]
+        with self._lock:
+            keys = self._indexes[index].get(value, ())
+            return [self._objects[key] for key in sorted(keys)]
 
     def upsert(self, obj: Obj) -> Obj | None:
         """Store an object; returns the one it replaced."""
         key = ObjectKey.of(obj)
-        old = self._objects.get(key)
-        if old is not None:
-            self._unindex(key, old)
-        self._objects[key] = obj
-        for name, indexer in self._indexers.items():
-            for value in indexer(obj):
-                self._indexes[name].setdefault(value, set()).add(key)
+        with self._lock:
+            old = self._objects.get(key)
+            if old is not None:
+                self._unindex(key, old)
+            self._objects[key] = obj
+            for name, indexer in self._indexers.items():
+                for value in indexer(obj):
+                    self._indexes[name].setdefault(value, set()).add(key)
         return old
 
     def remove(self, key: ObjectKey) -> Obj | None:
-        old = self._objects.pop(key, None)
-        if old is not None:
-            self._unindex(key, old)
+        with self._lock:
+            old = self._objects.pop(key, None)
+            if old is not None:
+                self._unindex(key, old)
         return old
 
     def _unindex(self, key: ObjectKey, obj: Obj) -> None:

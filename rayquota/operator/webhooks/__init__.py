@@ -6,6 +6,7 @@ operator never blocks anyone) the reconciler re-asserts the gate and the RayClus
 creates no pod beyond the admitted caps.
 
 One component (`setup`): `settings` decides where it is served and where its certificate
-comes from, `server` serves the handlers of `review`, `cert_keeper` keeps or loads the
-certificate, `configurations` registers a loopback server's own webhook configurations.
+comes from, `server` serves the handlers of `review` on a thread of its own (`serving_thread`),
+`cert_keeper` keeps or loads the certificate, `configurations` registers a loopback server's
+own webhook configurations.
 """

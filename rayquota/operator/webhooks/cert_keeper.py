@@ -16,6 +16,7 @@ import asyncio
 import base64
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,15 +152,42 @@ def issue(
 
 
 class ServingCertificate:
-    """One SSLContext whose certificate is swapped in place: new handshakes use the new one."""
+    """One SSLContext whose certificate is swapped in place: new handshakes use the new one.
+
+    The server handshakes on a thread of its own (`serving_thread.py`); while it serves, a new
+    certificate is loaded on that thread, between two handshakes, never beside one (OpenSSL does
+    not promise a context changed while another thread uses it). ``loaded`` is set on the loop
+    that loads (the operator's), where the server waits for it."""
 
     def __init__(self) -> None:
         self.context = pki.server_context()
         self.loaded = asyncio.Event()
+        self._lock = threading.Lock()
+        self._serving_loop: asyncio.AbstractEventLoop | None = None
+        self._pending: tuple[bytes, bytes] | None = None
 
     def load(self, cert: bytes, key: bytes) -> None:
-        pki.load_serving_pair(self.context, cert, key)
+        with self._lock:
+            if self._serving_loop is None:
+                pki.load_serving_pair(self.context, cert, key)
+            else:
+                self._pending = (cert, key)
+                self._serving_loop.call_soon_threadsafe(self._load_pending)
         self.loaded.set()
+
+    def served_from(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Called on the serving thread: ``loop`` handshakes with the context from now on; None
+        once it no longer does (a certificate still pending is loaded then)."""
+        with self._lock:
+            self._serving_loop = loop
+        if loop is None:
+            self._load_pending()
+
+    def _load_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                pki.load_serving_pair(self.context, *pending)
 
 
 @dataclass(frozen=True)

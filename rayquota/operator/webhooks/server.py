@@ -4,6 +4,12 @@ The same server whatever the certificate (`settings.CertificateSource`): it wait
 certificate is loaded, serves, and, for a generated certificate, registers the configurations
 pointing the API server at it and removes them when it stops. Runs in the leader only (a
 runnable), which is also the only Ready pod behind the chart's Service.
+
+It serves on a thread of its own with its own event loop (`serving_thread.py`), so a review
+never waits behind the reconciles. The handlers read the informers' caches from that thread
+(`core/store.py` keeps each read whole); the one API call they make, the LocalQueue lookup,
+goes through a client of that loop's own (an aiohttp session belongs to one loop); an event
+they record is handed to the operator's loop, whose recorder writes it.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from typing import Any
 from aiohttp import web
 
 from rayquota.operator.core import Informer, Manager
-from rayquota.operator.kube import UNREACHABLE, ApiError
+from rayquota.operator.kube import UNREACHABLE, ApiError, KubeClient
 from rayquota.operator.queue.gating.gate import QueueGate
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.webhooks import pod_review, review
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate
 from rayquota.operator.webhooks.configurations import TIMEOUT_SECONDS, LoopbackRegistration
+from rayquota.operator.webhooks.serving_thread import ServingThread
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +47,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _timed(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every review timed; a slow one logged. The time counts from the request's first bytes
-    being read: the event loop, shared with the reconciles, may have made it wait before that."""
+    being read: a review waiting for the CPU before that is not counted."""
     started = time.monotonic()
     try:
         return await handler(request)
@@ -95,8 +102,16 @@ class WebhookServer:
         self.allowed_security_fields = allowed_security_fields
         # The LocalQueue cache (a queue label naming none is warned about at creation).
         self.local_queues: Informer = manager.informer(objects.api.local_queues, interned=True)
-        self.app = web.Application(middlewares=[_timed])
-        self.app.add_routes(
+        # The LocalQueue lookup's client: same server and credentials, its session on the
+        # serving thread's loop (closed there when the server stops).
+        self.lookup_client: KubeClient = manager.client.clone()
+        # The operator's loop, where the recorder writes events (set when the server runs).
+        self._operator_loop: asyncio.AbstractEventLoop | None = None
+
+    def application(self) -> web.Application:
+        """The handlers, for the serving thread's loop (an application belongs to one loop)."""
+        app = web.Application(middlewares=[_timed])
+        app.add_routes(
             [
                 web.post("/mutate-ray", self._mutate),
                 web.post("/mutate-pod", self._mutate_pod),
@@ -111,6 +126,20 @@ class WebhookServer:
                 web.post("/mutate-cohort", self._validate_cohort),
             ]
         )
+        app.on_cleanup.append(self._close_lookup_client)
+        return app
+
+    async def _close_lookup_client(self, _app: web.Application) -> None:
+        await self.lookup_client.close()
+
+    def _post_event(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Warning event about ``obj``, written by the recorder on the operator's loop (its
+        queue is that loop's); posted directly when no server runs (a handler called alone)."""
+        loop = self._operator_loop
+        if loop is None:
+            self.manager.recorder.post(obj, "Warning", reason, message)
+        else:
+            loop.call_soon_threadsafe(self.manager.recorder.post, obj, "Warning", reason, message)
 
     @property
     def url(self) -> str:
@@ -151,7 +180,7 @@ class WebhookServer:
             # A list by name: the operator may list and watch LocalQueues, not get them. Bounded:
             # the client's own timeout and retries would outlast the API server's wait for us.
             found = await asyncio.wait_for(
-                self.manager.client.request(
+                self.lookup_client.request(
                     "GET", resource.path(namespace), params={"fieldSelector": f"metadata.name={name}"}
                 ),
                 LOOKUP_TIMEOUT_S,
@@ -188,7 +217,7 @@ class WebhookServer:
         namespace = str(req.get("namespace") or "")
         verdict = pod_review.keep_gate(req["object"], old, namespace, self.objects, self.gate)
         if not verdict.allowed:
-            self.manager.recorder.post(old, "Warning", "QuotaGateProtected", verdict.message)
+            self._post_event(old, "QuotaGateProtected", verdict.message)
         return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_ray(self, request: web.Request) -> web.Response:
@@ -205,7 +234,7 @@ class WebhookServer:
             allowed=self.allowed_security_fields,
         )
         if not verdict.allowed:
-            self.manager.recorder.post(req["oldObject"], "Warning", "QuotaGateProtected", verdict.message)
+            self._post_event(req["oldObject"], "QuotaGateProtected", verdict.message)
         return web.json_response(_response(req["uid"], verdict))
 
     async def _validate_cluster_queue(self, request: web.Request) -> web.Response:
@@ -219,16 +248,22 @@ class WebhookServer:
         return web.json_response(_response(req["uid"], review.validate_cohort(req["object"])))
 
     async def run(self) -> None:
+        """Serve until cancelled (on the serving thread); a server that cannot listen, or whose
+        thread ends, fails the operator."""
         await self.serving.loaded.wait()
-        runner = web.AppRunner(self.app, access_log=None)
-        await runner.setup()
+        self._operator_loop = asyncio.get_running_loop()
+        thread = ServingThread(
+            self.application, bind=self.bind, port=self.port, serving=self.serving, name="admission-webhooks"
+        )
+        await thread.start()
         try:
-            await web.TCPSite(runner, self.bind, self.port, ssl_context=self.serving.context).start()
             if self.registration is not None:
                 await self.registration.register(self.url)
-            log.info("admission webhooks on %s", self.url)
-            await asyncio.Event().wait()  # serve until cancelled
+            log.info("admission webhooks on %s (on their own thread)", self.url)
+            await thread.ended()
         finally:
-            if self.registration is not None:
-                await self.registration.unregister()
-            await runner.cleanup()
+            try:
+                if self.registration is not None:
+                    await self.registration.unregister()
+            finally:
+                await thread.stop()

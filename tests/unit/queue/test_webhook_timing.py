@@ -32,7 +32,7 @@ def a_server_missing_the_queue(client: SilentApiServer) -> Any:
     return SimpleNamespace(
         objects=SimpleNamespace(api=SimpleNamespace(local_queues=resource)),
         local_queues=SimpleNamespace(store=SimpleNamespace(get=lambda namespace, name: None)),
-        manager=SimpleNamespace(client=client),
+        lookup_client=client,
     )
 
 

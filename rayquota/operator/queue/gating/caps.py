@@ -32,10 +32,11 @@ def admitted_placements(
     """pod set name -> where its pods must run; None when a flavor is unknown (fail closed)."""
     out: dict[str, Placement] = {}
     for ps in admission.pod_sets:
-        names = sorted(set(ps.flavors.values()))
-        if any(name not in flavors for name in names):
+        # Each flavor read once: the map may lose one between two reads (the webhooks' thread).
+        found = [flavors.get(name) for name in sorted(set(ps.flavors.values()))]
+        if any(flavor is None for flavor in found):
             return None
-        raw = placement.flavor_placement(flavors[name] for name in names)
+        raw = placement.flavor_placement(flavor for flavor in found if flavor is not None)
         out[ps.name] = Placement(dict(raw["nodeSelector"]), tuple(raw["tolerations"]))
     return out
 
