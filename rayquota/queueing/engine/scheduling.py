@@ -24,7 +24,7 @@ from ..flavors.assignment import FitMode, FlavorAssignment, assign_flavors
 from ..flavors.partial_admission import allows_partial, largest_fitting
 from ..model import FlavorResource, PodSet
 from ..policies import AdmissionMode, QueueingStrategy, StopPolicy, WithinClusterQueuePolicy
-from ..preemption.victim_oracle import VictimOracle
+from ..preemption.victim_oracle import EarlierAdmissions, VictimOracle
 from ..queue_order import RequeuingTimestamp
 from ..quota.admission_fair_sharing import AdmissionFairSharing, UsageLedger
 from ..quota.cohorts import QuotaNode, borrowing_level
@@ -78,6 +78,8 @@ class Scheduler(EngineEvents):
         self._holds = CycleHolds(self._accounting)
         self._no_candidates: dict[str, tuple[dict[FlavorResource, int], str]] = {}
         """Workloads the first pass found no victim for, deferred to the borrowers' pass."""
+        self._earlier_admissions = EarlierAdmissions()
+        """Per cohort tree, whether a victim search there could find anything this cycle."""
 
     def _schedule(
         self, wl: WorkloadState, cq: ClusterQueueState, out: list[Decision], *, may_borrow: bool = True
@@ -104,8 +106,15 @@ class Scheduler(EngineEvents):
         credit = predecessor.usage if predecessor is not None and same_queue else {}
         preferred = {ps.name: ps.flavors for ps in predecessor.pod_sets} if predecessor and same_queue else {}
         members = self._accounting.members_of(cq)
+        candidates_exist = self._earlier_admissions.in_tree(cq.node.root(), members, self._cycle)
         oracle = VictimOracle(
-            wl, cq, members, self._accounting.queues.__getitem__, self._cycle, self.fair_sharing
+            wl,
+            cq,
+            members,
+            self._accounting.queues.__getitem__,
+            self._cycle,
+            self.fair_sharing,
+            candidates_exist,
         )
         assignment = assign_flavors(
             cq,

@@ -5,6 +5,12 @@ could do there (:class:`~..flavors.assignment.Possibility`): nothing (no workloa
 reclaim (every victim is another queue's borrowed quota) or preempt (some victims are the queue's
 own). The victims it finds are kept, so the cycle does not search again for the same need once
 the flavor is chosen.
+
+Most judgements need no search at all: victims are only ever workloads of the queue's cohort tree
+admitted before the cycle (an admission of the same cycle is never undone), and a tree's
+:class:`EarlierAdmissions` answer, once per cycle, whether it holds any. Where it holds none (a
+cold start, a burst into an idle tree) or the queue's policy preempts nothing, the oracle answers
+as a search would, without one: no candidates.
 """
 
 from __future__ import annotations
@@ -14,9 +20,37 @@ from collections.abc import Callable, Mapping, Sequence
 from ..flavors.assignment import Possibility
 from ..model import FlavorResource
 from ..policies import BorrowWithinCohortPolicy, ReclaimWithinCohortPolicy, WithinClusterQueuePolicy
+from ..quota.cohorts import QuotaNode
 from ..quota.fairsharing import FairSharing, fair_sharing_of
-from ..quota.state import ClusterQueueState, WorkloadState
+from ..quota.state import ClusterQueueState, Phase, WorkloadState
 from .victims import Victims, find_victims
+
+
+class EarlierAdmissions:
+    """Per cohort tree (by its root), whether it holds a workload admitted before the cycle.
+
+    Asked once per tree and cycle: during a cycle a workload only enters a tree's admitted
+    workloads with that cycle's number (never a candidate), so a tree without one keeps none
+    until the next cycle; a tree with one may lose it (a slice taking over its predecessor),
+    which only costs a search that finds nothing.
+    """
+
+    def __init__(self) -> None:
+        self._cycle: int | None = None
+        self._found: dict[QuotaNode, bool] = {}
+
+    def in_tree(self, root: QuotaNode, members: Sequence[ClusterQueueState], cycle: int) -> bool:
+        if cycle != self._cycle:
+            self._found.clear()
+            self._cycle = cycle
+        found = self._found.get(root)
+        if found is None:
+            found = self._found[root] = any(
+                wl.admitted_cycle != cycle and wl.phase is not Phase.PENDING
+                for member in members
+                for wl in member.admitted.values()
+            )
+        return found
 
 
 class VictimOracle:
@@ -28,7 +62,10 @@ class VictimOracle:
         queue_of: Callable[[str], ClusterQueueState],
         cycle: int,
         fair_sharing: bool | FairSharing | None,
+        candidates_exist: bool = True,
     ) -> None:
+        """``candidates_exist``: ``False`` when the cohort tree holds no workload admitted before
+        this cycle (see :class:`EarlierAdmissions`), so no search could find a victim."""
         self._wl = wl
         self._cq = cq
         self._members = members
@@ -36,7 +73,7 @@ class VictimOracle:
         self._cycle = cycle
         self._fair_sharing = fair_sharing
         policy = cq.spec.preemption
-        self._may_preempt = (
+        self._may_preempt = candidates_exist and (
             policy.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
             or policy.reclaim_within_cohort is not ReclaimWithinCohortPolicy.NEVER
             or policy.borrow_within_cohort.policy is not BorrowWithinCohortPolicy.NEVER
@@ -67,6 +104,8 @@ class VictimOracle:
         return self._search(need)
 
     def _search(self, need: Mapping[FlavorResource, int]) -> Victims | None:
+        if not self._may_preempt:
+            return None  # what the search would find: no workload may be preempted
         return find_victims(
             self._wl, self._cq, need, self._members, self._queue_of, self._cycle, self._fair_sharing
         )

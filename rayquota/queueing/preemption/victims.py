@@ -197,13 +197,19 @@ class _Search:
             or self.cq.spec.preemption.reclaim_within_cohort is ReclaimWithinCohortPolicy.NEVER
         ):
             return []
-        found: list[Candidate] = []
-        advantage, remaining = _fits_in_quota(node, self.need)
+        # The walk first: most searches find no queue over its quota, and then need no more.
+        levels: list[tuple[QuotaNode, list[QuotaNode]]] = []
         previous: QuotaNode | None = None
         for subtree in node.ancestors():
-            for leaf in _subtree_cluster_queues(subtree, previous, self.short):
-                if leaf is node:
-                    continue
+            leaves = _subtree_cluster_queues(subtree, previous, self.short)
+            levels.append((subtree, [leaf for leaf in leaves if leaf is not node]))
+            previous = subtree
+        if not any(over for _, over in levels):
+            return []
+        found: list[Candidate] = []
+        advantage, remaining = _fits_in_quota(node, self.need)
+        for subtree, leaves in levels:
+            for leaf in leaves:
                 owner = self.queue_of(leaf.name)
                 for victim in owner.admitted.values():
                     if not self.eligible(victim):
@@ -213,7 +219,6 @@ class _Search:
                         found.append(Candidate(victim, owner, variant, subtree))
             fits, remaining = _fits_in_quota(subtree, remaining)
             advantage = advantage or fits
-            previous = subtree
         return found
 
     def fair_candidates(self) -> list[FairCandidate]:
@@ -325,6 +330,8 @@ def find_victims(
         return Victims([c.workload for c in fair], {c.workload.key: c.reason for c in fair})
     own = search.own_queue()
     others = search.other_queues()
+    if not own and not others:
+        return None  # nothing to remove: the greedy search below would find nothing either
     hierarchical = [c for c in others if c.variant is Variant.HIERARCHICAL_RECLAIM]
     reclaims = [c for c in others if c.variant is not Variant.HIERARCHICAL_RECLAIM]
     candidates = _in_order(hierarchical, reclaims, own)
