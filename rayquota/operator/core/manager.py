@@ -129,10 +129,14 @@ class Manager:
             tasks += [asyncio.create_task(r(), name=name) for name, r in self._runnables]
             tasks.append(asyncio.create_task(self._resync_forever(), name="resync"))
             self.ready.set()
+            # An optional kind whose CRD is not installed counts as synced and empty; it is
+            # named apart, so the count says how many resources the operator lists and watches.
+            absent = [str(i.resource) for i in self._informers.values() if not i.served]
             log.info(
-                "operator ready: %d informers synced, %d controllers",
-                len(self._informers),
+                "operator ready: %d informers synced, %d controllers%s",
+                len(self._informers) - len(absent),
                 len(self._controllers),
+                f"; not served (CRD not installed), watched for: {', '.join(absent)}" if absent else "",
             )
             failed = asyncio.create_task(self._first_failure(tasks))
             stopping = asyncio.create_task(stop.wait())

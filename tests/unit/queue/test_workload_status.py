@@ -56,6 +56,29 @@ def test_pending_then_admitted_then_evicted_then_requeued() -> None:
     assert "Evicted" not in conds(readmitted) and "Requeued" not in conds(readmitted)
 
 
+def test_an_admission_cleared_by_another_writer_requeues_the_evicted_workload() -> None:
+    """Kueue-API mode: Kueue's job runner clears a preempted Workload's admission itself; the next
+    status this operator writes finds no admission to clear and must still say Requeued (the
+    integration test test_preempted_workload_holds_its_quota_until_its_admission_is_cleared)."""
+    admitted = desired_status(
+        None, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t1"
+    )
+    eviction = Eviction("preempted to admit ns/high", "InClusterQueue", "ns/high")
+    evicted = desired_status(
+        admitted, admission=None, eviction=eviction, pending_reason=None, finished=False, now="t2"
+    )
+    cleared_elsewhere = {k: v for k, v in evicted.items() if k != "admission"}
+    requeued = desired_status(
+        cleared_elsewhere, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t3"
+    )
+    assert conds(requeued)["Requeued"] == ("True", "Requeued")
+    assert conds(requeued)["Evicted"] == ("True", "InClusterQueue")
+    again = desired_status(
+        requeued, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t4"
+    )
+    assert again == requeued  # told once
+
+
 def test_transition_time_moves_only_with_the_status() -> None:
     first = desired_status(
         None, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t1"

@@ -76,7 +76,7 @@ def desired_status(
     else:
         conds = conditions.remove_condition(conds, PODS_READY)
         state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
-        conds = _requeue_conditions(conds, state, now, had_admission=bool(prev.get("admission")))
+        conds = _requeue_conditions(conds, state, now)
         if prev.get("admissionChecks"):
             status["admissionChecks"] = check_states.requeued_checks(prev, now)
         if not finished:
@@ -135,7 +135,7 @@ def _admitted(
 
 
 def _requeue_conditions(
-    conds: list[dict[str, Any]], state: Mapping[str, Any], now: str, had_admission: bool
+    conds: list[dict[str, Any]], state: Mapping[str, Any], now: str
 ) -> list[dict[str, Any]]:
     """Requeued says whether the workload is back in its queue or waits out its requeue backoff
     (``state``: its requeueState). Evicted stays true (reason and time) after the pods are gone,
@@ -143,8 +143,9 @@ def _requeue_conditions(
     ready in time, or by a check, by that time."""
     backoff_until = parse_rfc3339(state.get("requeueAt"))
     backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
-    # The pods are gone and the quota is back (``had_admission``: this write clears it).
-    released = had_admission and conditions.is_true(conds, Cond.EVICTED)
+    # The pods are gone and the quota is back (whoever cleared the admission: this operator, or
+    # in Kueue-API mode the job's own runner): the evicted workload queues again, told once.
+    released = conditions.is_true(conds, Cond.EVICTED) and conditions.find(conds, Cond.REQUEUED) is None
     if released and not backing_off:
         conds = conditions.set_condition(
             conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
