@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from rayquota import usage_cli
 
-    usage_cli.add_parser(sub)
+    usage_cli.add_parser(sub, add_queue_api_flag)
 
     install = sub.add_parser("install", help="install the CRDs (and sample queues) into the cluster")
     install.add_argument("--samples", action="store_true", help="also apply samples/queues")

@@ -17,7 +17,7 @@ from rayquota.operator.core.resources import Resource
 from rayquota.operator.kube import KubeClient, NotFound
 
 if TYPE_CHECKING:
-    from rayquota.kubectl_plugin import Target
+    from rayquota.kubectl_target import Target
 
 Obj = Mapping[str, Any]
 Verb = Callable[["Target", argparse.Namespace], Awaitable[int]]
@@ -33,7 +33,7 @@ ALIASES = {
 def _kind_parsers(
     verb: argparse._SubParsersAction[argparse.ArgumentParser], kinds: Sequence[str], what: str
 ) -> dict[str, argparse.ArgumentParser]:
-    from rayquota.kubectl_plugin import add_global_flags
+    from rayquota.kubectl_target import add_global_flags
 
     parsers = {}
     for kind in kinds:
@@ -174,7 +174,7 @@ def _dry_run_params(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _print_result(target: Target, obj: Obj, verb: str, dry_run: str) -> None:
-    from rayquota.kubectl_plugin import dump, name_of
+    from rayquota.kubectl_target import dump, name_of
 
     if target.output in ("json", "yaml"):
         print(dump(obj, target.output))
@@ -262,7 +262,7 @@ async def _list(target: Target, resource: Resource, args: argparse.Namespace | N
 
 def _show(target: Target, items: Sequence[Obj], header: list[str], rows: list[list[str]]) -> int:
     from rayquota.cli_tables import table
-    from rayquota.kubectl_plugin import print_objects
+    from rayquota.kubectl_target import print_objects
 
     if not items and target.output not in ("json", "yaml"):
         print("No resources found.", file=sys.stderr)

@@ -37,9 +37,9 @@ def add_report_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(sub: Any) -> None:
-    from rayquota.cli import add_queue_api_flag
-
+def add_parser(sub: Any, add_queue_api_flag: Callable[[argparse.ArgumentParser], None]) -> None:
+    """``rayquota usage``; ``add_queue_api_flag`` is the CLI's ``--queue-api`` (read commands
+    share it)."""
     usage = sub.add_parser("usage", help="showback: GPU-hours (and other resources) per queue or namespace")
     add_report_flags(usage)
     usage.add_argument("-o", "--output", choices=OUTPUTS, default="table")

@@ -11,7 +11,8 @@ import yaml
 
 from rayquota import kueuectl_bodies as bodies
 from rayquota.api.queueing_v1alpha1 import ClusterQueue, LocalQueue
-from rayquota.kubectl_plugin import Target, build_parser, context_namespace, name_of, target_of
+from rayquota.kubectl_plugin import build_parser
+from rayquota.kubectl_target import Target, context_namespace, name_of, target_of
 from rayquota.kueuectl_bodies import ClusterQueueFlags, FlagError
 from rayquota.localcluster.cli import path_additions
 from rayquota.operator.queue.kueue.api_group import KUEUE, RAYQUOTA
@@ -378,7 +379,7 @@ def test_a_429_is_asked_again_after_retry_after(monkeypatch: pytest.MonkeyPatch)
 
     import kubernetes
 
-    from rayquota.kubectl_plugin import PatientClient
+    from rayquota.kubectl_target import PatientClient
     from rayquota.operator.kube import ApiError, KubeClient
 
     answers: list[object] = [
