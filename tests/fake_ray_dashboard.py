@@ -30,7 +30,11 @@ class FakeHead:
 class FakeRayDashboard:
     def __init__(self) -> None:
         self.heads: dict[str, FakeHead] = {}
-        self.stop_job_delay_s = 0.0  # how long stopping a job takes (a test may want it slow)
+        # A test may hold job stops: each one is counted when it arrives and answered only
+        # once the test releases them (to keep the operator inside a stop across a fault).
+        self.stops_asked = 0
+        self._stops_released = threading.Event()
+        self._stops_released.set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -46,6 +50,13 @@ class FakeRayDashboard:
 
     def head(self, name: str = "") -> FakeHead:
         return self.heads.setdefault(name, FakeHead())
+
+    def hold_stops(self) -> None:
+        """Answer no job stop until :meth:`release_stops`."""
+        self._stops_released.clear()
+
+    def release_stops(self) -> None:
+        self._stops_released.set()
 
     def _of(self, request: web.Request) -> FakeHead:
         return self.head(request.match_info.get("head", ""))
@@ -78,7 +89,9 @@ class FakeRayDashboard:
         job = self._of(request).jobs.get(request.match_info["job"])
         if job is None:
             return web.Response(status=404, text="job not found")
-        await asyncio.sleep(self.stop_job_delay_s)
+        self.stops_asked += 1
+        while not self._stops_released.is_set():
+            await asyncio.sleep(0.05)
         job.update(status="STOPPED", end_time=int(time.time() * 1000))
         return web.json_response({"stopped": True})
 
@@ -158,6 +171,7 @@ class FakeRayDashboard:
         return self
 
     def stop(self) -> None:
+        self.release_stops()
         if self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout=30)

@@ -76,12 +76,16 @@ def test_api_server_down_30s_while_rayjobs_are_admitted_and_an_upgrade_waits_for
     wait_for("three RayJobs waiting", lambda: all(waiting(sampler, "RayJob", j) for j in jobs[3:]), 120)
     assert gpus_admitted(sampler) == 8
 
-    # A running job is deleted: its quota is being handed on when the API server goes away (the
-    # operator stops its Ray job, which takes 2 s, before it lets the RayJob go).
-    fake_dashboard.stop_job_delay_s = 2.0
+    # A running job is deleted: its quota is being handed on when the API server goes away. The
+    # operator stops its Ray job before it lets the RayJob go; the stop is held until the API
+    # server is down, so the finalizer can only go after the outage.
+    fake_dashboard.hold_stops()
+    stops_before = fake_dashboard.stops_asked
     kube.kubectl("delete", "rayjob", "job-0", "--wait=false")
+    wait_for("the operator stopping job-0's Ray job", lambda: fake_dashboard.stops_asked > stops_before, 60)
     faults_cluster.stop_component("kube-apiserver")
     down_at = time.time()
+    fake_dashboard.release_stops()
     holds("the operator running while the API server is down", operator.running, seconds=OUTAGE_S)
     started_at = time.time()
     faults_cluster.start_component("kube-apiserver")
@@ -103,7 +107,6 @@ def test_api_server_down_30s_while_rayjobs_are_admitted_and_an_upgrade_waits_for
         r.at for r in after if r.verb == "patch" and r.resource == "rayjobs" and r.name == "job-0" and r.ok
     ]
     finalized_s = min(finalized, default=float("inf")) - ready_at
-    fake_dashboard.stop_job_delay_s = 0.0
     print(
         f"\nFAULT-FIGURES API server down {OUTAGE_S}s, /readyz {ready_at - started_at:.1f}s after its start; "
         f"after /readyz: the operator's {informers} "
