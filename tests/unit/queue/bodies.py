@@ -1,10 +1,12 @@
-"""Ray object bodies for the queue integration's unit tests (camelCase, as the API server returns them)."""
+"""Ray object bodies for the queue integration's unit tests (camelCase, as the API server returns them),
+and the queued batch object (Job, JobSet) the adapter tests build."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from rayquota.operator.queue import naming
 from tests.unit.ray.fixtures import BASE_CLUSTER
 
 
@@ -102,4 +104,20 @@ def pod(cluster: str, node_type: str, group: str = "", phase: str = "Running") -
     return {
         "metadata": {"name": f"{cluster}-{group or 'head'}", "labels": labels},
         "status": {"phase": phase},
+    }
+
+
+def queued_batch_object(api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """``train`` in ``team-a``, queued to LocalQueue ``team``: a Job or JobSet body with ``spec``."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": "uid-train",
+            "resourceVersion": "7",
+            "labels": {naming.KUEUE_QUEUE_LABEL: "team"},
+        },
+        "spec": spec,
     }

@@ -10,6 +10,7 @@ from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.job import job_changed
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.operator.webhooks import review
+from tests.unit.queue.bodies import queued_batch_object
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 from tests.unit.queue.test_adapters import FLAVORS, admit_all
 
@@ -17,17 +18,10 @@ JOB = ADAPTERS["Job"]
 
 
 def job(parallelism: int | None = 3, completions: int | None = 2, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "train",
-            "namespace": "team-a",
-            "uid": "uid-train",
-            "resourceVersion": "7",
-            "labels": {naming.KUEUE_QUEUE_LABEL: "team"},
-        },
-        "spec": {
+    body = queued_batch_object(
+        "batch/v1",
+        "Job",
+        {
             "suspend": True,
             "template": {
                 "spec": {
@@ -38,7 +32,7 @@ def job(parallelism: int | None = 3, completions: int | None = 2, **spec: Any) -
             },
             **spec,
         },
-    }
+    )
     if parallelism is not None:
         body["spec"]["parallelism"] = parallelism
     if completions is not None:

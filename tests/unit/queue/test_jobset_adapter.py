@@ -15,6 +15,7 @@ from rayquota.operator.queue.gating import pod_gate
 from rayquota.operator.queue.gating.job_pod_ungater import pod_set_of_job
 from rayquota.operator.queue.objects import QueueObjects
 from rayquota.queueing import PodSetAssignment, TopologyAssignment, TopologyDomain
+from tests.unit.queue.bodies import queued_batch_object
 from tests.unit.queue.fakes import FakeInformer, fake_pod_informers
 from tests.unit.queue.test_adapters import FLAVORS, admit_all
 
@@ -45,24 +46,17 @@ def replicated(
 
 
 def jobset(suspend: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {
-            "name": "train",
-            "namespace": "team-a",
-            "uid": "uid-train",
-            "resourceVersion": "7",
-            "labels": {naming.KUEUE_QUEUE_LABEL: "team"},
-        },
-        "spec": {
+    return queued_batch_object(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        {
             "suspend": suspend,
             "replicatedJobs": [
                 replicated("driver", None, None, None, "0"),  # 1 Job of 1 pod
                 replicated("workers", 3, 4, 2, "2"),  # 3 Jobs of min(4, 2) pods
             ],
         },
-    }
+    )
 
 
 def pod_of(replicated_job: str) -> dict[str, Any]:

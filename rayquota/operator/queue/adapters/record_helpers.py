@@ -34,9 +34,17 @@ def changed(kind: str, before: Body, after: dict[str, Any]) -> list[Edit]:
 
 
 def allocation_of(
-    adapter: KindAdapter, obj: Body, children: Sequence[Body], admission: AdmittedSlice | None
+    adapter: KindAdapter,
+    obj: Body,
+    children: Sequence[Body],
+    admission: AdmittedSlice | None,
+    *,
+    demand: Demand | None = None,
 ) -> tuple[Demand, dict[str, PartAllocation]]:
-    demand = adapter.pod_sets(obj, children)
+    """The object's demand and its parts' shares of ``admission`` (taken as given: none for
+    no admission), its running parts keeping theirs first. ``demand``: the one already read
+    from these ``children`` (the gate names the admission after it first), else read here."""
+    demand = adapter.pod_sets(obj, children) if demand is None else demand
     admitted = admission.counts() if admission is not None else None
     return demand, allocate(demand, admitted, adapter.running_parts(obj, children))
 

@@ -28,8 +28,7 @@ def is_evicted(workload: Mapping[str, Any]) -> bool:
     """Being evicted: ``Evicted`` is true and the admission is still held (its pods are going).
     Once they are gone the admission is cleared and ``Evicted`` stays true until the workload
     reserves quota again (Kueue's lifecycle; its reason and time order the requeued workload)."""
-    status = workload.get("status") or {}
-    return bool(status.get("admission")) and conditions.is_true(status.get("conditions"), Cond.EVICTED)
+    return _eviction_under_way(workload) is not None
 
 
 def recorded_eviction(workload: Mapping[str, Any]) -> Eviction | None:
@@ -37,12 +36,19 @@ def recorded_eviction(workload: Mapping[str, Any]) -> Eviction | None:
     for a process that did not decide it: without it, the next status write would read as "pods
     gone, quota released" and clear the admission while the pods still run (a leader taking over
     mid-preemption did)."""
-    if not is_evicted(workload):
+    evicted = _eviction_under_way(workload)
+    if evicted is None:
         return None
-    for condition in (workload.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == Cond.EVICTED and condition.get("status") == "True":
-            return Eviction(str(condition.get("message") or ""), str(condition.get("reason") or ""), None)
-    return None
+    return Eviction(str(evicted.get("message") or ""), str(evicted.get("reason") or ""), None)
+
+
+def _eviction_under_way(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Workload's ``Evicted`` condition while it is being evicted (:func:`is_evicted`)."""
+    status = workload.get("status") or {}
+    evicted = conditions.find(status.get("conditions"), Cond.EVICTED)
+    if not status.get("admission") or evicted is None or evicted.get("status") != "True":
+        return None
+    return evicted
 
 
 def is_finished(workload: Mapping[str, Any]) -> bool:

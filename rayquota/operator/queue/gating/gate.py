@@ -21,6 +21,7 @@ from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
 from rayquota.operator.core import GateVerdict, ObjectKey, QueueCondition
 from rayquota.operator.queue.adapters.capabilities import ClustersCappedOneByOne, PartTemplates
 from rayquota.operator.queue.adapters.protocol import KindAdapter
+from rayquota.operator.queue.adapters.record_helpers import allocation_of
 from rayquota.operator.queue.admission import check_states, converter
 from rayquota.operator.queue.admission.admission_memo import AdmissionMemo
 from rayquota.operator.queue.admission.driver import AdmittedSlice
@@ -83,18 +84,19 @@ def no_more_than(admission: AdmittedSlice, decided: Mapping[str, int] | None) ->
     return replace(admission, pod_sets=tuple(pod_sets)) if changed else admission
 
 
-def carried_admission(
-    admission: AdmittedSlice, decided: Mapping[str, int] | None, demand: Demand
-) -> tuple[AdmittedSlice, Mapping[str, int] | None]:
-    """The recorded admission and the engine's counts with the pods of renamed pod sets under
-    their new names (``admission/renamed_pod_sets.py``): an operator upgrade that renamed a
+def under_demand_names(
+    admission: AdmittedSlice, demand: Demand, decided: Mapping[str, int] | None = None
+) -> AdmittedSlice:
+    """The recorded admission as the current demand names it: the pods of renamed pod sets
+    under their new names (``admission/renamed_pod_sets.py``; an operator upgrade that renamed a
     running pod set caps its pods by what they were admitted, before and after the engine's
-    carried-over admission is written."""
+    carried-over admission is written), then each pod set at most the engine's count now
+    (``decided``, carried over the same way; :func:`no_more_than`)."""
     moves = renames(admission, demand.pod_sets)
-    if not moves:
-        return admission, decided
-    carried = carried_over(admission, demand.pod_sets, moves)
-    return carried, None if decided is None else carried_counts(decided, moves)
+    if moves:
+        admission = carried_over(admission, demand.pod_sets, moves)
+        decided = None if decided is None else carried_counts(decided, moves)
+    return no_more_than(admission, decided)
 
 
 class QueueGate:
@@ -141,9 +143,8 @@ class QueueGate:
         if isinstance(queued.adapter, ClustersCappedOneByOne):
             children = queued.adapter.capped_with(all_children, name)
         demand = queued.adapter.pod_sets(queued.obj, children)
-        admission, decided = carried_admission(admission, self.decided_counts(queued.workload), demand)
-        admission = no_more_than(admission, decided)
-        allocation = allocate(demand, admission.counts(), queued.adapter.running_parts(queued.obj, children))
+        admission = under_demand_names(admission, demand, self.decided_counts(queued.workload))
+        _, allocation = allocation_of(queued.adapter, queued.obj, children, admission, demand=demand)
         share = allocation.get(name)
         placements = caps.admitted_placements(admission, self.flavors)
         if share is None or placements is None:
@@ -175,7 +176,7 @@ class QueueGate:
             return GateVerdict(False, False, WAITING_FOR_QUOTA, f"not admitted: {message}")
         children = self.objects.children(kind, obj)
         demand = queued.adapter.pod_sets(obj, children)
-        admission = carried_over(admission, demand.pod_sets)
+        admission = under_demand_names(admission, demand)
         # Covered means covered whole: as if nothing of it ran yet.
         allocation = allocate(demand, admission.counts(), ())
         parts = list(demand.parts) if part is None else [part]
