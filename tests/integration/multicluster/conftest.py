@@ -13,6 +13,7 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,37 @@ def fleet() -> Iterator[Fleet]:
             print(f"\nmulticluster: peak memory of 3 control planes + 3 operators: {peak:.2f} GiB")
         if not reuse:
             fleet_set.down(purge=True)
+
+
+@contextmanager
+def manager_configured(fleet: Fleet, tag: str, **env: str) -> Iterator[None]:
+    """The fleet's manager operator restarted with ``env`` over its own (a dispatcher, say) for
+    the block, and with its own settings again afterwards: the dispatcher is the manager's, one
+    for every workload, so a test of another one has the manager to itself while it runs."""
+    _restart_manager(fleet, f"manager-{tag}", {**MANAGER_ENV, **env})
+    try:
+        yield
+    finally:
+        _restart_manager(fleet, f"manager-after-{tag}", MANAGER_ENV)
+
+
+def _restart_manager(fleet: Fleet, log_name: str, env: dict[str, str]) -> None:
+    fleet.operators["manager"].interrupt()
+    log = fleet.logs / f"{log_name}.log"
+    operator = VerboseOperator(str(fleet.manager.kubeconfig), PREFIX, log=log, **env)
+    operator.start()
+    fleet.operators["manager"] = operator
+    fleet.watch_memory()
+    # The MultiKueueClusters still say Active from the operator before: its log says when this
+    # one has connected to the workers.
+    wait_for(
+        f"the manager's operator ({log_name}) connected to both workers",
+        lambda: all(
+            f"multikueue: worker {name} connected" in log.read_text(errors="replace")
+            for name in fleet.workers
+        ),
+        timeout_s=120,
+    )
 
 
 def _active(cluster: LocalCluster, resource: str, name: str) -> bool:

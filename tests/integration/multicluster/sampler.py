@@ -1,7 +1,9 @@
 """Sampling a manager and its workers side by side, throughout a test: in one namespace, which
-Ray jobs have running pods in which cluster, which Workloads each cluster admits, and which
-clusters did not answer. Polling (each cluster asked in turn, a short timeout each), so a
-stopped API server shows as a gap, never as an empty cluster."""
+Ray jobs have running pods in which cluster, which Workloads each cluster holds and admits, which
+workers the manager's Workloads name (nominated or chosen), and which clusters did not answer.
+Polling (each cluster asked in turn, a short timeout each), so a stopped API server shows as a
+gap, never as an empty cluster. The manager is asked last in each sample: it records a
+nomination before it makes a copy, so a copy seen in a worker is named in the manager's answer."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from tests.integration.ray.kubehelpers import condition
 class ClusterState:
     running: Mapping[str, int]  # Ray job (or Job) name -> its Running pods there
     admitted: frozenset[str]  # Workloads admitted there (Admitted=True, not finished)
+    held: frozenset[str] = frozenset()  # every Workload there (a worker's: the copies it holds)
+    # Workload name -> the workers its status names: nominatedClusterNames and clusterName.
+    named: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,12 @@ def _owner(pod: Mapping[str, Any]) -> str | None:
     return str(job) if job else None
 
 
+def _named(workload: Mapping[str, Any]) -> frozenset[str]:
+    status = workload.get("status") or {}
+    chosen = status.get("clusterName")
+    return frozenset([*(status.get("nominatedClusterNames") or ()), *([chosen] if chosen else [])])
+
+
 def _client(kubeconfig: str) -> client.ApiClient:
     """A client that asks once: a stopped API server is a gap in the samples, not a stall."""
     configuration = client.Configuration()
@@ -51,6 +62,7 @@ class FleetSampler:
     kubeconfigs: Mapping[str, str]
     namespace: str
     interval_s: float = 0.3
+    manager: str = "manager"  # asked last in each sample
     samples: list[Sample] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -71,7 +83,8 @@ class FleetSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            sample = Sample(time.monotonic(), {name: self._state(api) for name, api in self._apis.items()})
+            order = sorted(self._apis, key=lambda name: name == self.manager)
+            sample = Sample(time.monotonic(), {name: self._state(self._apis[name]) for name in order})
             with self._lock:
                 self.samples.append(sample)
             self._stop.wait(self.interval_s)
@@ -100,13 +113,31 @@ class FleetSampler:
                 and not pod["metadata"].get("deletionTimestamp")
             ):
                 running[owner] = running.get(owner, 0) + 1
+        items = json.loads(workloads.data)["items"]
         admitted = frozenset(
             str(wl["metadata"]["name"])
-            for wl in json.loads(workloads.data)["items"]
+            for wl in items
             if (condition(wl, "Admitted") or {}).get("status") == "True"
             and (condition(wl, "Finished") or {}).get("status") != "True"
         )
-        return ClusterState(running, admitted)
+        held = frozenset(str(wl["metadata"]["name"]) for wl in items)
+        return ClusterState(
+            running, admitted, held, {str(wl["metadata"]["name"]): _named(wl) for wl in items}
+        )
+
+    def holders(self, sample: Sample, workload: str) -> set[str]:
+        """The workers that hold a copy of the manager's Workload in this sample."""
+        return {
+            name
+            for name, state in sample.clusters.items()
+            if name != self.manager and state is not None and workload in state.held
+        }
+
+    def named(self, sample: Sample, workload: str) -> frozenset[str] | None:
+        """The workers the manager's Workload names in this sample (None: the manager did not
+        answer, or has no such Workload yet)."""
+        state = sample.clusters.get(self.manager)
+        return None if state is None or workload not in state.named else state.named[workload]
 
     def taken(self) -> list[Sample]:
         with self._lock:

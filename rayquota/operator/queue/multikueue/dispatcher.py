@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache
@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 EVENT_REASON = "MultiKueue"
 # A mirrored status that must wait (a Job still suspended here) is looked at again this soon.
 DEFERRED_SYNC_S = 2.0
+
+
+def nomination_message(dispatcher: Dispatcher, nominated: Sequence[str]) -> str:
+    """The event on the dispatched object when the workers nominated for it change."""
+    names = ", ".join(nominated) if nominated else "none"
+    return f"Nominated workers ({dispatcher.value} dispatcher): {names}"
 
 
 class WorkloadDispatcher:
@@ -138,6 +144,14 @@ class WorkloadDispatcher:
             log.info("multikueue: %s: copies removed from %s, made in %s", key, plan.delete, plan.create)
         for name in plan.delete:
             await self.writes.remove(self._worker(name), key, fence=name in plan.fence)
+        if plan.nominate is not None:
+            # Recorded before any copy is made: a worker never holds a copy the manager's
+            # Workload does not name (Kueue's dispatchers write the nomination first too).
+            status = {**(workload.get("status") or {}), "nominatedClusterNames": list(plan.nominate)}
+            await self.manager.status.write(self.objects.api.workloads, workload, status)
+            if queued is not None:
+                message = nomination_message(self.settings.dispatcher, plan.nominate)
+                self.manager.recorder.post(queued.obj, "Normal", EVENT_REASON, message)
         for name in plan.create:
             body = workload_copy(workload, self.settings.origin, token)
             await self.writes.create(self._worker(name), self.objects.api.workloads, body)
@@ -153,9 +167,6 @@ class WorkloadDispatcher:
             await self._write_check(workload, entry, CheckState.RETRY, plan.retry)
             if queued is not None:
                 self.manager.recorder.post(queued.obj, "Warning", EVENT_REASON, plan.retry)
-        elif plan.nominate is not None:
-            status = {**(workload.get("status") or {}), "nominatedClusterNames": list(plan.nominate)}
-            await self.manager.status.write(self.objects.api.workloads, workload, status)
         wait = plan.requeue_after_s
         if deferred:
             wait = DEFERRED_SYNC_S if wait is None else min(wait, DEFERRED_SYNC_S)
