@@ -136,8 +136,9 @@ def test_most_free_quota_keeps_its_choice_then_widens_after_the_timeout() -> Non
     assert plan.create == ["w1"] and plan.nominate == ("w1", "w2")
 
 
-def test_incremental_nominates_workers_by_name_in_rounds_and_keeps_earlier_nominees() -> None:
-    # Kueue's Incremental dispatcher: ``step`` workers by name, ``step`` more each round.
+def test_incremental_nominates_workers_in_config_order_in_rounds_and_keeps_earlier_nominees() -> None:
+    # Kueue v0.19's Incremental dispatcher: ``step`` workers in the MultiKueueConfig's order (not
+    # by name), ``step`` more each round.
     policy = Policy(Dispatcher.INCREMENTAL, 60.0, 30.0, incremental_step=2, incremental_round_s=100.0)
     fleet = [up("w5"), up("w3"), up("w1"), up("w4"), up("w2")]
 
@@ -145,16 +146,16 @@ def test_incremental_nominates_workers_by_name_in_rounds_and_keeps_earlier_nomin
         return Local(CheckState.PENDING, A, reserved=True, nominated=nominated, pending_since=NOW - waited)
 
     first = decide(at(1.0), fleet, policy, NOW)
-    assert first.nominate == ("w1", "w2") and first.create == ["w1", "w2"]
+    assert first.nominate == ("w5", "w3") and first.create == ["w5", "w3"]
     assert first.requeue_after_s == 99.0  # the next round
-    with_copies = [up(w.name, RemoteCopy(A)) if w.name in ("w1", "w2") else w for w in fleet]
-    same_round = decide(at(50.0, ("w1", "w2")), with_copies, policy, NOW)
+    with_copies = [up(w.name, RemoteCopy(A)) if w.name in ("w5", "w3") else w for w in fleet]
+    same_round = decide(at(50.0, ("w3", "w5")), with_copies, policy, NOW)  # recorded in any order
     assert same_round.nominate is None and same_round.create == [] and same_round.delete == []
-    second = decide(at(150.0, ("w1", "w2")), with_copies, policy, NOW)
-    assert second.nominate == ("w1", "w2", "w3", "w4") and second.create == ["w3", "w4"]
+    second = decide(at(150.0, ("w5", "w3")), with_copies, policy, NOW)
+    assert second.nominate == ("w5", "w3", "w1", "w4") and second.create == ["w1", "w4"]
     assert second.delete == [] and second.requeue_after_s == 50.0
-    last = decide(at(250.0, ("w1", "w2", "w3", "w4")), fleet, policy, NOW)
-    assert last.nominate == ("w1", "w2", "w3", "w4", "w5")
+    last = decide(at(250.0, ("w5", "w3", "w1", "w4")), fleet, policy, NOW)
+    assert last.nominate == ("w5", "w3", "w1", "w4", "w2")
     assert last.requeue_after_s is None  # every worker nominated: no further round
 
 

@@ -179,7 +179,7 @@ def _dispatch(
         nominated = _incremental(local, workers, policy, now, plan)
     else:
         nominated = _nominees(local, reachable, policy, now, plan)
-    if nominated != tuple(sorted(local.nominated)):
+    if sorted(nominated) != sorted(local.nominated):
         plan.nominate = nominated
     can_reach = {w.name for w in reachable}
     plan.create = [name for name in nominated if name not in current and name in can_reach]
@@ -208,10 +208,12 @@ def _nominees(
 def _incremental(
     local: Local, workers: Sequence[Worker], policy: Policy, now: float, plan: Plan
 ) -> tuple[str, ...]:
-    """Kueue's Incremental dispatcher: the configured workers by name, ``step`` of them in the
-    first round and ``step`` more each round while the workload has not been admitted; a
-    round's nominees stay nominated (an unreachable one gets its copy when it is back)."""
-    ordered = sorted(w.name for w in workers)
+    """Kueue's Incremental dispatcher: the workers in the MultiKueueConfig's order (Kueue
+    v0.19's default, its ``MultiKueueIncrementalDispatcherRespectConfigOrder`` gate on), ``step``
+    of them in the first round and ``step`` more each round while the workload has not been
+    admitted; a round's nominees stay nominated (an unreachable one gets its copy when it is
+    back)."""
+    ordered = [w.name for w in workers]
     step = max(1, policy.incremental_step)
     waited = max(0.0, now - local.pending_since)
     rounds = 1 + int(waited // policy.incremental_round_s)

@@ -17,7 +17,7 @@ class Dispatcher(StrEnum):
     like it fit there); in every worker when none has room, or when the chosen one has not
     admitted within ``nomination_timeout_s``."""
     INCREMENTAL = "Incremental"
-    """Kueue's: the workers in rounds, ``incremental_step`` more (by name) each
+    """Kueue's: the workers in rounds, ``incremental_step`` more (in the config's order) each
     ``incremental_round_s`` while the workload waits; earlier nominees stay nominated."""
 
 
