@@ -113,15 +113,27 @@ def test_manual_check_gates_reservation_then_ready_retry_and_rejected(
         return wl if not status.get("admission") and backoff.get("reason") == "BackoffPending" else None
 
     wl = wait_for("second released and backing off", requeued)
+    # Evicted stays true (reason and time) while it waits, though no pod ever held the quota:
+    # it queues again by that time, as in Kueue.
+    evicted = condition(wl, "Evicted") or {}
+    assert (evicted.get("status"), evicted.get("reason")) == ("True", "AdmissionCheck"), evicted
+    assert "AdmissionCheck in Retry state" in evicted["message"]
+    reserved_at = (condition(second, "QuotaReserved") or {})["lastTransitionTime"]
+    assert evicted["lastTransitionTime"] >= reserved_at  # RFC 3339 UTC: ordered as text
     assert "requeue backoff, attempt 1" in (condition(wl, "Requeued") or {})["message"]
     assert wl["status"]["requeueState"]["count"] == 1 and wl["status"]["requeueState"]["requeueAt"]
     assert _check_states(wl) == {check: "Pending"}  # waits for a new decision at the next reservation
+    assert wl["status"]["admissionChecks"][0].get("retryCount") == 1  # decided once, not again once released
     # The decision is consumed: its annotation goes in a write of its own (metadata), which may
     # land after the status write that released the reservation.
     wait_for(
         "second's Retry decision consumed",
-        lambda: f"{STATE_ANNOTATION}{check}"
-        not in ((workload_of(kube, "RayJob", "second") or {}).get("metadata", {}).get("annotations") or {}),
+        lambda: (
+            f"{STATE_ANNOTATION}{check}"
+            not in (
+                (workload_of(kube, "RayJob", "second") or {}).get("metadata", {}).get("annotations") or {}
+            )
+        ),
     )
     retry_events = [e for e in kube.events("second") if e["reason"] == "AdmissionCheckRetry"]
     assert retry_events and "AdmissionCheck in Retry state" in retry_events[0]["message"]
@@ -142,6 +154,8 @@ def test_manual_check_gates_reservation_then_ready_retry_and_rejected(
         )
 
     wl = wait_for("third deactivated and released", deactivated)
+    evicted = condition(wl, "Evicted") or {}
+    assert (evicted.get("status"), evicted.get("reason")) == ("True", "DeactivatedDueToAdmissionCheck")
     assert "inactive" in (condition(wl, "QuotaReserved") or {})["message"]
     assert _check_states(wl) == {check: "Rejected"}
     rejected = [e for e in kube.events("third") if e["reason"] == "AdmissionCheckRejected"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from rayquota.operator.queue.admission import check_states, converter
 from rayquota.operator.queue.admission.check_states import UNSATISFIED_CHECKS
-from rayquota.operator.queue.admission.driver import AdmittedSlice
+from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.admission.manual_check import STATE_ANNOTATION_PREFIX, decided_entries
 from rayquota.operator.queue.admission.workload_status import desired_status
 from rayquota.operator.queue.gating.gate import recorded_admission
@@ -125,10 +125,11 @@ def test_manual_annotation_decides_a_pending_manual_check_only() -> None:
             }
         },
         "status": {
+            "admission": {"clusterQueue": "team"},
             "admissionChecks": [
                 {"name": "approval", "state": "Pending", "lastTransitionTime": NOW},
                 {"name": "other", "state": "Pending", "lastTransitionTime": NOW},
-            ]
+            ],
         },
     }
     decided = decided_entries(workload, {"approval"}, LATER)  # "other" is not a manual check
@@ -139,7 +140,38 @@ def test_manual_annotation_decides_a_pending_manual_check_only() -> None:
     assert entries[1]["state"] == "Pending"
     assert consumed == [STATE_ANNOTATION_PREFIX + "approval"]
     workload["status"]["admissionChecks"] = entries
+    # Applied, its annotation not removed yet: consumed again, nothing decided anew.
+    assert decided_entries(workload, {"approval"}, LATER) == (entries, consumed)
+    del workload["metadata"]["annotations"][STATE_ANNOTATION_PREFIX + "approval"]
     assert decided_entries(workload, {"approval"}, LATER) is None  # only Pending entries are decided
+
+
+def test_manual_annotation_waits_while_the_workload_holds_no_reservation() -> None:
+    """Released (an approved workload preempted, or another check's Retry): the reconciler sets
+    the entries Pending again. Were the Ready annotation applied then, each would undo the
+    other's write for ever; it is applied at the next reservation."""
+    previous = _reserved_status()
+    previous["admissionChecks"][0].update(state="Ready", lastTransitionTime=LATER)
+    released = desired_status(
+        previous, admission=None, eviction=None, pending_reason="waiting", finished=False, now=LATER
+    )
+    assert released["admissionChecks"][0]["state"] == "Pending"
+    annotations = {STATE_ANNOTATION_PREFIX + "approval": "Ready"}
+    workload: dict[str, Any] = {"metadata": {"annotations": annotations}, "status": released}
+    assert decided_entries(workload, {"approval"}, LATER) is None
+    evicting = desired_status(
+        _reserved_status(),
+        admission=None,
+        eviction=Eviction("preempted", "InClusterQueue", None),
+        pending_reason=None,
+        finished=False,
+        now=LATER,
+    )
+    workload["status"] = evicting
+    assert decided_entries(workload, {"approval"}, LATER) is None  # its entries are reset next
+    workload["status"] = _reserved_status()
+    decided = decided_entries(workload, {"approval"}, LATER)
+    assert decided is not None and decided[0][0]["state"] == "Ready" and decided[1] == []
 
 
 def test_converter_reads_both_ways_of_listing_checks_and_the_active_condition() -> None:

@@ -180,7 +180,7 @@ class AdmissionLoop:
                 )
                 continue
             spec = converter.workload(body, self.priority_of)
-            checks = {name: state for name, (state, _, _) in check_states.recorded_states(body).items()}
+            checks = check_states.restored_states(body)
             self.driver.restore(
                 spec,
                 cluster_queue,

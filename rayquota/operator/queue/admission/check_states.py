@@ -37,6 +37,20 @@ def recorded_states(workload: Mapping[str, Any]) -> dict[str, tuple[CheckState, 
     return out
 
 
+def restored_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:
+    """The check states an engine rebuilt at start-up holds for a recorded reservation. A
+    verdict (Retry, Rejected) on a reservation whose eviction is not recorded yet was never
+    acted on (a check controller wrote it while no operator ran, or just before a restart):
+    it is restored Pending, so the Workload's first reconcile feeds it like any new verdict
+    and the reservation is evicted. Held as recorded, it would read as already seen, and the
+    reservation would keep its quota for good."""
+    undecided = (CheckState.RETRY, CheckState.REJECTED)
+    return {
+        name: CheckState.PENDING if state in undecided else state
+        for name, (state, _, _) in recorded_states(workload).items()
+    }
+
+
 def all_ready(workload: Mapping[str, Any]) -> bool:
     """No check, or every check Ready: a recorded admission lets pods start."""
     return status_ready(workload.get("status"))

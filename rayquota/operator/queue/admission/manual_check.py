@@ -9,6 +9,11 @@
 - A ``Retry`` annotation is consumed (removed once applied), so the next reservation waits for
   a decision again; its backoff is Kueue's (60 s doubling per retry, at most an hour), written
   as the entry's ``requeueAfterSeconds``. ``Ready`` stays: the workload is approved for good.
+- Only a Workload that holds its reservation (``status.admission``, no eviction under way) is
+  decided, as Kueue's check controllers decide only reserved workloads. Once the reservation
+  is given back the workload reconciler sets every entry Pending again (``check_states``):
+  deciding then would undo that write and be undone by the next, for ever (a ``Ready``
+  annotation, which stays). The annotation waits for the next reservation.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from rayquota.api.admission_check_v1alpha1 import MANUAL_CONTROLLER
 from rayquota.operator.core import Informer, Manager, ObjectKey, Result
 from rayquota.operator.core.timestamps import now_rfc3339
+from rayquota.operator.queue.admission.workload_status import is_evicted
 from rayquota.operator.queue.kueue.api_group import QueueApi
 from rayquota.operator.ray.vocabulary import conditions
 from rayquota.queueing import CheckState, retry_backoff_s
@@ -30,16 +36,25 @@ DECISIONS = frozenset({CheckState.READY, CheckState.RETRY, CheckState.REJECTED})
 def decided_entries(
     workload: Mapping[str, Any], manual_checks: set[str], now: str
 ) -> tuple[list[dict[str, Any]], list[str]] | None:
-    """The new ``status.admissionChecks`` when an annotation decides a Pending manual check, and
-    the annotations to consume; None when nothing changes."""
+    """The new ``status.admissionChecks`` when an annotation decides a Pending manual check of a
+    reserved Workload, and the annotations to consume (also a Retry already applied whose
+    removal did not land); None when there is nothing to do."""
+    status = workload.get("status") or {}
+    if not status.get("admission") or is_evicted(workload):
+        return None
     annotations = (workload.get("metadata") or {}).get("annotations") or {}
-    entries = [dict(e) for e in (workload.get("status") or {}).get("admissionChecks") or []]
+    entries = [dict(e) for e in status.get("admissionChecks") or []]
     consumed: list[str] = []
     for entry in entries:
         name = str(entry.get("name"))
         key = STATE_ANNOTATION_PREFIX + name
         wanted = annotations.get(key)
-        if name not in manual_checks or entry.get("state") != CheckState.PENDING or wanted not in DECISIONS:
+        if name not in manual_checks or wanted not in DECISIONS:
+            continue
+        if entry.get("state") == CheckState.RETRY == wanted:
+            consumed.append(key)
+            continue
+        if entry.get("state") != CheckState.PENDING:
             continue
         entry.update(state=wanted, lastTransitionTime=now, message=f"set by the annotation {key}")
         if wanted == CheckState.RETRY:
@@ -48,8 +63,8 @@ def decided_entries(
             consumed.append(key)
         else:
             entry.pop("requeueAfterSeconds", None)
-    changed = entries != list((workload.get("status") or {}).get("admissionChecks") or [])
-    return (entries, consumed) if changed else None
+    changed = entries != list(status.get("admissionChecks") or [])
+    return (entries, consumed) if changed or consumed else None
 
 
 class ManualChecks:
@@ -99,10 +114,11 @@ class ManualChecks:
         status = {**(workload.get("status") or {}), "admissionChecks": entries}
         stored = await self.manager.status.write(self.api.workloads, workload, status)
         if stored is not None and consumed:
-            meta = dict(stored["metadata"])
-            meta["annotations"] = {
-                k: v for k, v in (meta.get("annotations") or {}).items() if k not in consumed
-            }
-            path = self.api.workloads.path(str(meta["namespace"]))
-            await self.manager.client.replace(f"{path}/{meta['name']}", {**stored, "metadata": meta})
+            # A merge patch, not a PUT of the cached object: the workload reconciler writes the
+            # eviction this decision causes meanwhile, and a 409 here would leave the annotation
+            # to decide the next reservation too.
+            meta = stored["metadata"]
+            path = self.api.workloads.path(str(meta["namespace"]), str(meta["name"]))
+            patch = {"metadata": {"annotations": dict.fromkeys(consumed)}}
+            await self.manager.client.merge_patch(path, patch)
         return None
