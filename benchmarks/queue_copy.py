@@ -97,7 +97,7 @@ def measure() -> dict[str, float]:
     from rayquota.dashboard.cache import DashboardCache
     from rayquota.dashboard.queue_model import QueueModel
     from rayquota.operator.core import Manager, NamespaceScope
-    from rayquota.operator.core.informer import ADDED, MODIFIED
+    from rayquota.operator.core.cache.informer import ADDED, MODIFIED
     from rayquota.operator.queue.admission import converter
     from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
     from rayquota.operator.queue.kueue.api_group import RAYQUOTA

@@ -34,7 +34,13 @@ def _crds(args: argparse.Namespace) -> int:
     from rayquota.api import crdgen, k8s_openapi
 
     if args.k8s_openapi is not None:
-        source = Path(args.k8s_openapi) if args.k8s_openapi else None
+        from rayquota.localcluster import peers
+
+        if args.k8s_openapi:
+            source = Path(args.k8s_openapi)
+        else:  # Kubernetes' own module, fetched into go's module cache
+            module = peers.downloaded_module(k8s_openapi.SOURCE_MODULE, k8s_openapi.OPENAPI_VERSION)
+            source = module / k8s_openapi.SOURCE_DIR
         print(f"wrote {k8s_openapi.regenerate(source)}")
     chart = Path(args.chart) if args.chart else None
     return crdgen.main(out_dir=Path(args.out), check=args.check, chart_dir=chart)
@@ -84,8 +90,8 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
 
 def _run(args: argparse.Namespace) -> int:
     from rayquota import config as configuration
+    from rayquota import environment
     from rayquota.app import main as app_main
-    from rayquota.config import environment
     from rayquota.operator.ray.raycronjob.schedule import time_zone
 
     try:
@@ -191,7 +197,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _queue_api(args: argparse.Namespace) -> QueueApi | None:
     """The group --queue-api (or $RAYQUOTA_QUEUE_API) names; None, said on stderr, if neither mode."""
-    from rayquota.config import environment
+    from rayquota import environment
     from rayquota.operator.queue.kueue.api_group import chosen
 
     try:
@@ -250,7 +256,7 @@ def _dashboard_configuration(args: argparse.Namespace) -> tuple[Settings, str | 
     """The configuration `rayquota run` would read (file, environment overrides), for the dashboard,
     and its dashboard.prometheusUrl (the dashboard section is otherwise the operator's own)."""
     from rayquota import config as configuration
-    from rayquota.config import environment
+    from rayquota import environment
     from rayquota.config.build import named
     from rayquota.dashboard.settings import checked_prometheus_url
 

@@ -17,7 +17,7 @@ import sys
 
 import kubernetes
 
-from rayquota.config import environment
+from rayquota import environment
 from rayquota.kubectl_target import (
     Target,
     add_global_flags,

@@ -92,7 +92,7 @@ def render(report: dict[str, Any], output: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rayquota.config import environment
+    from rayquota import environment
     from rayquota.operator.queue.kueue.api_group import chosen
 
     try:

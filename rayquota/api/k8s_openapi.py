@@ -16,13 +16,16 @@ declares one (a required field's zero value is not a default).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from pydantic import WithJsonSchema
 
 OPENAPI_VERSION = "v1.35.0"
+SOURCE_MODULE = "k8s.io/kubernetes"
+# Where the OpenAPI documents are inside SOURCE_MODULE (`rayquota crds --k8s-openapi` without a
+# DIR fetches the module into Go's module cache: rayquota.localcluster.peers.downloaded_module).
+SOURCE_DIR = Path("api", "openapi-spec", "v3")
 DATA_FILE = Path(__file__).with_name("k8s_schemas.json")
 # The model-side marker: a node {MARKER: "<definition name>"} is replaced by the stored schema.
 MARKER = "x-rayquota-k8s-type"
@@ -121,20 +124,6 @@ def k8s_list(name: str) -> WithJsonSchema:
     """Annotate a model field as a list of the Kubernetes type ``name``."""
     full = name if name.startswith("io.k8s.") else "io.k8s.api." + name
     return WithJsonSchema({"type": "array", "items": {MARKER: full}})
-
-
-def default_source_dir() -> Path:
-    """``api/openapi-spec/v3`` of the k8s.io/kubernetes module, downloaded into Go's module cache."""
-    from rayquota.localcluster import binaries  # the CLI's path only; the models never get here
-
-    out = subprocess.run(
-        [binaries.find_go(), "mod", "download", "-json", f"k8s.io/kubernetes@{OPENAPI_VERSION}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",  # outside any Go module: the download goes to the module cache only
-    ).stdout
-    return Path(json.loads(out)["Dir"]) / "api" / "openapi-spec" / "v3"
 
 
 def read_definitions(source_dir: Path) -> dict[str, Any]:
@@ -245,8 +234,8 @@ def render(definitions: dict[str, Any]) -> str:
     return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
 
-def regenerate(source_dir: Path | None) -> Path:
-    """Rewrite :data:`DATA_FILE` from the OpenAPI documents in ``source_dir`` (or the module's)."""
-    definitions = read_definitions(source_dir or default_source_dir())
+def regenerate(source_dir: Path) -> Path:
+    """Rewrite :data:`DATA_FILE` from the OpenAPI documents in ``source_dir``."""
+    definitions = read_definitions(source_dir)
     DATA_FILE.write_text(render(trimmed_schemas(definitions)), encoding="utf-8")
     return DATA_FILE

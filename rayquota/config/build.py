@@ -11,13 +11,14 @@ from rayquota.config import overrides
 from rayquota.config.loader import ConfigError, Loaded
 from rayquota.config.model import Configuration
 from rayquota.dashboard.settings import DashboardSettings, checked_prometheus_url
-from rayquota.operator.config import OperatorConfig, QueueConfig
+from rayquota.operator.config import OperatorConfig
 from rayquota.operator.feature_gates import FeatureGates
 from rayquota.operator.leader import LeaseSettings
 from rayquota.operator.queue.admission.pods_ready import WaitForPodsReady
 from rayquota.operator.queue.dra.settings import DraSettings, mappings_from
 from rayquota.operator.queue.multikueue.settings import Dispatcher, MultiKueueSettings
 from rayquota.operator.queue.naming import QueueSettings
+from rayquota.operator.queue.settings import QueueConfig
 from rayquota.operator.visibility.settings import VisibilitySettings
 from rayquota.operator.webhook_settings import CertificateSource, CertSettings, WebhookSettings
 from rayquota.queueing.queue_order import RequeuingTimestamp

@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rayquota.config.environment import TOOL_VARIABLES
+from rayquota.environment import TOOL_VARIABLES
 
 
 @dataclass(frozen=True)

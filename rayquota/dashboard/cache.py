@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayquota.operator.core import Informer, Manager, label_indexer, owner_uids, resources
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.adapters import ADAPTERS, KindAdapter, registry
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.driver import IgnoredDecisions

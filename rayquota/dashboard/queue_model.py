@@ -30,7 +30,7 @@ from typing import Any
 
 from rayquota.cli_views import load_workloads
 from rayquota.dashboard.cache import DashboardCache
-from rayquota.operator.core.store import Obj, Store
+from rayquota.operator.core.cache.store import Obj, Store
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.admission_memo import AdmissionMemo, Parsed
 from rayquota.operator.queue.admission.driver import Driver, workload_key_of

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rayquota.config import environment
+from rayquota import environment
 from rayquota.localcluster import binaries, kuberay_source, peers
 from rayquota.localcluster.cluster import ClusterError, LocalCluster
 

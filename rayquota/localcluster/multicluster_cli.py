@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from rayquota.config import environment
+from rayquota import environment
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import ClusterError
 from rayquota.localcluster.multicluster import MultiCluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rayquota.config import environment
+from rayquota import environment
 
 
 def repo_root() -> Path:

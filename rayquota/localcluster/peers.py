@@ -20,6 +20,7 @@ half-finished build is never mistaken for a finished one.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rayquota.config import environment
+from rayquota import environment
 from rayquota.localcluster import binaries
 from rayquota.localcluster.paths import cache_root, repo_root
 
@@ -125,6 +126,18 @@ def module_cache_path(module: str, version: str) -> Path:
         [binaries.find_go(), "env", "GOMODCACHE"], capture_output=True, text=True, check=True
     ).stdout.strip()
     return Path(gomodcache) / f"{escape_module_path(module)}@{version}"
+
+
+def downloaded_module(module: str, version: str) -> Path:
+    """MODULE@VERSION in go's module cache, downloaded first unless it is there."""
+    out = subprocess.run(
+        [binaries.find_go(), "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",  # outside any Go module: the download goes to the module cache only
+    ).stdout
+    return Path(json.loads(out)["Dir"])
 
 
 # ---- KubeRay's operator ---------------------------------------------------------------------

@@ -27,8 +27,9 @@ from rayquota import cli_views, pki
 from rayquota.localcluster import binaries
 from rayquota.localcluster.cluster import LocalCluster
 from rayquota.localcluster.pki import FrontProxyFiles
-from rayquota.operator.config import OperatorConfig, QueueConfig
+from rayquota.operator.config import OperatorConfig
 from rayquota.operator.queue.kueue.api_group import KUEUE, RAYQUOTA, QueueApi
+from rayquota.operator.queue.settings import QueueConfig
 from rayquota.operator.visibility.discovery import KUEUE_VISIBILITY_GROUP, RAYQUOTA_VISIBILITY_GROUP
 from rayquota.operator.visibility.registration import API_SERVICES, HOLDER_ANNOTATION
 from rayquota.operator.visibility.settings import VisibilitySettings

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from rayquota.operator.core.informer import Informer
+from rayquota.operator.core.cache.informer import Informer
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.resources import ObjectKey
-from rayquota.operator.core.store import Obj
 from rayquota.operator.core.workqueue import ShutDown, WorkQueue
 from rayquota.operator.kube import UNREACHABLE, Conflict, NotFound, is_namespace_ending, is_transient
 

@@ -13,15 +13,15 @@ import random
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
-from rayquota.operator.core.compact import Path
+from rayquota.operator.core.cache.compact import Path
+from rayquota.operator.core.cache.informer import Informer
+from rayquota.operator.core.cache.scope import NamespaceScope
+from rayquota.operator.core.cache.store import Indexer
 from rayquota.operator.core.controller import Controller, Reconcile
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.gate import AdmissionGate, NoGate
-from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.status import StatusWriter
-from rayquota.operator.core.store import Indexer
 from rayquota.operator.kube import KubeClient, decode_json
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Manager:
         interned: bool = False,
     ) -> Informer:
         """The shared informer for a resource and selectors (created on first use);
-        ``shared_paths``: subtrees its objects often hold equal (cached once, ``compact.py``);
+        ``shared_paths``: subtrees its objects often hold equal (cached once, ``cache/compact.py``);
         ``interned``: keys and short values interned as they are decoded (many objects alike)."""
         key = (resource, label_selector, field_selector)
         informer = self._informers.get(key)

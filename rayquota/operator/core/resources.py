@@ -30,7 +30,7 @@ class Resource:
     namespaced: bool = True
     optional: bool = False
     """Its CRD is another project's and may not be installed (a JobSet): an informer of it is
-    synced empty while it is not served and starts watching once it is (`informer.py`)."""
+    synced empty while it is not served and starts watching once it is (`cache/informer.py`)."""
 
     @property
     def api_version(self) -> str:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import KubeClient, NotFound
 
 _REMEMBERED = 100_000

@@ -16,8 +16,8 @@ from typing import Any
 from rayquota.api.multikueue_v1alpha1 import PREBUILT_WORKLOAD_LABEL
 from rayquota.operator.core import Informer, Manager, ObjectKey, owner_uids
 from rayquota.operator.core import resources as core_resources
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.core.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, CLUSTER_KIND, KindAdapter, PodWatch, pod_watches
 from rayquota.operator.queue.dra.context import ClaimSource
@@ -34,7 +34,7 @@ POD_INDEX = "queue-pods"
 # A pod index entry: (pod watch name, "namespace/value").
 PodKey = tuple[str, str]
 # What many Workloads hold equal (one spec per shape and queue, one admission per shape and
-# ClusterQueue): the caches keep one copy of each (core/compact.py).
+# ClusterQueue): the caches keep one copy of each (core/cache/compact.py).
 WORKLOAD_SHARED_PATHS = (("spec",), ("status", "admission"))
 
 

@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rayquota.operator.config import QueueConfig
 from rayquota.operator.core import Manager, ObjectKey, resources
+from rayquota.operator.core.cache.informer import DELETED, Informer
 from rayquota.operator.core.controller import Controller
-from rayquota.operator.core.informer import DELETED, Informer
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import (
     ADAPTERS,
@@ -39,6 +38,7 @@ from rayquota.operator.queue.gating.pod_ungater import PodUngater
 from rayquota.operator.queue.kueue.api_group import KUEUE_MODE, QueueApi, of_mode
 from rayquota.operator.queue.multikueue.queues import DispatchingQueues
 from rayquota.operator.queue.objects import QueueObjects
+from rayquota.operator.queue.settings import QueueConfig
 from rayquota.operator.queue.status import QueueStatusWriter
 from rayquota.operator.queue.workloads import event_filters
 from rayquota.operator.queue.workloads.release_events import (

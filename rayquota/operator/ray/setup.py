@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, resources
 from rayquota.operator.ray.builders.auth_token import AuthTokens
 from rayquota.operator.ray.builders.networkpolicy import GATE as NETWORK_POLICY_GATE
@@ -17,6 +16,7 @@ from rayquota.operator.ray.raycronjob.clock import Clock, SystemClock
 from rayquota.operator.ray.raycronjob.reconciler import RayCronJobReconciler
 from rayquota.operator.ray.rayjob.reconciler import RayJobReconciler
 from rayquota.operator.ray.rayservice.reconciler import RayServiceReconciler
+from rayquota.operator.ray.settings import RaySettings
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class RayControllers:
 
 def setup(
     manager: Manager,
-    config: OperatorConfig,
+    config: RaySettings,
     *,
     clock: Clock | None = None,
     inherited_label_keys: tuple[str, ...] = (),

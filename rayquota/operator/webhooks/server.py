@@ -7,7 +7,7 @@ runnable), which is also the only Ready pod behind the chart's Service.
 
 It serves on a thread of its own with its own event loop (`serving_thread.py`), so a review
 never waits behind the reconciles. The handlers read the informers' caches from that thread
-(`core/store.py` keeps each read whole); the one API call they make, the LocalQueue lookup,
+(`core/cache/store.py` keeps each read whole); the one API call they make, the LocalQueue lookup,
 goes through a client of that loop's own (an aiohttp session belongs to one loop); an event
 they record is handed to the operator's loop, whose recorder writes it.
 """

@@ -21,7 +21,7 @@ from tests.integration.ray.kubehelpers import Kube, wait_for
 PREFIX = "qjobset"
 CRD = Path(__file__).parent / "fixtures" / "jobset-crd.yaml"
 GPU_POOL = "rayquota.io/gpu-pool"
-# The operator tries an absent resource again after at most 2 minutes (core/informer.py).
+# The operator tries an absent resource again after at most 2 minutes (core/cache/informer.py).
 CRD_SEEN_S = 150
 
 

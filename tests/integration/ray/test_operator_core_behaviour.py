@@ -214,7 +214,7 @@ def test_a_pod_stored_whose_answer_was_lost_is_not_created_twice(
     shows it while that lookup is awaited (the watch catches up): the pods planned before the
     lookup, without it, must not be created (a clean-clone run created a fourth pod so)."""
     from rayquota.operator.core import resources
-    from rayquota.operator.core.informer import Informer
+    from rayquota.operator.core.cache.informer import Informer
     from rayquota.operator.kube import ApiError, KubeClient
     from rayquota.operator.ray.vocabulary import labels
 

@@ -114,12 +114,8 @@ def test_a_glob_stays_within_a_segment_unless_doubled() -> None:
 
 def test_the_stored_kubernetes_schemas_regenerate_from_their_source() -> None:
     """k8s_schemas.json is what `rayquota crds --k8s-openapi` writes from Kubernetes' OpenAPI."""
-    source = (
-        peers.module_cache_path("k8s.io/kubernetes", k8s_openapi.OPENAPI_VERSION)
-        / "api"
-        / "openapi-spec"
-        / "v3"
-    )
+    module = peers.module_cache_path(k8s_openapi.SOURCE_MODULE, k8s_openapi.OPENAPI_VERSION)
+    source = module / k8s_openapi.SOURCE_DIR
     if not source.is_dir():
         pytest.skip(f"{source} is not fetched (`rayquota crds --k8s-openapi` fetches it)")
     fresh = k8s_openapi.render(k8s_openapi.trimmed_schemas(k8s_openapi.read_definitions(source)))

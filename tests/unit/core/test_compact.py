@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 from rayquota.operator.core import Informer, NamespaceScope, resources
-from rayquota.operator.core.compact import Compactor
+from rayquota.operator.core.cache.compact import Compactor
 from rayquota.operator.kube import Decode, KubeClient, decode_json
 
 WORKLOAD = {

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 from rayquota.operator.core import resources
-from rayquota.operator.core.informer import Informer
-from rayquota.operator.core.scope import NamespaceScope
+from rayquota.operator.core.cache.informer import Informer
+from rayquota.operator.core.cache.scope import NamespaceScope
 from rayquota.operator.kube import ApiError, Decode, KubeClient
 from rayquota.operator.reachability import Reachability
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayquota.operator.core.cache.scope import NamespaceScope
+from rayquota.operator.core.cache.store import Store, label_indexer, owner_uids
 from rayquota.operator.core.expectations import Expectations
 from rayquota.operator.core.resources import ObjectKey, Resource
-from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.core.status import without_nulls
-from rayquota.operator.core.store import Store, label_indexer, owner_uids
 
 
 def pod(name: str, owner: str | None = None, cluster: str | None = None, ns: str = "ns") -> dict[str, Any]:

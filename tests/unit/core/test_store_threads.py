@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.core.store import Store
+from rayquota.operator.core.cache.store import Store
 
 WAIT_S = 10.0
 

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.operator.core import Informer, Manager, NamespaceScope
-from rayquota.operator.core.informer import ADDED
+from rayquota.operator.core.cache.informer import ADDED
 from rayquota.operator.queue.kueue.api_group import RAYQUOTA
 
 GPU = "nvidia.com/gpu"

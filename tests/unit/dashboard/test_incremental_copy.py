@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rayquota.dashboard.cache import DashboardCache
 from rayquota.dashboard.queue_model import QueueModel, QueueSnapshot
-from rayquota.operator.core.informer import DELETED, MODIFIED
+from rayquota.operator.core.cache.informer import DELETED, MODIFIED
 
 from .cache_fixture import GPU, cluster_queue, feed, flavor, local_queue, new_cache, workload
 

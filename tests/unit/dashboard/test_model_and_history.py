@@ -9,7 +9,7 @@ import pytest
 from rayquota.dashboard.history import HistoryRing
 from rayquota.dashboard.queue_model import MIN_REBUILD_GAP_S, QueueModel
 from rayquota.dashboard.views.common import HIDDEN, Page, redact
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 
 from .cache_fixture import cluster_queue, feed, flavor, local_queue, new_cache, workload
 

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from typing import Any, cast
 
+from rayquota.operator.core.cache.informer import Informer
+from rayquota.operator.core.cache.scope import NamespaceScope
 from rayquota.operator.core.cancellation import being_cancelled, stop_if_cancelled
-from rayquota.operator.core.informer import Informer
 from rayquota.operator.core.resources import PODS
-from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.reachability import Reachability
 

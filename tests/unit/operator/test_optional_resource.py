@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
-from rayquota.operator.core import informer as informer_module
-from rayquota.operator.core.informer import Informer
+from rayquota.operator.core.cache import informer as informer_module
+from rayquota.operator.core.cache.informer import Informer
+from rayquota.operator.core.cache.scope import NamespaceScope
 from rayquota.operator.core.resources import JOBS, JOBSETS, Resource
-from rayquota.operator.core.scope import NamespaceScope
 from rayquota.operator.kube import KubeClient, NotFound
 from rayquota.operator.reachability import Reachability
 

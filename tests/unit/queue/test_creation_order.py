@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
+from rayquota.operator.core.cache.informer import ADDED, DELETED, MODIFIED
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.admission import converter, creation_order
 from rayquota.operator.queue.admission.creation_order import CreationVersions

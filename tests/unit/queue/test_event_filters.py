@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
+from rayquota.operator.core.cache.informer import ADDED, DELETED, MODIFIED
 from rayquota.operator.queue.adapters.raycluster import raycluster_changed
 from rayquota.operator.queue.adapters.rayjob import rayjob_changed
 from rayquota.operator.queue.workloads.event_filters import pod_changed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.adapters.job import job_changed

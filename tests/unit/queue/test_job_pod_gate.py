@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from rayquota.operator.core import ObjectKey, owner_uids
+from rayquota.operator.core.cache.store import Store
 from rayquota.operator.core.gate import Placement
-from rayquota.operator.core.store import Store
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, BESIDE_KUBERAY
 from rayquota.operator.queue.admission import converter

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import ADAPTERS, enabled, registry
 from rayquota.operator.queue.adapters.jobset import JOBSET_FRAMEWORK, JOBSET_PODS, jobset_changed

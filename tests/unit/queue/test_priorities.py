@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.cache.informer import DELETED
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.demand.priorities import (
     POD_PRIORITY_CLASS_SOURCE,

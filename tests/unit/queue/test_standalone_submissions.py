@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayquota.operator.core.informer import ADDED, DELETED, MODIFIED
+from rayquota.operator.core.cache.informer import ADDED, DELETED, MODIFIED
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.workloads.standalone import StandaloneSubmissions
 from tests.unit.queue.fakes import two_teams

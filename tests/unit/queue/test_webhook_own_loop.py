@@ -19,8 +19,8 @@ import kubernetes.client
 import pytest
 
 from rayquota import pki
-from rayquota.operator.core.scope import NamespaceScope
-from rayquota.operator.core.store import Store
+from rayquota.operator.core.cache.scope import NamespaceScope
+from rayquota.operator.core.cache.store import Store
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.webhooks import server
 from rayquota.operator.webhooks.cert_keeper import ServingCertificate

@@ -223,8 +223,8 @@ def test_submitter_job_finished() -> None:
 
 
 def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
-    from rayquota.operator.config import DEFAULT_RAY_IMAGE
     from rayquota.operator.ray.rayjob.plan import cluster_manifest
+    from rayquota.operator.ray.settings import DEFAULT_RAY_IMAGE
 
     body = rayjob(submissionMode="SidecarMode")
     body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}
@@ -261,8 +261,8 @@ def test_only_a_sidecar_mode_cluster_forbids_replacing_its_provisioned_head(
     """KubeRay marks the RayCluster of a SidecarMode RayJob, and only it, with
     `ray.io/disable-provisioned-head-restart: "true"` (a new head would not run the job again),
     over the RayJob's own value; in the other modes that value is copied like any annotation."""
-    from rayquota.operator.config import DEFAULT_RAY_IMAGE
     from rayquota.operator.ray.rayjob.plan import cluster_manifest
+    from rayquota.operator.ray.settings import DEFAULT_RAY_IMAGE
 
     key = "ray.io/disable-provisioned-head-restart"
     status = {"rayClusterName": "job-abcde", "jobId": "job-xyz12"}
@@ -276,9 +276,9 @@ def test_only_a_sidecar_mode_cluster_forbids_replacing_its_provisioned_head(
 def test_a_sidecar_mode_clusters_lost_head_is_not_replaced_once_provisioned() -> None:
     """The RayJob side and the RayCluster side together: the cluster a SidecarMode RayJob creates,
     once provisioned, gets no new head when its head pod is gone."""
-    from rayquota.operator.config import DEFAULT_RAY_IMAGE
     from rayquota.operator.ray.raycluster.plan import plan_cluster
     from rayquota.operator.ray.rayjob.plan import cluster_manifest
+    from rayquota.operator.ray.settings import DEFAULT_RAY_IMAGE
 
     status = {"rayClusterName": "job-abcde", "jobId": "job-xyz12"}
     for mode, heads_made in (("SidecarMode", 0), ("K8sJobMode", 1)):

@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, cast
 
+from rayquota.operator.core.cache.store import Store
 from rayquota.operator.core.resources import ObjectKey
-from rayquota.operator.core.store import Store
 from rayquota.operator.ray.rayjob.dashboard_calls import Answer, NoAnswerYet
 from rayquota.operator.ray.rayservice.incremental import ClusterShare, UpgradeProgress
 from rayquota.operator.ray.rayservice.serve_client import serve_config

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from rayquota.operator.core import resources
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue.adapters import job_partial
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart, whole_status

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import resources
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
     CountsClaims,

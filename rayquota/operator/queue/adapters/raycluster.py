@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import resources
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue.adapters.multicluster import MultiClusterPart
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, TemplateAt
 from rayquota.operator.queue.adapters.ray_kind import (

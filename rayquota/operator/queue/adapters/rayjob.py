@@ -9,7 +9,7 @@ from typing import Any
 
 from rayquota.api.ray_v1 import JobDeploymentStatus
 from rayquota.operator.core import resources
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.core.memo import BoundedMemo
 from rayquota.operator.queue.adapters.job import topology_assigned
 from rayquota.operator.queue.adapters.job_labels import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.cache.informer import DELETED
 from rayquota.operator.queue.admission import check_states, converter
 from rayquota.operator.queue.admission.driver import AdmittedSlice, ConfigObject, Driver, Writer
 from rayquota.operator.queue.admission.freeing_writes import FreeingWrites

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.core.informer import ADDED, DELETED
+from rayquota.operator.core.cache.informer import ADDED, DELETED
 from rayquota.operator.queue import naming
 
 

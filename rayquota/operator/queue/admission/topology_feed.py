@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.cache.informer import DELETED
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.ray.builders.pod_resources import pod_requests
 from rayquota.queueing import ClusterNode, Engine, Taint, parse_quantity

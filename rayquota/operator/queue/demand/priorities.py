@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.cache.informer import DELETED
 
 WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"

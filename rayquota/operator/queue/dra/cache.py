@@ -11,7 +11,7 @@ from typing import Any
 
 from rayquota.operator.core import Informer, Manager
 from rayquota.operator.core import resources as core_resources
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.dra.context import ClaimReading
 from rayquota.operator.queue.dra.settings import DraSettings
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue.adapters.multicluster import owned_by
 from rayquota.operator.queue.multikueue import free_quota

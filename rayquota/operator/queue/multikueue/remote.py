@@ -12,8 +12,8 @@ from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import ORIGIN_LABEL
 from rayquota.operator.core import ObjectKey
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.resources import PODS, Resource
-from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import Conflict, KubeClient
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.multikueue.worker import WorkerConnection

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey
-from rayquota.operator.core.informer import MODIFIED
+from rayquota.operator.core.cache.informer import MODIFIED
 from rayquota.operator.queue.adapters import ADAPTERS
 from rayquota.operator.queue.multikueue.checks import MultiKueueChecks
 from rayquota.operator.queue.multikueue.clusters import WorkerClusters

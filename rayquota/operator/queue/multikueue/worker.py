@@ -20,9 +20,9 @@ from typing import Any
 
 from rayquota.api.multikueue_v1alpha1 import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from rayquota.operator.core import Informer, NamespaceScope, ObjectKey
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.cancellation import stop_if_cancelled
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.multikueue.kubeconfig import WorkerConfigError, client_of, kubeconfig_text
 from rayquota.operator.queue.multikueue.settings import MultiKueueSettings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.adapters.record_helpers import gate_cleared_by_hand
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from rayquota.operator.core import Manager, ObjectKey, Result
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.driver import Driver

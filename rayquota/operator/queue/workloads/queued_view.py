@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.adapters.capabilities import RunsItsOwnCluster
 from rayquota.operator.queue.demand.podsets import Demand
 from rayquota.operator.queue.objects import Queued

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.informer import DELETED
+from rayquota.operator.core.cache.informer import DELETED
 from rayquota.operator.queue.admission.workload_status import is_finished
 
 ChangeCallback = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]

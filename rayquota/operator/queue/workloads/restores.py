@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.kube import KubeClient
 from rayquota.operator.queue.adapters import Edit
 from rayquota.operator.queue.adapters.protocol import KindAdapter

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.informer import DELETED
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.informer import DELETED
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue.admission import converter
 from rayquota.operator.queue.admission.admission_loop import AdmissionLoop
 from rayquota.operator.queue.admission.workload_status import is_finished

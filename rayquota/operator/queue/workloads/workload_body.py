@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import ObjectKey
-from rayquota.operator.core.store import Obj
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.demand.pod_set_words import POD_SET_WORDS_ANNOTATION, annotation_value
 from rayquota.operator.queue.kueue.api_group import QueueApi

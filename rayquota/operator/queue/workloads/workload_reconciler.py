@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.pods import pod_finished
-from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import Edit

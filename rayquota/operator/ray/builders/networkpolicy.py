@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.operator.core import Manager, ObjectKey, Result, owner_uids, resources
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.resources import Resource
-from rayquota.operator.core.store import Obj
 from rayquota.operator.kube import ApiError, Conflict
 from rayquota.operator.ray.vocabulary import labels
 

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.api.ray_unimplemented import UNIMPLEMENTED_FIELD_REASON, unimplemented_warning
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import (
     Expectations,
     Manager,
@@ -28,9 +27,9 @@ from rayquota.operator.core import (
     owner_uids,
     resources,
 )
+from rayquota.operator.core.cache.informer import ADDED, DELETED
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.controller import ReportedFailure
-from rayquota.operator.core.informer import ADDED, DELETED
-from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.kube import UNREACHABLE, ApiError, Conflict
 from rayquota.operator.ray.builders import ingress, rbac, route, services
@@ -47,6 +46,7 @@ from rayquota.operator.ray.raycluster.status import (
     status_settled,
     workers_caught_up,
 )
+from rayquota.operator.ray.settings import RaySettings
 from rayquota.operator.ray.vocabulary import labels
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def owning_cluster(obj: Mapping[str, Any]) -> list[ObjectKey]:
 
 
 class RayClusterReconciler:
-    def __init__(self, manager: Manager, config: OperatorConfig, tokens: AuthTokens) -> None:
+    def __init__(self, manager: Manager, config: RaySettings, tokens: AuthTokens) -> None:
         self.manager = manager
         self.client = manager.client
         self.config = config

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rayquota.operator.core import Manager, Result, resources
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.finalizers import set_finalizer
-from rayquota.operator.core.store import Obj
 from rayquota.operator.core.timestamps import parse_rfc3339
 from rayquota.operator.kube import ApiError, Conflict
 from rayquota.operator.ray.builders import gcs_ft

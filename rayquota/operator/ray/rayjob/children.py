@@ -8,7 +8,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Informer, Manager, ObjectKey, Result, resources
 from rayquota.operator.core.events import EventRecorder
 from rayquota.operator.core.finalizers import set_finalizer
@@ -37,6 +36,7 @@ from rayquota.operator.ray.rayjob.plan import (
     may_run_ray_job,
     seconds_since,
 )
+from rayquota.operator.ray.settings import RaySettings
 from rayquota.operator.ray.vocabulary.labels import submission_mode as mode_of
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class RayJobChildren:
 
     manager: Manager
     client: KubeClient
-    config: OperatorConfig
+    config: RaySettings
     resolver: DashboardResolver
     recorder: EventRecorder
     tokens: AuthTokens

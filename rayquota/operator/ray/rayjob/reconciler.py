@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayquota.api.ray_v1 import JobStatus
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, WaitForCache, resources
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.ray.builders.auth_token import AuthTokens
@@ -71,6 +70,7 @@ from rayquota.operator.ray.rayjob.plan import (
     seconds_since,
 )
 from rayquota.operator.ray.rayjob.validation import validate_rayjob
+from rayquota.operator.ray.settings import RaySettings
 from rayquota.operator.ray.vocabulary import conditions, labels
 from rayquota.operator.ray.vocabulary.labels import submission_mode as mode_of
 
@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 
 class RayJobReconciler(RayJobChildren):
     def __init__(
-        self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver, tokens: AuthTokens
+        self, manager: Manager, config: RaySettings, resolver: DashboardResolver, tokens: AuthTokens
     ) -> None:
         self.manager = manager
         self.client = manager.client

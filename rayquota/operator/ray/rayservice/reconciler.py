@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from rayquota.operator.config import OperatorConfig
 from rayquota.operator.core import Manager, ObjectKey, Result, label_indexer, resources
+from rayquota.operator.core.cache.store import Obj
 from rayquota.operator.core.finalizers import set_finalizer
-from rayquota.operator.core.store import Obj
 from rayquota.operator.ray.builders.auth_token import AuthTokens
 from rayquota.operator.ray.builders.podspec import SERVE_LABEL
 from rayquota.operator.ray.dashboard_api.resolver import DashboardResolver
@@ -55,6 +54,7 @@ from rayquota.operator.ray.rayservice.suspend import SuspendHandler
 from rayquota.operator.ray.rayservice.traffic import HEALTH_POLL_S, ReconcilePass, ServeTraffic
 from rayquota.operator.ray.rayservice.validation import upgrade_options, validate_rayservice
 from rayquota.operator.ray.rayservice.writes import RayServiceWrites, build_service_services
+from rayquota.operator.ray.settings import RaySettings
 from rayquota.operator.ray.vocabulary import labels
 from rayquota.operator.ray.vocabulary.conditions import find
 
@@ -89,7 +89,7 @@ def service_index(obj: Mapping[str, Any]) -> list[str]:
 
 class RayServiceReconciler:
     def __init__(
-        self, manager: Manager, config: OperatorConfig, resolver: DashboardResolver, tokens: AuthTokens
+        self, manager: Manager, config: RaySettings, resolver: DashboardResolver, tokens: AuthTokens
     ) -> None:
         self.manager = manager
         self.config = config

@@ -17,7 +17,7 @@ from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceConditionType
 from rayquota.operator.core import Result
-from rayquota.operator.core.store import Obj, Store
+from rayquota.operator.core.cache.store import Obj, Store
 from rayquota.operator.core.timestamps import format_rfc3339
 from rayquota.operator.ray.rayservice.serve_service import serve_service_name
 from rayquota.operator.ray.rayservice.status import INITIALIZING

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rayquota.api.ray_v1 import RayServiceUpgradeType
-from rayquota.operator.core.store import Obj, Store
+from rayquota.operator.core.cache.store import Obj, Store
 from rayquota.operator.ray.builders.services import head_container_ports
 from rayquota.operator.ray.dashboard_api.dashboard import DashboardError, DashboardUnreachable
 from rayquota.operator.ray.raycluster.plan import is_ready

@@ -100,7 +100,7 @@ def head_service_name(cluster_name: str) -> str:
 
 # On a RayCluster: once provisioned, a lost head pod is not re-created (KubeRay's SidecarMode).
 DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
-# KubeRay's default for its CLUSTER_DOMAIN setting (OperatorConfig.cluster_domain).
+# KubeRay's default for its CLUSTER_DOMAIN setting (RaySettings.cluster_domain, ray/settings.py).
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 
 

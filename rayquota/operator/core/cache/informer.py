@@ -20,11 +20,11 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rayquota.operator.core.cache.compact import Compactor, Path
+from rayquota.operator.core.cache.scope import NamespaceScope
+from rayquota.operator.core.cache.store import Indexer, Obj, Store
 from rayquota.operator.core.cancellation import stop_if_cancelled
-from rayquota.operator.core.compact import Compactor, Path
 from rayquota.operator.core.resources import ObjectKey, Resource
-from rayquota.operator.core.scope import NamespaceScope
-from rayquota.operator.core.store import Indexer, Obj, Store
 from rayquota.operator.kube import ApiError, Decode, KubeClient, decode_json
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,11 @@
-"""The process environment, read in this one place.
+"""The process environment, read in this one place (it imports nothing of rayquota: the
+configuration and the local control plane both read through it).
 
-`rayquota run` and `rayquota dashboard` hand it to the loader, which reads the documented
-overrides of named keys (overrides.py). The few `RAYQUOTA_*` variables that are no operator
-setting (the local control plane's folders and node file, for `rayquota cluster`) are named in
-`TOOL_VARIABLES` and read through `tool_variable`, which refuses any other name. Other modules
-read no `RAYQUOTA_*` variable: tests/unit/config/test_one_reader.py checks it.
+`rayquota run` and `rayquota dashboard` hand it to the configuration loader, which reads the
+documented overrides of named keys (config/overrides.py). The few `RAYQUOTA_*` variables that are
+no operator setting (the local control plane's folders and node file, for `rayquota cluster`) are
+named in `TOOL_VARIABLES` and read through `tool_variable`, which refuses any other name. Other
+modules read no `RAYQUOTA_*` variable: tests/unit/config/test_one_reader.py checks it.
 """
 
 from __future__ import annotations
