@@ -82,6 +82,7 @@ class PreemptionReason(StrEnum):
     BORROW_WITHIN_COHORT = "InCohortReclaimWhileBorrowing"
     FAIR_SHARING = "InCohortFairSharing"
     STOPPED = "ClusterQueueStopped"
+    LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
     DEACTIVATED = "WorkloadDeactivated"
     ADMISSION_CHECK = "AdmissionCheck"
     """A check asked for a retry: the reservation is given back and the workload requeued."""

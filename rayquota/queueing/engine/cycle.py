@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 from ..decisions import Decision
 from ..flavors.assignment import FitMode, assign_flavors
-from ..policies import QueueingStrategy
+from ..policies import QueueingStrategy, StopPolicy
 from ..quota.admission_fair_sharing import LocalQueueUsage
 from ..quota.cohorts import QuotaNode
 from ..quota.fairsharing import ShareMeter, dominant_share
@@ -238,6 +238,18 @@ class Engine(Scheduler):
         for node in (*tree.cluster_queues.values(), *tree.cohorts.values()):
             out[(node.is_cluster_queue, node.name)] = meter.share(node).weighted()
         return out
+
+    def running_queues(self, local_queue: str) -> frozenset[str]:
+        """Which of the LocalQueue ``local_queue`` (``namespace/name``) and its ClusterQueue
+        exist and are not stopped: ``"LocalQueue"``, ``"ClusterQueue"``."""
+        found = self._router.local_queues.get(local_queue)
+        if found is None:
+            return frozenset()
+        cq = self._accounting.queues.get(found.cluster_queue)
+        running = {"LocalQueue"} if found.stop_policy is StopPolicy.NONE else set()
+        if cq is not None and not cq.stopped:
+            running.add("ClusterQueue")
+        return frozenset(running)
 
     def local_queue_usage(self, local_queue: str) -> LocalQueueUsage | None:
         return None if self.admission_usage is None else self.admission_usage.get(local_queue)

@@ -149,7 +149,9 @@ class EngineEvents:
                 for wl in self._workloads.values()
                 if wl.phase is Phase.ADMITTED and local_queue_key(wl.spec) == local_queue.key
             ]
-            self._drain(admitted, f"LocalQueue {local_queue.key} is stopped")
+            self._drain(
+                admitted, f"LocalQueue {local_queue.key} is stopped", PreemptionReason.LOCAL_QUEUE_STOPPED
+            )
         self._router.reroute_unrouted()
         self._accounting.unpark_everything()
 

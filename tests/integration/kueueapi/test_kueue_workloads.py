@@ -156,3 +156,6 @@ def test_preempted_workload_holds_its_quota_until_its_admission_is_cleared(
     assert admitted["status"]["admission"]["clusterQueue"] == cq
     low = _workload_when(kube, "low", "Requeued")
     assert not low["status"].get("admission") and _is(low, "QuotaReserved", "False")
+    # Kueue's: a preemption requeues at once, with the Evicted condition's reason and message.
+    requeued, evicted_now = condition(low, "Requeued") or {}, condition(low, "Evicted") or {}
+    assert (requeued.get("reason"), requeued.get("message")) == ("Preempted", evicted_now.get("message"))

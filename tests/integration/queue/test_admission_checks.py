@@ -110,7 +110,8 @@ def test_manual_check_gates_reservation_then_ready_retry_and_rejected(
         wl = workload_of(kube, "RayJob", "second")
         status = (wl or {}).get("status") or {}
         backoff = condition(wl, "Requeued") or {}
-        return wl if not status.get("admission") and backoff.get("reason") == "BackoffPending" else None
+        held = (backoff.get("status"), backoff.get("reason")) == ("False", "AdmissionCheck")
+        return wl if not status.get("admission") and held else None
 
     wl = wait_for("second released and backing off", requeued)
     # Evicted stays true (reason and time) while it waits, though no pod ever held the quota:
@@ -120,7 +121,7 @@ def test_manual_check_gates_reservation_then_ready_retry_and_rejected(
     assert "AdmissionCheck in Retry state" in evicted["message"]
     reserved_at = (condition(second, "QuotaReserved") or {})["lastTransitionTime"]
     assert evicted["lastTransitionTime"] >= reserved_at  # RFC 3339 UTC: ordered as text
-    assert "requeue backoff, attempt 1" in (condition(wl, "Requeued") or {})["message"]
+    assert (condition(wl, "Requeued") or {})["message"] == evicted["message"]  # Kueue's: the Evicted one
     assert wl["status"]["requeueState"]["count"] == 1 and wl["status"]["requeueState"]["requeueAt"]
     assert _check_states(wl) == {check: "Pending"}  # waits for a new decision at the next reservation
     assert wl["status"]["admissionChecks"][0].get("retryCount") == 1  # decided once, not again once released

@@ -78,15 +78,15 @@ def test_pods_not_ready_in_time_are_evicted_requeued_with_backoff_and_admitted_e
         # Backoff base 4s, attempt 1: requeueAt is 4s after the eviction was decided, which the
         # condition's time (second precision) follows by the time its write took.
         assert 0 < (requeue_at - evicted_at).total_seconds() <= 5
-        # Released once its pods are gone; it waits out the backoff (BackoffPending), unless the
-        # pods took longer than the backoff to go, then it is back in its queue at once.
+        # Released once its pods are gone; it waits out the backoff (Requeued=False with reason
+        # PodsReadyTimeout), unless the pods took longer than the backoff to go, then it is back
+        # in its queue at once (BackoffFinished).
         wait_for(
             "the job's quota released and the job requeued",
             lambda: (
                 (wl := workload_of(kube, "RayJob", "train"))
                 and not (wl.get("status") or {}).get("admission")
-                and (condition(wl, "Requeued") or {}).get("reason")
-                in ("BackoffPending", "BackoffFinished", "Requeued")
+                and (condition(wl, "Requeued") or {}).get("reason") in ("PodsReadyTimeout", "BackoffFinished")
             ),
             timeout_s=60,
         )

@@ -146,7 +146,7 @@ async def test_a_retry_with_no_pod_leaves_evicted_true_with_its_reason_and_time_
     assert _condition(released, "QuotaReserved")["status"] == "False"
     # The backoff the manual check asks (60 s at the first retry), as documented.
     requeued = _condition(released, "Requeued")
-    assert (requeued["status"], requeued["reason"]) == ("False", "BackoffPending")
+    assert (requeued["status"], requeued["reason"]) == ("False", "AdmissionCheck")  # Kueue's
     assert status["requeueState"]["count"] == 1
     assert _seconds(status["requeueState"]["requeueAt"]) >= _seconds(evicted_at) + 59
     assert [(e["name"], e["state"], e.get("retryCount")) for e in status["admissionChecks"]] == [
@@ -220,5 +220,5 @@ async def test_a_retry_recorded_while_no_operator_ran_evicts_after_a_restart() -
     assert not released["status"].get("admission")
     assert (_condition(released, "Evicted")["reason"], _condition(released, "Requeued")["reason"]) == (
         "AdmissionCheck",
-        "Requeued",  # no backoff was asked
+        "BackoffFinished",  # no backoff was asked: Kueue ends it at once
     )

@@ -159,7 +159,9 @@ def test_status_while_backing_off_and_after() -> None:
         evicted, admission=None, eviction=None, pending_reason="r", finished=False, now="2026-01-01T00:00:30Z"
     )
     by_type = {c["type"]: c for c in waiting["conditions"]}
-    assert by_type["Requeued"]["status"] == "False" and by_type["Requeued"]["reason"] == "BackoffPending"
+    # Kueue's: False with the Evicted condition's reason and message until requeueAt.
+    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == ("False", PODS_READY_TIMEOUT)
+    assert by_type["Requeued"]["message"] == "evicted: its pods were not all ready within 30s"
     assert waiting["requeueState"]["count"] == 1
     back = desired_status(
         waiting, admission=None, eviction=None, pending_reason="r", finished=False, now="2026-01-01T00:01:01Z"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.admission.workload_status import desired_status, is_evicted, recorded_eviction
 from rayquota.queueing import PodSetAssignment
@@ -71,7 +73,7 @@ def test_an_admission_cleared_by_another_writer_requeues_the_evicted_workload() 
     requeued = desired_status(
         cleared_elsewhere, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t3"
     )
-    assert conds(requeued)["Requeued"] == ("True", "Requeued")
+    assert conds(requeued)["Requeued"] == ("True", "Preempted")  # Kueue's Evicted reason
     assert conds(requeued)["Evicted"] == ("True", "InClusterQueue")
     again = desired_status(
         requeued, admission=None, eviction=None, pending_reason="waiting", finished=False, now="t4"
@@ -110,3 +112,120 @@ def test_a_request_beyond_the_maximum_capacity_has_kueues_reason() -> None:
     )
     assert conds(status)["QuotaReserved"] == ("False", "ExceedsMaxQuota")
     assert status["pendingReason"] == reason
+
+
+# --- Requeued after the quota is released, as Kueue writes it --------------------------------
+
+EVICTED_AT = "2026-01-01T00:00:00Z"
+RELEASED_AT = "2026-01-01T00:00:30Z"
+BACKOFF_OVER = "2026-01-01T00:01:01Z"
+BACKOFF = {"count": 1, "requeueAt": "2026-01-01T00:01:00Z"}
+
+
+def _released(kind: str, requeue_state: dict | None = None, **held: object) -> dict:  # type: ignore[type-arg]
+    """A workload evicted with reason ``kind`` whose pods are gone: the status written then."""
+    admitted = desired_status(
+        None, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now="t0"
+    )
+    evicted = desired_status(
+        admitted,
+        admission=None,
+        eviction=Eviction(f"evicted for {kind}", kind, None),
+        pending_reason=None,
+        finished=False,
+        now=EVICTED_AT,
+        requeue_state=requeue_state,
+    )
+    return _later(evicted, RELEASED_AT, **held)
+
+
+def _later(previous: dict, now: str, **held: object) -> dict:  # type: ignore[type-arg]
+    return desired_status(
+        previous, admission=None, eviction=None, pending_reason="waiting", finished=False, now=now, **held
+    )  # type: ignore[arg-type]
+
+
+def _requeued(status: dict) -> tuple[str, str, str]:  # type: ignore[type-arg]
+    found = next(c for c in status["conditions"] if c["type"] == "Requeued")
+    return found["status"], found["reason"], found["message"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("InClusterQueue", "Preempted"),
+        ("InCohortReclamation", "Preempted"),
+        ("InCohortFairSharing", "Preempted"),
+        ("Preempted", "Preempted"),  # Kueue-API mode: Kueue's own Evicted reason
+        ("NodeFailures", "NodeFailures"),
+    ],
+)
+def test_a_preempted_workload_is_requeued_at_once_with_the_eviction_reason_and_message(
+    kind: str, reason: str
+) -> None:
+    released = _released(kind)
+    assert _requeued(released) == ("True", reason, f"evicted for {kind}")
+    assert _later(released, BACKOFF_OVER) == released  # told once
+
+
+@pytest.mark.parametrize("kind", ["PodsReadyTimeout", "AdmissionCheck"])
+def test_a_backoff_eviction_is_requeued_false_until_requeue_at_then_backoff_finished(kind: str) -> None:
+    released = _released(kind, BACKOFF)
+    assert _requeued(released) == ("False", kind, f"evicted for {kind}")
+    assert _later(released, "2026-01-01T00:00:59Z") == released  # still backing off: no write
+    inactive = _later(released, BACKOFF_OVER, active=False)
+    assert _requeued(inactive)[:2] == ("False", kind)  # Kueue ends a backoff of active ones only
+    back = _later(released, BACKOFF_OVER)
+    assert _requeued(back) == ("True", "BackoffFinished", "The workload backoff was finished")
+    assert _later(back, "2026-01-01T00:02:00Z") == back
+
+
+@pytest.mark.parametrize("kind", ["PodsReadyTimeout", "AdmissionCheck"])
+def test_a_backoff_eviction_without_requeue_at_is_backoff_finished_at_once(kind: str) -> None:
+    """Kueue writes False, then True in its next pass; the end state is written in one here."""
+    released = _released(kind)
+    assert _requeued(released)[:2] == ("True", "BackoffFinished")
+    assert next(c for c in released["conditions"] if c["type"] == "Requeued")["lastTransitionTime"] == (
+        RELEASED_AT
+    )
+
+
+@pytest.mark.parametrize("kind", ["WorkloadDeactivated", "DeactivatedDueToAdmissionCheck", "Deactivated"])
+def test_a_deactivated_workload_is_requeued_once_reactivated(kind: str) -> None:
+    released = _released(kind, active=False)
+    assert _requeued(released) == ("False", "Deactivated", f"evicted for {kind}")
+    assert _later(released, BACKOFF_OVER, active=False) == released
+    reactivated = _later(released, BACKOFF_OVER, active=True)
+    assert _requeued(reactivated) == ("True", "Reactivated", "The workload was reactivated")
+
+
+@pytest.mark.parametrize(
+    ("kind", "queue", "other", "restarted"),
+    [
+        ("ClusterQueueStopped", "ClusterQueue", "LocalQueue", "ClusterQueueRestarted"),
+        ("LocalQueueStopped", "LocalQueue", "ClusterQueue", "LocalQueueRestarted"),
+    ],
+)
+def test_a_stopped_queues_workload_is_requeued_once_that_queue_runs(
+    kind: str, queue: str, other: str, restarted: str
+) -> None:
+    released = _released(kind, running_queues=frozenset({other}))
+    assert _requeued(released) == ("False", kind, f"evicted for {kind}")
+    assert _later(released, BACKOFF_OVER, running_queues=frozenset({other})) == released
+    running = _later(released, BACKOFF_OVER, running_queues=frozenset({queue, other}))
+    message = f"The {queue} was restarted after being stopped"
+    assert _requeued(running) == ("True", restarted, message)
+
+
+def test_a_requeued_false_for_another_reason_stays_until_quota_is_reserved() -> None:
+    released = _released(
+        "MaximumExecutionTimeExceeded", running_queues=frozenset({"LocalQueue", "ClusterQueue"})
+    )
+    assert _requeued(released)[:2] == ("False", "MaximumExecutionTimeExceeded")
+    assert (
+        _later(released, BACKOFF_OVER, running_queues=frozenset({"LocalQueue", "ClusterQueue"})) == released
+    )
+    readmitted = desired_status(
+        released, admission=ADMISSION, eviction=None, pending_reason=None, finished=False, now=BACKOFF_OVER
+    )
+    assert "Requeued" not in conds(readmitted)

@@ -39,7 +39,7 @@ from rayquota.queueing import (
     ResourceFlavor,
     Workload,
 )
-from rayquota.queueing.engine.routing import inactive_reason
+from rayquota.queueing.engine.routing import inactive_reason, local_queue_key
 
 ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | AdmissionCheck
 """What configures the engine (everything but workloads)."""
@@ -378,6 +378,11 @@ class Driver:
         """The workload's LocalQueue as (namespace, name)."""
         tracked = self._tracked.get(key)
         return None if tracked is None else (tracked.spec.namespace, tracked.spec.queue_name)
+
+    def running_queues(self, key: str) -> frozenset[str]:
+        """Which of the workload's LocalQueue and ClusterQueue run (``Engine.running_queues``)."""
+        tracked = self._tracked.get(key)
+        return frozenset() if tracked is None else self.engine.running_queues(local_queue_key(tracked.spec))
 
     def is_evicting(self, key: str) -> bool:
         tracked = self._tracked.get(key)

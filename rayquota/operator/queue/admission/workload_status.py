@@ -4,12 +4,11 @@ reason in words. Pure; the reconciler writes the result with an exact status wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rayquota.api.queueing_v1alpha1 import WorkloadConditionType as Cond
-from rayquota.operator.core.timestamps import parse_rfc3339
-from rayquota.operator.queue.admission import check_states, converter
+from rayquota.operator.queue.admission import check_states, converter, requeued
 from rayquota.operator.queue.admission.driver import AdmittedSlice, Eviction
 from rayquota.operator.queue.admission.pods_ready import PODS_READY, Readiness
 from rayquota.operator.ray.vocabulary import conditions
@@ -65,9 +64,16 @@ def desired_status(
     now: str,
     pods_ready: Readiness | None = None,
     requeue_state: Mapping[str, Any] | None = None,
+    active: bool = True,
+    running_queues: Collection[str] = (),
 ) -> dict[str, Any]:
     """``pods_ready``: waitForPodsReady's verdict on an admitted workload; ``requeue_state``:
-    a new ``requeueState`` (an eviction for pods not ready in time), else the previous one."""
+    a new ``requeueState`` (an eviction for pods not ready in time), else the previous one;
+    ``active`` and ``running_queues``: what ends a False ``Requeued`` (:mod:`.requeued`).
+
+    Evicted stays true (reason and time) after the pods are gone, until quota is reserved
+    again, as in Kueue: the engine orders a workload evicted for pods not ready in time, or by a
+    check, by that time."""
     prev = dict(previous or {})
     conds: list[dict[str, Any]] = [dict(c) for c in prev.get("conditions") or []]
     status: dict[str, Any] = {}
@@ -82,7 +88,9 @@ def desired_status(
     else:
         conds = conditions.remove_condition(conds, PODS_READY)
         state = requeue_state if requeue_state is not None else prev.get("requeueState") or {}
-        conds = _requeue_conditions(conds, state, now)
+        conds = requeued.requeue_condition(
+            conds, requeue_state=state, active=active, running_queues=running_queues, now=now
+        )
         if prev.get("admissionChecks"):
             status["admissionChecks"] = check_states.requeued_checks(prev, now)
         if not finished:
@@ -137,38 +145,6 @@ def _admitted(
         )
     if pending_reason:
         status["pendingReason"] = f"{SCALE_UP_WAITING}: {pending_reason}"
-    return conds
-
-
-def _requeue_conditions(
-    conds: list[dict[str, Any]], state: Mapping[str, Any], now: str
-) -> list[dict[str, Any]]:
-    """Requeued says whether the workload is back in its queue or waits out its requeue backoff
-    (``state``: its requeueState). Evicted stays true (reason and time) after the pods are gone,
-    until quota is reserved again, as in Kueue: the engine orders a workload evicted for pods not
-    ready in time, or by a check, by that time."""
-    backoff_until = parse_rfc3339(state.get("requeueAt"))
-    backing_off = backoff_until is not None and backoff_until > parse_rfc3339(now)  # type: ignore[operator]
-    # The pods are gone and the quota is back (whoever cleared the admission: this operator, or
-    # in Kueue-API mode the job's own runner): the evicted workload queues again, told once.
-    released = conditions.is_true(conds, Cond.EVICTED) and conditions.find(conds, Cond.REQUEUED) is None
-    if released and not backing_off:
-        conds = conditions.set_condition(
-            conds, Cond.REQUEUED, True, "Requeued", "back in its queue after eviction", now=now
-        )
-    if backing_off:
-        attempt = state.get("count")
-        message = f"back in its queue at {state.get('requeueAt')} (requeue backoff, attempt {attempt})"
-        return conditions.set_condition(conds, Cond.REQUEUED, False, "BackoffPending", message, now=now)
-    if conditions.find(conds, Cond.REQUEUED) is not None and not conditions.is_true(conds, Cond.REQUEUED):
-        return conditions.set_condition(
-            conds,
-            Cond.REQUEUED,
-            True,
-            "BackoffFinished",
-            "back in its queue after the requeue backoff",
-            now=now,
-        )
     return conds
 
 

@@ -445,6 +445,8 @@ class WorkloadReconciler:
             now=now_rfc3339(),
             pods_ready=pods_ready,
             requeue_state=requeue_state,
+            active=(workload.get("spec") or {}).get("active") is not False,
+            running_queues=self.driver.running_queues(key),
         )
         status = self.objects.api.workload_status(status)
         evaluated = bool(reason)
