@@ -71,10 +71,8 @@ RUNNER_SIDE_CLIENTS = frozenset({"runner", "kube-apiserver", harness.POLLER_USER
 
 def rayquota_kueue_mode() -> list[str]:
     """rayquota in Kueue-API mode, in minimalkueue's place (KUBECONFIG is set by the wrapper).
-
-    envtest holds only Kueue's CRDs; the operator also watches its ray.io kinds, so their CRDs
-    go in first, inside the controller's measured lifetime."""
-    operator = [
+    Its own CRDs are installed by the runner's envtest with Kueue's (``runner_crds``)."""
+    return [
         str(REPO / ".venv" / "bin" / "rayquota"),
         "run",
         "--queue-api=kueue",
@@ -82,8 +80,22 @@ def rayquota_kueue_mode() -> list[str]:
         f"--metrics-port={free_port()}",
         f"--health-port={free_port()}",
     ]
-    kubectl = [str(binaries.KUBERNETES.path("kubectl")), "apply", "--server-side", "-f", str(REPO / "crds")]
-    return ["sh", "-c", f"{shlex.join(kubectl)} >/dev/null && exec {shlex.join(operator)}"]
+
+
+def runner_crds(out: Path) -> Path:
+    """The CRDs the runner's envtest installs before it starts the controller and the generator:
+    Kueue's and rayquota's (its ray.io kinds, which the operator watches), the same for every
+    side. Applying rayquota's from the controller's wrapper instead made the operator start
+    behind the generator's flood: on 2026-11-29, at load 7, it was ready 2 min 12 s after its
+    start, the generator had finished, no ClusterQueue status showed pending work yet, and
+    Kueue's recorder ended the run with 12,692 of 50,000 Workloads."""
+    crds = out / "runner-crds"
+    crds.mkdir(parents=True, exist_ok=True)
+    for source in (*sorted(peers.kueue_crd_dir().glob("*.yaml")), *sorted((REPO / "crds").glob("*.yaml"))):
+        link = crds / source.name
+        if not link.exists():
+            link.symlink_to(source)
+    return crds
 
 
 def null_controller() -> list[str]:
@@ -276,7 +288,7 @@ def run_once(
         str(nice),
         str(peers.kueue_tool("runner")),
         f"--o={run_dir}",
-        f"--crds={peers.kueue_crd_dir()}",
+        f"--crds={runner_crds(out)}",
         f"--generatorConfig={generator_file}",
         f"--minimalKueue={controller}",
         f"--timeout={RUNNER_TIMEOUT[scale]}",
