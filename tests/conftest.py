@@ -26,6 +26,8 @@ settings.register_profile("rayquota-suite", deadline=None, suppress_health_check
 settings.load_profile("rayquota-suite")
 
 REPO = Path(__file__).resolve().parent.parent
+# A minimal JobSet CRD (no JobSet controller runs here: tests/jobset_controller.py plays it).
+JOBSET_CRD = REPO / "tests" / "integration" / "queue" / "fixtures" / "jobset-crd.yaml"
 # The process's Ray head once started: stopped right after the last test of this process that uses it.
 SHARED_RAY_HEAD = pytest.StashKey["RayHead"]()
 RUN_DIR = pytest.StashKey[Path]()  # made by this process (the run's first): removed at its end
@@ -90,10 +92,14 @@ def control_plane() -> Iterator[object]:
     cluster.up()
     # CRDs go in at once: the garbage collector discovers new resource types on a 30 s
     # period, so installing them early lets ownerReference cascades work by the time
-    # the first test deletes a custom resource.
+    # the first test deletes a custom resource. JobSet's (another project's, which rayquota
+    # never installs) too: a JobSet's Jobs go with it, and every operator the tests start
+    # watches JobSets from its start (one started before the CRD waits up to 2 minutes).
     from rayquota.localcluster.install import install_crds
 
     install_crds(cluster)
+    cluster.kubectl("apply", "-f", str(JOBSET_CRD))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io", "--timeout=60s")
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
     try:

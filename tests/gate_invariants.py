@@ -16,7 +16,15 @@ tests/gate_sampler.py, which replays the writes in order). At each state:
   deleted object's admission counts only while its pods still hold resources.);
 - no child RayCluster of a RayJob, no submitter Job, and no unsuspended child RayCluster of a
   RayService exists while its owner's Workload records no admission; and no queued Job (one
-  with a queue label and no controller) is unsuspended while its own Workload records none.
+  with a queue label and no controller) is unsuspended while its own Workload records none;
+- no Job of a JobSet is unsuspended (unless finished), and no pod of a JobSet exists (gated,
+  terminating or not, unless finished), while the JobSet's Workload records no admission (when
+  the JobSets are watched: a JobSet the state does not show, or that is being deleted, is the
+  garbage collector's).
+
+A JobSet written unsuspended without the webhook starts its Jobs and their pods before the
+queue can gate it (docs/operations.md): `tests/gate_early_start.py` finds them, for a test of
+that path to leave out of the judging (and to check that they went).
 
 The requests are computed here, independently of the operator's code. Quantities are parsed
 with the Kubernetes client's ``parse_quantity``.
@@ -32,6 +40,8 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 COVERED = ("nvidia.com/gpu", "cpu", "memory")
+# What JobSet's controller labels its Jobs' pods with: the JobSet's name.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The labels that queue an object (rayquota's own and Kueue's).
 QUEUE_LABELS = ("rayquota.io/queue-name", "kueue.x-k8s.io/queue-name")
 FINISHED = ("Succeeded", "Failed")
@@ -138,6 +148,10 @@ def holds(pod: Mapping[str, Any]) -> bool:
     return bool(spec.get("nodeName")) or not spec.get("schedulingGates")
 
 
+def job_finished(job: Mapping[str, Any]) -> bool:
+    return is_true(job, "Complete") or is_true(job, "Failed")
+
+
 def _queued(obj: Mapping[str, Any]) -> bool:
     return any(key in (obj["metadata"].get("labels") or {}) for key in QUEUE_LABELS)
 
@@ -198,8 +212,10 @@ class Judge:
             problems += [f"{at}: {p}" for p in self._misplaced(version.obj)]
         if version.kind in ("Pod", "Workload", "ClusterQueue", "ResourceClaim"):
             problems += [f"{at}: {p}" for p in self._over_quota(state)]
-        if version.kind in ("RayCluster", "Job", "Workload"):
+        if version.kind in ("RayCluster", "Job", "Workload", "JobSet"):
             problems += [f"{at}: {p}" for p in self._unadmitted_children(state)]
+        if version.kind in ("Pod", "Workload", "JobSet"):
+            problems += [f"{at}: {p}" for p in self._unadmitted_jobset_pods(state)]
         return problems
 
     def _misplaced(self, pod: Mapping[str, Any]) -> list[str]:
@@ -336,7 +352,9 @@ class Judge:
             uid = self._owner_of.get(uid)
         return owners
 
-    def _unadmitted_children(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+    @staticmethod
+    def _admitted_owners(state: Mapping[tuple[str, str], Mapping[str, Any]]) -> set[str]:
+        """The uids of the objects whose Workload records an admission (or finished)."""
         admitted_owners = set()
         for (kind, _), obj in state.items():
             # A finished Workload's quota is given back and its admission cleared, while its
@@ -344,6 +362,26 @@ class Judge:
             recorded = (obj.get("status") or {}).get("admission") or is_true(obj, "Finished")
             if kind == "Workload" and recorded:
                 admitted_owners |= {r["uid"] for r in obj["metadata"].get("ownerReferences") or []}
+        return admitted_owners
+
+    def _unadmitted_jobset_pods(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+        admitted_owners = self._admitted_owners(state)
+        problems = []
+        for (kind, name), obj in state.items():
+            jobset_name = (obj["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL)
+            if kind != "Pod" or not jobset_name or (obj.get("status") or {}).get("phase") in FINISHED:
+                continue
+            jobset = state.get(("JobSet", str(jobset_name)))
+            if jobset is None or jobset["metadata"].get("deletionTimestamp"):
+                continue  # not watched, or deleted: the garbage collector's
+            if jobset["metadata"]["uid"] not in admitted_owners:
+                problems.append(
+                    f"pod {name} of JobSet {jobset_name} exists while its Workload records no admission"
+                )
+        return problems
+
+    def _unadmitted_children(self, state: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+        admitted_owners = self._admitted_owners(state)
         problems = []
         for (kind, name), obj in state.items():
             if kind not in ("RayCluster", "Job") or obj["metadata"].get("deletionTimestamp"):
@@ -364,7 +402,13 @@ class Judge:
             parent = state.get((str(owner["kind"]), str(owner["name"])))
             if parent is None or parent["metadata"].get("deletionTimestamp"):
                 continue  # its owner was deleted: the garbage collector removes it
-            if kind == "Job" and owner["kind"] == "RayJob":
+            if kind == "Job" and owner["kind"] == "JobSet":
+                if not (obj.get("spec") or {}).get("suspend") and not job_finished(obj):
+                    problems.append(
+                        f"Job {name} of JobSet {owner['name']} is unsuspended while its Workload "
+                        "records no admission"
+                    )
+            elif kind == "Job" and owner["kind"] == "RayJob":
                 problems.append(f"submitter Job {name} exists while RayJob {owner['name']} is not admitted")
             elif kind == "RayCluster" and owner["kind"] == "RayJob":
                 problems.append(f"RayCluster {name} exists while RayJob {owner['name']} is not admitted")

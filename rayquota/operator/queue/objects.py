@@ -268,6 +268,18 @@ class QueueObjects:
                     pods += informer.store.by_index(OWNER_INDEX, owner)
         return pods
 
+    def controlled_by(self, kind: str, owner: Mapping[str, Any]) -> list[Obj]:
+        """The cached objects of ``kind`` whose controller owner is ``owner`` (by its uid)."""
+        informer = self.informers.get(kind)
+        if informer is None:
+            return []
+        uid = str(owner["metadata"]["uid"])
+        return [
+            obj
+            for obj in informer.store.by_index(OWNER_INDEX, uid)
+            if str((controller_owner(obj) or {}).get("uid")) == uid
+        ]
+
     def workload(self, key: ObjectKey) -> Obj | None:
         return self.workloads.store.get(key.namespace, key.name)
 

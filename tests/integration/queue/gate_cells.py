@@ -25,6 +25,7 @@ from tests.integration.queue.conftest import Quota, gpu_job, gpu_rayjob, pool_pl
 from tests.integration.ray.kubehelpers import Kube, condition, wait_for
 from tests.integration.ray.rayhead import RayHead
 from tests.integration.ray.rayservice_support import Dashboards
+from tests.jobset_controller import JobSetController
 
 RAYJOB_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode")
 LONG_ENTRYPOINT = "python -c 'import time; time.sleep(900)'"  # runs until the cell stops it
@@ -44,7 +45,7 @@ _MAP_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # RayJob/<mode> | RayCluster | RayService/NewCluster | RayService/Incremental | Job
+    kind: str  # RayJob/<mode> | RayCluster | RayService/NewCluster | RayService/Incremental | Job | JobSet
     suspended: bool
     webhooks: bool
     transitions: tuple[str, ...]
@@ -73,6 +74,7 @@ class Env:
     dashboard_map: Path
     heads: tuple[RayHead, RayHead]  # (first clusters' head, upgrades' head)
     gateway_class: str | None
+    jobset_controller: JobSetController | None = None  # JobSet cells: JobSet's controller, played
 
     def route(self, target: str, url: str | None) -> None:
         """Map a cluster (or ``*``: any other) of this namespace to a Ray head; None: to none."""
@@ -134,7 +136,10 @@ class Env:
     def describe(self) -> str:
         """What the cell's objects looked like last: for a failure's message."""
         parts = []
-        for kind in ("RayJob", "RayService", "RayCluster", "Workload"):
+        kinds = [f.kind for f in self.sampler.feeds]
+        for kind in ("RayJob", "RayService", "RayCluster", "JobSet", "Job", "Workload"):
+            if kind not in kinds:
+                continue
             for name, obj in self.sampler.current(kind).items():
                 status = obj.get("status") or {}
                 brief = {
@@ -183,9 +188,11 @@ def new_env(cell: Cell, control_plane: Any, operator: Operator, heads: tuple[Ray
     cluster_queue = quota.cluster_queue(QUEUE, {flavor: GPUS}, **preemption)
     quota.local_queue(QUEUE, cluster_queue)
     quota.apply("WorkloadPriorityClass", "high", {"value": 1000})
+    jobsets = cell.kind == "JobSet"
     sampler = GateSampler(
-        str(control_plane.kubeconfig), namespace, cluster_queue, pool_placement(namespace)
+        str(control_plane.kubeconfig), namespace, cluster_queue, pool_placement(namespace), jobsets=jobsets
     ).start()
+    controller = JobSetController(str(control_plane.kubeconfig), namespace).start() if jobsets else None
     class_name = None
     if cell.kind.endswith("Incremental"):
         # No gateway controller runs locally: the operator writes the route weights, nothing
@@ -199,12 +206,21 @@ def new_env(cell: Cell, control_plane: Any, operator: Operator, heads: tuple[Ray
         }
         control_plane.kubectl("apply", "-f", "-", input=json.dumps(body))
     return Env(
-        cell, Kube(control_plane, namespace), quota, sampler, operator.dashboard_map, heads, class_name
+        cell,
+        Kube(control_plane, namespace),
+        quota,
+        sampler,
+        operator.dashboard_map,
+        heads,
+        class_name,
+        controller,
     )
 
 
 def close_env(env: Env, control_plane: Any) -> None:
     env.sampler.close()
+    if env.jobset_controller is not None:
+        env.jobset_controller.close()
     with _MAP_LOCK:
         Dashboards(env.dashboard_map, env.kube.ns).clear()
     env.quota.delete_all()

@@ -14,6 +14,7 @@ from tests.integration.queue.gate_cells import (
     raycluster_scenario,
     rayjob_scenario,
 )
+from tests.integration.queue.gate_jobset_cells import jobset_scenario
 from tests.integration.queue.test_rayservice_incremental_quota import autoscale
 from tests.integration.queue.test_rayservice_quota import with_gpu_workers
 from tests.integration.ray.kubehelpers import condition
@@ -183,6 +184,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
     "RayCluster": raycluster_scenario,
     "RayService": rayservice_scenario,
     "Job": job_scenario,
+    "JobSet": jobset_scenario,
 }
 
 

@@ -1,7 +1,8 @@
-"""The gate matrix (issue 17): kind x created suspended or not x webhooks on or off x
-transitions, every cell sampled throughout by tests/gate_sampler.py (placement of every pod,
-GPUs of live pods within the admission and the ClusterQueue, no child or submitter before
-admission, quota released only after the pods are gone).
+"""The gate matrix (issue 17): kind (the Ray kinds, batch/v1 Jobs, JobSets) x created
+suspended or not x webhooks on or off x transitions, every cell sampled throughout by
+tests/gate_sampler.py (placement of every pod, GPUs of live pods within the admission and the
+ClusterQueue, no child, submitter, unsuspended Job of a JobSet or pod of one before admission,
+quota released only after the pods are gone).
 
 Cells run concurrently, one namespace each, on two shared operators: the session's (no
 webhooks) and this module's (webhooks served on 127.0.0.1, as `make run` serves them). Not
@@ -87,6 +88,18 @@ JOB_CELLS = cells_for(
         (False, True, ("preemption", "suspend-resume")),
     ],
 )
+# A JobSet: all four ways. Written unsuspended without the webhook, what JobSet's controller
+# starts before the queue suspends the JobSet is left out of the judging, and checked apart
+# (gate_jobset_cells.py); everything after is judged as in every other cell.
+JOBSET_CELLS = cells_for(
+    "JobSet",
+    [
+        (True, False, ("suspend-resume", "preemption")),
+        (False, True, ("preemption", "suspend-resume")),
+        (True, True, ("preemption",)),
+        (False, False, ("suspend-resume",)),
+    ],
+)
 INCREMENTAL_CELLS = cells_for(
     "RayService/Incremental",
     [
@@ -150,8 +163,8 @@ def test_rayjobs_and_rayclusters(environments: Any) -> None:
     run(environments, RAYJOB_CELLS + RAYCLUSTER_CELLS)
 
 
-def test_jobs(environments: Any) -> None:
-    run(environments, JOB_CELLS)
+def test_jobs_and_jobsets(environments: Any) -> None:
+    run(environments, JOB_CELLS + JOBSET_CELLS)
 
 
 def test_rayservices_with_new_clusters(environments: Any) -> None:

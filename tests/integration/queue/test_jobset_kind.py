@@ -1,111 +1,90 @@
 """JobSets under the queue (jobset.x-k8s.io/v1alpha2, Kueue's ``jobset.x-k8s.io/jobset``).
 
-The test runs its own operator (its own namespace prefix), started before the test installs a
-minimal JobSet CRD (``fixtures/jobset-crd.yaml``; JobSet's controller owns the real one): the
-operator starts without the CRD, or with it if an earlier run left it, and watches JobSets once
-it is served. No JobSet controller runs here, so no Jobs and no pods are created: the test
-checks what the queue writes on the JobSet (its gate and each replicatedJob's placement) and
-its Workload."""
+No JobSet controller runs on the local control plane: tests/jobset_controller.py plays it (the
+Jobs created as the JobSet reads when seen, suspended and resumed with it, the queue's
+placement merged into them on resume); the Kubernetes Job controller makes the pods. The
+JobSet CRD (``fixtures/jobset-crd.yaml``, a minimal one: JobSet's controller owns the real one)
+is installed with the control plane (tests/conftest.py); an operator that starts before it is
+served is tests/unit/operator/test_optional_resource.py's.
+
+Sampled throughout (tests/gate_sampler.py, JobSets watched): no Job of a JobSet unsuspended and
+no pod of it while its Workload records no admission, the GPUs of live pods within the
+admissions and the ClusterQueue, every pod on the admitted flavor's nodes, and the quota given
+on only once the pods that held it are gone. The JobSet written unsuspended without the webhook
+is the gate matrix's (test_gate_matrix.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.integration.queue.conftest import Quota, admitted_workload, running_operator, workload_of
+from tests.integration.queue.conftest import Quota, admitted_workload, gpus_admitted, workload_of
+from tests.integration.queue.jobsets import gpu_jobset, pods_of
 from tests.integration.ray.kubehelpers import Kube, wait_for
+from tests.jobset_controller import JOBSET_NAME, JobSetController
 
-PREFIX = "qjobset"
-CRD = Path(__file__).parent / "fixtures" / "jobset-crd.yaml"
 GPU_POOL = "rayquota.io/gpu-pool"
-# The operator tries an absent resource again after at most 2 minutes (core/cache/informer.py).
-CRD_SEEN_S = 150
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-@pytest.fixture
-def namespace_prefix() -> str:
-    return PREFIX
-
-
-@pytest.fixture(scope="module")
-def jobset_operator(crds_installed: None) -> Iterator[Path]:
-    with running_operator(PREFIX) as dashboards:
-        yield dashboards
-
-
-def replicated_job(name: str, replicas: int, parallelism: int, gpus: int) -> dict[str, Any]:
-    container = {
-        "name": "train",
-        "image": "busybox",
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}},
-    }
-    pod_template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "spec": {"parallelism": parallelism, "completions": parallelism, "template": pod_template}
-        },
-    }
-
-
-def gpu_jobset(name: str, queue: str) -> dict[str, Any]:
-    """Written unsuspended, as a user who forgot the gate would (no webhook runs here)."""
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {
-            "suspend": False,
-            "replicatedJobs": [replicated_job("driver", 1, 1, 0), replicated_job("workers", 2, 2, 1)],
-        },
-    }
-
-
-def test_a_jobset_waits_suspended_without_quota_and_runs_placed_once_given_it(
-    jobset_operator: Path, kube: Kube, quota: Quota, control_plane: Any
+def test_a_jobset_is_gated_admitted_onto_the_flavor_and_released_when_its_pods_are_gone(
+    queue_operator: Path, kube: Kube, quota: Quota, gate_sampler: Any, control_plane: Any
 ) -> None:
-    control_plane.kubectl("apply", "-f", str(CRD))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io", "--timeout=60s"
-    )
-    flavor = quota.flavor("a100", "a100")
-    cq = quota.cluster_queue("team", {flavor: 0})  # no GPUs: the JobSet's 4 cannot fit
-    quota.local_queue("team", cq)
-    kube.apply(gpu_jobset("train", "team"))
+    cq = quota.a100_team_queue(4)
+    sampler = gate_sampler(cq, jobsets=True)
 
-    pending = wait_for(
-        "the JobSet's Workload pending with a reason",
-        lambda: (
-            (wl := workload_of(kube, "JobSet", "train"))
-            and (wl.get("status") or {}).get("pendingReason")
-            and wl
-        ),
-        timeout_s=CRD_SEEN_S,
-    )
-    assert "nvidia.com/gpu" in pending["status"]["pendingReason"]
-    assert [(ps["name"], ps["count"]) for ps in pending["spec"]["podSets"]] == [("driver", 1), ("workers", 4)]
-    wait_for(
-        "the unsuspended JobSet suspended by the queue",
-        lambda: (js := kube.get("jobset", "train")) is not None and js["spec"]["suspend"] is True and js,
-    )
-    assert not (workload_of(kube, "JobSet", "train") or {}).get("status", {}).get("admission")
+    def running(name: str, count: int) -> list[Any] | None:
+        pods = pods_of(sampler.current("Pod").values(), name, running=True)
+        return pods if len(pods) == count else None
 
-    quota.cluster_queue("team", {flavor: 8})
-    admitted = admitted_workload(kube, "JobSet", "train", timeout_s=60)
-    assert admitted["status"]["admission"]["clusterQueue"] == cq
-
-    def placed() -> dict[str, Any] | None:
-        js = kube.get("jobset", "train")
-        return js if js is not None and js["spec"]["suspend"] is False else None
-
-    running = wait_for("the admitted JobSet unsuspended", placed, timeout_s=30)
-    for replicated in running["spec"]["replicatedJobs"]:
-        pod_spec = replicated["template"]["spec"]["template"]["spec"]
-        assert pod_spec["nodeSelector"][GPU_POOL] == "a100", replicated["name"]
-        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec[
-            "tolerations"
+    with JobSetController(str(control_plane.kubeconfig), kube.ns):
+        # A driver and 2 workers of 2 single-GPU pods: 5 pods, 4 GPUs, all the queue has.
+        kube.apply(gpu_jobset("first", "team", workers=2, pods_per_worker=2, suspend=True))
+        admitted = admitted_workload(kube, "JobSet", "first")
+        assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [
+            ("driver", 1),
+            ("workers", 4),
         ]
+        assert admitted["status"]["admission"]["clusterQueue"] == cq and gpus_admitted(admitted) == 4
+        for pod in wait_for("the first JobSet's 5 pods running", lambda: running("first", 5), timeout_s=120):
+            assert pod["spec"]["nodeSelector"][GPU_POOL] == "a100", pod["metadata"]["name"]
+            assert TOLERATION in pod["spec"]["tolerations"], pod["metadata"]["name"]
+            node = kube.get("node", pod["spec"]["nodeName"])
+            assert node is not None and node["metadata"]["labels"][GPU_POOL] == "a100"
+        stored = kube.get("jobset", "first")
+        assert stored is not None and stored["spec"]["suspend"] is False
+        for replicated in stored["spec"]["replicatedJobs"]:
+            assert replicated["template"]["spec"]["template"]["spec"]["nodeSelector"][GPU_POOL] == "a100"
+
+        # A second one waits with the reason on its Workload; its Jobs exist, suspended, and it
+        # has no pod (sampled: at no state before its admission).
+        kube.apply(gpu_jobset("second", "team", workers=2, pods_per_worker=2, suspend=True))
+        waiting = wait_for(
+            "the second JobSet's pending reason",
+            lambda: (
+                (wl := workload_of(kube, "JobSet", "second"))
+                and (wl.get("status") or {}).get("pendingReason")
+                and wl
+            ),
+        )
+        assert "nvidia.com/gpu" in waiting["status"]["pendingReason"]
+
+        def jobs_of_second() -> list[Any] | None:
+            found = [j for j in sampler.current("Job").values() if _of(j, "second")]
+            return found if len(found) == 3 else None
+
+        jobs = wait_for("the second JobSet's 3 Jobs", jobs_of_second)
+        assert all(j["spec"]["suspend"] is True for j in jobs)
+        assert not pods_of(sampler.current("Pod").values(), "second")
+
+        # Deleting the first frees its quota only once its pods are gone (its Jobs go with it,
+        # by the garbage collector): then the second is admitted and runs, placed.
+        kube.kubectl("delete", "jobset", "first", "--wait=false")
+        admitted_workload(kube, "JobSet", "second", timeout_s=120)
+        wait_for("the second JobSet's 5 pods running", lambda: running("second", 5), timeout_s=120)
+    sampler.sync()
+    assert sampler.ever("Pod", lambda p: (p["metadata"].get("labels") or {}).get(JOBSET_NAME) == "first")
+
+
+def _of(job: Any, jobset: str) -> bool:
+    return bool((job["metadata"].get("labels") or {}).get(JOBSET_NAME) == jobset)

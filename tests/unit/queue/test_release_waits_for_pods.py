@@ -42,3 +42,33 @@ def test_a_pod_in_the_cache_keeps_the_quota_whatever_the_planner_says() -> None:
 def test_a_batch_job_is_not_asked_about_ray_clusters() -> None:
     # A Job's pods are the Job controller's: the RayCluster planner's expectations say nothing.
     assert reconciler({("ns", "job")})._pods_gone(queued("Job"), [], {"job": []})
+
+
+class JobsOf:
+    """The Job cache's answer to ``controlled_by``: these Jobs, whoever asks."""
+
+    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+        self.jobs = jobs
+
+    def controlled_by(self, kind: str, owner: Any) -> list[dict[str, Any]]:
+        assert kind == "Job"
+        return self.jobs
+
+
+def child(suspend: bool, **extra: Any) -> dict[str, Any]:
+    meta = {"name": "job-workers-0", "namespace": "ns", **extra.pop("meta", {})}
+    return {"metadata": meta, "spec": {"suspend": suspend}, "status": extra}
+
+
+def test_a_jobset_keeps_its_quota_until_each_of_its_jobs_is_stopped() -> None:
+    """JobSet's controller suspends the Jobs a moment after the queue suspends the JobSet; a Job
+    still unsuspended may start a pod (its pods not created yet, a failed one replaced)."""
+    made = reconciler(set())
+    made.objects = JobsOf([child(True), child(False)])  # type: ignore[assignment]
+    assert not made._pods_gone(queued("JobSet"), [], {"job": []})
+    completed = child(False, conditions=[{"type": "Complete", "status": "True"}])
+    deleting = child(False, meta={"deletionTimestamp": "2026-01-01T00:00:00Z"})
+    made.objects = JobsOf([child(True), completed, deleting])  # type: ignore[assignment]
+    assert made._pods_gone(queued("JobSet"), [], {"job": []})
+    # A batch/v1 Job is its own gate: no Jobs of its own are asked about.
+    assert made._pods_gone(queued("Job"), [], {"job": []})

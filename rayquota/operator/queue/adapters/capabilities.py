@@ -86,6 +86,18 @@ class GatesItsOwnPods(Protocol):
 
 
 @runtime_checkable
+class StartsPodsThroughJobs(Protocol):
+    """Its pods are made by the Jobs it controls, which another controller keeps in step with it
+    (JobSet's controller suspends a JobSet's Jobs a moment after the queue suspends the JobSet):
+    until each of them is stopped the Job controller may still start a pod, so the quota it held
+    is free only once its Jobs are stopped and its pods are gone. Without it, its pods alone say."""
+
+    def jobs_stopped(self, jobs: Sequence[Body]) -> bool:
+        """Can none of these Jobs (those it controls) start a pod any more?"""
+        ...
+
+
+@runtime_checkable
 class OptionalIntegration(Protocol):
     """Its kind is queued only when the configuration's ``integrations.frameworks`` is unset or
     names ``framework`` (Kueue's integration name), and its CRD is another project's: the
@@ -106,4 +118,5 @@ __all__ = [
     "PartTemplates",
     "PlansWithinCaps",
     "RunsItsOwnCluster",
+    "StartsPodsThroughJobs",
 ]

@@ -16,6 +16,11 @@ accounted through it (`job.JobAdapter.accounted_through`) and their pods are hel
 submitter's are: the pod webhook gates them and the Job pod ungater lets them through on the
 admitted flavor, keyed by their Job (`gating/job_pod_ungater.py`); with a topology assignment the
 gate is also written into the replicatedJob's template, so they are born held without the webhook.
+
+Suspended (evicted, finished), its quota is free only once its pods are gone *and* each of its
+Jobs is suspended, finished or being deleted (``StartsPodsThroughJobs``): JobSet's controller
+suspends them a moment after the JobSet, and until then the Job controller may still start a
+pod (a Job just resumed whose pods are not created yet, a failed pod replaced).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.cache.informer import MODIFIED
+from rayquota.operator.queue.adapters.job import FINISHED_CONDITIONS as JOB_FINISHED_CONDITIONS
+from rayquota.operator.queue.adapters.job import job_is_suspended
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
     CountsClaims,
@@ -193,3 +200,16 @@ class JobSetAdapter(CountsClaims, RunsAsOnePart):
 
     def finished(self, obj: Body) -> bool:
         return any(status == "True" for _, status in _finished_conditions(obj))
+
+    def jobs_stopped(self, jobs: Sequence[Body]) -> bool:
+        return all(job_stopped(job) for job in jobs)
+
+
+def job_stopped(job: Body) -> bool:
+    """Can the Job controller start no pod for this Job any more?"""
+    if job_is_suspended(job) or (job.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return any(
+        c.get("type") in JOB_FINISHED_CONDITIONS and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )

@@ -26,6 +26,8 @@ from rayquota.operator.core.pods import pod_finished
 from rayquota.operator.core.timestamps import now_rfc3339
 from rayquota.operator.queue import naming
 from rayquota.operator.queue.adapters import Edit
+from rayquota.operator.queue.adapters.capabilities import StartsPodsThroughJobs
+from rayquota.operator.queue.adapters.job import JOB_PODS
 from rayquota.operator.queue.adapters.protocol import KindAdapter
 from rayquota.operator.queue.adapters.ray_kind import RAY_CLUSTER_PODS
 from rayquota.operator.queue.admission import converter, creation_order
@@ -348,9 +350,15 @@ class WorkloadReconciler:
         return Result(requeue_after_s=retry) if retry is not None else None
 
     def _pods_gone(self, queued: Queued, pods: list[Obj], pods_by_part: Mapping[str, list[Obj]]) -> bool:
-        """None of the object's pods holds resources: none in the cache, none in flight."""
+        """None of the object's pods holds resources: none in the cache, none in flight, and
+        none its Jobs may still start (a JobSet's, until JobSet's controller stopped them)."""
         if not queued.adapter.pods_gone(queued.obj, pods):
             return False
+        adapter = queued.adapter
+        if isinstance(adapter, StartsPodsThroughJobs) and not adapter.jobs_stopped(
+            self.objects.controlled_by(JOB_PODS.owner_kind, queued.obj)
+        ):
+            return False  # a Job's event brings us back
         namespace = str(queued.obj["metadata"]["namespace"])
         return not self._in_flight(queued.adapter, namespace, pods_by_part)
 
