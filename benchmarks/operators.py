@@ -71,9 +71,12 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def start_operator(name: str, cluster: LocalCluster, log_dir: Path) -> Iterator[harness.PeerProcess]:
-    """Run an operator while the block runs, from the moment its health endpoint answers."""
-    operator = OPERATORS[name]()
+def start_operator(
+    name: str, cluster: LocalCluster, log_dir: Path, operator: Operator | None = None
+) -> Iterator[harness.PeerProcess]:
+    """Run an operator while the block runs, from the moment its health endpoint answers;
+    ``operator``: another command line than OPERATORS[name]'s (another KubeRay build)."""
+    operator = operator or OPERATORS[name]()
     log_path = log_dir / f"{name}-operator.log"
     with harness.PeerProcess(operator.argv, kubeconfig=cluster.kubeconfig, log_path=log_path) as proc:
         harness.wait_until(f"{name} healthy", lambda: _healthy(operator.health_url) or not proc.alive(), 120)
