@@ -43,26 +43,9 @@ class History(harness.Periodic):
         return latest(self.events())
 
     def _lister(self) -> Callable[..., Any]:
-        from kubernetes import client, config
-
-        api = config.new_client_from_config(config_file=str(self.kubeconfig))
-        api.user_agent = f"{harness.POLLER_USER_AGENT}/0"
-        if self.group:
-            custom = client.CustomObjectsApi(api)
-
-            def list_custom(**kwargs: Any) -> Any:
-                return custom.list_namespaced_custom_object(
-                    self.group, self.version, self.namespace, self.plural, **kwargs
-                )
-
-            return list_custom
-        core = client.CoreV1Api(api)
-
-        # Without a docstring naming a model class, the watch hands over plain JSON.
-        def list_core(**kwargs: Any) -> Any:
-            return getattr(core, f"list_namespaced_{self.plural.rstrip('s')}")(self.namespace, **kwargs)
-
-        return list_core
+        return harness.namespaced_lister(
+            self.kubeconfig, self.group, self.version, self.namespace, self.plural
+        )
 
     def tick(self) -> None:
         from kubernetes import watch

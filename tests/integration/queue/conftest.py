@@ -249,11 +249,9 @@ def gpu_rayjob(name: str, queue: str, workers: int, gpus_per_worker: int, **labe
     }
 
 
-def gpu_job(
-    name: str, queue: str, *, parallelism: int, completions: int | None, gpus: int, suspend: bool = True
-) -> dict[str, Any]:
-    """A Job as a Kueue user writes it: the queue label and (without a webhook) ``suspend: true``.
-    Its pods run until deleted (kwok completes other Jobs' pods a second after they start)."""
+def held_gpu_pod_template(gpus: int) -> dict[str, Any]:
+    """A Job's pod template of one container asking for ``gpus`` GPUs, whose pods run until
+    deleted (kwok completes other Jobs' pods a second after they start)."""
     container = {
         "name": "train",
         "image": "busybox",
@@ -263,14 +261,22 @@ def gpu_job(
             "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
         },
     }
+    return {
+        "metadata": {"labels": {MANUAL_COMPLETION_LABEL: "true"}},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+
+
+def gpu_job(
+    name: str, queue: str, *, parallelism: int, completions: int | None, gpus: int, suspend: bool = True
+) -> dict[str, Any]:
+    """A Job as a Kueue user writes it: the queue label and (without a webhook) ``suspend: true``.
+    Its pods run until deleted (kwok completes other Jobs' pods a second after they start)."""
     spec: dict[str, Any] = {
         "parallelism": parallelism,
         "suspend": suspend,
         "backoffLimit": 0,
-        "template": {
-            "metadata": {"labels": {MANUAL_COMPLETION_LABEL: "true"}},
-            "spec": {"restartPolicy": "Never", "containers": [container]},
-        },
+        "template": held_gpu_pod_template(gpus),
     }
     if completions is not None:
         spec["completions"] = completions

@@ -6,26 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rayquota.localcluster.nodes import MANUAL_COMPLETION_LABEL
+from tests.integration.queue.conftest import held_gpu_pod_template
 from tests.jobset_controller import JOBSET_NAME
 
 
 def replicated_job(name: str, replicas: int, parallelism: int, gpus: int) -> dict[str, Any]:
     """``replicas`` Jobs of ``parallelism`` pods of ``gpus`` GPUs each; the pods run until
     deleted (kwok completes other Jobs' pods a second after they start)."""
-    container = {
-        "name": "train",
-        "image": "busybox",
-        "command": ["sleep", "3600"],
-        "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-            "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-        },
-    }
-    pod_template = {
-        "metadata": {"labels": {MANUAL_COMPLETION_LABEL: "true"}},
-        "spec": {"restartPolicy": "Never", "containers": [container]},
-    }
+    pod_template = held_gpu_pod_template(gpus)
     return {
         "name": name,
         "replicas": replicas,
