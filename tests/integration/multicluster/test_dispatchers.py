@@ -1,9 +1,10 @@
 """The manager's other dispatchers across the fleet's control planes (the other tests run the
 default, AllAtOnce; for each test here the manager's operator is restarted with its dispatcher):
 
-- Incremental (stepSize 1, a short round): a RayJob is nominated to worker1 alone (the workers
-  by name); worker1 has no quota for it, so its copy waits there until the next round adds
-  worker2, which admits and runs it.
+- Incremental (stepSize 1, a short round): a RayJob is nominated to worker1 alone (the first
+  of the MultiKueueConfig's workers; config order against name order is unit-tested); worker1
+  has no quota for it, so its copy waits there until the next round adds worker2, which admits
+  and runs it.
 - MostFreeQuota: each RayJob is copied only to the worker with the most room for it.
 
 Sampled throughout as the failover test samples: no worker ever holds a copy the manager's
@@ -120,7 +121,7 @@ def assert_ran_only_in(sampler: FleetSampler, job: str, worker: str) -> None:
     assert any(sampler.where_running(sample, job) for sample in samples), f"the sampler never saw {job} run"
 
 
-def test_incremental_nominates_the_workers_by_name_a_round_at_a_time(
+def test_incremental_nominates_the_workers_in_config_order_a_round_at_a_time(
     incremental_manager: None, fleet: Fleet, sides: dict[str, Side]
 ) -> None:
     manager, first, second = sides["manager"], sides["worker1"], sides["worker2"]
@@ -133,7 +134,7 @@ def test_incremental_nominates_the_workers_by_name_a_round_at_a_time(
         manager.kube.apply(dispatched(gpu_rayjob("inc", "team", workers=1, gpus_per_worker=4)))
         workload = workload_name(manager, "inc")
 
-        # Round 1: worker1 alone, by name; its copy waits there for quota; worker2 has none.
+        # Round 1: worker1 alone, first in the config; its copy waits there for quota; worker2 has none.
         def round_one() -> bool:
             here = manager_workload(manager, "RayJob", "inc") or {}
             copy = first.kube.get("workload", workload)
