@@ -135,12 +135,13 @@ def mirrored_status(local: Body, remote: Body) -> dict[str, Any] | None:
     """MultiKueue: Kubernetes refuses a running status on a suspended Job, so while the
     manager's Job is still suspended (its gate lifts as the check turns Ready) a running remote
     waits (None)."""
-    if job_is_suspended(local) and not job_is_suspended(remote) and not _finished(remote):
+    if job_is_suspended(local) and not job_is_suspended(remote) and not job_finished(remote):
         return None
     return whole_status(local, remote)
 
 
-def _finished(job: Body) -> bool:
+def job_finished(job: Body) -> bool:
+    """Has the Job a true Complete or Failed condition?"""
     return any(status == "True" for _, status in _finished_conditions(job))
 
 
@@ -222,4 +223,4 @@ class JobAdapter(CountsClaims, RunsAsOnePart):
         return changed(self.kind, obj, after)
 
     def finished(self, obj: Body) -> bool:
-        return _finished(obj)
+        return job_finished(obj)

@@ -30,8 +30,7 @@ from typing import Any
 
 from rayquota.operator.core import resources
 from rayquota.operator.core.cache.informer import MODIFIED
-from rayquota.operator.queue.adapters.job import FINISHED_CONDITIONS as JOB_FINISHED_CONDITIONS
-from rayquota.operator.queue.adapters.job import job_is_suspended
+from rayquota.operator.queue.adapters.job import job_finished, job_is_suspended
 from rayquota.operator.queue.adapters.protocol import Body, Edit, Grant, PodWatch, TemplateAt
 from rayquota.operator.queue.adapters.record_helpers import (
     CountsClaims,
@@ -207,9 +206,5 @@ class JobSetAdapter(CountsClaims, RunsAsOnePart):
 
 def job_stopped(job: Body) -> bool:
     """Can the Job controller start no pod for this Job any more?"""
-    if job_is_suspended(job) or (job.get("metadata") or {}).get("deletionTimestamp"):
-        return True
-    return any(
-        c.get("type") in JOB_FINISHED_CONDITIONS and c.get("status") == "True"
-        for c in (job.get("status") or {}).get("conditions") or []
-    )
+    being_deleted = bool((job.get("metadata") or {}).get("deletionTimestamp"))
+    return job_is_suspended(job) or being_deleted or job_finished(job)
